@@ -1,0 +1,241 @@
+//! `EngineCore`: everything the engine owns, as plain async Rust. The actor
+//! (`actors::engine`) moves the core into each atomic handler's future and
+//! takes it back at the end, so the core is only ever touched by one message
+//! at a time without a lock, and its logic reads as ordinary sequential code.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
+
+use crate::catalog::{Catalog, ModelEntry};
+use crate::child::client::ChildClient;
+use crate::child::port::PortLease;
+use crate::child::process::{self, ChildProcess};
+use crate::config::WardenConfig;
+use crate::engines::{Backend, SpawnPlan};
+use crate::error::{ApiError, GenerationError};
+use crate::law::crash::{self, EngineCode, Hints};
+use crate::sensors::ram;
+use crate::status::{EngineState, EngineStatus, WardenEvent};
+
+/// The live child and what the engine knows of it.
+#[derive(Debug)]
+pub struct LiveChild {
+    /// The process.
+    pub process: ChildProcess,
+    /// The HTTP client to it (holds its key).
+    pub client: ChildClient,
+    /// How it was planned (model, facts, window).
+    pub plan: SpawnPlan,
+    /// Its port, leased for its life.
+    pub port: PortLease,
+    /// The allocated window (`/props` n_ctx, else the `-c` given, else unknown).
+    pub allocated: Option<u32>,
+    /// When it became ready.
+    pub loaded_since: SystemTime,
+    /// The cgroup's OOM-kill count when it was spawned.
+    pub oom_kills_at_spawn: Option<u64>,
+}
+
+impl LiveChild {
+    /// The model id.
+    pub fn model_id(&self) -> &str {
+        &self.plan.entry.id
+    }
+}
+
+/// The engine's whole state.
+#[derive(Debug)]
+pub struct EngineCore {
+    /// Configuration.
+    pub(super) cfg: Arc<WardenConfig>,
+    /// The backend (CPU, CUDA, MLX).
+    pub(super) backend: Backend,
+    /// The models.
+    pub(super) catalog: Arc<Catalog>,
+    /// The HTTP client shared by every child.
+    pub(super) http: reqwest::Client,
+    /// The child, when one runs.
+    pub(super) child: Option<LiveChild>,
+    /// Status publication.
+    pub(super) status_tx: watch::Sender<EngineStatus>,
+    /// Lifecycle events.
+    pub(super) events_tx: broadcast::Sender<WardenEvent>,
+    /// End of the last turn (or of the last load), monotonic.
+    pub(super) last_used: Option<Instant>,
+    /// The same on the wall clock, for status.
+    pub(super) last_used_wall: Option<SystemTime>,
+    /// Turns handled.
+    pub(super) turns: u64,
+    /// What the engine is doing.
+    pub(super) state: EngineState,
+    /// Set by `Shutdown`: no further child is started.
+    pub(super) shut_down: bool,
+    /// The model an idle reap unloaded, until a turn consumes it (the spec's
+    /// `_idle_unload`, read by `take_idle_reload`).
+    pub(super) idle_reload: Option<String>,
+}
+
+impl EngineCore {
+    /// A core with no child.
+    pub fn new(
+        cfg: Arc<WardenConfig>,
+        backend: Backend,
+        catalog: Arc<Catalog>,
+        status_tx: watch::Sender<EngineStatus>,
+        events_tx: broadcast::Sender<WardenEvent>,
+    ) -> Self {
+        let core = Self {
+            cfg,
+            backend,
+            catalog,
+            http: crate::child::client::shared_http_client(),
+            child: None,
+            status_tx,
+            events_tx,
+            last_used: None,
+            last_used_wall: None,
+            turns: 0,
+            state: EngineState::Idle,
+            shut_down: false,
+            idle_reload: None,
+        };
+        core.publish();
+        core
+    }
+
+    /// Publishes the status snapshot (after every change).
+    pub(super) fn publish(&self) {
+        let c = self.child.as_ref();
+        let memory_bound = c.and_then(|c| {
+            let bound = c.plan.window.memory_bound()?;
+            // The bound is reported only while the child enforces it.
+            (c.allocated
+                .is_some_and(|a| crate::law::caps::matches_requested(a, bound)))
+            .then_some(bound)
+        });
+        let status = EngineStatus {
+            engine: self.backend.kind(),
+            state: self.state,
+            model: c.map(|c| c.model_id().to_string()),
+            model_path: c.map(|c| c.plan.entry.path.display().to_string()),
+            declared_ceiling: self.cfg.ctx_pin,
+            context_tokens: c.and_then(|c| c.allocated),
+            requested_context: c.and_then(|c| c.plan.window.ctx()),
+            memory_bound_tokens: memory_bound,
+            memory_bound_footprint_bytes: memory_bound
+                .and_then(|b| c?.plan.shape.map(|s| crate::law::window::footprint_bytes(&s, b))),
+            child_pid: c.map(|c| c.process.pid()),
+            port: c.map(|c| c.port.port()),
+            loaded_since: c.and_then(|c| unix_secs(c.loaded_since)),
+            last_used: self.last_used_wall.and_then(unix_millis),
+            last_used_at: self.last_used,
+            turns: self.turns,
+            brake: Default::default(),
+        };
+        self.status_tx.send_replace(status);
+    }
+
+    /// Sends a lifecycle event (nobody listening is fine).
+    pub(super) fn emit(&self, event: WardenEvent) {
+        let _ = self.events_tx.send(event);
+    }
+
+    /// Marks the idle clock at now.
+    pub(super) fn touch(&mut self) {
+        self.last_used = Some(Instant::now());
+        self.last_used_wall = Some(SystemTime::now());
+    }
+
+    /// Looks a model id up; `None` is the default model.
+    pub(super) fn resolve(&self, id: Option<&str>) -> Result<Arc<ModelEntry>, ApiError> {
+        match id {
+            Some(id) => self.catalog.get(id).ok_or_else(|| ApiError::model_not_found(id)),
+            None => self.catalog.default_entry().ok_or_else(|| ApiError {
+                status: 404,
+                message: "no model is configured: pass --model or put a GGUF in the models directory".into(),
+                kind: "invalid_request_error",
+                code: "model_not_found".into(),
+                param: Some("model".into()),
+                raw: None,
+            }),
+        }
+    }
+
+    /// Stops the child, if any, through `terminate`.
+    pub(super) async fn stop_child(&mut self, reason: &'static str) -> bool {
+        let Some(mut c) = self.child.take() else {
+            return false;
+        };
+        let info = process::terminate(&mut c.process, self.cfg.stop_grace).await;
+        tracing::info!(
+            engine = self.backend.kind().tag(),
+            model = c.model_id(),
+            pid = c.process.pid(),
+            reason,
+            "model unloaded ({info})"
+        );
+        self.emit(WardenEvent::Unloaded {
+            model: c.model_id().to_string(),
+            reason,
+        });
+        self.state = EngineState::Idle;
+        self.publish();
+        true
+    }
+
+    /// The classified death of the current child, clearing it.
+    pub(super) fn take_dead_child(&mut self) -> Option<GenerationError> {
+        let info = self.child.as_ref()?.process.exit()?;
+        let c = self.child.take()?;
+        let code = classify_exit(&c, info);
+        tracing::warn!(
+            engine = self.backend.kind().tag(),
+            model = c.model_id(),
+            pid = c.process.pid(),
+            code = code.as_str(),
+            "the model server died ({info})"
+        );
+        self.emit(WardenEvent::ChildExited {
+            model: c.model_id().to_string(),
+            pid: c.process.pid(),
+            code: code.as_str().into(),
+        });
+        self.state = EngineState::Idle;
+        self.publish();
+        Some(GenerationError::ChildDied {
+            code,
+            exit: info,
+            raw: c.process.output().raw_tail(),
+        })
+    }
+}
+
+/// Classifies a dead child from its tail, its exit and the OOM counter.
+pub(super) fn classify_exit(c: &LiveChild, info: process::ExitInfo) -> EngineCode {
+    let oom_kill_seen = match (c.oom_kills_at_spawn, ram::oom_kill_count()) {
+        (Some(before), Some(now)) => now > before,
+        _ => false,
+    };
+    let hints = Hints {
+        stopped_by_us: c.process.stopped_by_us(),
+        oom_kill_seen,
+    };
+    crash::classify(
+        &c.process.output().tail(crate::child::output::RAW_TAIL_LINES),
+        info.kind(),
+        hints,
+    )
+}
+
+fn unix_secs(t: SystemTime) -> Option<u64> {
+    t.duration_since(SystemTime::UNIX_EPOCH).ok().map(|d| d.as_secs())
+}
+
+fn unix_millis(t: SystemTime) -> Option<u64> {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_millis() as u64)
+}

@@ -1,0 +1,49 @@
+//! The engine's housekeeping handlers: the idle reap, explicit loads, the
+//! brake's idle tick and shutdown. Part of `EngineCore`.
+
+use super::core::EngineCore;
+use crate::error::ApiError;
+use crate::law::reap::should_reap;
+use crate::status::{EngineState, EngineStatus, WardenEvent};
+
+impl EngineCore {
+    /// The idle reap, re-checked here: a tick that queued behind a turn sees
+    /// the idle clock at that turn's end and leaves the model alone.
+    pub async fn reap_tick(&mut self) {
+        let idle_for = self.last_used.map(|t| t.elapsed()).unwrap_or_default();
+        let reaped = should_reap(self.child.is_some(), false, idle_for, self.cfg.idle_timeout);
+        if reaped {
+            let id = self.child.as_ref().map(|c| c.model_id().to_string());
+            tracing::info!(
+                idle_s = idle_for.as_secs(),
+                "model idle past {:?}; unloading",
+                self.cfg.idle_timeout
+            );
+            self.stop_child("idle").await;
+            // Left for the next turn to announce (the spec's `_idle_unload`).
+            self.idle_reload = id;
+        }
+        self.emit(WardenEvent::ReapChecked { reaped });
+    }
+
+    /// `/warden/load`: loads (or switches to) a model outside a turn.
+    pub async fn load_request(&mut self, id: Option<&str>) -> Result<EngineStatus, ApiError> {
+        if self.shut_down {
+            return Err(super::turn::shutting_down());
+        }
+        let entry = self.resolve(id)?;
+        self.ensure_loaded(&entry, None).await.map_err(|e| e.to_api())?;
+        Ok(self.status_tx.borrow().clone())
+    }
+
+    /// The brake's idle sample (see `actors::engine::brake`).
+    pub async fn brake_tick(&mut self) {}
+
+    /// Stops the child for good; later turns are refused.
+    pub async fn shutdown(&mut self) {
+        self.shut_down = true;
+        self.stop_child("shutdown").await;
+        self.state = EngineState::Stopped;
+        self.publish();
+    }
+}

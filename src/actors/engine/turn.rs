@@ -1,0 +1,281 @@
+//! A chat turn: resolve the model, relay the child's answer to the caller,
+//! watch for a dead, hung or abandoned turn. Part of `EngineCore`; runs
+//! inside the atomic `Generate` handler, so nothing else touches the child
+//! until the turn's last event is sent.
+//!
+//! The relay passes the child's SSE events through byte for byte (the
+//! parser's zero-copy `raw` slice), so the warden adds no re-encoding to the
+//! stream. Watchdogs: the first event must arrive within
+//! `first_token_timeout` (llama-server sends its headers with the first
+//! token), each next one within `stall_timeout`; a child that misses either is
+//! stopped and the turn ends with `child_hung`. A non-streamed request, whose
+//! progress cannot be seen, is bounded by `request_timeout` as a whole.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::core::EngineCore;
+use crate::child::process;
+use crate::child::sse::SseParser;
+use crate::error::{ApiError, GenerationError};
+use crate::messages::{Generate, TurnEvent};
+use crate::status::{EngineState, WardenEvent};
+
+/// How a relay ended without an error of the warden's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relayed {
+    /// The child finished and every event reached the caller.
+    Completed,
+    /// The caller went away; the upstream request was dropped (cancelled).
+    Abandoned,
+    /// The child itself reported an error, which was relayed as it sent it.
+    UpstreamError,
+}
+
+/// How long a broken stream waits for the child's exit before it is called a
+/// transport failure rather than a death (SIGKILL closes the socket first).
+const DEATH_GRACE: Duration = Duration::from_secs(1);
+/// Bound of reading an error body from the child.
+const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl EngineCore {
+    /// Runs one turn to its end.
+    pub async fn run_turn(&mut self, msg: Generate) {
+        let Generate {
+            model,
+            body,
+            stream,
+            events,
+            options: _,
+            seq,
+            ticket,
+        } = msg;
+        if events.is_closed() {
+            // The client left while the turn waited in the queue.
+            drop(ticket);
+            self.emit(WardenEvent::TurnEnded {
+                seq,
+                outcome: "skipped",
+            });
+            return;
+        }
+        self.emit(WardenEvent::TurnStarted { seq });
+        let outcome = self.turn(model.as_deref(), body, stream, &events).await;
+        self.turns += 1;
+        self.touch();
+        self.state = if self.child.is_some() {
+            EngineState::Ready
+        } else {
+            EngineState::Idle
+        };
+        self.publish();
+        // The queue place frees before the end is announced, so an observer
+        // of the end never sees the turn still counted.
+        drop(ticket);
+        self.emit(WardenEvent::TurnEnded { seq, outcome });
+    }
+
+    async fn turn(
+        &mut self,
+        model: Option<&str>,
+        mut body: serde_json::Map<String, serde_json::Value>,
+        stream: bool,
+        events: &mpsc::Sender<TurnEvent>,
+    ) -> &'static str {
+        if self.shut_down {
+            let _ = events.send(TurnEvent::Error(shutting_down())).await;
+            return "failed";
+        }
+        let entry = match self.resolve(model) {
+            Ok(e) => e,
+            Err(e) => {
+                let _ = events.send(TurnEvent::Error(e)).await;
+                return "failed";
+            }
+        };
+        if let Err(e) = self.ensure_loaded(&entry, Some(events)).await {
+            let _ = events.send(TurnEvent::Error(e.to_api())).await;
+            return "failed";
+        }
+        self.backend.adapt_request(&mut body, &entry);
+        body.insert("stream".into(), serde_json::Value::Bool(stream));
+        // A map of JSON values always serializes.
+        let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON map serializes"));
+        self.state = EngineState::Generating;
+        self.publish();
+        let relayed = if stream {
+            self.relay_stream(bytes, events).await
+        } else {
+            self.relay_whole(bytes, events).await
+        };
+        match relayed {
+            Ok(Relayed::Completed) => "completed",
+            Ok(Relayed::Abandoned) => {
+                tracing::debug!("turn abandoned by the client; upstream request dropped");
+                "abandoned"
+            }
+            Ok(Relayed::UpstreamError) => "failed",
+            Err(e) => {
+                let _ = events.send(TurnEvent::Error(e.to_api())).await;
+                "failed"
+            }
+        }
+    }
+
+    /// Relays a streamed answer event by event.
+    async fn relay_stream(
+        &mut self,
+        body: Bytes,
+        events: &mpsc::Sender<TurnEvent>,
+    ) -> Result<Relayed, GenerationError> {
+        let first_deadline = Instant::now() + self.cfg.first_token_timeout;
+        let child = self.child.as_ref().expect("a turn relays only after its model loaded");
+        let mut exit = child.process.exit_watch();
+        let resp = tokio::select! {
+            biased;
+            _ = events.closed() => return Ok(Relayed::Abandoned),
+            _ = exit.wait_for(Option::is_some) => return Err(self.broken_stream().await),
+            r = tokio::time::timeout_at(first_deadline, child.client.chat(body)) => match r {
+                Err(_) => return Err(self.hung("before the first token", self.cfg.first_token_timeout).await),
+                Ok(Err(_)) => return Err(self.broken_stream().await),
+                Ok(Ok(resp)) => resp,
+            },
+        };
+        if !resp.status().is_success() {
+            return Err(upstream(resp).await);
+        }
+        let mut body = resp.bytes_stream();
+        let mut parser = SseParser::new();
+        let mut batch = Vec::with_capacity(4);
+        let mut got_first = false;
+        let mut relayed_error = false;
+        loop {
+            let deadline = if got_first {
+                Instant::now() + self.cfg.stall_timeout
+            } else {
+                first_deadline
+            };
+            let next = tokio::select! {
+                biased;
+                _ = events.closed() => return Ok(Relayed::Abandoned),
+                r = tokio::time::timeout_at(deadline, body.next()) => r,
+            };
+            let chunk = match next {
+                Err(_) if got_first => return Err(self.hung("between tokens", self.cfg.stall_timeout).await),
+                Err(_) => return Err(self.hung("before the first token", self.cfg.first_token_timeout).await),
+                Ok(Some(Ok(chunk))) => chunk,
+                Ok(None) | Ok(Some(Err(_))) => break,
+            };
+            if parser.push(&chunk, &mut batch).is_err() {
+                return Err(GenerationError::Transport(
+                    "the model server sent an oversized event".into(),
+                ));
+            }
+            for ev in batch.drain(..) {
+                got_first = true;
+                let done = ev.is_done();
+                relayed_error |= ev.is_error();
+                if events.send(TurnEvent::Chunk(ev.raw)).await.is_err() {
+                    return Ok(Relayed::Abandoned);
+                }
+                if done {
+                    let _ = events.send(TurnEvent::Done).await;
+                    return Ok(Relayed::Completed);
+                }
+            }
+        }
+        if relayed_error {
+            // The child reported its own failure and closed the stream.
+            return Ok(Relayed::UpstreamError);
+        }
+        Err(self.broken_stream().await)
+    }
+
+    /// Relays a non-streamed answer whole.
+    async fn relay_whole(&mut self, body: Bytes, events: &mpsc::Sender<TurnEvent>) -> Result<Relayed, GenerationError> {
+        let child = self.child.as_ref().expect("a turn relays only after its model loaded");
+        let mut exit = child.process.exit_watch();
+        let request = async {
+            let resp = child.client.chat(body).await?;
+            let status = resp.status().as_u16();
+            let bytes = resp.bytes().await?;
+            Ok::<_, reqwest::Error>((status, bytes))
+        };
+        let (status, bytes) = tokio::select! {
+            biased;
+            _ = events.closed() => return Ok(Relayed::Abandoned),
+            _ = exit.wait_for(Option::is_some) => return Err(self.broken_stream().await),
+            r = tokio::time::timeout(self.cfg.request_timeout, request) => match r {
+                Err(_) => return Err(self.hung("before the answer completed", self.cfg.request_timeout).await),
+                Ok(Err(_)) => return Err(self.broken_stream().await),
+                Ok(Ok(v)) => v,
+            },
+        };
+        if !(200..300).contains(&status) {
+            let json = serde_json::from_slice(&bytes).ok();
+            return Err(GenerationError::Upstream { status, body: json });
+        }
+        let _ = events.send(TurnEvent::Body { status, body: bytes }).await;
+        Ok(Relayed::Completed)
+    }
+
+    /// A stream that broke: the child's death (classified) when it exits
+    /// within `DEATH_GRACE`, else a transport failure.
+    async fn broken_stream(&mut self) -> GenerationError {
+        if let Some(c) = self.child.as_mut() {
+            let _ = tokio::time::timeout(DEATH_GRACE, c.process.wait()).await;
+        }
+        self.take_dead_child()
+            .unwrap_or_else(|| GenerationError::Transport("the stream ended before the answer completed".into()))
+    }
+
+    /// A child that missed a watchdog: stopped, and the turn's error.
+    async fn hung(&mut self, stage: &'static str, after: Duration) -> GenerationError {
+        let raw = self
+            .child
+            .as_ref()
+            .map(|c| c.process.output().raw_tail())
+            .unwrap_or_default();
+        tracing::warn!(
+            engine = self.backend.kind().tag(),
+            "the model server sent nothing for {after:?} ({stage}); stopping it"
+        );
+        if let Some(mut c) = self.child.take() {
+            process::terminate(&mut c.process, self.cfg.stop_grace).await;
+            self.emit(WardenEvent::Unloaded {
+                model: c.model_id().to_string(),
+                reason: "hung",
+            });
+        }
+        self.state = EngineState::Idle;
+        self.publish();
+        GenerationError::Hung { stage, after, raw }
+    }
+}
+
+/// The child's error status and JSON body.
+async fn upstream(resp: reqwest::Response) -> GenerationError {
+    let status = resp.status().as_u16();
+    let body = tokio::time::timeout(ERROR_BODY_TIMEOUT, resp.bytes())
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    GenerationError::Upstream { status, body }
+}
+
+/// The error a turn gets once the warden is shutting down.
+pub fn shutting_down() -> ApiError {
+    ApiError {
+        status: 503,
+        message: "the warden is shutting down".into(),
+        kind: "server_error",
+        code: "shutting_down".into(),
+        param: None,
+        raw: None,
+    }
+}

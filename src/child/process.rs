@@ -1,0 +1,348 @@
+//! Spawning and stopping the child process: its own process group, the
+//! parent-death signal, an explicit environment, output drained into
+//! `tracing` and the `OutputLog`, and the one `terminate` every stop goes
+//! through (unload, reap, respawn, shutdown, crash cleanup).
+//!
+//! Called by the engine core only. The `tokio::process::Child` itself lives in
+//! a wait task that reaps it the moment it exits (no zombie outlives it) and
+//! publishes how it ended on a `watch` channel.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::sync::{mpsc, watch};
+
+use super::key::ApiKey;
+use super::output::OutputLog;
+use crate::law::crash::ExitKind;
+
+/// How long the exit report waits for the output pipes to reach EOF.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+
+/// What to run, fully decided by the engine.
+#[derive(Clone)]
+pub struct SpawnSpec {
+    /// The executable (llama-server, or the MLX environment's python).
+    pub program: PathBuf,
+    /// Its arguments, secrets excluded (they go through `env`).
+    pub args: Vec<OsString>,
+    /// The child's whole environment: it starts from nothing, so the warden's
+    /// own secrets (`WARDEN_API_KEY`, a cloud token) never reach it.
+    pub env: Vec<(OsString, OsString)>,
+    /// A short name for logs ("llama-server", "mlx_vlm.server").
+    pub label: &'static str,
+    /// The child's key: redacted from every line of its output before the
+    /// line reaches a log or a crash tail (defence in depth; llama-server at
+    /// trace verbosity prints the key's last four characters).
+    pub secret: Option<ApiKey>,
+}
+
+impl std::fmt::Debug for SpawnSpec {
+    /// Environment values are omitted: one of them is the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpawnSpec")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env_keys", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field("label", &self.label)
+            .finish()
+    }
+}
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitInfo {
+    /// The exit status code, when it exited.
+    pub code: Option<i32>,
+    /// The signal that killed it, when one did.
+    pub signal: Option<i32>,
+}
+
+impl ExitInfo {
+    /// The classification view of this exit.
+    pub fn kind(&self) -> ExitKind {
+        match (self.code, self.signal) {
+            (_, Some(sig)) => ExitKind::Signal(sig),
+            (Some(code), None) => ExitKind::Code(code),
+            (None, None) => ExitKind::Code(-1),
+        }
+    }
+}
+
+impl std::fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.code, self.signal) {
+            (_, Some(sig)) => write!(f, "killed by signal {sig}"),
+            (Some(code), None) => write!(f, "exit status {code}"),
+            (None, None) => f.write_str("ended"),
+        }
+    }
+}
+
+/// A running (or just ended) child.
+#[derive(Debug)]
+pub struct ChildProcess {
+    /// The OS pid, also the process group id (the child leads its group).
+    pid: u32,
+    /// `None` while running; how it ended once it did.
+    exit: watch::Receiver<Option<ExitInfo>>,
+    /// Asks the wait task to kill the child (the portable path; on Unix the
+    /// group is signalled directly).
+    kill_tx: mpsc::UnboundedSender<()>,
+    /// Its captured output.
+    output: Arc<OutputLog>,
+    /// Set once the warden itself signalled the child, so its death is not
+    /// mistaken for a crash or the OOM killer.
+    stopped_by_us: bool,
+}
+
+/// Starts the child described by `spec`.
+///
+/// Must run on a long-lived thread (an actix arbiter's): on Linux the
+/// parent-death signal fires when the *spawning thread* exits.
+pub fn spawn(spec: &SpawnSpec) -> std::io::Result<ChildProcess> {
+    let mut cmd = tokio::process::Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    {
+        cmd.process_group(0);
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: the closure runs between fork and exec and calls only
+        // async-signal-safe functions (prctl, getppid, _exit).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The warden may have died between fork and prctl: then no
+                // signal will ever come, so leave now.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd.spawn()?;
+    let pid = child
+        .id()
+        .ok_or_else(|| std::io::Error::other("the child exited before its pid was read"))?;
+    let output = Arc::new(OutputLog::default());
+    let redact = Redactor::new(spec.secret.as_ref());
+    let mut drains = Vec::with_capacity(2);
+    if let Some(out) = child.stdout.take() {
+        drains.push(tokio::spawn(drain(
+            out,
+            output.clone(),
+            spec.label,
+            pid,
+            redact.clone(),
+        )));
+    }
+    if let Some(err) = child.stderr.take() {
+        drains.push(tokio::spawn(drain(err, output.clone(), spec.label, pid, redact)));
+    }
+    let (exit_tx, exit_rx) = watch::channel(None);
+    let (kill_tx, mut kill_rx) = mpsc::unbounded_channel::<()>();
+    let label = spec.label;
+    tokio::spawn(async move {
+        let status = loop {
+            tokio::select! {
+                status = child.wait() => break status,
+                Some(()) = kill_rx.recv() => { let _ = child.start_kill(); }
+            }
+        };
+        let info = match status {
+            Ok(s) => exit_info(s),
+            Err(_) => ExitInfo {
+                code: None,
+                signal: None,
+            },
+        };
+        // Publish the exit only once the output is fully captured, so a
+        // crash is always classified from its last lines. Bounded: a
+        // process the child left behind could hold the pipes open.
+        for d in drains {
+            let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, d).await;
+        }
+        tracing::debug!(pid, child = label, "child ended: {info}");
+        let _ = exit_tx.send(Some(info));
+    });
+    tracing::debug!(pid, child = spec.label, program = %spec.program.display(), "child spawned");
+    Ok(ChildProcess {
+        pid,
+        exit: exit_rx,
+        kill_tx,
+        output,
+        stopped_by_us: false,
+    })
+}
+
+#[cfg(unix)]
+fn exit_info(s: std::process::ExitStatus) -> ExitInfo {
+    use std::os::unix::process::ExitStatusExt;
+    ExitInfo {
+        code: s.code(),
+        signal: s.signal(),
+    }
+}
+
+#[cfg(not(unix))]
+fn exit_info(s: std::process::ExitStatus) -> ExitInfo {
+    ExitInfo {
+        code: s.code(),
+        signal: None,
+    }
+}
+
+/// Removes the key (whole, and the `****abcd` suffix form) from output lines.
+#[derive(Clone, Default)]
+struct Redactor {
+    needles: Vec<String>,
+}
+
+impl Redactor {
+    fn new(key: Option<&ApiKey>) -> Self {
+        let needles = key
+            .map(|k| {
+                let s = k.expose();
+                vec![s.to_string(), format!("****{}", &s[s.len().saturating_sub(4)..])]
+            })
+            .unwrap_or_default();
+        Self { needles }
+    }
+
+    fn apply<'a>(&self, line: &'a str) -> std::borrow::Cow<'a, str> {
+        let mut out = std::borrow::Cow::Borrowed(line);
+        for n in &self.needles {
+            if out.contains(n.as_str()) {
+                out = std::borrow::Cow::Owned(out.replace(n.as_str(), "<redacted>"));
+            }
+        }
+        out
+    }
+}
+
+/// Forwards one output stream, line by line, to `tracing` and the log.
+async fn drain<R: AsyncRead + Unpin>(stream: R, log: Arc<OutputLog>, label: &'static str, pid: u32, redact: Redactor) {
+    let mut reader = BufReader::new(stream);
+    let mut buf = Vec::with_capacity(256);
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                while matches!(buf.last(), Some(b'\n' | b'\r')) {
+                    buf.pop();
+                }
+                let lossy = String::from_utf8_lossy(&buf);
+                let line = redact.apply(&lossy);
+                tracing::debug!(target: "llm_warden::child", pid, child = label, "{line}");
+                log.push(&line);
+            }
+        }
+    }
+}
+
+impl ChildProcess {
+    /// The OS pid.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Its captured output.
+    pub fn output(&self) -> &Arc<OutputLog> {
+        &self.output
+    }
+
+    /// How it ended, or `None` while it runs.
+    pub fn exit(&self) -> Option<ExitInfo> {
+        *self.exit.borrow()
+    }
+
+    /// Whether the warden itself stopped it.
+    pub fn stopped_by_us(&self) -> bool {
+        self.stopped_by_us
+    }
+
+    /// A receiver that resolves when the child ends (for `select!`s that
+    /// must notice a death while waiting on something else).
+    pub fn exit_watch(&self) -> watch::Receiver<Option<ExitInfo>> {
+        self.exit.clone()
+    }
+
+    /// Waits until the child ends.
+    pub async fn wait(&mut self) -> ExitInfo {
+        let mut rx = self.exit.clone();
+        match rx.wait_for(Option::is_some).await {
+            Ok(v) => v.expect("wait_for returned a Some"),
+            // The wait task is gone only when the runtime shuts down.
+            Err(_) => ExitInfo {
+                code: None,
+                signal: None,
+            },
+        }
+    }
+
+    /// Sends `sig` to the child's whole process group.
+    #[cfg(unix)]
+    fn signal_group(&mut self, sig: nix::sys::signal::Signal) {
+        self.stopped_by_us = true;
+        let pgid = nix::unistd::Pid::from_raw(self.pid as i32);
+        let _ = nix::sys::signal::killpg(pgid, sig);
+    }
+
+    /// SIGKILL to the group at once, without waiting (used by `Drop`).
+    fn kill_now(&mut self) {
+        self.stopped_by_us = true;
+        #[cfg(unix)]
+        self.signal_group(nix::sys::signal::Signal::SIGKILL);
+        let _ = self.kill_tx.send(());
+    }
+}
+
+/// Stops a child: SIGTERM to its group, up to `grace` to exit, then SIGKILL,
+/// and waits until it is reaped. Every stop in the warden goes through here.
+pub async fn terminate(child: &mut ChildProcess, grace: Duration) -> ExitInfo {
+    if let Some(info) = child.exit() {
+        return info;
+    }
+    #[cfg(unix)]
+    {
+        child.signal_group(nix::sys::signal::Signal::SIGTERM);
+        // A stopped (SIGSTOPped, wedged) child cannot act on SIGTERM until
+        // it runs again.
+        child.signal_group(nix::sys::signal::Signal::SIGCONT);
+    }
+    #[cfg(not(unix))]
+    child.kill_now();
+    if let Ok(info) = tokio::time::timeout(grace, child.wait()).await {
+        return info;
+    }
+    tracing::warn!(pid = child.pid, "child ignored SIGTERM for {grace:?}; killing it");
+    child.kill_now();
+    child.wait().await
+}
+
+impl Drop for ChildProcess {
+    /// The backstop: a child whose handle is dropped without `terminate`
+    /// (a panic, a runtime shutdown) is killed with its group.
+    fn drop(&mut self) {
+        if self.exit().is_none() {
+            self.kill_now();
+        }
+    }
+}

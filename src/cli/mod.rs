@@ -1,0 +1,70 @@
+//! The binary's subcommands, one file each, and what they share.
+
+pub mod chat;
+pub mod inspect;
+pub mod serve;
+pub mod status;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use llm_warden::{Catalog, WardenConfig};
+
+/// The model build-llama.sh fetches first: the default everywhere.
+pub const DEFAULT_MODEL_ID: &str = "SmolLM2-135M-Instruct.Q4_1";
+
+/// `RUST_LOG` decides; by default the warden's own INFO lines and warnings
+/// from the rest. The child's output is at DEBUG under `llm_warden::child`.
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,llm_warden=info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// The catalog of a models directory plus a model named by path or id,
+/// which becomes the default (else SmolLM2 when present).
+pub fn build_catalog(
+    cfg: &WardenConfig,
+    models_dir: Option<PathBuf>,
+    model: Option<String>,
+) -> anyhow::Result<Catalog> {
+    let dir = models_dir.unwrap_or_else(|| cfg.models_dir());
+    let mut catalog = Catalog::scan(&dir);
+    match model {
+        Some(m) => {
+            let path = PathBuf::from(&m);
+            if path.exists() {
+                catalog.add_path(&path).with_context(|| {
+                    format!(
+                        "{} holds no model (a .gguf file, a split family or a model directory)",
+                        path.display()
+                    )
+                })?;
+            } else if !catalog.set_default(&m) {
+                bail!(
+                    "no model '{m}': not a file, and not an id in {} (ids: {})",
+                    dir.display(),
+                    ids(&catalog)
+                );
+            }
+        }
+        None => {
+            catalog.set_default(DEFAULT_MODEL_ID);
+        }
+    }
+    if catalog.entries().is_empty() {
+        bail!(
+            "no models in {}: run ./build-llama.sh to fetch the default models, or pass --model PATH",
+            dir.display()
+        );
+    }
+    Ok(catalog)
+}
+
+fn ids(c: &Catalog) -> String {
+    let v: Vec<&str> = c.entries().iter().map(|e| e.id.as_str()).collect();
+    if v.is_empty() { "none".into() } else { v.join(", ") }
+}

@@ -1,0 +1,61 @@
+//! `llm-warden serve`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use llm_warden::messages::Load;
+use llm_warden::{Warden, WardenConfig, server};
+
+/// `serve`'s options.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to bind. Anything but loopback should come with WARDEN_API_KEY.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Port (default: the first free of 27182-27199).
+    #[arg(long)]
+    port: Option<u16>,
+    /// The default model: a path (file, split family, directory) or a catalog id.
+    #[arg(long)]
+    model: Option<String>,
+    /// The models directory (default: the build cache's models).
+    #[arg(long)]
+    models_dir: Option<PathBuf>,
+    /// Load the default model at start instead of at the first request.
+    #[arg(long)]
+    preload: bool,
+}
+
+pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
+    let cfg = WardenConfig::from_env()?;
+    let catalog = super::build_catalog(&cfg, a.models_dir, a.model)?;
+    let loopback = matches!(a.host.as_str(), "127.0.0.1" | "localhost" | "::1");
+    if !loopback && cfg.api_key.is_none() {
+        tracing::warn!(
+            "binding {} without WARDEN_API_KEY: anyone who can reach this address can use the model",
+            a.host
+        );
+    }
+    let warden = Warden::start(cfg, catalog)?;
+    let bound = server::bind(warden.clone(), &a.host, a.port).with_context(|| format!("could not bind {}", a.host))?;
+    let base = format!("http://{}:{}", a.host, bound.port);
+    tracing::info!("listening on {base} (OpenAI base URL: {base}/v1; status: {base}/warden/status)");
+    println!("llm-warden listening on {base}");
+    if a.preload {
+        let w = warden.clone();
+        actix_web::rt::spawn(async move {
+            match w.engine().send(Load { model: None }).await {
+                Ok(Ok(s)) => tracing::info!(model = ?s.model, context_tokens = ?s.context_tokens, "preloaded"),
+                Ok(Err(e)) => tracing::error!(code = %e.code, "preload failed: {}", e.message),
+                Err(_) => {}
+            }
+        });
+    }
+    let served = bound.server.await;
+    tracing::info!("stopping: unloading the model");
+    warden.shutdown().await;
+    served?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,305 @@
+//! The warden's configuration: every `WARDEN_*` environment variable is read
+//! here, once, at start, into plain values the rest of the crate is handed.
+//! Nothing else reads the environment (the law cannot; the actors must not,
+//! so a test can build a config by hand).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which engine the user asked for; `Auto` lets selection decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EnginePreference {
+    /// Platform and hardware decide (the spec's selection).
+    #[default]
+    Auto,
+    /// llama-server without GPU layers.
+    Cpu,
+    /// llama-server offloading to one NVIDIA GPU.
+    Cuda,
+    /// mlx_vlm.server (Apple Silicon, or anywhere for tests).
+    Mlx,
+}
+
+/// The QA seam that forces a memory-pressure reading (never set in normal use).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ForcedPressure {
+    /// RAM level warning, with paging evidence (CPU and MLX engines).
+    Warning,
+    /// RAM level critical (CPU and MLX engines).
+    Critical,
+    /// A VRAM spill at the warning tier (CUDA engine).
+    VramWarning,
+    /// A VRAM spill at the critical tier (CUDA engine).
+    VramCritical,
+}
+
+/// Everything configurable, with the defaults a desktop user gets.
+#[derive(Debug, Clone)]
+pub struct WardenConfig {
+    /// `WARDEN_ENGINE`: the engine wanted (cpu, cuda, mlx; unset = auto).
+    pub engine: EnginePreference,
+    /// `WARDEN_FORCE_CPU=1`: the CPU engine whatever the hardware (wins over all).
+    pub force_cpu: bool,
+    /// `WARDEN_LLAMA_SERVER`: an explicit llama-server binary, tried first.
+    pub llama_server: Option<PathBuf>,
+    /// `WARDEN_CACHE_DIR`: where build-llama.sh keeps llama.cpp builds and models.
+    pub cache_dir: PathBuf,
+    /// Directories whose `artifacts/llama-cpp/<flavour>/bin` may hold the
+    /// binary (the current directory and the repo the binary was built in).
+    pub artifact_roots: Vec<PathBuf>,
+    /// `WARDEN_CTX`: the window pinned by the user (the declared ceiling).
+    pub ctx_pin: Option<u32>,
+    /// `WARDEN_IDLE_TIMEOUT_S`: a model idle this long (from the end of its
+    /// last turn) is unloaded. The spec's 300 s.
+    pub idle_timeout: Duration,
+    /// `WARDEN_IDLE_TICK_S`: how often the idle timer looks. The spec's 30 s.
+    pub idle_tick: Duration,
+    /// `WARDEN_BRAKE_TICK_S`: the memory brake's idle sample period. 60 s.
+    pub brake_tick: Duration,
+    /// `WARDEN_LOAD_TIMEOUT_S`: a child not ready after this is stopped and
+    /// reported `load_timeout`. Long enough for a big model from a slow disk.
+    pub load_timeout: Duration,
+    /// The readiness bound of a brake respawn (the spec's 30 s,
+    /// LLAMA_RESPAWN_PROBE_TIMEOUT_S); `WARDEN_RESPAWN_TIMEOUT_S` for tests.
+    pub respawn_timeout: Duration,
+    /// `WARDEN_FIRST_TOKEN_TIMEOUT_S`: from sending a streamed request to its
+    /// first event; covers prompt processing of a long prompt on a slow CPU.
+    pub first_token_timeout: Duration,
+    /// `WARDEN_STALL_TIMEOUT_S`: the longest gap between two stream events
+    /// once tokens flow (a SIGSTOPped or wedged child).
+    pub stall_timeout: Duration,
+    /// `WARDEN_REQUEST_TIMEOUT_S`: the whole of a non-streamed request (its
+    /// progress cannot be seen, so only a total bound applies).
+    pub request_timeout: Duration,
+    /// SIGTERM-to-SIGKILL grace of every stop.
+    pub stop_grace: Duration,
+    /// `WARDEN_MAX_QUEUE`: turns waiting or running past which a new request
+    /// is refused with 503 `queue_full` instead of waiting without bound.
+    pub max_queue: usize,
+    /// `WARDEN_MAX_BODY_BYTES`: the largest request body accepted.
+    pub max_body_bytes: usize,
+    /// `WARDEN_RAM_OVERRIDE_GB` (QA only): stands in for the RAM total.
+    pub ram_override_bytes: Option<u64>,
+    /// `WARDEN_VRAM_OVERRIDE_GB` (QA only): stands in for the free VRAM.
+    pub vram_override_bytes: Option<u64>,
+    /// `WARDEN_FORCE_MEMORY_PRESSURE` (QA only).
+    pub force_pressure: Option<ForcedPressure>,
+    /// `WARDEN_API_KEY`: when set, a bearer token the warden's own routes require.
+    pub api_key: Option<String>,
+    /// `WARDEN_MLX_PYTHON`: the Python of the MLX environment.
+    pub mlx_python: Option<PathBuf>,
+    /// `WARDEN_CHILD_VERBOSITY`: llama-server's `-lv` (default 3, its own).
+    pub child_verbosity: u8,
+}
+
+/// A variable that is set but unusable: the warden refuses to start rather
+/// than silently ignore what the user asked for.
+#[derive(Debug, thiserror::Error)]
+#[error("{name}={value:?} is not valid: {expected}")]
+pub struct ConfigError {
+    /// The variable's name.
+    pub name: &'static str,
+    /// What it held.
+    pub value: String,
+    /// What it should hold.
+    pub expected: &'static str,
+}
+
+impl Default for WardenConfig {
+    fn default() -> Self {
+        Self {
+            engine: EnginePreference::Auto,
+            force_cpu: false,
+            llama_server: None,
+            cache_dir: default_cache_dir(),
+            artifact_roots: default_artifact_roots(),
+            ctx_pin: None,
+            idle_timeout: Duration::from_secs(300),
+            idle_tick: Duration::from_secs(30),
+            brake_tick: Duration::from_secs(60),
+            load_timeout: Duration::from_secs(300),
+            respawn_timeout: Duration::from_secs(30),
+            first_token_timeout: Duration::from_secs(300),
+            stall_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(900),
+            stop_grace: Duration::from_secs(5),
+            max_queue: 256,
+            max_body_bytes: 16 * 1024 * 1024,
+            ram_override_bytes: None,
+            vram_override_bytes: None,
+            force_pressure: None,
+            api_key: None,
+            mlx_python: None,
+            child_verbosity: 3,
+        }
+    }
+}
+
+impl WardenConfig {
+    /// The defaults, overridden by every `WARDEN_*` variable that is set.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// As `from_env`, over any lookup (tests pass a map).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let var = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+        let mut c = Self::default();
+        if let Some(v) = var("WARDEN_ENGINE") {
+            c.engine = match v.trim().to_ascii_lowercase().as_str() {
+                "auto" => EnginePreference::Auto,
+                "cpu" => EnginePreference::Cpu,
+                "cuda" => EnginePreference::Cuda,
+                "mlx" => EnginePreference::Mlx,
+                _ => return Err(bad("WARDEN_ENGINE", v, "one of auto, cpu, cuda, mlx")),
+            };
+        }
+        c.force_cpu = var("WARDEN_FORCE_CPU").is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
+        c.llama_server = var("WARDEN_LLAMA_SERVER").map(PathBuf::from);
+        if let Some(v) = var("WARDEN_CACHE_DIR") {
+            c.cache_dir = PathBuf::from(v);
+        }
+        c.ctx_pin = parse(&var, "WARDEN_CTX", "a token count, e.g. 8192")?;
+        let secs = |name: &'static str, dst: &mut Duration| -> Result<(), ConfigError> {
+            if let Some(s) = parse::<f64>(&var, name, "seconds, e.g. 30 or 0.5")? {
+                if !(s.is_finite() && s >= 0.0) {
+                    return Err(bad(name, s.to_string(), "a non-negative number of seconds"));
+                }
+                *dst = Duration::from_secs_f64(s);
+            }
+            Ok(())
+        };
+        secs("WARDEN_IDLE_TIMEOUT_S", &mut c.idle_timeout)?;
+        secs("WARDEN_IDLE_TICK_S", &mut c.idle_tick)?;
+        secs("WARDEN_BRAKE_TICK_S", &mut c.brake_tick)?;
+        secs("WARDEN_LOAD_TIMEOUT_S", &mut c.load_timeout)?;
+        secs("WARDEN_RESPAWN_TIMEOUT_S", &mut c.respawn_timeout)?;
+        secs("WARDEN_FIRST_TOKEN_TIMEOUT_S", &mut c.first_token_timeout)?;
+        secs("WARDEN_STALL_TIMEOUT_S", &mut c.stall_timeout)?;
+        secs("WARDEN_REQUEST_TIMEOUT_S", &mut c.request_timeout)?;
+        if let Some(n) = parse(&var, "WARDEN_MAX_QUEUE", "a positive count")? {
+            c.max_queue = n;
+        }
+        if let Some(n) = parse(&var, "WARDEN_MAX_BODY_BYTES", "a byte count")? {
+            c.max_body_bytes = n;
+        }
+        c.ram_override_bytes = parse::<f64>(&var, "WARDEN_RAM_OVERRIDE_GB", "GiB, e.g. 2 or 0.5")?.map(gib);
+        c.vram_override_bytes = parse::<f64>(&var, "WARDEN_VRAM_OVERRIDE_GB", "GiB, e.g. 8")?.map(gib);
+        if let Some(v) = var("WARDEN_FORCE_MEMORY_PRESSURE") {
+            c.force_pressure = Some(match v.trim() {
+                "warning" => ForcedPressure::Warning,
+                "critical" => ForcedPressure::Critical,
+                "vram-warning" => ForcedPressure::VramWarning,
+                "vram-critical" => ForcedPressure::VramCritical,
+                _ => {
+                    return Err(bad(
+                        "WARDEN_FORCE_MEMORY_PRESSURE",
+                        v,
+                        "one of warning, critical, vram-warning, vram-critical",
+                    ));
+                }
+            });
+        }
+        c.api_key = var("WARDEN_API_KEY");
+        c.mlx_python = var("WARDEN_MLX_PYTHON").map(PathBuf::from);
+        if let Some(n) = parse(&var, "WARDEN_CHILD_VERBOSITY", "0 to 5")? {
+            c.child_verbosity = n;
+        }
+        Ok(c)
+    }
+
+    /// The models directory build-llama.sh fills.
+    pub fn models_dir(&self) -> PathBuf {
+        self.cache_dir.join("models")
+    }
+}
+
+fn bad(name: &'static str, value: impl Into<String>, expected: &'static str) -> ConfigError {
+    ConfigError {
+        name,
+        value: value.into(),
+        expected,
+    }
+}
+
+fn parse<T: std::str::FromStr>(
+    var: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+    expected: &'static str,
+) -> Result<Option<T>, ConfigError> {
+    match var(name) {
+        None => Ok(None),
+        Some(v) => v.trim().parse().map(Some).map_err(|_| bad(name, v, expected)),
+    }
+}
+
+fn gib(g: f64) -> u64 {
+    (g * 1024.0 * 1024.0 * 1024.0) as u64
+}
+
+/// `$XDG_CACHE_HOME/llm-warden`, else `~/.cache/llm-warden` (build-llama.sh's rule).
+pub fn default_cache_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(x).join("llm-warden");
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    home.join(".cache").join("llm-warden")
+}
+
+/// The current directory and the source tree this binary was built from.
+fn default_artifact_roots() -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    if let Ok(cwd) = std::env::current_dir() {
+        roots.push(cwd);
+    }
+    let built_in = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    if !roots.contains(&built_in) {
+        roots.push(built_in);
+    }
+    roots
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(pairs: &[(&str, &str)]) -> Result<WardenConfig, ConfigError> {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        WardenConfig::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn variables_override_defaults_and_bad_values_are_refused() {
+        let c = cfg(&[
+            ("WARDEN_CTX", "8000"),
+            ("WARDEN_IDLE_TIMEOUT_S", "0.5"),
+            ("WARDEN_RAM_OVERRIDE_GB", "2"),
+            ("WARDEN_FORCE_MEMORY_PRESSURE", "critical"),
+            ("WARDEN_ENGINE", "mlx"),
+        ])
+        .unwrap();
+        assert_eq!(c.ctx_pin, Some(8000));
+        assert_eq!(c.idle_timeout, Duration::from_millis(500));
+        assert_eq!(c.ram_override_bytes, Some(2 << 30));
+        assert_eq!(c.force_pressure, Some(ForcedPressure::Critical));
+        assert_eq!(c.engine, EnginePreference::Mlx);
+        // why: an empty value counts as unset (the spec's rule for overrides)
+        assert_eq!(
+            cfg(&[("WARDEN_VRAM_OVERRIDE_GB", "")]).unwrap().vram_override_bytes,
+            None
+        );
+        for (k, v) in [
+            ("WARDEN_CTX", "lots"),
+            ("WARDEN_IDLE_TIMEOUT_S", "-1"),
+            ("WARDEN_ENGINE", "tpu"),
+            ("WARDEN_FORCE_MEMORY_PRESSURE", "high"),
+        ] {
+            assert!(cfg(&[(k, v)]).is_err(), "{k}={v} should be refused");
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! What the CPU and CUDA engines share: finding `llama-server`, the spec's
+//! fixed flags, the request translation and the readiness ping.
+//!
+//! Fixed flags, after the engine's own argv, on every spawn: `--no-slots`,
+//! `--no-webui`, `-np 1`, `--cache-ram 0`, `--no-cache-idle-slots`,
+//! `--host 127.0.0.1`, `--port N`. One slot and no prompt cache keep the
+//! child's memory to one conversation's KV (the spec's "slots and prompt
+//! cache"). The per-spawn key goes in the environment as `LLAMA_API_KEY`
+//! (llama-server's own equivalent of `--api-key`), so `ps` never shows it.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use crate::child::key::ApiKey;
+use crate::child::process::SpawnSpec;
+use crate::config::WardenConfig;
+use crate::error::EngineError;
+
+/// The pinned llama.cpp build (the spec's b10883).
+pub const LLAMA_BUILD_TAG: &str = "b10883";
+
+/// The port pool of llama-server children.
+pub const LLAMA_PORTS: std::ops::RangeInclusive<u16> = 27200..=27299;
+
+/// Which llama.cpp build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    /// Built without GPU support.
+    Cpu,
+    /// Built with `-DGGML_CUDA=ON`.
+    Cuda,
+}
+
+impl Flavour {
+    /// The directory name under `artifacts/llama-cpp/`.
+    pub fn dir(self) -> &'static str {
+        match self {
+            Self::Cpu => "cpu",
+            Self::Cuda => "cuda",
+        }
+    }
+
+    fn other(self) -> Self {
+        match self {
+            Self::Cpu => Self::Cuda,
+            Self::Cuda => Self::Cpu,
+        }
+    }
+}
+
+/// The executable name on this platform.
+fn exe_name() -> &'static str {
+    if cfg!(windows) {
+        "llama-server.exe"
+    } else {
+        "llama-server"
+    }
+}
+
+/// Finds `llama-server`: `WARDEN_LLAMA_SERVER`, then the configured flavour's
+/// artifact, then the other flavour's (a CUDA build runs CPU inference; the
+/// CPU build never uses the GPU). Artifacts are looked for under each
+/// artifact root's `artifacts/llama-cpp/<flavour>/bin/` and in the cache
+/// build-llama.sh installs into.
+pub fn find_llama_server(cfg: &WardenConfig, flavour: Flavour) -> Result<PathBuf, EngineError> {
+    let mut tried = Vec::new();
+    if let Some(p) = &cfg.llama_server {
+        if is_executable(p) {
+            return Ok(p.clone());
+        }
+        tried.push(format!("WARDEN_LLAMA_SERVER={}", p.display()));
+    }
+    for f in [flavour, flavour.other()] {
+        let mut candidates: Vec<PathBuf> = cfg
+            .artifact_roots
+            .iter()
+            .map(|root| {
+                root.join("artifacts/llama-cpp")
+                    .join(f.dir())
+                    .join("bin")
+                    .join(exe_name())
+            })
+            .collect();
+        candidates.push(
+            cfg.cache_dir
+                .join("llama-cpp")
+                .join(format!("{LLAMA_BUILD_TAG}-{}", f.dir()))
+                .join("bin")
+                .join(exe_name()),
+        );
+        for c in candidates {
+            if is_executable(&c) {
+                return Ok(c);
+            }
+            tried.push(c.display().to_string());
+        }
+    }
+    Err(EngineError::ServerMissing {
+        searched: tried.join(", "),
+    })
+}
+
+fn is_executable(p: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        p.is_file()
+    }
+}
+
+/// The engine's argv plus the fixed flags, and the environment with the key.
+pub fn spawn_spec(
+    server: &Path,
+    mut engine_args: Vec<OsString>,
+    port: u16,
+    key: &ApiKey,
+    mut env: Vec<(OsString, OsString)>,
+) -> SpawnSpec {
+    for flag in [
+        "--no-slots",
+        "--no-webui",
+        "-np",
+        "1",
+        "--cache-ram",
+        "0",
+        "--no-cache-idle-slots",
+        "--host",
+        "127.0.0.1",
+        "--port",
+    ] {
+        engine_args.push(flag.into());
+    }
+    engine_args.push(port.to_string().into());
+    env.push(("LLAMA_API_KEY".into(), key.expose().into()));
+    SpawnSpec {
+        program: server.to_path_buf(),
+        args: engine_args,
+        env,
+        label: "llama-server",
+        secret: Some(key.clone()),
+    }
+}
+
+/// Adapts an OpenAI request for llama-server: `repetition_penalty` (the
+/// Hugging Face name many clients send) becomes llama.cpp's `repeat_penalty`
+/// unless that is already set.
+pub fn adapt_request(body: &mut serde_json::Map<String, serde_json::Value>) {
+    if let Some(v) = body.remove("repetition_penalty") {
+        body.entry("repeat_penalty").or_insert(v);
+    }
+}
+
+/// The readiness ping: one token, not streamed.
+pub fn ping_body() -> Bytes {
+    Bytes::from_static(br#"{"messages":[{"role":"user","content":"ping"}],"max_tokens":1,"stream":false}"#)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repetition_penalty_is_translated_unless_repeat_penalty_is_set() {
+        let rows = [
+            // why: the HF name becomes llama.cpp's
+            (
+                serde_json::json!({"repetition_penalty": 1.1}),
+                serde_json::json!({"repeat_penalty": 1.1}),
+            ),
+            // why: an explicit repeat_penalty wins, the HF name is dropped
+            (
+                serde_json::json!({"repetition_penalty": 1.1, "repeat_penalty": 1.3}),
+                serde_json::json!({"repeat_penalty": 1.3}),
+            ),
+            // why: nothing to translate
+            (serde_json::json!({"top_p": 0.9}), serde_json::json!({"top_p": 0.9})),
+        ];
+        for (i, (mut input, want)) in rows.into_iter().enumerate() {
+            adapt_request(input.as_object_mut().unwrap());
+            assert_eq!(input, want, "row {i}");
+        }
+    }
+
+    #[test]
+    fn fixed_flags_follow_the_engine_argv_and_the_key_is_only_in_env() {
+        let key = ApiKey::mint();
+        let spec = spawn_spec(
+            Path::new("/x/llama-server"),
+            vec!["-ngl".into(), "0".into()],
+            27201,
+            &key,
+            vec![],
+        );
+        let args: Vec<String> = spec.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(
+            args,
+            [
+                "-ngl",
+                "0",
+                "--no-slots",
+                "--no-webui",
+                "-np",
+                "1",
+                "--cache-ram",
+                "0",
+                "--no-cache-idle-slots",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "27201"
+            ]
+        );
+        assert!(!args.iter().any(|a| a.contains(key.expose())));
+        assert!(spec.env.iter().any(|(k, v)| k == "LLAMA_API_KEY" && v == key.expose()));
+        assert!(!format!("{spec:?}").contains(key.expose()));
+    }
+}

@@ -1,0 +1,330 @@
+//! The warden's errors: one `thiserror` enum per boundary (the spec's three
+//! exceptions: `EngineError` for lifecycle, `ModelLoadError`, and
+//! `GenerationError`), and `ApiError`, the one wire shape every one of them
+//! becomes at the HTTP boundary: OpenAI's error object plus `raw` (the child's
+//! classified output tail) where a child was involved.
+//!
+//! No message here ever contains the per-spawn API key: the key is not
+//! `Display`, child output is redacted as it is captured, and transport
+//! errors are named by kind, not by their request.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::child::process::ExitInfo;
+use crate::gguf::GgufError;
+use crate::law::crash::EngineCode;
+
+/// The OpenAI-shaped error every failure becomes on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApiError {
+    /// The HTTP status the response carries (not serialized in the body).
+    #[serde(skip)]
+    pub status: u16,
+    /// A sentence a person can act on.
+    pub message: String,
+    /// OpenAI's `type` (`invalid_request_error`, `server_error`, ...).
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The stable machine code (`model_not_found`, `model_corrupt`, ...).
+    pub code: String,
+    /// The request field at fault, when one is.
+    pub param: Option<String>,
+    /// The child's output tail, when a child failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+}
+
+impl ApiError {
+    /// A 400 about the request itself.
+    pub fn invalid(code: &str, message: impl Into<String>, param: Option<&str>) -> Self {
+        Self {
+            status: 400,
+            message: message.into(),
+            kind: "invalid_request_error",
+            code: code.into(),
+            param: param.map(str::to_string),
+            raw: None,
+        }
+    }
+
+    /// A 404 for a model id the catalog does not hold.
+    pub fn model_not_found(id: &str) -> Self {
+        Self {
+            status: 404,
+            message: format!("The model '{id}' does not exist; GET /v1/models lists the models this warden serves"),
+            kind: "invalid_request_error",
+            code: "model_not_found".into(),
+            param: Some("model".into()),
+            raw: None,
+        }
+    }
+
+    /// A 503 for a full queue.
+    pub fn queue_full(depth: usize) -> Self {
+        Self {
+            status: 503,
+            message: format!("The warden already has {depth} requests waiting or running; retry later"),
+            kind: "server_error",
+            code: "queue_full".into(),
+            param: None,
+            raw: None,
+        }
+    }
+
+    /// `{"error": self}`: the body of an error response or stream event.
+    pub fn to_body(&self) -> serde_json::Value {
+        serde_json::json!({ "error": self })
+    }
+}
+
+/// Lifecycle failures of the engine itself, before a model is involved.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// No llama-server binary anywhere the warden looks.
+    #[error(
+        "llama-server was not found (looked in: {searched}); run ./build-llama.sh to build it, or set WARDEN_LLAMA_SERVER"
+    )]
+    ServerMissing {
+        /// The places tried, in order.
+        searched: String,
+    },
+    /// The MLX engine has no Python environment.
+    #[error("the MLX engine needs its Python environment: run ./build-llama.sh mlx, or set WARDEN_MLX_PYTHON")]
+    MlxPythonMissing,
+    /// The OS refused to start the child.
+    #[error("could not start {program}: {source}")]
+    Spawn {
+        /// The executable.
+        program: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Every port of the engine's pool is taken.
+    #[error("no free port in {first}-{last} for the child")]
+    NoFreePort {
+        /// First port of the pool.
+        first: u16,
+        /// Last port of the pool.
+        last: u16,
+    },
+}
+
+impl EngineError {
+    /// The wire code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::ServerMissing { .. } => "llama_server_missing",
+            Self::MlxPythonMissing => "mlx_python_missing",
+            Self::Spawn { .. } => "spawn_failed",
+            Self::NoFreePort { .. } => "no_free_port",
+        }
+    }
+}
+
+/// A model that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelLoadError {
+    /// The file failed the warden's own header check (nothing was spawned).
+    #[error("{0}")]
+    Invalid(#[from] GgufError),
+    /// The engine cannot run this model's format.
+    #[error("the model '{id}' is a {format} model, which the {engine} engine cannot run")]
+    WrongFormat {
+        /// The model id.
+        id: String,
+        /// Its format.
+        format: &'static str,
+        /// The engine's name.
+        engine: &'static str,
+    },
+    /// The child exited while loading.
+    #[error("the model server exited while loading '{id}' ({exit}): {code}")]
+    Exited {
+        /// The model id.
+        id: String,
+        /// The classified reason.
+        code: EngineCode,
+        /// How it ended.
+        exit: ExitInfo,
+        /// Its output tail.
+        raw: String,
+    },
+    /// The child was not ready in time and was stopped.
+    #[error("the model server did not become ready within {after:?} loading '{id}'; it was stopped")]
+    TimedOut {
+        /// The model id.
+        id: String,
+        /// The bound that passed.
+        after: Duration,
+        /// Its output tail.
+        raw: String,
+    },
+    /// `/health` said ready but the first one-token request failed.
+    #[error("the model server for '{id}' failed its first request ({reason})")]
+    PingFailed {
+        /// The model id.
+        id: String,
+        /// What failed, without secrets.
+        reason: String,
+        /// Its output tail.
+        raw: String,
+    },
+    /// The engine itself failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+impl ModelLoadError {
+    /// The wire code.
+    pub fn code(&self) -> String {
+        match self {
+            Self::Invalid(e) => e.code().into(),
+            Self::WrongFormat { .. } => "model_format_unsupported".into(),
+            Self::Exited { code, .. } => code.as_str().into(),
+            Self::TimedOut { .. } => EngineCode::LoadTimeout.as_str().into(),
+            Self::PingFailed { .. } => "ready_ping_failed".into(),
+            Self::Engine(e) => e.code().into(),
+        }
+    }
+
+    /// The child's tail, when a child ran.
+    pub fn raw(&self) -> Option<&str> {
+        match self {
+            Self::Exited { raw, .. } | Self::TimedOut { raw, .. } | Self::PingFailed { raw, .. } => Some(raw),
+            _ => None,
+        }
+    }
+
+    /// The wire error.
+    pub fn to_api(&self) -> ApiError {
+        let (status, kind) = match self {
+            // A model file the warden itself finds broken, or of the wrong
+            // format, is the request's problem to fix (name another model).
+            Self::Invalid(_) | Self::WrongFormat { .. } => (422, "model_load_error"),
+            Self::Engine(EngineError::NoFreePort { .. }) => (503, "engine_error"),
+            Self::Engine(_) => (500, "engine_error"),
+            _ => (500, "model_load_error"),
+        };
+        ApiError {
+            status,
+            message: self.to_string(),
+            kind,
+            code: self.code(),
+            param: None,
+            raw: self.raw().map(str::to_string),
+        }
+    }
+}
+
+/// A turn that failed after its model was resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerationError {
+    /// The child died during the turn.
+    #[error("the model server died during generation ({exit}): {code}")]
+    ChildDied {
+        /// The classified reason.
+        code: EngineCode,
+        /// How it ended.
+        exit: ExitInfo,
+        /// Its output tail.
+        raw: String,
+    },
+    /// The child stopped producing output; it was stopped.
+    #[error(
+        "the model server sent nothing for {after:?} ({stage}); it was stopped and will be restarted by the next request"
+    )]
+    Hung {
+        /// `"before the first token"` or `"between tokens"`.
+        stage: &'static str,
+        /// The bound that passed.
+        after: Duration,
+        /// Its output tail.
+        raw: String,
+    },
+    /// The child answered with an error status.
+    #[error("the model server refused the request (HTTP {status})")]
+    Upstream {
+        /// Its status.
+        status: u16,
+        /// Its error body, when JSON.
+        body: Option<serde_json::Value>,
+    },
+    /// The stream from the child broke in a way that is not a death.
+    #[error("the connection to the model server failed ({0})")]
+    Transport(String),
+    /// Resolving the model failed.
+    #[error(transparent)]
+    Load(#[from] ModelLoadError),
+    /// The request names no model the warden knows.
+    #[error("unknown model '{0}'")]
+    UnknownModel(String),
+}
+
+impl GenerationError {
+    /// The wire error.
+    pub fn to_api(&self) -> ApiError {
+        match self {
+            Self::Load(e) => e.to_api(),
+            Self::UnknownModel(id) => ApiError::model_not_found(id),
+            Self::ChildDied { code, raw, .. } => ApiError {
+                status: 502,
+                message: self.to_string(),
+                kind: "generation_error",
+                code: code.as_str().into(),
+                param: None,
+                raw: Some(raw.clone()),
+            },
+            Self::Hung { raw, .. } => ApiError {
+                status: 504,
+                message: self.to_string(),
+                kind: "generation_error",
+                code: EngineCode::ChildHung.as_str().into(),
+                param: None,
+                raw: Some(raw.clone()),
+            },
+            Self::Upstream { status, body } => upstream_error(*status, body.as_ref()),
+            Self::Transport(_) => ApiError {
+                status: 502,
+                message: self.to_string(),
+                kind: "generation_error",
+                code: "upstream_transport".into(),
+                param: None,
+                raw: None,
+            },
+        }
+    }
+}
+
+/// The child's own 4xx/5xx, kept in OpenAI's shape: llama-server's
+/// `exceed_context_size_error` becomes OpenAI's `context_length_exceeded`.
+fn upstream_error(status: u16, body: Option<&serde_json::Value>) -> ApiError {
+    let err = body.and_then(|b| b.get("error")).unwrap_or(&serde_json::Value::Null);
+    let message = err
+        .get("message")
+        .and_then(|m| m.as_str())
+        .or_else(|| body.and_then(|b| b.get("detail")).and_then(|d| d.as_str()))
+        .unwrap_or("the model server refused the request")
+        .to_string();
+    let upstream_type = err.get("type").and_then(|t| t.as_str()).unwrap_or("");
+    let code = match upstream_type {
+        "exceed_context_size_error" => "context_length_exceeded".to_string(),
+        "" => format!("upstream_{status}"),
+        t => t.to_string(),
+    };
+    let kind = if (400..500).contains(&status) {
+        "invalid_request_error"
+    } else {
+        "server_error"
+    };
+    ApiError {
+        status: if status == 401 || status == 403 { 502 } else { status },
+        message,
+        kind,
+        code,
+        param: None,
+        raw: None,
+    }
+}

@@ -1,0 +1,120 @@
+//! `POST /v1/chat/completions`: OpenAI-compatible, streamed and not.
+//!
+//! The handler validates the body, submits a turn (404 for an unknown model,
+//! 503 when the queue is full) and waits for the turn's first event: an
+//! error before anything was said becomes a plain HTTP error response, a
+//! non-streamed answer is returned whole, and anything else starts the SSE
+//! response. In the stream, the child's events pass through byte for byte,
+//! warden notices travel as SSE comments (`: warden {json}`), which every SSE
+//! client (OpenAI's libraries included) skips, and a failure ends the stream
+//! with `data: {"error": {..., "code", "raw"}}`, the shape llama-server itself
+//! uses and OpenAI's libraries raise as an API error.
+
+use actix_web::{HttpResponse, web};
+use bytes::{Bytes, BytesMut};
+use tokio::sync::mpsc;
+
+use super::body::read_body;
+use super::errors::error_response;
+use super::validate::chat_request;
+use crate::error::ApiError;
+use crate::messages::{Notice, TurnEvent};
+use crate::warden::{TurnRequest, Warden};
+
+/// The route handler.
+pub async fn chat_completions(warden: web::Data<Warden>, payload: web::Payload) -> HttpResponse {
+    let bytes = match read_body(payload, warden.config().max_body_bytes).await {
+        Ok(b) => b,
+        Err(e) => return error_response(&e),
+    };
+    let req = match chat_request(&bytes) {
+        Ok(r) => r,
+        Err(e) => return error_response(&e),
+    };
+    let stream = req.stream;
+    let mut rx = match warden.submit(TurnRequest {
+        model: req.model,
+        body: req.body,
+        stream,
+        options: req.options,
+    }) {
+        Ok(rx) => rx,
+        Err(e) => return error_response(&e),
+    };
+    loop {
+        let Some(first) = rx.recv().await else {
+            return error_response(&engine_gone());
+        };
+        match first {
+            TurnEvent::Error(e) => return error_response(&e),
+            TurnEvent::Body { status, body } => {
+                return HttpResponse::build(
+                    actix_web::http::StatusCode::from_u16(status).unwrap_or(actix_web::http::StatusCode::OK),
+                )
+                .content_type("application/json")
+                .body(body);
+            }
+            // Notices before a non-streamed answer have nowhere to go.
+            TurnEvent::Notice(_) if !stream => continue,
+            first => return sse_response(first, rx),
+        }
+    }
+}
+
+/// The engine dropped the turn without a word (it stopped).
+fn engine_gone() -> ApiError {
+    ApiError {
+        status: 503,
+        message: "the engine stopped before answering".into(),
+        kind: "server_error",
+        code: "engine_unavailable".into(),
+        param: None,
+        raw: None,
+    }
+}
+
+/// The SSE response: `first`, then the rest of the turn's events, ending
+/// after `Done` or an error.
+fn sse_response(first: TurnEvent, rx: mpsc::Receiver<TurnEvent>) -> HttpResponse {
+    let body = futures::stream::unfold((Some(first), Some(rx)), |(pending, rx)| async move {
+        let mut rx = rx?;
+        let ev = match pending {
+            Some(ev) => ev,
+            None => rx.recv().await?,
+        };
+        let (bytes, next) = match ev {
+            TurnEvent::Chunk(b) => (b, Some(rx)),
+            TurnEvent::Notice(n) => (notice_comment(&n), Some(rx)),
+            // Nothing follows an error: end after it.
+            TurnEvent::Error(e) => (error_event(&e), None),
+            // A whole body cannot come inside a stream; end cleanly if it did.
+            TurnEvent::Done | TurnEvent::Body { .. } => return None,
+        };
+        Some((Ok::<Bytes, actix_web::Error>(bytes), (None, next)))
+    });
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("Cache-Control", "no-cache"))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .streaming(body)
+}
+
+/// `: warden {json}\n\n`: a notice as an SSE comment.
+pub fn notice_comment(n: &Notice) -> Bytes {
+    let json = serde_json::to_vec(n).expect("a notice serializes");
+    let mut b = BytesMut::with_capacity(json.len() + 12);
+    b.extend_from_slice(b": warden ");
+    b.extend_from_slice(&json);
+    b.extend_from_slice(b"\n\n");
+    b.freeze()
+}
+
+/// `data: {"error": ...}\n\n`: the stream's final error event.
+pub fn error_event(e: &ApiError) -> Bytes {
+    let json = serde_json::to_vec(&e.to_body()).expect("an error serializes");
+    let mut b = BytesMut::with_capacity(json.len() + 8);
+    b.extend_from_slice(b"data: ");
+    b.extend_from_slice(&json);
+    b.extend_from_slice(b"\n\n");
+    b.freeze()
+}

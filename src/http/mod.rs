@@ -1,0 +1,34 @@
+//! The actix-web surface: OpenAI-compatible routes and the warden's own.
+//!
+//! | route | handler |
+//! |---|---|
+//! | `POST /v1/chat/completions` | `chat` |
+//! | `GET /v1/models` | `models` |
+//! | `GET /health` | `warden_routes::health` |
+//! | `GET /warden/status` | `warden_routes::status` |
+//! | `POST /warden/load`, `POST /warden/unload` | `warden_routes` |
+//! | `GET /warden/events` | `warden_routes::events` |
+//!
+//! `configure` mounts them on any actix-web `App` that holds a
+//! `web::Data<Warden>`; an embedding application adds its own routes beside.
+
+pub mod auth;
+pub mod body;
+pub mod chat;
+pub mod errors;
+pub mod models;
+pub mod validate;
+pub mod warden_routes;
+
+use actix_web::web;
+
+/// Registers every route.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/v1/chat/completions", web::post().to(chat::chat_completions))
+        .route("/v1/models", web::get().to(models::list_models))
+        .route("/health", web::get().to(warden_routes::health))
+        .route("/warden/status", web::get().to(warden_routes::status))
+        .route("/warden/load", web::post().to(warden_routes::load))
+        .route("/warden/unload", web::post().to(warden_routes::unload))
+        .route("/warden/events", web::get().to(warden_routes::events));
+}

@@ -1,0 +1,228 @@
+//! Request validation for `/v1/chat/completions`: everything that would make
+//! the child fail or crash is refused here with a 400 in OpenAI's error
+//! shape, naming the field. Unknown fields pass through untouched (OpenAI
+//! and llama.cpp extensions alike).
+
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+use crate::messages::TurnOptions;
+
+/// A validated chat request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    /// The model id, when named.
+    pub model: Option<String>,
+    /// Whether to stream.
+    pub stream: bool,
+    /// The body, to be adapted by the engine.
+    pub body: Map<String, Value>,
+    /// Notice switches derived from the request.
+    pub options: TurnOptions,
+}
+
+/// Roles OpenAI's chat API defines.
+const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool", "function"];
+
+fn invalid(code: &str, msg: impl Into<String>, param: &str) -> ApiError {
+    ApiError::invalid(code, msg, Some(param))
+}
+
+/// Parses and validates a request body.
+pub fn chat_request(bytes: &[u8]) -> Result<ChatRequest, ApiError> {
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+        let what = if std::str::from_utf8(bytes).is_err() {
+            "the request body is not valid UTF-8"
+        } else {
+            "the request body is not valid JSON"
+        };
+        ApiError::invalid("invalid_json", format!("{what}: {e}"), None)
+    })?;
+    let Value::Object(mut body) = value else {
+        return Err(ApiError::invalid(
+            "invalid_request",
+            "the request body must be a JSON object",
+            None,
+        ));
+    };
+    let model = match body.remove("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if !s.is_empty() => Some(s),
+        Some(_) => return Err(invalid("invalid_type", "'model' must be a non-empty string", "model")),
+    };
+    let stream = match body.get("stream") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(invalid("invalid_type", "'stream' must be a boolean", "stream")),
+    };
+    let messages = match body.get("messages") {
+        Some(Value::Array(m)) if !m.is_empty() => m,
+        Some(Value::Array(_)) => return Err(invalid("empty_messages", "'messages' must not be empty", "messages")),
+        Some(_) => return Err(invalid("invalid_type", "'messages' must be an array", "messages")),
+        None => {
+            return Err(invalid(
+                "missing_required_parameter",
+                "'messages' is required",
+                "messages",
+            ));
+        }
+    };
+    let mut has_assistant = false;
+    for (i, m) in messages.iter().enumerate() {
+        let param = format!("messages[{i}]");
+        let Value::Object(m) = m else {
+            return Err(invalid("invalid_type", format!("{param} must be an object"), &param));
+        };
+        match m.get("role") {
+            Some(Value::String(r)) if ROLES.contains(&r.as_str()) => has_assistant |= r == "assistant",
+            Some(Value::String(r)) => {
+                return Err(invalid(
+                    "invalid_value",
+                    format!("{param}.role '{r}' is not a chat role"),
+                    &param,
+                ));
+            }
+            _ => {
+                return Err(invalid(
+                    "invalid_type",
+                    format!("{param}.role must be a string"),
+                    &param,
+                ));
+            }
+        }
+        match m.get("content") {
+            None | Some(Value::Null | Value::String(_) | Value::Array(_)) => {}
+            Some(_) => {
+                return Err(invalid(
+                    "invalid_type",
+                    format!("{param}.content must be a string or an array of parts"),
+                    &param,
+                ));
+            }
+        }
+    }
+    for key in ["max_tokens", "max_completion_tokens", "seed", "n"] {
+        match body.get(key) {
+            None | Some(Value::Null) => {}
+            Some(v) if v.as_i64().is_some_and(|n| n >= 0) || v.as_u64().is_some() => {}
+            Some(_) => {
+                return Err(invalid(
+                    "invalid_type",
+                    format!("'{key}' must be a non-negative integer"),
+                    key,
+                ));
+            }
+        }
+    }
+    if body.get("n").and_then(Value::as_u64).is_some_and(|n| n > 1) {
+        return Err(invalid(
+            "unsupported_value",
+            "'n' greater than 1 is not supported: the model server runs one sequence",
+            "n",
+        ));
+    }
+    for key in [
+        "temperature",
+        "top_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+    ] {
+        match body.get(key) {
+            None | Some(Value::Null) | Some(Value::Number(_)) => {}
+            Some(_) => return Err(invalid("invalid_type", format!("'{key}' must be a number"), key)),
+        }
+    }
+    Ok(ChatRequest {
+        model,
+        stream,
+        body,
+        options: TurnOptions {
+            // A conversation "already has messages" when it carries an
+            // earlier answer: then an idle reap's reload is worth saying.
+            announce_idle_reload: has_assistant,
+            stateful: true,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_requests_are_refused_with_the_field_named() {
+        let rows: &[(&[u8], &str, Option<&str>)] = &[
+            (b"{not json", "invalid_json", None),
+            (b"\xff\xfe{}", "invalid_json", None),
+            (b"[1,2]", "invalid_request", None),
+            (b"{}", "missing_required_parameter", Some("messages")),
+            (br#"{"messages": []}"#, "empty_messages", Some("messages")),
+            (br#"{"messages": "hi"}"#, "invalid_type", Some("messages")),
+            (br#"{"messages": [1]}"#, "invalid_type", Some("messages[0]")),
+            (
+                br#"{"messages": [{"role": "wizard", "content": "x"}]}"#,
+                "invalid_value",
+                Some("messages[0]"),
+            ),
+            (
+                br#"{"messages": [{"role": "user", "content": 5}]}"#,
+                "invalid_type",
+                Some("messages[0]"),
+            ),
+            (
+                br#"{"model": 7, "messages": [{"role": "user", "content": "x"}]}"#,
+                "invalid_type",
+                Some("model"),
+            ),
+            (
+                br#"{"stream": "yes", "messages": [{"role": "user", "content": "x"}]}"#,
+                "invalid_type",
+                Some("stream"),
+            ),
+            (
+                br#"{"max_tokens": -1, "messages": [{"role": "user", "content": "x"}]}"#,
+                "invalid_type",
+                Some("max_tokens"),
+            ),
+            (
+                br#"{"max_tokens": "9", "messages": [{"role": "user", "content": "x"}]}"#,
+                "invalid_type",
+                Some("max_tokens"),
+            ),
+            (
+                br#"{"n": 2, "messages": [{"role": "user", "content": "x"}]}"#,
+                "unsupported_value",
+                Some("n"),
+            ),
+            (
+                br#"{"temperature": "hot", "messages": [{"role": "user", "content": "x"}]}"#,
+                "invalid_type",
+                Some("temperature"),
+            ),
+        ];
+        for (i, (body, code, param)) in rows.iter().enumerate() {
+            let e = chat_request(body).expect_err(&format!("row {i} should fail"));
+            assert_eq!(
+                (e.status, e.code.as_str(), e.param.as_deref()),
+                (400, *code, *param),
+                "row {i}"
+            );
+        }
+    }
+
+    #[test]
+    fn good_requests_keep_unknown_fields_and_derive_options() {
+        let r = chat_request(
+            br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":[{"type":"text","text":"c"}]}],"mirostat":2}"#,
+        )
+        .unwrap();
+        assert_eq!(r.model.as_deref(), Some("m"));
+        assert!(r.stream);
+        assert!(r.options.announce_idle_reload);
+        assert!(r.body.contains_key("mirostat"));
+        assert!(!r.body.contains_key("model"));
+        let plain = chat_request(br#"{"messages":[{"role":"user","content":"a"}]}"#).unwrap();
+        assert!(!plain.options.announce_idle_reload && !plain.stream && plain.model.is_none());
+    }
+}

@@ -1,0 +1,81 @@
+//! The warden's own routes: `/health`, `/warden/status` (the watch snapshot,
+//! never queued behind a turn), `/warden/load`, `/warden/unload` and
+//! `/warden/events` (lifecycle events as SSE).
+
+use actix_web::{HttpResponse, web};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::errors::error_response;
+use crate::messages::{Load, Unload};
+use crate::warden::Warden;
+
+/// `GET /health`: the warden itself is up (says nothing of a model).
+pub async fn health() -> HttpResponse {
+    HttpResponse::Ok().json(json!({ "status": "ok", "service": "llm-warden", "version": env!("CARGO_PKG_VERSION") }))
+}
+
+/// `GET /warden/status`.
+pub async fn status(warden: web::Data<Warden>) -> HttpResponse {
+    let mut v = serde_json::to_value(warden.status()).unwrap_or_default();
+    v["queue_depth"] = json!(warden.queue_depth());
+    v["max_queue"] = json!(warden.config().max_queue);
+    if let Some(note) = warden.engine_note() {
+        v["engine_note"] = json!(note);
+    }
+    HttpResponse::Ok().json(v)
+}
+
+/// The body of `/warden/load`.
+#[derive(Debug, Deserialize, Default)]
+pub struct LoadBody {
+    /// The model id; absent: the default.
+    pub model: Option<String>,
+}
+
+/// `POST /warden/load`: load (or switch to) a model now.
+pub async fn load(warden: web::Data<Warden>, body: Option<web::Json<LoadBody>>) -> HttpResponse {
+    let model = body.and_then(|b| b.into_inner().model);
+    match warden.engine().send(Load { model }).await {
+        Ok(Ok(status)) => HttpResponse::Ok().json(status),
+        Ok(Err(e)) => error_response(&e),
+        Err(_) => error_response(&crate::actors::engine::shutting_down()),
+    }
+}
+
+/// `POST /warden/unload`: stop the child now.
+pub async fn unload(warden: web::Data<Warden>) -> HttpResponse {
+    match warden.engine().send(Unload).await {
+        Ok(Ok(was_loaded)) => HttpResponse::Ok().json(json!({ "unloaded": was_loaded })),
+        Ok(Err(e)) => error_response(&e),
+        Err(_) => error_response(&crate::actors::engine::shutting_down()),
+    }
+}
+
+/// `GET /warden/events`: lifecycle events as they happen, one SSE event each
+/// (`event: <kind>`, `data: {json}`).
+pub async fn events(warden: web::Data<Warden>) -> HttpResponse {
+    let rx = warden.subscribe();
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        let frame = match rx.recv().await {
+            Ok(ev) => {
+                let json = serde_json::to_value(&ev).unwrap_or_default();
+                let kind = json
+                    .get("event")
+                    .and_then(|k| k.as_str())
+                    .unwrap_or("event")
+                    .to_string();
+                format!("event: {kind}\ndata: {json}\n\n")
+            }
+            Err(RecvError::Lagged(n)) => format!(": {n} events dropped (slow reader)\n\n"),
+            Err(RecvError::Closed) => return None,
+        };
+        Some((Ok::<Bytes, actix_web::Error>(Bytes::from(frame)), rx))
+    });
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("Cache-Control", "no-cache"))
+        .streaming(stream)
+}

@@ -1,0 +1,241 @@
+//! Crash classification: the dead (or failing) child's output tail to an
+//! `EngineCode`. Pure: the caller hands in the lines it captured.
+//!
+//! The patterns are the strings the pinned llama.cpp (b10883) and ggml print,
+//! read from its source (`llama-model-loader.cpp`, `gguf.cpp`,
+//! `server-http.cpp`, `ggml-backend.cpp`, `ggml-cuda.cu`), plus mlx-vlm's and
+//! Python's own wording for the MLX child. The last matching line wins: a
+//! child that fails twice (fit's probe, then the real load) is judged by the
+//! failure that killed it.
+
+use serde::Serialize;
+
+/// Why a child failed, as carried to the API's error `code`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineCode {
+    /// The model file is truncated or its tensors are corrupt.
+    ModelCorrupt,
+    /// The file is not a GGUF file at all.
+    NotGguf,
+    /// The child could not bind its HTTP port.
+    PortInUse,
+    /// An allocation failed in host memory (or the kernel killed the child).
+    OutOfMemory,
+    /// An allocation failed on the GPU (cudaMalloc, CUDA_OUT_OF_MEMORY).
+    CudaOutOfMemory,
+    /// The child never became ready within the load timeout.
+    LoadTimeout,
+    /// The child stopped producing tokens (first-token or stall watchdog).
+    ChildHung,
+    /// Killed by SIGKILL from outside the warden, with no OOM kill on record
+    /// (another process, or an OOM killer whose counter we cannot read).
+    ChildKilled,
+    /// The child exited without a recognisable reason.
+    ChildCrashed,
+}
+
+impl EngineCode {
+    /// The stable string used on the wire and in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ModelCorrupt => "model_corrupt",
+            Self::NotGguf => "not_gguf",
+            Self::PortInUse => "port_in_use",
+            Self::OutOfMemory => "out_of_memory",
+            Self::CudaOutOfMemory => "cuda_out_of_memory",
+            Self::LoadTimeout => "load_timeout",
+            Self::ChildHung => "child_hung",
+            Self::ChildKilled => "child_killed",
+            Self::ChildCrashed => "child_crashed",
+        }
+    }
+
+    /// Whether a load that failed this way may succeed on the next port.
+    pub fn is_port_conflict(self) -> bool {
+        self == Self::PortInUse
+    }
+}
+
+impl std::fmt::Display for EngineCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// (substring, code) pairs; a line matching several takes the first row.
+const PATTERNS: &[(&str, EngineCode)] = &[
+    // cudaMalloc / the CUDA runtime's own wording comes first: the same line
+    // also says "failed to allocate", which alone means host memory.
+    ("cudaMalloc failed", EngineCode::CudaOutOfMemory),
+    ("CUDA_OUT_OF_MEMORY", EngineCode::CudaOutOfMemory),
+    ("CUDA error: out of memory", EngineCode::CudaOutOfMemory),
+    ("cudaHostAlloc", EngineCode::CudaOutOfMemory),
+    ("not within the file bounds", EngineCode::ModelCorrupt),
+    ("model is corrupted or incomplete", EngineCode::ModelCorrupt),
+    ("failed to read tensor", EngineCode::ModelCorrupt),
+    ("invalid magic characters", EngineCode::NotGguf),
+    ("failed to read magic", EngineCode::NotGguf),
+    ("couldn't bind HTTP server socket", EngineCode::PortInUse),
+    ("Address already in use", EngineCode::PortInUse),
+    ("failed to allocate", EngineCode::OutOfMemory),
+    ("unable to allocate", EngineCode::OutOfMemory),
+    ("insufficient memory", EngineCode::OutOfMemory),
+    ("std::bad_alloc", EngineCode::OutOfMemory),
+    ("MemoryError", EngineCode::OutOfMemory),
+];
+
+/// How the child ended, as far as classification cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitKind {
+    /// Still running (a hang or a timeout is being classified).
+    Running,
+    /// Exited with this status code.
+    Code(i32),
+    /// Killed by this signal.
+    Signal(i32),
+}
+
+/// SIGKILL's number on every platform the warden runs llama-server on.
+const SIGKILL: i32 = 9;
+
+/// What the caller knows beside the output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hints {
+    /// The warden itself signalled the child (a stop, or the watchdog).
+    pub stopped_by_us: bool,
+    /// The kernel's OOM-kill counter of our memory cgroup moved while the
+    /// child ran (cgroup v2 `memory.events`, v1 `memory.oom_control`).
+    pub oom_kill_seen: bool,
+}
+
+/// Classifies a failed child from its output tail and how it ended.
+///
+/// The output decides when a line matches (the last match wins). A silent
+/// SIGKILL nobody in the warden sent is the OOM killer when the cgroup's
+/// counter says so, else `child_killed`: guessing "out of memory" from the
+/// signal alone would send a user after memory when another process (or a
+/// person) killed the child.
+pub fn classify(tail: &[String], exit: ExitKind, hints: Hints) -> EngineCode {
+    for line in tail.iter().rev() {
+        if let Some(code) = classify_line(line) {
+            return code;
+        }
+    }
+    match exit {
+        _ if hints.oom_kill_seen && !hints.stopped_by_us => EngineCode::OutOfMemory,
+        ExitKind::Signal(SIGKILL) if !hints.stopped_by_us => EngineCode::ChildKilled,
+        _ => EngineCode::ChildCrashed,
+    }
+}
+
+/// The code one output line proves, if any.
+pub fn classify_line(line: &str) -> Option<EngineCode> {
+    PATTERNS
+        .iter()
+        .find(|(needle, _)| line.contains(needle))
+        .map(|&(_, code)| code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn classifies_the_lines_the_pinned_build_prints() {
+        let none = Hints::default();
+        let ours = Hints {
+            stopped_by_us: true,
+            ..Hints::default()
+        };
+        let oom = Hints {
+            oom_kill_seen: true,
+            ..Hints::default()
+        };
+        let rows: &[(&[&str], ExitKind, Hints, EngineCode)] = &[
+            // why: FACTS.md, a truncated SmolLM2 at the default verbosity
+            (
+                &[
+                    "llama_model_load: error loading model: tensor 'token_embd.weight' data is not within the file bounds, model is corrupted or incomplete",
+                ],
+                ExitKind::Code(1),
+                none,
+                EngineCode::ModelCorrupt,
+            ),
+            // why: FACTS.md, a text file passed as -m
+            (
+                &["gguf_init_from_reader: invalid magic characters: 'hell', expected 'GGUF'"],
+                ExitKind::Code(1),
+                none,
+                EngineCode::NotGguf,
+            ),
+            // why: FACTS.md, the port taken by another process
+            (
+                &[
+                    "srv start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 27200",
+                    "srv main: exiting due to HTTP server error",
+                ],
+                ExitKind::Code(1),
+                none,
+                EngineCode::PortInUse,
+            ),
+            // why: ggml-backend.cpp's host allocation failure
+            (
+                &["ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 98765432"],
+                ExitKind::Code(1),
+                none,
+                EngineCode::OutOfMemory,
+            ),
+            // why: the CUDA allocation line also says "failed"; the device wins
+            (
+                &[
+                    "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: cudaMalloc failed: out of memory",
+                ],
+                ExitKind::Code(1),
+                none,
+                EngineCode::CudaOutOfMemory,
+            ),
+            // why: a silent SIGKILL with the cgroup's OOM counter moved is the OOM killer
+            (
+                &["srv update_slots: all slots are idle"],
+                ExitKind::Signal(9),
+                oom,
+                EngineCode::OutOfMemory,
+            ),
+            // why: a silent SIGKILL without that evidence is only "killed"
+            (
+                &["srv update_slots: all slots are idle"],
+                ExitKind::Signal(9),
+                none,
+                EngineCode::ChildKilled,
+            ),
+            // why: our own SIGKILL (terminate after the grace) is no OOM
+            (
+                &["srv update_slots: all slots are idle"],
+                ExitKind::Signal(9),
+                ours,
+                EngineCode::ChildCrashed,
+            ),
+            // why: a segfault with nothing printed is a plain crash
+            (&[], ExitKind::Signal(11), none, EngineCode::ChildCrashed),
+            // why: the last failure wins over an earlier one (fit's probe, then the load)
+            (
+                &[
+                    "failed to allocate compute pp buffers",
+                    "invalid magic characters: 'xxxx', expected 'GGUF'",
+                ],
+                ExitKind::Code(1),
+                none,
+                EngineCode::NotGguf,
+            ),
+        ];
+        for (i, (tail, exit, ours, want)) in rows.iter().enumerate() {
+            let got = classify(&lines(tail), *exit, *ours);
+            assert_eq!(got, *want, "row {i}: {tail:?}");
+        }
+    }
+}

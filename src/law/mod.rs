@@ -1,0 +1,24 @@
+//! Pure law: every threshold, formula and decision of the engines, as plain
+//! functions over plain values. No runtime, process, clock, file or
+//! environment access: time and readings come in as arguments, decisions go
+//! out as small enums the actors carry out. Each module is table-tested.
+//!
+//! | module | decides |
+//! |---|---|
+//! | `kv` | KV bytes per token; what a child really allocates |
+//! | `window` | the CPU and CUDA windows, footprints, the post-load check, working window, `kv_bound` |
+//! | `caps` | the 256-token grid, the 4096 floor, padded comparisons |
+//! | `brake` | the memory brake (`llama_step`, `mlx_step`) |
+//! | `reap` | the idle reap |
+//! | `crash` | crash classification from the child's output tail |
+//! | `quant` | which GGUF of a directory is the model |
+//! | `select` | which engine runs |
+
+pub mod brake;
+pub mod caps;
+pub mod crash;
+pub mod kv;
+pub mod quant;
+pub mod reap;
+pub mod select;
+pub mod window;

@@ -1,0 +1,108 @@
+//! Engine selection at start (the spec's `get_engine`), and the user's
+//! preference applied after it.
+//!
+//! macOS on Apple Silicon → MLX; NVML reports a device → CUDA; otherwise CPU.
+//! `WARDEN_FORCE_CPU=1` wins over everything. A preference of `cpu` replaces
+//! CUDA by CPU (safe: both serve the same GGUF catalog); `WARDEN_ENGINE=mlx`
+//! selects MLX anywhere (how it is tested on Linux); `cuda` asked without a
+//! device falls back to CPU with a reason.
+
+use crate::config::EnginePreference;
+use crate::status::EngineKind;
+
+/// What selection looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Platform {
+    /// `std::env::consts::OS`-style: "macos", "linux", "windows".
+    pub os: &'static str,
+    /// Apple Silicon (or any arm64 Mac).
+    pub arm: bool,
+    /// NVML's device count (0 when NVML is absent).
+    pub nvidia_devices: u32,
+}
+
+/// The engine chosen, and why when it is not what was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// The engine.
+    pub kind: EngineKind,
+    /// A notice for the user when the choice overrode a preference.
+    pub note: Option<String>,
+}
+
+/// Chooses the engine.
+pub fn select(p: Platform, pref: EnginePreference, force_cpu: bool) -> Selection {
+    let plain = |kind| Selection { kind, note: None };
+    if force_cpu {
+        return plain(EngineKind::Cpu);
+    }
+    let auto = if p.os == "macos" && p.arm {
+        EngineKind::Mlx
+    } else if p.nvidia_devices > 0 {
+        EngineKind::Cuda
+    } else {
+        EngineKind::Cpu
+    };
+    match pref {
+        EnginePreference::Auto => plain(auto),
+        EnginePreference::Cpu => plain(EngineKind::Cpu),
+        EnginePreference::Mlx => plain(EngineKind::Mlx),
+        EnginePreference::Cuda if p.nvidia_devices > 0 => plain(EngineKind::Cuda),
+        EnginePreference::Cuda => Selection {
+            kind: EngineKind::Cpu,
+            note: Some("the CUDA engine was asked for, but NVML sees no NVIDIA device; using the CPU engine".into()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use EnginePreference as P;
+
+    #[test]
+    fn selection_rows() {
+        let mac = Platform {
+            os: "macos",
+            arm: true,
+            nvidia_devices: 0,
+        };
+        let intel_mac = Platform {
+            os: "macos",
+            arm: false,
+            nvidia_devices: 0,
+        };
+        let gpu = Platform {
+            os: "linux",
+            arm: false,
+            nvidia_devices: 1,
+        };
+        let cpu = Platform {
+            os: "linux",
+            arm: false,
+            nvidia_devices: 0,
+        };
+        let rows = [
+            // why: Apple Silicon runs MLX
+            (mac, P::Auto, false, EngineKind::Mlx),
+            // why: an Intel Mac has neither MLX nor CUDA
+            (intel_mac, P::Auto, false, EngineKind::Cpu),
+            // why: an NVIDIA device selects CUDA
+            (gpu, P::Auto, false, EngineKind::Cuda),
+            (cpu, P::Auto, false, EngineKind::Cpu),
+            // why: WARDEN_FORCE_CPU wins over the hardware and the preference
+            (gpu, P::Cuda, true, EngineKind::Cpu),
+            (mac, P::Mlx, true, EngineKind::Cpu),
+            // why: the user's cpu preference replaces CUDA
+            (gpu, P::Cpu, false, EngineKind::Cpu),
+            // why: WARDEN_ENGINE=mlx selects MLX anywhere (tests on Linux)
+            (cpu, P::Mlx, false, EngineKind::Mlx),
+            // why: cuda without a device falls back to CPU
+            (cpu, P::Cuda, false, EngineKind::Cpu),
+        ];
+        for (i, (p, pref, force, want)) in rows.into_iter().enumerate() {
+            assert_eq!(select(p, pref, force).kind, want, "row {i}");
+        }
+        assert!(select(cpu, P::Cuda, false).note.is_some());
+    }
+}

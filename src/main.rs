@@ -1,0 +1,50 @@
+//! The `llm-warden` binary: `serve` (the HTTP server), `chat` (a streamed
+//! answer in the terminal), `inspect` (a model's facts and the window the
+//! warden would give it here) and `status` (a running server's snapshot).
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Runs local LLM servers safely: sized windows, a memory brake, no orphans.
+#[derive(Debug, Parser)]
+#[command(name = "llm-warden", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the OpenAI-compatible API (and the warden's own routes).
+    Serve(cli::serve::ServeArgs),
+    /// Ask one question and stream the answer (to a running server, or to one
+    /// started in-process).
+    Chat(cli::chat::ChatArgs),
+    /// Show a model's facts and the window the warden would choose here.
+    Inspect(cli::inspect::InspectArgs),
+    /// Show a running server's status.
+    Status(cli::status::StatusArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    cli::init_tracing();
+    let result = actix_web::rt::System::new().block_on(async move {
+        match cli.command {
+            Command::Serve(a) => cli::serve::run(a).await,
+            Command::Chat(a) => cli::chat::run(a).await,
+            Command::Inspect(a) => cli::inspect::run(a),
+            Command::Status(a) => cli::status::run(a).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("llm-warden: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! `Generate`: HTTP handler (or an embedding app) → `EngineActor`, once per
+//! chat turn. The engine resolves the model (loading or switching the child
+//! as needed), streams the child's answer into `events`, and only then
+//! completes, so the mailbox stays closed for the whole turn.
+
+use actix::Message;
+use bytes::Bytes;
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::error::ApiError;
+use crate::queue::QueueTicket;
+
+/// One chat turn.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Generate {
+    /// The catalog id; `None` means the default model.
+    pub model: Option<String>,
+    /// The OpenAI request body, validated by the caller; the engine adapts
+    /// it for its child (`repetition_penalty` → `repeat_penalty`, ...).
+    pub body: serde_json::Map<String, serde_json::Value>,
+    /// Whether the caller asked for a stream.
+    pub stream: bool,
+    /// Where the turn's events go. A closed receiver (the client went away)
+    /// ends the turn and cancels the generation in the child.
+    pub events: mpsc::Sender<TurnEvent>,
+    /// How the caller wants notices handled.
+    pub options: TurnOptions,
+    /// Arrival number, assigned when the turn was queued (FIFO proof in tests).
+    pub seq: u64,
+    /// Holds this turn's place in the queue bound until the turn is done.
+    pub ticket: Option<QueueTicket>,
+}
+
+/// Per-turn switches of the spec's runner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnOptions {
+    /// The conversation already has messages: an idle reap's reload is
+    /// announced (`memory_reload`, reason `idle`).
+    pub announce_idle_reload: bool,
+    /// The turn belongs to a conversation (a stateful turn): it consumes the
+    /// memory brake's notice at its end.
+    pub stateful: bool,
+}
+
+/// What a turn tells its caller, in order.
+#[derive(Debug, Clone)]
+pub enum TurnEvent {
+    /// A warden notice (loading, memory_reload, memory_warning).
+    Notice(Notice),
+    /// One SSE event from the child, exactly as it sent it (`data: {...}\n\n`).
+    Chunk(Bytes),
+    /// A non-streamed answer: the child's status and JSON body, unchanged.
+    Body {
+        /// HTTP status.
+        status: u16,
+        /// JSON body.
+        body: Bytes,
+    },
+    /// The turn failed; nothing follows.
+    Error(ApiError),
+    /// The stream completed normally; nothing follows.
+    Done,
+}
+
+/// A notice of the warden, carried in the chat stream as an SSE comment
+/// (`: warden {json}`) that OpenAI's client libraries skip, and on
+/// `/warden/events`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum Notice {
+    /// The model is being loaded for this turn.
+    Loading {
+        /// The model id.
+        model: String,
+    },
+    /// The model is reloading (brake respawn, brake unload, or idle reap).
+    MemoryReload {
+        /// `brake` or `idle`.
+        reason: &'static str,
+    },
+    /// The memory brake acted, or saw pressure it did not cause.
+    MemoryWarning {
+        /// `acted` or `external`.
+        reason: &'static str,
+    },
+}

@@ -1,0 +1,15 @@
+//! `Load`: `/warden/load` (or an embedder) → `EngineActor`: load a model now,
+//! without a turn. Atomic like a turn; replies with the status after it.
+
+use actix::Message;
+
+use crate::error::ApiError;
+use crate::status::EngineStatus;
+
+/// Load (or switch to) a model.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<EngineStatus, ApiError>")]
+pub struct Load {
+    /// The catalog id; `None` means the default model.
+    pub model: Option<String>,
+}

@@ -1,0 +1,25 @@
+//! The messages of the actor system, one file each: who sends it, to whom,
+//! when, and its reply.
+//!
+//! | message | from | to | reply |
+//! |---|---|---|---|
+//! | `Generate` | HTTP handlers, embedders | `EngineActor` | `()` (events on its channel) |
+//! | `Load` | `/warden/load`, embedders | `EngineActor` | `Result<EngineStatus, ApiError>` |
+//! | `Unload` | `/warden/unload`, embedders | `EngineActor` | `Result<bool, ApiError>` |
+//! | `ReapTick` | `IdleTimer` (every 30 s) | `EngineActor` | `()` |
+//! | `BrakeTick` | `IdleTimer` (every 60 s) | `EngineActor` | `()` |
+//! | `Shutdown` | `Warden::shutdown` | `EngineActor` | `()` |
+
+pub mod brake_tick;
+pub mod generate;
+pub mod load;
+pub mod reap_tick;
+pub mod shutdown;
+pub mod unload;
+
+pub use brake_tick::BrakeTick;
+pub use generate::{Generate, Notice, TurnEvent, TurnOptions};
+pub use load::Load;
+pub use reap_tick::ReapTick;
+pub use shutdown::Shutdown;
+pub use unload::Unload;

@@ -1,0 +1,11 @@
+//! `Unload`: `/warden/unload` (or an embedder) → `EngineActor`: stop the
+//! child now. Replies whether a model was loaded.
+
+use actix::Message;
+
+use crate::error::ApiError;
+
+/// Unload the current model.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<bool, ApiError>")]
+pub struct Unload;

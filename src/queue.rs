@@ -1,0 +1,56 @@
+//! The queue bound: how many turns are waiting in the engine's mailbox or
+//! running. The mailbox itself is the queue (arrival order is service order);
+//! this gauge only counts it, so that past `WARDEN_MAX_QUEUE` a new request
+//! is refused at once with 503 `queue_full` instead of waiting without bound.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Counts turns in flight.
+#[derive(Debug, Default)]
+pub struct QueueGauge {
+    depth: AtomicUsize,
+}
+
+/// One turn's place; dropping it (turn done, or message dropped) frees it.
+#[derive(Debug)]
+pub struct QueueTicket {
+    gauge: Arc<QueueGauge>,
+}
+
+impl QueueGauge {
+    /// A ticket when fewer than `max` turns are in flight.
+    pub fn try_enter(self: &Arc<Self>, max: usize) -> Option<QueueTicket> {
+        self.depth
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |d| (d < max).then_some(d + 1))
+            .ok()
+            .map(|_| QueueTicket { gauge: self.clone() })
+    }
+
+    /// Turns waiting or running now.
+    pub fn depth(&self) -> usize {
+        self.depth.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for QueueTicket {
+    fn drop(&mut self) {
+        self.gauge.depth.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tickets_bound_the_depth_and_free_on_drop() {
+        let g = Arc::new(QueueGauge::default());
+        let a = g.try_enter(2).unwrap();
+        let _b = g.try_enter(2).unwrap();
+        assert!(g.try_enter(2).is_none());
+        drop(a);
+        assert_eq!(g.depth(), 1);
+        assert!(g.try_enter(2).is_some());
+    }
+}

@@ -1,0 +1,174 @@
+//! What the engine publishes without the mailbox: `EngineStatus` on a `watch`
+//! channel (the latest snapshot, read by `/warden/status`, the idle timer and
+//! embedders) and `WardenEvent`s on a `broadcast` channel (`/warden/events`,
+//! tests' observers). The engine sends both after every change; readers never
+//! queue behind a turn.
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::law::brake::BrakeView;
+use crate::messages::Notice;
+
+/// The engine family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// llama-server, no GPU layers.
+    #[default]
+    Cpu,
+    /// llama-server on one NVIDIA GPU.
+    Cuda,
+    /// mlx_vlm.server.
+    Mlx,
+}
+
+impl EngineKind {
+    /// The spec's log tag (`[CPU_Engine] Memory brake: ...`).
+    pub fn tag(self) -> &'static str {
+        match self {
+            Self::Cpu => "CPU_Engine",
+            Self::Cuda => "CUDA_Engine",
+            Self::Mlx => "MLX_Engine",
+        }
+    }
+}
+
+/// What the engine is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineState {
+    /// No child.
+    #[default]
+    Idle,
+    /// A child is starting.
+    Loading,
+    /// A child is up and waiting for work.
+    Ready,
+    /// A turn is streaming.
+    Generating,
+    /// The warden is shutting down.
+    Stopped,
+}
+
+/// The snapshot `/warden/status` returns. Never holds the child's API key.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EngineStatus {
+    /// Which engine runs.
+    pub engine: EngineKind,
+    /// What it is doing.
+    pub state: EngineState,
+    /// The loaded model's id.
+    pub model: Option<String>,
+    /// The loaded model's file or directory.
+    pub model_path: Option<String>,
+    /// The declared ceiling: `WARDEN_CTX` when pinned, else none. Exists
+    /// without a model and never depends on which is loaded.
+    pub declared_ceiling: Option<u32>,
+    /// The allocated window: what the live child runs with (`/props` n_ctx),
+    /// `None` with no child or when unknown.
+    pub context_tokens: Option<u32>,
+    /// The `-c` the child was given, when it was given one.
+    pub requested_context: Option<u32>,
+    /// The allocated window when memory, not the trained window, bounds it.
+    pub memory_bound_tokens: Option<u32>,
+    /// The child's allocation predicted at load when memory-bound (bytes).
+    pub memory_bound_footprint_bytes: Option<u64>,
+    /// The child's pid.
+    pub child_pid: Option<u32>,
+    /// The child's port on 127.0.0.1.
+    pub port: Option<u16>,
+    /// When the child became ready (Unix seconds).
+    pub loaded_since: Option<u64>,
+    /// When the last turn ended (Unix milliseconds).
+    pub last_used: Option<u64>,
+    /// The same, on the monotonic clock, for the idle timer.
+    #[serde(skip)]
+    pub last_used_at: Option<Instant>,
+    /// Turns handled since start.
+    pub turns: u64,
+    /// The memory brake's state.
+    pub brake: BrakeView,
+}
+
+/// A lifecycle event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum WardenEvent {
+    /// A child is being started.
+    Loading {
+        /// The model id.
+        model: String,
+        /// The port tried.
+        port: u16,
+    },
+    /// A child is ready.
+    Ready {
+        /// The model id.
+        model: String,
+        /// Its pid.
+        pid: u32,
+        /// Its allocated window.
+        context_tokens: Option<u32>,
+        /// Spawn to ready, in milliseconds.
+        load_ms: u64,
+    },
+    /// A load failed.
+    LoadFailed {
+        /// The model id.
+        model: String,
+        /// The error code.
+        code: String,
+    },
+    /// A turn began (it holds the engine until `TurnEnded`).
+    TurnStarted {
+        /// Its arrival number.
+        seq: u64,
+    },
+    /// A turn ended.
+    TurnEnded {
+        /// Its arrival number.
+        seq: u64,
+        /// `completed`, `abandoned`, `failed` or `skipped` (client gone before it began).
+        outcome: &'static str,
+    },
+    /// The child was stopped.
+    Unloaded {
+        /// The model id.
+        model: String,
+        /// `request`, `idle`, `switch`, `shutdown`, `brake`, `hung`.
+        reason: &'static str,
+    },
+    /// The child died on its own.
+    ChildExited {
+        /// The model id.
+        model: String,
+        /// Its pid.
+        pid: u32,
+        /// The classified reason.
+        code: String,
+    },
+    /// A reap tick was handled.
+    ReapChecked {
+        /// Whether it unloaded the model.
+        reaped: bool,
+    },
+    /// The memory brake decided something (one per sample that acted).
+    Brake {
+        /// `turn_start`, `turn_end` or `idle`.
+        point: &'static str,
+        /// `calm`, `warning` or `critical`.
+        level: &'static str,
+        /// What it did.
+        action: String,
+        /// The window before.
+        window_from: Option<u32>,
+        /// The window after.
+        window_to: Option<u32>,
+    },
+    /// A notice was given to a turn.
+    Notice {
+        /// The notice.
+        notice: Notice,
+    },
+}

@@ -1,0 +1,210 @@
+//! `Warden`: the embedding API. An actix application starts one inside its
+//! `System`; it selects the engine, starts `EngineActor` on its own arbiter
+//! (a long-lived thread: the child's parent-death signal is tied to the
+//! thread that spawned it) and the `IdleTimer`, and hands out the engine's
+//! address, the status watch, the event stream and `submit` for chat turns.
+//! Cheap to clone; every clone talks to the same engine.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use actix::prelude::*;
+use tokio::sync::{broadcast, mpsc, watch};
+
+use crate::actors::{EngineActor, EngineCore, IdleTimer};
+use crate::catalog::Catalog;
+use crate::config::WardenConfig;
+use crate::engines::{self, Backend};
+use crate::error::{ApiError, EngineError};
+use crate::law::select::{self, Platform};
+use crate::messages::{Generate, Shutdown, TurnEvent, TurnOptions};
+use crate::queue::QueueGauge;
+use crate::status::{EngineKind, EngineStatus, WardenEvent};
+
+/// Events buffered per turn between the engine and its caller. Small: the
+/// relay waits for a slow client rather than buffering its stream.
+pub const TURN_EVENTS_BUFFER: usize = 64;
+/// Lifecycle events kept for slow `/warden/events` readers.
+const EVENTS_BUFFER: usize = 1024;
+
+/// Why the warden could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The engine's child program is missing.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// A running warden.
+#[derive(Clone)]
+pub struct Warden {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Addr<EngineActor>,
+    _timer: Addr<IdleTimer>,
+    status: watch::Receiver<EngineStatus>,
+    events: broadcast::Sender<WardenEvent>,
+    catalog: Arc<Catalog>,
+    config: Arc<WardenConfig>,
+    queue: Arc<QueueGauge>,
+    seq: AtomicU64,
+    arbiter: ArbiterHandle,
+    engine_note: Option<String>,
+}
+
+/// A chat turn to submit.
+#[derive(Debug, Clone, Default)]
+pub struct TurnRequest {
+    /// The model id (`None`: the default).
+    pub model: Option<String>,
+    /// The OpenAI body.
+    pub body: serde_json::Map<String, serde_json::Value>,
+    /// Stream or not.
+    pub stream: bool,
+    /// Notice switches.
+    pub options: TurnOptions,
+}
+
+/// What the platform looks like to selection, read once at start.
+fn platform() -> Platform {
+    Platform {
+        os: std::env::consts::OS,
+        arm: std::env::consts::ARCH == "aarch64",
+        nvidia_devices: 0,
+    }
+}
+
+impl Warden {
+    /// Starts the warden. Must run inside an actix `System`.
+    pub fn start(config: WardenConfig, catalog: Catalog) -> Result<Self, StartError> {
+        let config = Arc::new(config);
+        let selection = select::select(platform(), config.engine, config.force_cpu);
+        if let Some(note) = &selection.note {
+            tracing::warn!("{note}");
+        }
+        let backend = engines::build(&config, selection.kind)?;
+        Ok(Self::start_with(config, catalog, backend, selection.note))
+    }
+
+    /// Starts the warden over an already built backend (tests, embedders
+    /// with their own selection).
+    pub fn start_with(config: Arc<WardenConfig>, catalog: Catalog, backend: Backend, note: Option<String>) -> Self {
+        let catalog = Arc::new(catalog);
+        let (status_tx, status_rx) = watch::channel(EngineStatus::default());
+        let (events_tx, _) = broadcast::channel(EVENTS_BUFFER);
+        let core = EngineCore::new(config.clone(), backend, catalog.clone(), status_tx, events_tx.clone());
+        let arbiter = Arbiter::new().handle();
+        let engine = EngineActor::start_in_arbiter(&arbiter, move |_| EngineActor::new(core));
+        let timer = IdleTimer::new(
+            engine.clone().recipient(),
+            engine.clone().recipient(),
+            status_rx.clone(),
+            config.idle_timeout,
+            config.idle_tick,
+            config.brake_tick,
+        )
+        .start();
+        tracing::info!(
+            engine = status_rx.borrow().engine.tag(),
+            models = catalog.entries().len(),
+            "warden started"
+        );
+        Self {
+            inner: Arc::new(Inner {
+                engine,
+                _timer: timer,
+                status: status_rx,
+                events: events_tx,
+                catalog,
+                config,
+                queue: Arc::new(QueueGauge::default()),
+                seq: AtomicU64::new(0),
+                arbiter,
+                engine_note: note,
+            }),
+        }
+    }
+
+    /// The engine's address, for an application's own handlers.
+    pub fn engine(&self) -> &Addr<EngineActor> {
+        &self.inner.engine
+    }
+
+    /// The latest status snapshot (never waits for a turn).
+    pub fn status(&self) -> EngineStatus {
+        self.inner.status.borrow().clone()
+    }
+
+    /// A receiver of status changes.
+    pub fn watch_status(&self) -> watch::Receiver<EngineStatus> {
+        self.inner.status.clone()
+    }
+
+    /// A receiver of lifecycle events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<WardenEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &Catalog {
+        &self.inner.catalog
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &WardenConfig {
+        &self.inner.config
+    }
+
+    /// The engine family.
+    pub fn engine_kind(&self) -> EngineKind {
+        self.inner.status.borrow().engine
+    }
+
+    /// A selection notice (why the engine is not what was asked for).
+    pub fn engine_note(&self) -> Option<&str> {
+        self.inner.engine_note.as_deref()
+    }
+
+    /// Turns waiting or running.
+    pub fn queue_depth(&self) -> usize {
+        self.inner.queue.depth()
+    }
+
+    /// Queues a chat turn. An unknown model is refused here (404) without
+    /// touching the engine or its child; a full queue is refused (503).
+    pub fn submit(&self, req: TurnRequest) -> Result<mpsc::Receiver<TurnEvent>, ApiError> {
+        if let Some(id) = &req.model
+            && self.inner.catalog.get(id).is_none()
+        {
+            return Err(ApiError::model_not_found(id));
+        }
+        let max = self.inner.config.max_queue;
+        let ticket = self
+            .inner
+            .queue
+            .try_enter(max)
+            .ok_or_else(|| ApiError::queue_full(max))?;
+        let (tx, rx) = mpsc::channel(TURN_EVENTS_BUFFER);
+        let seq = self.inner.seq.fetch_add(1, Ordering::Relaxed);
+        self.inner.engine.do_send(Generate {
+            model: req.model,
+            body: req.body,
+            stream: req.stream,
+            events: tx,
+            options: req.options,
+            seq,
+            ticket: Some(ticket),
+        });
+        Ok(rx)
+    }
+
+    /// Stops the child (SIGTERM, grace, SIGKILL) and the engine's arbiter.
+    /// Call it before the application exits; a SIGKILLed application's child
+    /// dies by the parent-death signal instead.
+    pub async fn shutdown(&self) {
+        let _ = self.inner.engine.send(Shutdown).await;
+        self.inner.arbiter.stop();
+    }
+}

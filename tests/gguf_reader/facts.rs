@@ -1,0 +1,158 @@
+//! How metadata keys become `ModelFacts`: defaults, per-layer expansion,
+//! lenient `general.file_type`, required keys.
+
+use llm_warden::gguf::ModelFacts;
+
+use crate::builder::{Gguf, V};
+use crate::{code, expect_err, read_bytes};
+
+fn facts(g: Gguf) -> ModelFacts {
+    read_bytes(&g.build()).expect("valid synthetic model")
+}
+
+#[test]
+fn tiny_llama_facts() {
+    let f = facts(Gguf::llama());
+    assert_eq!(f.architecture, "llama");
+    assert_eq!(f.name.as_deref(), Some("tiny"));
+    assert_eq!((f.file_type, f.file_type_name()), (Some(1), Some("F16")));
+    assert_eq!(f.block_count, 2);
+    assert_eq!(f.trained_window, Some(256));
+    assert_eq!(f.head_count, vec![4, 4]);
+    assert_eq!(f.kv_heads, vec![2, 2]);
+    assert_eq!(f.head_count_max(), 4);
+    // No key_length / value_length keys: embedding_length / head_count.
+    assert_eq!((f.key_length, f.value_length), (16, 16));
+    assert!(f.has_chat_template);
+    assert_eq!(f.token_embd_bytes, 64 * 3 * 4);
+    assert_eq!((f.tensor_count, f.expert_bytes), (3, 0));
+    assert_eq!(f.parts.len(), 1);
+    assert_eq!(f.weights_bytes, Gguf::llama().build().len() as u64);
+    assert_eq!(f.sliding_layers, None);
+    // The facts are reported as JSON by the warden: they must serialize.
+    fn assert_serialize<T: serde::Serialize>(_: &T) {}
+    assert_serialize(&f);
+}
+
+#[test]
+fn per_layer_arrays_and_recurrent_layers() {
+    let g = Gguf::llama()
+        .kv("llama.attention.head_count", V::Arr(4, vec![V::U32(8), V::U32(0)]))
+        .kv("llama.attention.head_count_kv", V::Arr(5, vec![V::I32(2), V::I32(0)]))
+        .kv(
+            "llama.attention.sliding_window_pattern",
+            V::Arr(7, vec![V::Bool(true), V::Bool(false)]),
+        )
+        .kv("llama.attention.sliding_window", V::U32(128))
+        .kv("llama.attention.key_length", V::U32(128))
+        .kv("llama.attention.kv_lora_rank", V::U32(512))
+        .kv("llama.attention.max_alibi_bias", V::F32(8.0));
+    let f = facts(g);
+    assert_eq!(f.head_count, vec![8, 0]);
+    assert_eq!(f.kv_heads, vec![2, 0]);
+    assert_eq!(f.head_count_max(), 8);
+    assert_eq!((f.key_length, f.value_length), (128, 8));
+    assert_eq!(f.sliding_layers, Some(vec![true, false]));
+    assert_eq!(f.sliding_window, Some(128));
+    assert_eq!(f.kv_lora_rank, Some(512));
+    assert_eq!(f.max_alibi_bias, Some(8.0));
+    // head_count_kv absent: defaults to head_count, per layer.
+    let g = Gguf::llama()
+        .kv("llama.attention.head_count", V::Arr(4, vec![V::U32(8), V::U32(6)]))
+        .without("llama.attention.head_count_kv");
+    assert_eq!(facts(g).kv_heads, vec![8, 6]);
+    // No heads at all (a pure recurrent model): zero head sizes.
+    let g = Gguf::llama()
+        .without("llama.attention.head_count")
+        .without("llama.attention.head_count_kv");
+    let f = facts(g);
+    assert_eq!(
+        (f.head_count.clone(), f.key_length, f.head_count_max()),
+        (vec![0, 0], 0, 0)
+    );
+    // A scalar pattern is a period, not a per-layer list.
+    let f = facts(Gguf::llama().kv("llama.attention.sliding_window_pattern", V::U32(6)));
+    assert_eq!((f.sliding_layers, f.sliding_window_period), (None, Some(6)));
+}
+
+#[test]
+fn file_type_is_lenient() {
+    for (v, want) in [
+        (V::U8(15), Some(15)),
+        (V::I64(3), Some(3)),
+        (V::U64(1 << 40), None),
+        (V::I32(-1), None),
+        (V::s("Q4_K_M"), None),
+        (V::F32(3.0), None),
+        (V::Arr(4, vec![V::U32(3)]), None),
+    ] {
+        let f = facts(Gguf::llama().kv("general.file_type", v.clone()));
+        assert_eq!(f.file_type, want, "{v:?}");
+    }
+    let f = facts(Gguf::llama().without("general.file_type"));
+    assert_eq!((f.file_type, f.file_type_name()), (None, None));
+    let f = facts(Gguf::llama().kv("general.file_type", V::U32(999)));
+    assert_eq!((f.file_type, f.file_type_name()), (Some(999), None));
+}
+
+#[test]
+fn required_keys_and_bad_types() {
+    let cases: Vec<(Gguf, &str)> = vec![
+        (
+            Gguf::llama().without("general.architecture"),
+            "missing key general.architecture",
+        ),
+        (
+            Gguf::llama().kv("general.architecture", V::U32(1)),
+            "general.architecture has type u32",
+        ),
+        (
+            Gguf::llama().kv("general.architecture", V::s("")),
+            "general.architecture",
+        ),
+        (
+            Gguf::llama().without("llama.block_count"),
+            "missing key llama.block_count",
+        ),
+        (Gguf::llama().kv("llama.block_count", V::U32(0)), "block_count is 0"),
+        (Gguf::llama().kv("llama.block_count", V::U32(513)), "llama.block_count"),
+        (
+            Gguf::llama().kv("llama.block_count", V::s("2")),
+            "llama.block_count has type string",
+        ),
+        (
+            Gguf::llama().without("llama.embedding_length"),
+            "missing key llama.embedding_length",
+        ),
+        (
+            Gguf::llama().kv("llama.context_length", V::I32(-1)),
+            "llama.context_length",
+        ),
+        (
+            Gguf::llama().kv("llama.attention.head_count", V::Arr(4, vec![V::U32(4)])),
+            "not block_count 2",
+        ),
+        (
+            Gguf::llama().kv("llama.attention.head_count_kv", V::Arr(8, vec![V::s("a"), V::s("b")])),
+            "not block_count 2",
+        ),
+        (
+            Gguf::llama().kv("llama.attention.head_count", V::Arr(6, vec![V::F32(1.0); 2])),
+            "u32 elements",
+        ),
+        (
+            Gguf::llama().kv("llama.attention.key_length", V::U64(1 << 33)),
+            "key_length",
+        ),
+        (
+            Gguf::llama().kv("llama.attention.max_alibi_bias", V::s("8")),
+            "max_alibi_bias",
+        ),
+    ];
+    for (g, needle) in cases {
+        expect_err(&g.build(), "gguf_invalid", needle);
+    }
+    // Keys of another architecture are ignored, wherever they sit.
+    let g = Gguf::llama().kv("qwen2.block_count", V::s("not a number"));
+    assert_eq!(code(&read_bytes(&g.build())), "ok");
+}

@@ -1,0 +1,279 @@
+//! Shared test support: a tiny valid GGUF writer, the fake llama-server
+//! (a test double for fault injection), locating the real llama-server and
+//! models, starting a warden, and `recv_or_fail`.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use llm_warden::catalog::Catalog;
+use llm_warden::config::WardenConfig;
+use llm_warden::engines::{Backend, CpuEngine};
+use llm_warden::messages::TurnEvent;
+use llm_warden::status::WardenEvent;
+use llm_warden::{TurnRequest, Warden};
+use tokio::sync::{broadcast, mpsc};
+
+/// One GGUF metadata value the writer supports.
+pub enum Kv {
+    Str(&'static str, String),
+    U32(&'static str, u32),
+    U32s(&'static str, Vec<u32>),
+}
+
+/// Writes a small valid GGUF (v3) with `kvs` and one f32 tensor of
+/// `tensor_elems` elements named `token_embd.weight`.
+pub fn write_gguf(path: &Path, kvs: &[Kv], tensor_elems: u64) {
+    let mut b: Vec<u8> = Vec::new();
+    let s = |b: &mut Vec<u8>, t: &str| {
+        b.extend_from_slice(&(t.len() as u64).to_le_bytes());
+        b.extend_from_slice(t.as_bytes());
+    };
+    b.extend_from_slice(b"GGUF");
+    b.extend_from_slice(&3u32.to_le_bytes());
+    b.extend_from_slice(&1u64.to_le_bytes());
+    b.extend_from_slice(&(kvs.len() as u64).to_le_bytes());
+    for kv in kvs {
+        match kv {
+            Kv::Str(k, v) => {
+                s(&mut b, k);
+                b.extend_from_slice(&8u32.to_le_bytes());
+                s(&mut b, v);
+            }
+            Kv::U32(k, v) => {
+                s(&mut b, k);
+                b.extend_from_slice(&4u32.to_le_bytes());
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+            Kv::U32s(k, v) => {
+                s(&mut b, k);
+                b.extend_from_slice(&9u32.to_le_bytes());
+                b.extend_from_slice(&4u32.to_le_bytes());
+                b.extend_from_slice(&(v.len() as u64).to_le_bytes());
+                for x in v {
+                    b.extend_from_slice(&x.to_le_bytes());
+                }
+            }
+        }
+    }
+    s(&mut b, "token_embd.weight");
+    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&tensor_elems.to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes()); // F32
+    b.extend_from_slice(&0u64.to_le_bytes());
+    while !b.len().is_multiple_of(32) {
+        b.push(0);
+    }
+    b.extend(std::iter::repeat_n(0u8, (tensor_elems * 4) as usize));
+    std::fs::File::create(path).unwrap().write_all(&b).unwrap();
+}
+
+/// A llama-shaped GGUF: 2 layers, 2 KV heads, head dim 16, trained `ctx`.
+pub fn write_llama_gguf(path: &Path, ctx: u32) {
+    write_gguf(
+        path,
+        &[
+            Kv::Str("general.architecture", "llama".into()),
+            Kv::U32("llama.block_count", 2),
+            Kv::U32("llama.context_length", ctx),
+            Kv::U32("llama.embedding_length", 64),
+            Kv::U32("llama.attention.head_count", 4),
+            Kv::U32("llama.attention.head_count_kv", 2),
+        ],
+        64,
+    );
+}
+
+/// The fake llama-server script.
+pub fn fake_server() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_llama_server.py")
+}
+
+/// Writes a fake model `id.gguf` in `dir` with the fake's `script` beside it.
+pub fn fake_model(dir: &Path, id: &str, script: serde_json::Value) -> PathBuf {
+    let p = dir.join(format!("{id}.gguf"));
+    write_llama_gguf(&p, 8192);
+    std::fs::write(dir.join(format!("{id}.gguf.fake.json")), script.to_string()).unwrap();
+    p
+}
+
+/// A config for tests: short timeouts, no timers unless asked.
+pub fn test_config() -> WardenConfig {
+    WardenConfig {
+        idle_tick: Duration::ZERO,
+        brake_tick: Duration::ZERO,
+        load_timeout: Duration::from_secs(20),
+        first_token_timeout: Duration::from_secs(20),
+        stall_timeout: Duration::from_secs(10),
+        request_timeout: Duration::from_secs(30),
+        stop_grace: Duration::from_secs(2),
+        ..WardenConfig::default()
+    }
+}
+
+/// A warden over the fake child for the models in `dir`.
+pub fn fake_warden(dir: &Path, cfg: WardenConfig) -> Warden {
+    let backend = Backend::Cpu(CpuEngine {
+        server: fake_server(),
+        verbosity: 3,
+    });
+    Warden::start_with(Arc::new(cfg), Catalog::scan(dir), backend, None)
+}
+
+/// Receives within `secs`, or fails naming what was lost.
+pub async fn recv_or_fail<T>(rx: &mut mpsc::Receiver<T>, what: &str) -> T {
+    match tokio::time::timeout(Duration::from_secs(60), rx.recv()).await {
+        Ok(Some(v)) => v,
+        Ok(None) => panic!("channel closed while waiting for {what}"),
+        Err(_) => panic!("timed out waiting for {what}"),
+    }
+}
+
+/// Waits for the first lifecycle event matching `pred`.
+pub async fn event_or_fail(
+    rx: &mut broadcast::Receiver<WardenEvent>,
+    what: &str,
+    pred: impl Fn(&WardenEvent) -> bool,
+) -> WardenEvent {
+    let fut = async {
+        loop {
+            match rx.recv().await {
+                Ok(ev) if pred(&ev) => return ev,
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => panic!("events closed while waiting for {what}"),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), fut)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+/// A streamed chat turn's request.
+pub fn chat(model: Option<&str>, max_tokens: u32, stream: bool) -> TurnRequest {
+    let body = serde_json::json!({
+        "messages": [{"role": "user", "content": "Say hello."}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "seed": 42,
+    });
+    TurnRequest {
+        model: model.map(str::to_string),
+        body: body.as_object().unwrap().clone(),
+        stream,
+        options: Default::default(),
+    }
+}
+
+/// Everything a turn sent, until it ended.
+#[derive(Debug, Default)]
+pub struct Turn {
+    pub notices: Vec<llm_warden::messages::Notice>,
+    pub chunks: Vec<bytes::Bytes>,
+    pub body: Option<(u16, bytes::Bytes)>,
+    pub error: Option<llm_warden::error::ApiError>,
+    pub done: bool,
+}
+
+impl Turn {
+    /// The concatenated `delta.content` of the chunks.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for c in &self.chunks {
+            let s = String::from_utf8_lossy(c);
+            for line in s.lines() {
+                let Some(data) = line.strip_prefix("data: ") else {
+                    continue;
+                };
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(data)
+                    && let Some(t) = v.pointer("/choices/0/delta/content").and_then(|t| t.as_str())
+                {
+                    out.push_str(t);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Collects a turn's events until it ends.
+pub async fn collect(mut rx: mpsc::Receiver<TurnEvent>) -> Turn {
+    let mut t = Turn::default();
+    loop {
+        match recv_or_fail(&mut rx, "the turn's next event").await {
+            TurnEvent::Notice(n) => t.notices.push(n),
+            TurnEvent::Chunk(c) => t.chunks.push(c),
+            TurnEvent::Body { status, body } => {
+                t.body = Some((status, body));
+                return t;
+            }
+            TurnEvent::Error(e) => {
+                t.error = Some(e);
+                return t;
+            }
+            TurnEvent::Done => {
+                t.done = true;
+                return t;
+            }
+        }
+    }
+}
+
+/// The real llama-server build-llama.sh made, or `None` (the test then says
+/// so and passes, unless `WARDEN_REQUIRE_REAL=1`, which test.sh sets).
+pub fn real_llama_server() -> Option<PathBuf> {
+    let cfg = WardenConfig::from_env().ok()?;
+    match llm_warden::engines::llama::find_llama_server(&cfg, llm_warden::engines::llama::Flavour::Cpu) {
+        Ok(p) => Some(p),
+        Err(e) => skip_or_fail(&e.to_string()),
+    }
+}
+
+/// A real model from the build cache.
+pub fn real_model(file: &str) -> Option<PathBuf> {
+    let cfg = WardenConfig::from_env().ok()?;
+    let p = cfg.models_dir().join(file);
+    if p.is_file() {
+        Some(p)
+    } else {
+        skip_or_fail(&format!("{} is missing (run ./build-llama.sh)", p.display()))
+    }
+}
+
+fn skip_or_fail<T>(why: &str) -> Option<T> {
+    if std::env::var("WARDEN_REQUIRE_REAL").is_ok_and(|v| v == "1") {
+        panic!("a real-model test cannot run: {why}");
+    }
+    eprintln!("SKIPPED (real llama-server test): {why}");
+    None
+}
+
+/// The SmolLM2 file name.
+pub const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+/// The Gemma file name.
+pub const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
+
+/// Whether a process is alive (not a zombie).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// Waits until `pid` is gone (or a zombie), up to `secs`.
+pub async fn wait_gone(pid: u32, secs: u64) -> bool {
+    for _ in 0..(secs * 20) {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    !alive(pid)
+}
