@@ -45,6 +45,10 @@ pub fn bind(warden: Warden, host: &str, port: Option<u16>) -> std::io::Result<Bo
             .default_service(web::to(http::errors::not_found))
     })
     .shutdown_timeout(SHUTDOWN_GRACE_S)
+    // The caller handles SIGINT/SIGTERM: actix-server's own handling stops
+    // the whole actix System, which would drop the engine before it can stop
+    // the child gracefully.
+    .disable_signals()
     .listen(listener)?
     .run();
     Ok(Bound { server, port })

@@ -204,7 +204,9 @@ impl Warden {
     /// Call it before the application exits; a SIGKILLed application's child
     /// dies by the parent-death signal instead.
     pub async fn shutdown(&self) {
-        let _ = self.inner.engine.send(Shutdown).await;
+        if let Err(e) = self.inner.engine.send(Shutdown).await {
+            tracing::warn!("engine shutdown message failed: {e}");
+        }
         self.inner.arbiter.stop();
     }
 }

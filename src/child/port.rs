@@ -10,7 +10,7 @@
 //! next port (`SPAWN_PORT_ATTEMPTS` times).
 
 use std::collections::HashSet;
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::RangeInclusive;
 use std::sync::Mutex;
 
@@ -43,6 +43,22 @@ impl Drop for PortLease {
     }
 }
 
+/// Whether a server could bind `port` on loopback now, the way llama-server
+/// (cpp-httplib) and uvicorn bind: with `SO_REUSEADDR`, so the TIME_WAIT
+/// connections a dead child leaves on its port do not count as taken.
+fn bindable(port: u16) -> bool {
+    use socket2::{Domain, Socket, Type};
+    let Ok(s) = Socket::new(Domain::IPV4, Type::STREAM, None) else {
+        return false;
+    };
+    #[cfg(unix)]
+    if s.set_reuse_address(true).is_err() {
+        return false;
+    }
+    let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+    s.bind(&addr.into()).is_ok() && s.listen(1).is_ok()
+}
+
 /// Leases the first port of `pool` not in `skip`, not leased, and bindable now.
 pub fn pick_port(pool: RangeInclusive<u16>, skip: &[u16]) -> Option<PortLease> {
     // The lock only guards the set; a poisoned lock still holds a valid set.
@@ -51,7 +67,7 @@ pub fn pick_port(pool: RangeInclusive<u16>, skip: &[u16]) -> Option<PortLease> {
     let port = pool
         .into_iter()
         .filter(|p| !skip.contains(p) && !leased.contains(p))
-        .find(|&p| TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, p)).is_ok())?;
+        .find(|&p| bindable(p))?;
     leased.insert(port);
     Some(PortLease { port })
 }
@@ -59,6 +75,7 @@ pub fn pick_port(pool: RangeInclusive<u16>, skip: &[u16]) -> Option<PortLease> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpListener;
 
     #[test]
     fn skips_bound_leased_and_listed_ports() {

@@ -53,9 +53,40 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
             }
         });
     }
-    let served = bound.server.await;
-    tracing::info!("stopping: unloading the model");
+    let handle = bound.server.handle();
+    let mut server = actix_web::rt::spawn(bound.server);
+    let signal = tokio::select! {
+        r = &mut server => {
+            // The server ended on its own (an I/O error): still stop the child.
+            warden.shutdown().await;
+            r??;
+            return Ok(ExitCode::SUCCESS);
+        }
+        s = stop_signal() => s,
+    };
+    tracing::info!("{signal} received: stopping the server and the model");
+    // Connections go first: their turns see the client gone and end at
+    // once, so the engine's shutdown does not wait behind a long stream.
+    handle.stop(false).await;
     warden.shutdown().await;
-    served?;
+    let _ = server.await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Waits for SIGINT (Ctrl-C) or SIGTERM; names the one that came.
+async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use actix_web::rt::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("installing a SIGTERM handler cannot fail at start");
+        tokio::select! {
+            _ = actix_web::rt::signal::ctrl_c() => "SIGINT",
+            _ = term.recv() => "SIGTERM",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = actix_web::rt::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
 }

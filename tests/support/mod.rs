@@ -277,3 +277,44 @@ pub async fn wait_gone(pid: u32, secs: u64) -> bool {
     }
     !alive(pid)
 }
+
+/// Starts the `llm-warden serve` binary on a free port with `envs`; returns
+/// the process and its base URL once it listens.
+pub async fn spawn_warden_binary(envs: &[(&str, &str)]) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-warden"));
+    cmd.args(["serve", "--port", "0"])
+        .envs(envs.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().expect("the warden binary starts");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let base = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("llm-warden listening on ") {
+                return url.trim().to_string();
+            }
+        }
+        panic!("the warden exited before listening");
+    })
+    .await
+    .expect("the warden listens within 30 s");
+    // Keep draining stdout so the warden never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, base)
+}
+
+/// Whether anything listens on 127.0.0.1:`port` (TIME_WAIT connections a
+/// dead child leaves do not count: a new server binds over them).
+pub fn listening(port: u16) -> bool {
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).unwrap_or_default().lines().skip(1).any(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.len() > 3
+                && cols[3] == "0A"
+                && cols[1].rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok()) == Some(port)
+        })
+    })
+}
