@@ -2,13 +2,15 @@
 # build-llama.sh: builds the pinned llama-server (llama.cpp b10883) and fetches
 # the default models, into a cache outside the repository.
 #
-#   ./build-llama.sh [cpu|cuda|mlx] [--no-models] [--cuda-arch ARCH]
+#   ./build-llama.sh [cpu|cuda|mlx|clients] [--no-models] [--cuda-arch ARCH]
 #
 # cpu   (default) llama-server for the CPU engine.
 # cuda  llama-server with -DGGML_CUDA=ON (needs nvcc); ARCH is passed as
 #       CMAKE_CUDA_ARCHITECTURES (e.g. 90 for Hopper; default: native).
 # mlx   a Python environment with mlx-vlm for the MLX engine (mlx[cpu] on
 #       Linux), plus the GGUF -> MLX conversion of the default model.
+# clients  a Python environment with OpenAI's official client library, which
+#       the test suite drives the warden with (openai==3.57.0).
 #
 # Cache: $WARDEN_CACHE_DIR, else $XDG_CACHE_HOME/llm-warden, else
 # ~/.cache/llm-warden. Keyed by the pinned version and the flavour, so a
@@ -38,7 +40,7 @@ cuda_arch="${WARDEN_CUDA_ARCH:-native}"
 
 while [ $# -gt 0 ]; do
   case "$1" in
-    cpu|cuda|mlx) flavour="$1" ;;
+    cpu|cuda|mlx|clients) flavour="$1" ;;
     --no-models) fetch_models=0 ;;
     --cuda-arch) shift; cuda_arch="${1:?--cuda-arch needs a value, e.g. 90}" ;;
     -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
@@ -173,6 +175,21 @@ link_models() {
   ln -sfn "$cache/models" "$repo/artifacts/models"
 }
 
+OPENAI_PKG="openai==3.57.0"
+
+build_clients() {
+  local venv="$cache/py-clients"
+  if [ -f "$venv/.complete" ] && grep -qx "$OPENAI_PKG" "$venv/.complete"; then
+    say "OpenAI client environment: cached at $venv"
+    return
+  fi
+  say "Creating the OpenAI client environment ($OPENAI_PKG) at $venv"
+  "$PY" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$OPENAI_PKG" \
+    || die "could not install $OPENAI_PKG"
+  echo "$OPENAI_PKG" >"$venv/.complete"
+}
+
 build_mlx() {
   "$repo/scripts/setup-mlx.sh" "$cache"
 }
@@ -191,4 +208,5 @@ if [ "$fetch_models" = 1 ]; then
 fi
 link_models
 [ "$flavour" = mlx ] && build_mlx
-if [ "$flavour" = mlx ]; then say "Ready: the MLX environment"; else say "Ready: artifacts/llama-cpp/$flavour/bin/llama-server"; fi
+[ "$flavour" = clients ] && build_clients
+if [ "$flavour" = mlx ] || [ "$flavour" = clients ]; then say "Ready: the $flavour environment"; else say "Ready: artifacts/llama-cpp/$flavour/bin/llama-server"; fi

@@ -9,5 +9,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 
 ./build-llama.sh
 ./build-llama.sh mlx --no-models
+./build-llama.sh clients --no-models
+export WARDEN_REQUIRE_REAL=1
 echo "==> Running the test suite" >&2
 cargo test --all-targets "$@"

@@ -36,16 +36,29 @@ async fn streamed_and_whole_answers_in_openai_format() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", json!({"tokens": 4}));
     let (w, base) = serve(dir.path(), test_config());
-    let r = http().post(format!("{base}/v1/chat/completions")).json(&body(true)).send().await.unwrap();
+    let r = http()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body(true))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["content-type"], "text/event-stream");
     let text = r.text().await.unwrap();
-    assert!(text.starts_with(": warden {\"t\":\"loading\",\"model\":\"m\"}\n\n"), "{text}");
+    assert!(
+        text.starts_with(": warden {\"t\":\"loading\",\"model\":\"m\"}\n\n"),
+        "{text}"
+    );
     let datas: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
     assert_eq!(datas.last(), Some(&"[DONE]"));
     let first: Value = serde_json::from_str(datas[0]).unwrap();
     assert_eq!(first["object"], "chat.completion.chunk");
-    let r = http().post(format!("{base}/v1/chat/completions")).json(&body(false)).send().await.unwrap();
+    let r = http()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body(false))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["object"], "chat.completion");
@@ -63,22 +76,42 @@ async fn bad_requests_are_openai_errors() {
         ..test_config()
     };
     let (w, base) = serve(dir.path(), cfg);
-    let ok = http().post(format!("{base}/v1/chat/completions")).json(&body(false)).send().await.unwrap();
+    let ok = http()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body(false))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.status(), 200);
     let pid = w.status().child_pid;
-    let huge = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "x".repeat(100 * 1024));
+    let huge = format!(
+        r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "x".repeat(100 * 1024)
+    );
     let rows: Vec<(Vec<u8>, u16, &str)> = vec![
         // why: not JSON at all
         (b"{oops".to_vec(), 400, "invalid_json"),
         // why: invalid UTF-8 inside a string
-        (b"{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}".to_vec(), 400, "invalid_json"),
+        (
+            b"{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}".to_vec(),
+            400,
+            "invalid_json",
+        ),
         // why: wrong types
         (br#"{"messages":"hi"}"#.to_vec(), 400, "invalid_type"),
-        (br#"{"messages":[{"role":"user","content":"x"}],"max_tokens":"lots"}"#.to_vec(), 400, "invalid_type"),
+        (
+            br#"{"messages":[{"role":"user","content":"x"}],"max_tokens":"lots"}"#.to_vec(),
+            400,
+            "invalid_type",
+        ),
         // why: empty messages
         (br#"{"messages":[]}"#.to_vec(), 400, "empty_messages"),
         // why: an unknown model is a 404 that leaves the child alone
-        (br#"{"model":"nope","messages":[{"role":"user","content":"x"}]}"#.to_vec(), 404, "model_not_found"),
+        (
+            br#"{"model":"nope","messages":[{"role":"user","content":"x"}]}"#.to_vec(),
+            404,
+            "model_not_found",
+        ),
         // why: past the size limit
         (huge.into_bytes(), 413, "request_too_large"),
     ];
@@ -128,17 +161,32 @@ async fn queue_bound_and_status_during_a_turn() {
     };
     let a = actix_rt::spawn(slow());
     let mut ev = w.subscribe();
-    event_or_fail(&mut ev, "the first turn", |e| matches!(e, llm_warden::status::WardenEvent::TurnStarted { .. })).await;
+    event_or_fail(&mut ev, "the first turn", |e| {
+        matches!(e, llm_warden::status::WardenEvent::TurnStarted { .. })
+    })
+    .await;
     let b = actix_rt::spawn(slow());
     while w.queue_depth() < 2 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let r = http().post(format!("{base}/v1/chat/completions")).json(&body(true)).send().await.unwrap();
+    let r = http()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body(true))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 503);
     assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "queue_full");
     // Status and health answer while the turns run.
     for _ in 0..10 {
-        let s: Value = http().get(format!("{base}/warden/status")).send().await.unwrap().json().await.unwrap();
+        let s: Value = http()
+            .get(format!("{base}/warden/status"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         assert_eq!(s["queue_depth"], 2);
         assert!(s["state"] == "loading" || s["state"] == "generating", "{s}");
         assert_eq!(http().get(format!("{base}/health")).send().await.unwrap().status(), 200);
@@ -163,9 +211,19 @@ async fn the_warden_key_guards_its_routes() {
     let r = http().get(format!("{base}/v1/models")).send().await.unwrap();
     assert_eq!(r.status(), 401);
     assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "invalid_api_key");
-    let r = http().get(format!("{base}/v1/models")).bearer_auth("wrong").send().await.unwrap();
+    let r = http()
+        .get(format!("{base}/v1/models"))
+        .bearer_auth("wrong")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 401);
-    let r = http().get(format!("{base}/v1/models")).bearer_auth("sesame").send().await.unwrap();
+    let r = http()
+        .get(format!("{base}/v1/models"))
+        .bearer_auth("sesame")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["data"][0]["id"], "m");
@@ -184,7 +242,11 @@ async fn lifecycle_events_stream() {
     assert_eq!(load.status(), 200);
     let mut seen = String::new();
     while !seen.contains("event: ready") {
-        let chunk = tokio::time::timeout(Duration::from_secs(20), events.next()).await.unwrap().unwrap().unwrap();
+        let chunk = tokio::time::timeout(Duration::from_secs(20), events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
     assert!(seen.contains("event: loading"), "{seen}");

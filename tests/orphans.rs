@@ -21,7 +21,11 @@ static SERIAL: Mutex<()> = Mutex::const_new(());
 /// Trials per signal in the default run; `WARDEN_SOAK=1` runs the 20 of
 /// RELIABILITY.md.
 fn trials() -> usize {
-    if std::env::var("WARDEN_SOAK").is_ok_and(|v| v == "1") { 20 } else { 3 }
+    if std::env::var("WARDEN_SOAK").is_ok_and(|v| v == "1") {
+        20
+    } else {
+        3
+    }
 }
 
 /// One trial: a warden with a loaded model receives `sig`; afterwards its
@@ -29,14 +33,28 @@ fn trials() -> usize {
 async fn trial(sig: Signal, i: usize) {
     let (mut warden, base) = spawn_warden_binary(&[]).await;
     let http = llm_warden::child::client::shared_http_client();
-    let s: serde_json::Value = http.post(format!("{base}/warden/load")).send().await.unwrap().json().await.unwrap();
-    let pid = s["child_pid"].as_u64().unwrap_or_else(|| panic!("trial {i}: no child: {s}")) as u32;
+    let s: serde_json::Value = http
+        .post(format!("{base}/warden/load"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let pid = s["child_pid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("trial {i}: no child: {s}")) as u32;
     let port = s["port"].as_u64().unwrap() as u16;
     assert!(alive(pid), "trial {i}");
     let wpid = nix::unistd::Pid::from_raw(warden.id().unwrap() as i32);
     nix::sys::signal::kill(wpid, sig).unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(20), warden.wait()).await.expect("the warden exits");
-    assert!(wait_gone(pid, 10).await, "trial {i}: llama-server {pid} outlived the warden ({sig:?}, {status:?})");
+    let status = tokio::time::timeout(Duration::from_secs(20), warden.wait())
+        .await
+        .expect("the warden exits");
+    assert!(
+        wait_gone(pid, 10).await,
+        "trial {i}: llama-server {pid} outlived the warden ({sig:?}, {status:?})"
+    );
     // A killed multi-threaded process shows as a zombie while its last
     // threads still exit and release its sockets: give that a moment.
     let mut freed = false;
@@ -56,7 +74,9 @@ async fn trial(sig: Signal, i: usize) {
 /// SIGKILL of the warden: the parent-death signal takes the child.
 #[actix_rt::test]
 async fn sigkill_leaves_no_child() {
-    let (Some(_), Some(_)) = (real_llama_server(), real_model(SMOLLM2)) else { return };
+    let (Some(_), Some(_)) = (real_llama_server(), real_model(SMOLLM2)) else {
+        return;
+    };
     let _g = SERIAL.lock().await;
     for i in 0..trials() {
         trial(Signal::SIGKILL, i).await;
@@ -66,7 +86,9 @@ async fn sigkill_leaves_no_child() {
 /// SIGTERM: the warden stops the child (SIGTERM, grace, SIGKILL) and exits 0.
 #[actix_rt::test]
 async fn sigterm_leaves_no_child() {
-    let (Some(_), Some(_)) = (real_llama_server(), real_model(SMOLLM2)) else { return };
+    let (Some(_), Some(_)) = (real_llama_server(), real_model(SMOLLM2)) else {
+        return;
+    };
     let _g = SERIAL.lock().await;
     for i in 0..trials() {
         trial(Signal::SIGTERM, i).await;
@@ -77,7 +99,9 @@ async fn sigterm_leaves_no_child() {
 /// Ctrl-C never reaches it; the warden stops it.
 #[actix_rt::test]
 async fn sigint_leaves_no_child() {
-    let (Some(_), Some(_)) = (real_llama_server(), real_model(SMOLLM2)) else { return };
+    let (Some(_), Some(_)) = (real_llama_server(), real_model(SMOLLM2)) else {
+        return;
+    };
     let _g = SERIAL.lock().await;
     for i in 0..trials() {
         trial(Signal::SIGINT, i).await;

@@ -38,7 +38,9 @@ fn real_warden(server: PathBuf, dir: &Path, cfg: WardenConfig) -> Warden {
 /// `/props`, then unload: the child is gone.
 #[actix_rt::test]
 async fn load_stream_nonstream_props_unload() {
-    let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else { return };
+    let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else {
+        return;
+    };
     let dir = real_dir(&model);
     let w = real_warden(server, dir.path(), test_config());
     let s = w.engine().send(Load { model: None }).await.unwrap().unwrap();
@@ -53,7 +55,11 @@ async fn load_stream_nonstream_props_unload() {
     let (status, body) = whole.body.expect("a body");
     assert_eq!(status, 200);
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    assert!(v.pointer("/choices/0/message/content").and_then(|c| c.as_str()).is_some_and(|c| !c.is_empty()));
+    assert!(
+        v.pointer("/choices/0/message/content")
+            .and_then(|c| c.as_str())
+            .is_some_and(|c| !c.is_empty())
+    );
     assert_eq!(v["model"], "smollm2", "--alias names the model by its id");
     assert_eq!(w.status().child_pid, Some(pid), "one child served every turn");
     assert!(w.engine().send(Unload).await.unwrap().unwrap());
@@ -65,7 +71,9 @@ async fn load_stream_nonstream_props_unload() {
 /// of its last turn), and the next request reloads it.
 #[actix_rt::test]
 async fn an_idle_model_is_reaped_and_reloaded() {
-    let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else { return };
+    let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else {
+        return;
+    };
     let dir = real_dir(&model);
     let cfg = WardenConfig {
         idle_timeout: Duration::from_millis(500),
@@ -76,7 +84,10 @@ async fn an_idle_model_is_reaped_and_reloaded() {
     let mut ev = w.subscribe();
     assert!(collect(w.submit(chat(None, 4, true)).unwrap()).await.done);
     let pid = w.status().child_pid.unwrap();
-    let e = event_or_fail(&mut ev, "the idle unload", |e| matches!(e, WardenEvent::Unloaded { .. })).await;
+    let e = event_or_fail(&mut ev, "the idle unload", |e| {
+        matches!(e, WardenEvent::Unloaded { .. })
+    })
+    .await;
     assert!(matches!(e, WardenEvent::Unloaded { reason: "idle", .. }));
     assert!(wait_gone(pid, 10).await);
     assert!(collect(w.submit(chat(None, 4, true)).unwrap()).await.done);
@@ -88,7 +99,9 @@ async fn an_idle_model_is_reaped_and_reloaded() {
 /// carrying `code` and `raw`, and the next request is answered normally.
 #[actix_rt::test]
 async fn a_child_killed_mid_stream_is_reported_then_respawned() {
-    let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else { return };
+    let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else {
+        return;
+    };
     let dir = real_dir(&model);
     let w = real_warden(server, dir.path(), test_config());
     let mut rx = w.submit(chat(None, 400, true)).unwrap();
@@ -98,7 +111,11 @@ async fn a_child_killed_mid_stream_is_reported_then_respawned() {
         }
     }
     let pid = w.status().child_pid.unwrap();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     let t = collect(rx).await;
     let e = t.error.expect("an error event");
     assert_eq!(e.code, "child_killed", "{e:?}");
@@ -113,7 +130,9 @@ async fn a_child_killed_mid_stream_is_reported_then_respawned() {
 /// found before anything is spawned, and the warden keeps serving.
 #[actix_rt::test]
 async fn broken_model_files_are_clear_errors_and_the_warden_keeps_serving() {
-    let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else { return };
+    let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else {
+        return;
+    };
     let dir = real_dir(&model);
     let bytes = std::fs::read(&model).unwrap();
     std::fs::write(dir.path().join("truncated.gguf"), &bytes[..bytes.len() / 2]).unwrap();
@@ -133,7 +152,9 @@ async fn broken_model_files_are_clear_errors_and_the_warden_keeps_serving() {
 /// codes (the warden's own header check usually catches these first).
 #[actix_rt::test]
 async fn real_failure_output_is_classified() {
-    let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else { return };
+    let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let bytes = std::fs::read(&model).unwrap();
     let truncated = dir.path().join("t.gguf");
@@ -153,16 +174,27 @@ async fn real_failure_output_is_classified() {
     for (i, (m, port, want)) in rows.into_iter().enumerate() {
         let spec = SpawnSpec {
             program: server.clone(),
-            args: ["-m", m.to_str().unwrap(), "--host", "127.0.0.1", "--port", &port.to_string(), "-c", "4096"]
-                .iter()
-                .map(Into::into)
-                .collect(),
+            args: [
+                "-m",
+                m.to_str().unwrap(),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "-c",
+                "4096",
+            ]
+            .iter()
+            .map(Into::into)
+            .collect(),
             env: llm_warden::engines::env::inherited(),
             label: "llama-server",
             secret: None,
         };
         let mut p = process::spawn(&spec).unwrap();
-        let info = tokio::time::timeout(Duration::from_secs(30), p.wait()).await.expect("exits quickly");
+        let info = tokio::time::timeout(Duration::from_secs(30), p.wait())
+            .await
+            .expect("exits quickly");
         let code = crash::classify(&p.output().tail(50), info.kind(), Hints::default());
         assert_eq!(code, want, "row {i}: {}", p.output().raw_tail());
     }

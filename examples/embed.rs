@@ -1,0 +1,89 @@
+//! Embedding the warden in an actix-web application: the app mounts the
+//! warden's OpenAI routes beside a route of its own, `/ask`, which sends a
+//! `Generate` message straight to the engine actor and returns the answer as
+//! plain text.
+//!
+//!     cargo run --example embed            # then:
+//!     curl -s 'http://127.0.0.1:8099/ask?q=What+is+the+capital+of+France%3F'
+
+use actix_web::{App, HttpResponse, HttpServer, web};
+use llm_warden::child::sse::SseParser;
+use llm_warden::messages::{Generate, TurnEvent, TurnOptions};
+use llm_warden::{Catalog, Warden, WardenConfig};
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+#[derive(Deserialize)]
+struct Ask {
+    q: String,
+}
+
+/// The app's own route: one `Generate` to the engine, the streamed deltas
+/// gathered into a string.
+async fn ask(warden: web::Data<Warden>, query: web::Query<Ask>) -> HttpResponse {
+    let body = serde_json::json!({
+        "messages": [{"role": "user", "content": query.q}],
+        "max_tokens": 64,
+        "temperature": 0,
+    });
+    let (tx, mut rx) = mpsc::channel(64);
+    warden.engine().do_send(Generate {
+        model: None,
+        body: body.as_object().cloned().unwrap_or_default(),
+        stream: true,
+        events: tx,
+        options: TurnOptions::default(),
+        seq: 0,
+        ticket: None,
+    });
+    let mut answer = String::new();
+    let mut parser = SseParser::new();
+    let mut events = Vec::new();
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            TurnEvent::Chunk(raw) => {
+                let _ = parser.push(&raw, &mut events);
+                for e in events.drain(..) {
+                    let delta = serde_json::from_slice::<serde_json::Value>(&e.data)
+                        .ok()
+                        .and_then(|v| v.pointer("/choices/0/delta/content")?.as_str().map(str::to_string));
+                    answer.push_str(&delta.unwrap_or_default());
+                }
+            }
+            TurnEvent::Error(e) => return HttpResponse::BadGateway().body(format!("{}: {}", e.code, e.message)),
+            TurnEvent::Done | TurnEvent::Body { .. } => break,
+            TurnEvent::Notice(_) => {}
+        }
+    }
+    HttpResponse::Ok()
+        .content_type("text/plain; charset=utf-8")
+        .body(answer)
+}
+
+#[actix_web::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt().with_env_filter("warn,llm_warden=info").init();
+    let config = WardenConfig::from_env()?;
+    let mut catalog = Catalog::scan(&config.models_dir());
+    catalog.set_default("SmolLM2-135M-Instruct.Q4_1");
+    let warden = Warden::start(config, catalog)?;
+    let data = web::Data::new(warden.clone());
+    println!("listening on http://127.0.0.1:8099 (try /ask?q=hello, or the OpenAI routes under /v1)");
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .configure(llm_warden::http::configure)
+            .route("/ask", web::get().to(ask))
+    })
+    .bind(("127.0.0.1", 8099))?
+    // The app stops the child itself on Ctrl-C (actix-server's own signal
+    // handling would stop the System first, taking the engine with it).
+    .disable_signals()
+    .run();
+    let handle = server.handle();
+    actix_web::rt::spawn(server);
+    actix_web::rt::signal::ctrl_c().await?;
+    handle.stop(false).await;
+    warden.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,73 @@
+//! The RAM total bounded by the warden's own memory cgroup, for real: the
+//! `inspect` binary run inside a cgroup (v1 on these machines, v2 where the
+//! unified hierarchy holds the memory controller) with a 2 GiB limit reports
+//! that limit as its RAM and sizes the window on it. Skipped (with a note)
+//! where the test cannot create a cgroup (not root, or no writable
+//! controller).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A memory cgroup directory the test created, removed on drop.
+struct Group(PathBuf, &'static str);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Creates a memory cgroup limited to `bytes`: (directory, the limit file's
+/// name, so the caller knows which version it got).
+fn make_group(bytes: u64) -> Option<Group> {
+    let name = format!("llm-warden-test-{}", std::process::id());
+    for (root, limit) in [
+        ("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
+        ("/sys/fs/cgroup", "memory.max"),
+    ] {
+        let dir = PathBuf::from(root).join(&name);
+        if std::fs::create_dir(&dir).is_ok() {
+            if std::fs::write(dir.join(limit), bytes.to_string()).is_ok() {
+                return Some(Group(dir, limit));
+            }
+            let _ = std::fs::remove_dir(&dir);
+        }
+    }
+    None
+}
+
+/// `inspect` in a 2 GiB cgroup: RAM = the limit, from the cgroup's file.
+#[test]
+fn inspect_inside_a_limited_cgroup_reports_the_limit() {
+    let Some(group) = make_group(2 << 30) else {
+        eprintln!("SKIPPED: cannot create a memory cgroup here (not root?)");
+        return;
+    };
+    let model = llm_warden::WardenConfig::from_env()
+        .unwrap()
+        .models_dir()
+        .join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !model.is_file() {
+        eprintln!("SKIPPED: {} missing (run ./build-llama.sh)", model.display());
+        return;
+    }
+    // The shell moves itself into the group, then becomes the warden.
+    let script = format!(
+        "echo $$ > {}/cgroup.procs && exec {} inspect --json {}",
+        group.0.display(),
+        env!("CARGO_BIN_EXE_llm-warden"),
+        model.display()
+    );
+    let out = Command::new("sh").arg("-c").arg(&script).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ram_bytes"], 2u64 << 30);
+    let want = if group.1 == "memory.max" {
+        "cgroup_v2"
+    } else {
+        "cgroup_v1"
+    };
+    assert_eq!(v["ram_source"], want);
+    // 0.75 x 2 GiB - weights - 256 MiB still holds SmolLM2's 8192 tokens.
+    assert_eq!(v["context_tokens"], 8192);
+}

@@ -1,0 +1,85 @@
+//! OpenAI's official Python client library, unchanged, against the warden
+//! serving the real SmolLM2: a streamed and a non-streamed completion, the
+//! model list, and a mid-stream failure raised as the library's APIError.
+//! The warden's notices (SSE comments) must not disturb the library.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+use llm_warden::catalog::Catalog;
+use llm_warden::engines::{Backend, CpuEngine};
+use llm_warden::{Warden, server};
+use support::*;
+
+/// The client environment build-llama.sh makes (`clients` flavour).
+fn client_python() -> Option<PathBuf> {
+    let cfg = llm_warden::WardenConfig::from_env().ok()?;
+    let py = cfg.cache_dir.join("py-clients/bin/python");
+    if py.is_file() {
+        Some(py)
+    } else {
+        if std::env::var("WARDEN_REQUIRE_REAL").is_ok_and(|v| v == "1") {
+            panic!("{} missing: run ./build-llama.sh clients", py.display());
+        }
+        eprintln!("SKIPPED: {} missing (run ./build-llama.sh clients)", py.display());
+        None
+    }
+}
+
+const SCRIPT: &str = r#"
+import sys, openai
+client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused")
+models = client.models.list()
+assert any(m.id == "smollm2" for m in models.data), models
+stream = client.chat.completions.create(
+    model="smollm2", stream=True, max_tokens=12, temperature=0,
+    messages=[{"role": "user", "content": "What is the capital of France?"}])
+parts = [c.choices[0].delta.content or "" for c in stream if c.choices]
+assert "".join(parts).strip(), parts
+whole = client.chat.completions.create(
+    model="smollm2", max_tokens=12, temperature=0,
+    messages=[{"role": "user", "content": "What is the capital of France?"}])
+assert whole.choices[0].message.content.strip()
+assert whole.model == "smollm2", whole.model
+try:
+    client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
+    raise SystemExit("an unknown model must raise")
+except openai.NotFoundError as e:
+    assert e.body["code"] == "model_not_found", e.body
+print("OK", "".join(parts))
+"#;
+
+/// The official client streams, completes, lists and raises as it should.
+#[actix_rt::test]
+async fn the_official_openai_client_works_unchanged() {
+    let (Some(llama), Some(model), Some(py)) = (real_llama_server(), real_model(SMOLLM2), client_python()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&model, dir.path().join("smollm2.gguf")).unwrap();
+    let w = Warden::start_with(
+        Arc::new(test_config()),
+        Catalog::scan(dir.path()),
+        Backend::Cpu(CpuEngine {
+            server: llama,
+            verbosity: 3,
+        }),
+        None,
+    );
+    let bound = server::bind(w.clone(), "127.0.0.1", Some(0)).unwrap();
+    let base = format!("http://127.0.0.1:{}", bound.port);
+    actix_rt::spawn(bound.server);
+    let out = tokio::task::spawn_blocking(move || Command::new(py).args(["-c", SCRIPT, &base]).output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.starts_with("OK"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    w.shutdown().await;
+}
