@@ -11,13 +11,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use actix::prelude::*;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use crate::actors::{EngineActor, EngineCore, IdleTimer};
+use crate::actors::{EngineActor, EngineCore, IdleTimer, SensorActor};
 use crate::catalog::Catalog;
 use crate::config::WardenConfig;
 use crate::engines::{self, Backend};
 use crate::error::{ApiError, EngineError};
 use crate::law::select::{self, Platform};
-use crate::messages::{Generate, Shutdown, TurnEvent, TurnOptions};
+use crate::messages::{Generate, ReadSensors, Shutdown, TurnEvent, TurnOptions};
 use crate::queue::QueueGauge;
 use crate::status::{EngineKind, EngineStatus, WardenEvent};
 
@@ -89,12 +89,35 @@ impl Warden {
     }
 
     /// Starts the warden over an already built backend (tests, embedders
-    /// with their own selection).
+    /// with their own selection), with this platform's memory sensors.
     pub fn start_with(config: Arc<WardenConfig>, catalog: Catalog, backend: Backend, note: Option<String>) -> Self {
+        let forced = config.force_pressure;
+        let sensor = SensorActor::start_in_arbiter(&Arbiter::new().handle(), move |_| {
+            SensorActor::new(crate::sensors::pressure::default_provider(), forced)
+        });
+        Self::start_with_sensor(config, catalog, backend, note, sensor.recipient())
+    }
+
+    /// As `start_with`, with the brake's readings from `sensor` (a test's
+    /// scripted fake, or an application's own provider).
+    pub fn start_with_sensor(
+        config: Arc<WardenConfig>,
+        catalog: Catalog,
+        backend: Backend,
+        note: Option<String>,
+        sensor: Recipient<ReadSensors>,
+    ) -> Self {
         let catalog = Arc::new(catalog);
         let (status_tx, status_rx) = watch::channel(EngineStatus::default());
         let (events_tx, _) = broadcast::channel(EVENTS_BUFFER);
-        let core = EngineCore::new(config.clone(), backend, catalog.clone(), status_tx, events_tx.clone());
+        let core = EngineCore::new(
+            config.clone(),
+            backend,
+            catalog.clone(),
+            status_tx,
+            events_tx.clone(),
+            sensor,
+        );
         let arbiter = Arbiter::new().handle();
         let engine = EngineActor::start_in_arbiter(&arbiter, move |_| EngineActor::new(core));
         let timer = IdleTimer::new(

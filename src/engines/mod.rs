@@ -72,6 +72,15 @@ impl Backend {
         }
     }
 
+    /// Whether the memory brake can act on this engine's child (the CPU
+    /// engine's RAM brake; CUDA's spill brake and MLX's release brake are
+    /// their engines' own).
+    pub fn brake_capable(&self) -> bool {
+        match self {
+            Self::Cpu(_) => true,
+        }
+    }
+
     /// Whether this engine runs models of `format`.
     pub fn accepts(&self, format: ModelFormat) -> bool {
         match self {

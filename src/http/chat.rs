@@ -10,6 +10,7 @@
 //! with `data: {"error": {..., "code", "raw"}}`, the shape llama-server itself
 //! uses and OpenAI's libraries raise as an API error.
 
+use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
@@ -41,6 +42,9 @@ pub async fn chat_completions(warden: web::Data<Warden>, payload: web::Payload) 
         Ok(rx) => rx,
         Err(e) => return error_response(&e),
     };
+    // A non-streamed answer has no stream for notices: they travel in one
+    // response header instead, `X-Warden-Notices: [{"t": ...}, ...]`.
+    let mut notices = Vec::new();
     loop {
         let Some(first) = rx.recv().await else {
             return error_response(&engine_gone());
@@ -48,14 +52,14 @@ pub async fn chat_completions(warden: web::Data<Warden>, payload: web::Payload) 
         match first {
             TurnEvent::Error(e) => return error_response(&e),
             TurnEvent::Body { status, body } => {
-                return HttpResponse::build(
-                    actix_web::http::StatusCode::from_u16(status).unwrap_or(actix_web::http::StatusCode::OK),
-                )
-                .content_type("application/json")
-                .body(body);
+                let mut r = HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
+                r.content_type("application/json");
+                if !notices.is_empty() {
+                    r.insert_header(("X-Warden-Notices", serde_json::to_string(&notices).unwrap_or_default()));
+                }
+                return r.body(body);
             }
-            // Notices before a non-streamed answer have nowhere to go.
-            TurnEvent::Notice(_) if !stream => continue,
+            TurnEvent::Notice(n) if !stream => notices.push(n),
             first => return sse_response(first, rx),
         }
     }

@@ -1,12 +1,505 @@
-//! The memory brake's law (placeholder view until the brake lands).
+//! The memory brake's law: `llama_step`, a pure function from (point,
+//! readings, state, window facts) to an action and the next state, and the
+//! small helpers the engine calls around it (outcomes, carries, the idle
+//! pacing, growth). The engine gathers readings and carries out the action;
+//! every rule lives here and is table-tested in `brake_tests.rs`.
+//!
+//! llama-server cannot give memory back while it runs: nothing frees without
+//! a restart with a smaller `-c`, and a smaller `-c` always frees. So the
+//! brake acts by respawning the child in place with a cap, at safe points
+//! only (a turn's start or end, or an idle sample), never mid-generation.
+//!
+//! # The rules (the spec's, and the three it left open)
+//!
+//! - **Episodes.** An episode opens at the first non-calm sample and ends
+//!   after `EPISODE_END_CALM_SAMPLES` (2) calm samples in a row. Every action
+//!   is bounded per episode. At its end a cap it decided but never applied is
+//!   dropped with nothing said; the window that hurt is kept.
+//! - **Not ours.** When the allocated window's KV is under 10 % of RAM the
+//!   pressure is not the model's: the notice is `external` (never over
+//!   `acted`, never on a child a brake reload seeded before its episode
+//!   ends), and nothing shrinks.
+//! - **Critical at a turn boundary** shrinks and respawns now. **Warning with
+//!   paging evidence at a turn's end** decides the shrink and applies it by a
+//!   respawn at the next idle sample, once the user is away; without paging
+//!   evidence it is held back and says nothing. (A paging counter that cannot
+//!   be read leaves the level to decide alone.)
+//! - **Lasting critical while away.** A critical turn end respawns smaller;
+//!   the first idle critical arms the unload (no second shrink without a turn
+//!   in between), the second unloads. An idle respawn is followed by the
+//!   unload at the very next critical tick. Where no shrink is possible (the
+//!   4096 floor, a `WARDEN_CTX` pin, pressure not ours, the episode's shrinks
+//!   spent), two idle criticals unload. A turn, or a non-critical sample,
+//!   disarms.
+//! - **A seeded child** (reloaded from an unload's carry) takes no extra
+//!   shrink and no second unload in the carried episode.
+//! - **Pinned** (`WARDEN_CTX`): nothing is resized and no `acted` notice is
+//!   drawn; the unload still applies.
+//! - **Caps** are on the 256-token grid, never under 4096, and compared
+//!   padded with the allocated window (`law::caps`).
+//!
+//! Decided here, where the spec is silent:
+//! - **How far a shrink goes: to half the allocated window** (on the grid,
+//!   floor 4096). The KV is linear in the window, so half the window gives
+//!   back half its KV in one respawn; a smaller step would take several
+//!   respawns (1-2 s and a prompt re-read each) to matter, a larger one would
+//!   cut more context than one step of pressure justifies.
+//! - **At most `MAX_SHRINKS_PER_EPISODE` (2) shrinks per episode**: a quarter
+//!   of the window, three quarters of its KV given back. Past that the
+//!   pressure is not one the window can fix, and the emergency unload is the
+//!   remaining answer.
+//! - **Growth**: only at an idle sample, after `GROW_AFTER_CALM_SAMPLES` (5)
+//!   calm samples in a row with no episode open (five quiet minutes at the
+//!   60 s pace), in one step to the largest grid window strictly under 90 %
+//!   of the window that hurt (and never above the window memory alone would
+//!   give). Growing costs a respawn, so it waits until the user is away and
+//!   the machine has been quiet; never reaching 90 % keeps it from walking
+//!   straight back into the window that caused the pressure.
+
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-/// The brake's state as status shows it.
+use super::caps::{self, WINDOW_FLOOR_TOKENS};
+
+/// Calm samples in a row that end an episode.
+pub const EPISODE_END_CALM_SAMPLES: u32 = 2;
+/// Below this share of RAM, the window's KV is not what presses the machine.
+pub const NOT_OURS_KV_FRACTION: f64 = 0.10;
+/// Shrinks allowed per episode (see the module docs).
+pub const MAX_SHRINKS_PER_EPISODE: u32 = 2;
+/// Calm samples in a row (no episode open) before the cap may grow.
+pub const GROW_AFTER_CALM_SAMPLES: u32 = 5;
+/// Growth stays strictly under this share of the window that hurt.
+pub const GROW_CEILING_PERCENT: u64 = 90;
+/// The brake's idle sampling period (the spec's BRAKE_IDLE_INTERVAL_S).
+pub const BRAKE_IDLE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// An idle sample within this of the previous sample or of a turn's end is
+/// skipped: the period less a margin for an early tick (55 s of 60 s).
+pub fn idle_sample_skip(interval: Duration) -> Duration {
+    interval * 55 / 60
+}
+/// How long an unload's carry seeds the next spawn of its model.
+pub const BRAKE_RELOAD_TTL: Duration = Duration::from_secs(30 * 60);
+/// How long the window memory keeps a model's cap, from its last write.
+pub const WINDOW_MEMORY_TTL: Duration = Duration::from_secs(30 * 60);
+
+/// Where a sample is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Point {
+    /// Before a turn resolves its model (only when its model is loaded).
+    TurnStart,
+    /// Right after a turn's last token.
+    TurnEnd,
+    /// The 60 s sample while the user is away.
+    Idle,
+}
+
+impl Point {
+    /// The spec's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TurnStart => "turn_start",
+            Self::TurnEnd => "turn_end",
+            Self::Idle => "idle",
+        }
+    }
+}
+
+/// The memory pressure level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// No pressure.
+    #[default]
+    Calm,
+    /// The machine is short of memory.
+    Warning,
+    /// The machine is about to page heavily or kill.
+    Critical,
+}
+
+impl Level {
+    /// The spec's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Calm => "calm",
+            Self::Warning => "warning",
+            Self::Critical => "critical",
+        }
+    }
+}
+
+/// One sample's readings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Readings {
+    /// The pressure level.
+    pub level: Level,
+    /// Paging evidence during the turn (turn_end): `Some(true)` when the
+    /// swap-outs reached the threshold, `None` when the counter is unreadable.
+    pub paging: Option<bool>,
+    /// The child's anonymous memory, for the log line.
+    pub footprint_bytes: Option<u64>,
+}
+
+/// What the law knows of the live child's window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowFacts {
+    /// The allocated window.
+    pub allocated: u32,
+    /// KV bytes per token.
+    pub kv_per_token: u64,
+    /// The RAM total.
+    pub ram_bytes: u64,
+    /// The window the law would give without any cap (growth's upper bound).
+    pub uncapped: u32,
+    /// `WARDEN_CTX` pins the window.
+    pub pinned: bool,
+}
+
+/// A notice for the user, consumed by the next stateful turn end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BrakeNotice {
+    /// The brake shrank the window.
+    Acted,
+    /// Pressure the conversation does not cause.
+    External,
+}
+
+impl BrakeNotice {
+    /// The notice's reason on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Acted => "acted",
+            Self::External => "external",
+        }
+    }
+}
+
+/// One pressure episode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Episode {
+    /// The worst level seen.
+    pub level: Level,
+    /// Shrinks decided in it.
+    pub shrinks: u32,
+    /// Whether it unloaded the model.
+    pub unloaded: bool,
+}
+
+/// The brake's state for one model, carried across respawns whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct BrakeState {
+    /// The open episode.
+    pub episode: Option<Episode>,
+    /// Calm samples in a row.
+    pub calm_streak: u32,
+    /// The cap in force (applied to the live child, or seeding its next spawn).
+    pub cap: Option<u32>,
+    /// A shrink decided but not applied yet (warning: applied at idle).
+    pub pending_cap: Option<u32>,
+    /// The window that hurt.
+    pub hurt: Option<u32>,
+    /// The notice waiting for a stateful turn end.
+    pub notice: Option<BrakeNotice>,
+    /// A brake respawn happened that no turn has announced yet.
+    pub respawned: bool,
+    /// The child was seeded by an unload's carry (until its episode ends).
+    pub seeded: bool,
+    /// Lasting critical while away: the next idle critical unloads.
+    pub unload_armed: bool,
+    /// A shrink happened and no turn came since (no second idle shrink).
+    pub shrunk_since_turn: bool,
+}
+
+/// What the engine must do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Action {
+    /// Nothing.
+    None,
+    /// Respawn now at `cap` (a shrink).
+    Shrink {
+        /// The new cap.
+        cap: u32,
+    },
+    /// Warning with paging at a turn's end: shrink decided, applied at idle.
+    DeferShrink {
+        /// The decided cap.
+        cap: u32,
+    },
+    /// Respawn now at a raised `cap` (idle, calm).
+    Grow {
+        /// The new cap.
+        cap: u32,
+    },
+    /// The first idle critical with nothing to shrink: the next one unloads.
+    ArmUnload,
+    /// Stop the child; the next message reloads it with the cap.
+    Unload,
+}
+
+impl Action {
+    /// The log's `action=` word.
+    pub fn log_name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Shrink { .. } => "shrink+respawn",
+            Self::DeferShrink { .. } => "shrink-deferred",
+            Self::Grow { .. } => "grow+respawn",
+            Self::ArmUnload => "arm-unload",
+            Self::Unload => "unload",
+        }
+    }
+
+    /// The cap a respawn must use, when the action respawns.
+    pub fn respawn_cap(self) -> Option<u32> {
+        match self {
+            Self::Shrink { cap } | Self::Grow { cap } => Some(cap),
+            _ => None,
+        }
+    }
+}
+
+/// Whether the window's KV is too small a share of RAM to be the cause.
+pub fn not_ours(w: &WindowFacts) -> bool {
+    ((w.allocated as u64).saturating_mul(w.kv_per_token) as f64) < NOT_OURS_KV_FRACTION * w.ram_bytes as f64
+}
+
+/// The shrink target: half the allocated window, on the grid, floor 4096.
+pub fn shrink_target(allocated: u32) -> u32 {
+    caps::cap(allocated / 2)
+}
+
+/// The largest grid window strictly under 90 % of `hurt`.
+pub fn grow_ceiling(hurt: u32) -> u32 {
+    let under = (hurt as u64 * GROW_CEILING_PERCENT / 100).saturating_sub(1);
+    caps::cap(under.min(u32::MAX as u64) as u32)
+}
+
+/// One brake sample.
+pub fn llama_step(point: Point, r: &Readings, s: &BrakeState, w: &WindowFacts) -> (Action, BrakeState) {
+    let mut n = *s;
+    if point == Point::TurnStart {
+        // The user is here: no lasting-away pressure, and a new shrink may come.
+        n.unload_armed = false;
+        n.shrunk_since_turn = false;
+    }
+    if r.level == Level::Calm {
+        return calm_step(point, n, w);
+    }
+    n.calm_streak = 0;
+    let mut ep = n.episode.unwrap_or_default();
+    ep.level = ep.level.max(r.level);
+    let ours = !not_ours(w);
+    if !ours && n.notice != Some(BrakeNotice::Acted) && !n.seeded {
+        n.notice = Some(BrakeNotice::External);
+    }
+    let target = shrink_target(w.allocated);
+    let can_shrink = !w.pinned
+        && ours
+        && !n.seeded
+        && ep.shrinks < MAX_SHRINKS_PER_EPISODE
+        && caps::pad(w.allocated) > caps::pad(target);
+    let shrink = |n: &mut BrakeState, ep: &mut Episode| {
+        ep.shrinks += 1;
+        n.pending_cap = Some(target);
+        n.hurt = Some(n.hurt.map_or(w.allocated, |h| h.max(w.allocated)));
+        n.shrunk_since_turn = true;
+    };
+    let action = match (point, r.level) {
+        (Point::TurnStart | Point::TurnEnd, Level::Critical) => match n.pending_cap {
+            // A deferred shrink is applied now rather than waiting for idle.
+            Some(cap) if !w.pinned => {
+                n.shrunk_since_turn = true;
+                Action::Shrink { cap }
+            }
+            _ if can_shrink => {
+                shrink(&mut n, &mut ep);
+                Action::Shrink { cap: target }
+            }
+            _ => Action::None,
+        },
+        (Point::TurnEnd, Level::Warning) => {
+            if r.paging.unwrap_or(true) && can_shrink && n.pending_cap.is_none() {
+                shrink(&mut n, &mut ep);
+                Action::DeferShrink { cap: target }
+            } else {
+                Action::None
+            }
+        }
+        (Point::TurnStart, _) => Action::None,
+        (Point::Idle, level) => match n.pending_cap {
+            Some(cap) => {
+                // The deferred shrink, applied now that the user is away;
+                // the unload follows at the next critical tick.
+                n.unload_armed = true;
+                Action::Shrink { cap }
+            }
+            None if level == Level::Critical => {
+                if n.unload_armed && !n.seeded && !ep.unloaded {
+                    n.unload_armed = false;
+                    ep.unloaded = true;
+                    Action::Unload
+                } else if can_shrink && !n.shrunk_since_turn {
+                    shrink(&mut n, &mut ep);
+                    n.unload_armed = true;
+                    Action::Shrink { cap: target }
+                } else if !n.seeded && !ep.unloaded && !n.unload_armed {
+                    n.unload_armed = true;
+                    Action::ArmUnload
+                } else {
+                    Action::None
+                }
+            }
+            None => {
+                n.unload_armed = false;
+                Action::None
+            }
+        },
+        (Point::TurnEnd, Level::Calm) => unreachable!("calm is handled by calm_step"),
+    };
+    n.episode = Some(ep);
+    (action, n)
+}
+
+/// A calm sample: episode end, disarming, growth.
+fn calm_step(point: Point, mut n: BrakeState, w: &WindowFacts) -> (Action, BrakeState) {
+    n.calm_streak += 1;
+    n.unload_armed = false;
+    if n.episode.is_some() && n.calm_streak >= EPISODE_END_CALM_SAMPLES {
+        n.episode = None;
+        n.pending_cap = None;
+        n.seeded = false;
+    }
+    if point == Point::Idle
+        && n.episode.is_none()
+        && n.calm_streak >= GROW_AFTER_CALM_SAMPLES
+        && !w.pinned
+        && let (Some(cap), Some(hurt)) = (n.cap, n.hurt)
+    {
+        let target = grow_ceiling(hurt).min(w.uncapped.max(WINDOW_FLOOR_TOKENS));
+        if caps::pad(target) > caps::pad(cap) {
+            n.calm_streak = 0;
+            return (Action::Grow { cap: target }, n);
+        }
+    }
+    (Action::None, n)
+}
+
+/// The state after the engine carried out a respawn at `cap` for `action`.
+/// A shrink that took sets `acted`; a failed respawn degrades into an unload
+/// (the cap still applies at the reload).
+pub fn after_respawn(s: &BrakeState, action: Action, cap: u32, ok: bool, pinned: bool) -> BrakeState {
+    let mut n = *s;
+    n.cap = Some(cap);
+    n.pending_cap = None;
+    if ok {
+        n.respawned = true;
+        if matches!(action, Action::Shrink { .. }) && !pinned {
+            n.notice = Some(BrakeNotice::Acted);
+        }
+    } else {
+        let mut ep = n.episode.unwrap_or_default();
+        ep.unloaded = true;
+        n.episode = Some(ep);
+        n.unload_armed = false;
+        if matches!(action, Action::Shrink { .. }) && !pinned {
+            n.notice = Some(BrakeNotice::Acted);
+        }
+    }
+    n
+}
+
+/// Whether an idle sample is due: not within `skip` (see
+/// `idle_sample_skip`) of the previous sample or of the end of the last turn.
+pub fn idle_sample_due(
+    now: Instant,
+    last_sample: Option<Instant>,
+    last_turn_end: Option<Instant>,
+    skip: Duration,
+) -> bool {
+    let recent = |t: Option<Instant>| t.is_some_and(|t| now.saturating_duration_since(t) < skip);
+    !recent(last_sample) && !recent(last_turn_end)
+}
+
+/// An unload's record (the spec's `_brake_reload`): it seeds the next spawn
+/// of the same model within `BRAKE_RELOAD_TTL`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BrakeReload {
+    /// The model id.
+    pub model: String,
+    /// The cap to reload with.
+    pub cap: Option<u32>,
+    /// The window that hurt.
+    pub hurt: Option<u32>,
+    /// The episode, unload included.
+    pub episode: Option<Episode>,
+    /// When it was recorded.
+    #[serde(skip)]
+    pub at: Option<Instant>,
+}
+
+/// The per-model window memory: the cap and the window that hurt, kept
+/// `WINDOW_MEMORY_TTL` from the last write, read by every spawn of the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Remembered {
+    /// The cap.
+    pub cap: Option<u32>,
+    /// The window that hurt.
+    pub hurt: Option<u32>,
+    /// The last write.
+    pub written: Instant,
+}
+
+/// Whether a record written at `at` is still alive at `now` for `ttl`.
+pub fn alive(at: Instant, now: Instant, ttl: Duration) -> bool {
+    now.saturating_duration_since(at) < ttl
+}
+
+/// The brake state a new child of a model starts with: an unload's carry
+/// (within its TTL) seeds it whole; else the window memory's cap and hurt
+/// window; else nothing.
+pub fn seed(carry: Option<&BrakeReload>, memory: Option<&Remembered>, now: Instant) -> BrakeState {
+    if let Some(c) = carry.filter(|c| c.at.is_some_and(|at| alive(at, now, BRAKE_RELOAD_TTL))) {
+        return BrakeState {
+            episode: c.episode,
+            cap: c.cap,
+            hurt: c.hurt,
+            seeded: c.episode.is_some(),
+            ..BrakeState::default()
+        };
+    }
+    match memory.filter(|m| alive(m.written, now, WINDOW_MEMORY_TTL)) {
+        Some(m) => BrakeState {
+            cap: m.cap,
+            hurt: m.hurt,
+            ..BrakeState::default()
+        },
+        None => BrakeState::default(),
+    }
+}
+
+/// The brake as status shows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct BrakeView {
     /// Whether the brake samples at all.
     pub enabled: bool,
     /// Why it is off, when it is.
     pub off_reason: Option<String>,
+    /// The last level read.
+    pub level: Option<Level>,
+    /// The state.
+    pub state: BrakeState,
+    /// The last action taken (its log word).
+    pub last_action: Option<String>,
+    /// An unload's carry waiting for the model's next spawn.
+    pub reload_pending: Option<String>,
 }
+
+#[cfg(test)]
+#[path = "brake_tests.rs"]
+mod tests;

@@ -9,6 +9,7 @@
 //! | `window` | the CPU and CUDA windows, footprints, the post-load check, working window, `kv_bound` |
 //! | `caps` | the 256-token grid, the 4096 floor, padded comparisons |
 //! | `brake` | the memory brake (`llama_step`, `mlx_step`) |
+//! | `pressure` | the Linux pressure level and paging evidence |
 //! | `reap` | the idle reap |
 //! | `crash` | crash classification from the child's output tail |
 //! | `quant` | which GGUF of a directory is the model |
@@ -18,6 +19,7 @@ pub mod brake;
 pub mod caps;
 pub mod crash;
 pub mod kv;
+pub mod pressure;
 pub mod quant;
 pub mod reap;
 pub mod select;

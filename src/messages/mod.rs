@@ -9,10 +9,12 @@
 //! | `ReapTick` | `IdleTimer` (every 30 s) | `EngineActor` | `()` |
 //! | `BrakeTick` | `IdleTimer` (every 60 s) | `EngineActor` | `()` |
 //! | `Shutdown` | `Warden::shutdown` | `EngineActor` | `()` |
+//! | `ReadSensors` | `EngineActor` (brake samples) | `SensorActor` | `Result<Readings, BrakeOff>` |
 
 pub mod brake_tick;
 pub mod generate;
 pub mod load;
+pub mod read_sensors;
 pub mod reap_tick;
 pub mod shutdown;
 pub mod unload;
@@ -20,6 +22,7 @@ pub mod unload;
 pub use brake_tick::BrakeTick;
 pub use generate::{Generate, Notice, TurnEvent, TurnOptions};
 pub use load::Load;
+pub use read_sensors::{BrakeOff, ReadSensors};
 pub use reap_tick::ReapTick;
 pub use shutdown::Shutdown;
 pub use unload::Unload;

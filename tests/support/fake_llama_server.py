@@ -14,6 +14,7 @@ valid GGUF):
   load_ms            time /health answers 503 before 200 (default 50)
   exit_on_load       print the real llama.cpp failure line for one of
                      corrupt | not_gguf | port_taken | oom, then exit 1
+  exit_on_ctx        {"N": failure}: the same, only when started with -c N
   never_ready        /health answers 503 forever
   tokens             tokens per answer (default 8), capped by max_tokens
   token_ms           delay between tokens (default 5)
@@ -169,7 +170,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    failure = SCRIPT.get("exit_on_load")
+    failure = SCRIPT.get("exit_on_load") or SCRIPT.get("exit_on_ctx", {}).get(str(CTX))
     if failure:
         log(FAILURES[failure])
         if failure == "port_taken":

@@ -163,7 +163,11 @@ pub fn chat(model: Option<&str>, max_tokens: u32, stream: bool) -> TurnRequest {
         model: model.map(str::to_string),
         body: body.as_object().unwrap().clone(),
         stream,
-        options: Default::default(),
+        // As the HTTP layer sends every chat turn: a conversation's turn.
+        options: llm_warden::messages::TurnOptions {
+            stateful: true,
+            announce_idle_reload: false,
+        },
     }
 }
 

@@ -3,8 +3,11 @@
 //! takes it back at the end, so the core is only ever touched by one message
 //! at a time without a lock, and its logic reads as ordinary sequential code.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::SystemTime;
+
+use actix::Recipient;
 
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
@@ -16,7 +19,9 @@ use crate::child::process::{self, ChildProcess};
 use crate::config::WardenConfig;
 use crate::engines::{Backend, SpawnPlan};
 use crate::error::{ApiError, GenerationError};
+use crate::law::brake::{BrakeReload, BrakeState, BrakeView, Level, Remembered};
 use crate::law::crash::{self, EngineCode, Hints};
+use crate::messages::ReadSensors;
 use crate::sensors::ram;
 use crate::status::{EngineState, EngineStatus, WardenEvent};
 
@@ -76,6 +81,22 @@ pub struct EngineCore {
     /// The model an idle reap unloaded, until a turn consumes it (the spec's
     /// `_idle_unload`, read by `take_idle_reload`).
     pub(super) idle_reload: Option<String>,
+    /// Where brake samples read the OS (the `SensorActor`, or a test's fake).
+    pub(super) sensor: Recipient<ReadSensors>,
+    /// The live child's brake state (carried whole across its respawns).
+    pub(super) brake: BrakeState,
+    /// Why the brake is off, once it turned off (said once).
+    pub(super) brake_off: Option<String>,
+    /// The last level read.
+    pub(super) brake_level: Option<Level>,
+    /// The last action's log word.
+    pub(super) brake_last_action: Option<String>,
+    /// When the last brake sample was taken (idle pacing).
+    pub(super) last_sample: Option<Instant>,
+    /// An unload's carry (the spec's `_brake_reload`).
+    pub(super) brake_reload: Option<BrakeReload>,
+    /// The per-model window memory (the spec's `_window_memory`).
+    pub(super) window_memory: HashMap<String, Remembered>,
 }
 
 impl EngineCore {
@@ -86,6 +107,7 @@ impl EngineCore {
         catalog: Arc<Catalog>,
         status_tx: watch::Sender<EngineStatus>,
         events_tx: broadcast::Sender<WardenEvent>,
+        sensor: Recipient<ReadSensors>,
     ) -> Self {
         let core = Self {
             cfg,
@@ -101,6 +123,14 @@ impl EngineCore {
             state: EngineState::Idle,
             shut_down: false,
             idle_reload: None,
+            sensor,
+            brake: BrakeState::default(),
+            brake_off: None,
+            brake_level: None,
+            brake_last_action: None,
+            last_sample: None,
+            brake_reload: None,
+            window_memory: HashMap::new(),
         };
         core.publish();
         core
@@ -133,7 +163,14 @@ impl EngineCore {
             last_used: self.last_used_wall.and_then(unix_millis),
             last_used_at: self.last_used,
             turns: self.turns,
-            brake: Default::default(),
+            brake: BrakeView {
+                enabled: self.brake_off.is_none() && self.backend.brake_capable(),
+                off_reason: self.brake_off.clone(),
+                level: self.brake_level,
+                state: self.brake,
+                last_action: self.brake_last_action.clone(),
+                reload_pending: self.brake_reload.as_ref().map(|r| r.model.clone()),
+            },
         };
         self.status_tx.send_replace(status);
     }
@@ -181,6 +218,9 @@ impl EngineCore {
             model: c.model_id().to_string(),
             reason,
         });
+        // The brake state belongs to the child; the window memory (written
+        // through on every change) outlives it.
+        self.brake = BrakeState::default();
         self.state = EngineState::Idle;
         self.publish();
         true

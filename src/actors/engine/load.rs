@@ -82,7 +82,10 @@ impl EngineCore {
             });
         }
         let facts = self.read_facts(&entry).await?;
-        let plan = self.backend.plan(&self.cfg, entry.clone(), facts, None);
+        // The unload's carry, else the window memory, seeds this spawn: its
+        // cap folds into the window.
+        let seed = self.brake_seed(&entry.id);
+        let plan = self.backend.plan(&self.cfg, entry.clone(), facts, seed.cap);
         self.log_plan(&plan);
         if let Some(tx) = events {
             let _ = tx
@@ -96,6 +99,12 @@ impl EngineCore {
         let result = self.spawn_ready(plan, self.cfg.load_timeout).await;
         match result {
             Ok(child) => {
+                if seed.seeded {
+                    tracing::info!(model = %entry.id, cap = ?seed.cap, "reloaded with the memory brake's cap (the unload's episode continues)");
+                }
+                self.brake = seed;
+                // Any successful spawn forgets the unload's record.
+                self.brake_reload = None;
                 self.install(child);
                 Ok(())
             }

@@ -10,6 +10,7 @@
 //! HTTP handlers and embedders (`Generate`, `Load`, `Unload`), the
 //! `IdleTimer` (`ReapTick`, `BrakeTick`), `Warden::shutdown` (`Shutdown`).
 
+mod brake;
 mod core;
 mod load;
 mod reap;

@@ -22,6 +22,9 @@ impl EngineCore {
             self.stop_child("idle").await;
             // Left for the next turn to announce (the spec's `_idle_unload`).
             self.idle_reload = id;
+            // A reap forgets the unload's record, never the window memory.
+            self.brake_reload = None;
+            self.brake = Default::default();
         }
         self.emit(WardenEvent::ReapChecked { reaped });
     }
@@ -36,13 +39,17 @@ impl EngineCore {
         Ok(self.status_tx.borrow().clone())
     }
 
-    /// The brake's idle sample (see `actors::engine::brake`).
-    pub async fn brake_tick(&mut self) {}
+    /// The brake's idle sample (paced in `brake_point`).
+    pub async fn brake_tick(&mut self) {
+        self.brake_point(crate::law::brake::Point::Idle).await;
+    }
 
     /// Stops the child for good; later turns are refused.
     pub async fn shutdown(&mut self) {
         self.shut_down = true;
         self.stop_child("shutdown").await;
+        self.brake_reload = None;
+        self.idle_reload = None;
         self.state = EngineState::Stopped;
         self.publish();
     }

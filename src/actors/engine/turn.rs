@@ -18,18 +18,33 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use std::sync::Arc;
+
 use super::core::EngineCore;
+use crate::catalog::ModelEntry;
 use crate::child::process;
 use crate::child::sse::SseParser;
 use crate::error::{ApiError, GenerationError};
-use crate::messages::{Generate, TurnEvent};
+use crate::law::brake::Point;
+use crate::messages::{Generate, Notice, TurnEvent, TurnOptions};
 use crate::status::{EngineState, WardenEvent};
 
+/// What ends a turn, sent after the brake's turn end and its notice.
+#[derive(Debug)]
+pub enum Finish {
+    /// A stream's end: the child's held-back `[DONE]` event, then `Done`.
+    Stream(Option<Bytes>),
+    /// One final event (a whole body, or an error).
+    Event(TurnEvent),
+    /// Nothing (the client is gone, or the child's own error was relayed).
+    Nothing,
+}
+
 /// How a relay ended without an error of the warden's own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Relayed {
-    /// The child finished and every event reached the caller.
-    Completed,
+    /// The child finished; what remains to send closes the turn.
+    Completed(Finish),
     /// The caller went away; the upstream request was dropped (cancelled).
     Abandoned,
     /// The child itself reported an error, which was relayed as it sent it.
@@ -43,14 +58,17 @@ const DEATH_GRACE: Duration = Duration::from_secs(1);
 const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl EngineCore {
-    /// Runs one turn to its end.
+    /// Runs one turn to its end: the reload announcements and the brake's
+    /// `turn_start` sample, the model, the relay, the brake's `turn_end`
+    /// sample (the turn's last events wait for it), the brake notice, and
+    /// only then the turn's final event.
     pub async fn run_turn(&mut self, msg: Generate) {
         let Generate {
             model,
             body,
             stream,
             events,
-            options: _,
+            options,
             seq,
             ticket,
         } = msg;
@@ -64,7 +82,43 @@ impl EngineCore {
             return;
         }
         self.emit(WardenEvent::TurnStarted { seq });
-        let outcome = self.turn(model.as_deref(), body, stream, &events).await;
+        let (outcome, finish) = match self.resolve(model.as_deref()) {
+            Err(e) => ("failed", Finish::Event(TurnEvent::Error(e))),
+            Ok(_) if self.shut_down => ("failed", Finish::Event(TurnEvent::Error(shutting_down()))),
+            Ok(entry) => {
+                self.begin_turn(&entry.id, options, &events).await;
+                let r = self.turn(&entry, body, stream, &events).await;
+                if self.child.as_ref().is_some_and(|c| c.model_id() == entry.id) {
+                    self.brake_point(Point::TurnEnd).await;
+                }
+                r
+            }
+        };
+        if options.stateful
+            && let Some(notice) = self.brake.notice.take()
+        {
+            let n = Notice::MemoryWarning {
+                reason: notice.as_str(),
+            };
+            if events.send(TurnEvent::Notice(n.clone())).await.is_ok() {
+                self.emit(WardenEvent::Notice { notice: n });
+            } else {
+                // Undelivered (the client left): the next turn says it.
+                self.brake.notice = Some(notice);
+            }
+        }
+        match finish {
+            Finish::Event(ev) => {
+                let _ = events.send(ev).await;
+            }
+            Finish::Stream(done) => {
+                if let Some(done) = done {
+                    let _ = events.send(TurnEvent::Chunk(done)).await;
+                }
+                let _ = events.send(TurnEvent::Done).await;
+            }
+            Finish::Nothing => {}
+        }
         self.turns += 1;
         self.touch();
         self.state = if self.child.is_some() {
@@ -79,29 +133,50 @@ impl EngineCore {
         self.emit(WardenEvent::TurnEnded { seq, outcome });
     }
 
+    /// The start of a turn for `model`, before it is resolved: at most one
+    /// reload announcement (a brake reload pending, else an idle reap's
+    /// reload when the conversation has messages), the brake's `turn_start`
+    /// sample when the loaded child is this turn's model (a respawn there is
+    /// said in this same turn), and the reload mark consumed.
+    async fn begin_turn(&mut self, model: &str, options: TurnOptions, events: &mpsc::Sender<TurnEvent>) {
+        let mut announced = false;
+        // The idle record is always consumed here; it counts only for the
+        // reaped model while nothing is loaded.
+        let idle = self.idle_reload.take();
+        if self.brake_reload_pending(model) {
+            announced = self.announce(Notice::MemoryReload { reason: "brake" }, events).await;
+        } else if idle.as_deref() == Some(model) && self.child.is_none() && options.announce_idle_reload {
+            announced = self.announce(Notice::MemoryReload { reason: "idle" }, events).await;
+        }
+        if self.child.as_ref().is_some_and(|c| c.model_id() == model) {
+            self.brake.respawned = false;
+            self.brake_point(Point::TurnStart).await;
+            if self.brake.respawned && !announced {
+                self.announce(Notice::MemoryReload { reason: "brake" }, events).await;
+            }
+        }
+        self.brake.respawned = false;
+    }
+
+    /// Sends a notice to the turn and the event stream.
+    async fn announce(&self, n: Notice, events: &mpsc::Sender<TurnEvent>) -> bool {
+        self.emit(WardenEvent::Notice { notice: n.clone() });
+        events.send(TurnEvent::Notice(n)).await.is_ok()
+    }
+
+    /// Loads the model and relays the answer; returns the outcome and the
+    /// turn's final event, which the caller sends after the brake's turn end.
     async fn turn(
         &mut self,
-        model: Option<&str>,
+        entry: &Arc<ModelEntry>,
         mut body: serde_json::Map<String, serde_json::Value>,
         stream: bool,
         events: &mpsc::Sender<TurnEvent>,
-    ) -> &'static str {
-        if self.shut_down {
-            let _ = events.send(TurnEvent::Error(shutting_down())).await;
-            return "failed";
+    ) -> (&'static str, Finish) {
+        if let Err(e) = self.ensure_loaded(entry, Some(events)).await {
+            return ("failed", Finish::Event(TurnEvent::Error(e.to_api())));
         }
-        let entry = match self.resolve(model) {
-            Ok(e) => e,
-            Err(e) => {
-                let _ = events.send(TurnEvent::Error(e)).await;
-                return "failed";
-            }
-        };
-        if let Err(e) = self.ensure_loaded(&entry, Some(events)).await {
-            let _ = events.send(TurnEvent::Error(e.to_api())).await;
-            return "failed";
-        }
-        self.backend.adapt_request(&mut body, &entry);
+        self.backend.adapt_request(&mut body, entry);
         body.insert("stream".into(), serde_json::Value::Bool(stream));
         // A map of JSON values always serializes.
         let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON map serializes"));
@@ -110,19 +185,16 @@ impl EngineCore {
         let relayed = if stream {
             self.relay_stream(bytes, events).await
         } else {
-            self.relay_whole(bytes, events).await
+            self.relay_whole(bytes).await
         };
         match relayed {
-            Ok(Relayed::Completed) => "completed",
+            Ok(Relayed::Completed(finish)) => ("completed", finish),
             Ok(Relayed::Abandoned) => {
                 tracing::debug!("turn abandoned by the client; upstream request dropped");
-                "abandoned"
+                ("abandoned", Finish::Nothing)
             }
-            Ok(Relayed::UpstreamError) => "failed",
-            Err(e) => {
-                let _ = events.send(TurnEvent::Error(e.to_api())).await;
-                "failed"
-            }
+            Ok(Relayed::UpstreamError) => ("failed", Finish::Nothing),
+            Err(e) => ("failed", Finish::Event(TurnEvent::Error(e.to_api()))),
         }
     }
 
@@ -177,14 +249,14 @@ impl EngineCore {
             }
             for ev in batch.drain(..) {
                 got_first = true;
-                let done = ev.is_done();
+                if ev.is_done() {
+                    // Held back: the brake's turn end and its notice come
+                    // before the stream's terminator.
+                    return Ok(Relayed::Completed(Finish::Stream(Some(ev.raw))));
+                }
                 relayed_error |= ev.is_error();
                 if events.send(TurnEvent::Chunk(ev.raw)).await.is_err() {
                     return Ok(Relayed::Abandoned);
-                }
-                if done {
-                    let _ = events.send(TurnEvent::Done).await;
-                    return Ok(Relayed::Completed);
                 }
             }
         }
@@ -195,8 +267,8 @@ impl EngineCore {
         Err(self.broken_stream().await)
     }
 
-    /// Relays a non-streamed answer whole.
-    async fn relay_whole(&mut self, body: Bytes, events: &mpsc::Sender<TurnEvent>) -> Result<Relayed, GenerationError> {
+    /// Relays a non-streamed answer whole (sent by the caller, last).
+    async fn relay_whole(&mut self, body: Bytes) -> Result<Relayed, GenerationError> {
         let child = self.child.as_ref().expect("a turn relays only after its model loaded");
         let mut exit = child.process.exit_watch();
         let request = async {
@@ -207,7 +279,6 @@ impl EngineCore {
         };
         let (status, bytes) = tokio::select! {
             biased;
-            _ = events.closed() => return Ok(Relayed::Abandoned),
             _ = exit.wait_for(Option::is_some) => return Err(self.broken_stream().await),
             r = tokio::time::timeout(self.cfg.request_timeout, request) => match r {
                 Err(_) => return Err(self.hung("before the answer completed", self.cfg.request_timeout).await),
@@ -219,8 +290,10 @@ impl EngineCore {
             let json = serde_json::from_slice(&bytes).ok();
             return Err(GenerationError::Upstream { status, body: json });
         }
-        let _ = events.send(TurnEvent::Body { status, body: bytes }).await;
-        Ok(Relayed::Completed)
+        Ok(Relayed::Completed(Finish::Event(TurnEvent::Body {
+            status,
+            body: bytes,
+        })))
     }
 
     /// A stream that broke: the child's death (classified) when it exits

@@ -1,0 +1,259 @@
+//! Carrying out the memory brake (CPU engine): gather the readings, run
+//! `law::brake::llama_step`, execute its action (respawn in place, defer,
+//! arm, unload), write the window memory and the carry, log the spec's line.
+//! Part of `EngineCore`; runs inside an atomic handler (a turn, or the idle
+//! `BrakeTick`), so it never meets a generation in flight.
+
+use tokio::time::Instant;
+
+use super::core::{EngineCore, LiveChild};
+use crate::child::process;
+use crate::law::brake::{self, Action, BrakeReload, BrakeState, Point, Readings, Remembered, WindowFacts};
+use crate::law::window;
+use crate::messages::{BrakeOff, ReadSensors};
+use crate::status::{EngineState, WardenEvent};
+
+impl EngineCore {
+    /// Takes one brake sample at `point` and acts on it.
+    pub(super) async fn brake_point(&mut self, point: Point) {
+        if self.brake_off.is_some() || !self.backend.brake_capable() {
+            return;
+        }
+        let Some((pid, facts)) = self
+            .child
+            .as_ref()
+            .and_then(|c| Some((c.process.pid(), self.window_facts(c)?)))
+        else {
+            return; // no live child, or a window the warden did not size
+        };
+        let now = Instant::now();
+        if point == Point::Idle
+            && !brake::idle_sample_due(
+                now.into_std(),
+                self.last_sample.map(Instant::into_std),
+                self.last_used.map(Instant::into_std),
+                brake::idle_sample_skip(self.cfg.brake_tick),
+            )
+        {
+            return;
+        }
+        self.last_sample = Some(now);
+        let readings = match self
+            .sensor
+            .send(ReadSensors {
+                point,
+                child_pid: Some(pid),
+            })
+            .await
+        {
+            Ok(Ok(r)) => r,
+            Ok(Err(BrakeOff(why))) => {
+                tracing::warn!("{}: the memory brake is off: {why}", self.backend.kind().tag());
+                self.brake_off = Some(why);
+                self.publish();
+                return;
+            }
+            // The sensor is gone: the warden is stopping.
+            Err(_) => return,
+        };
+        self.brake_level = Some(readings.level);
+        let (action, next) = brake::llama_step(point, &readings, &self.brake, &facts);
+        let before = self.brake;
+        self.brake = next;
+        match action {
+            Action::None => {}
+            Action::DeferShrink { cap } => self.log_brake(point, &readings, action, facts.allocated, cap),
+            Action::ArmUnload => self.log_brake(point, &readings, action, facts.allocated, facts.allocated),
+            Action::Shrink { cap } | Action::Grow { cap } => {
+                self.brake_respawn(point, &readings, action, cap, facts).await
+            }
+            Action::Unload => self.brake_unload(point, &readings, facts.allocated).await,
+        }
+        if action != Action::None {
+            self.brake_last_action = Some(action.log_name().to_string());
+        }
+        if (self.brake.cap, self.brake.hurt) != (before.cap, before.hurt)
+            || self.brake.pending_cap != before.pending_cap
+        {
+            self.remember_window();
+        }
+        self.publish();
+    }
+
+    /// The law's view of a live child's window, `None` when the warden did
+    /// not size it (no facts, or no window known): such a child is never
+    /// sampled.
+    fn window_facts(&self, c: &LiveChild) -> Option<WindowFacts> {
+        let shape = c.plan.shape?;
+        let allocated = c.allocated?;
+        let ram_bytes = c.plan.ram?.bytes;
+        Some(WindowFacts {
+            allocated,
+            kv_per_token: shape.kv_per_token,
+            ram_bytes,
+            uncapped: window::cpu(&shape, ram_bytes, None, None).ctx().unwrap_or(allocated),
+            pinned: self.cfg.ctx_pin.is_some(),
+        })
+    }
+
+    /// The spec's log line for an action that did not respawn.
+    fn log_brake(&self, point: Point, r: &Readings, action: Action, from: u32, to: u32) {
+        tracing::info!(
+            "[{}] Memory brake: point={}, level={}, action={}, window={from}->{to}, footprint_mib={}",
+            self.backend.kind().tag(),
+            point.as_str(),
+            r.level.as_str(),
+            action.log_name(),
+            footprint_mib(r)
+        );
+        self.emit(WardenEvent::Brake {
+            point: point.as_str(),
+            level: r.level.as_str(),
+            action: action.log_name().into(),
+            window_from: Some(from),
+            window_to: Some(to),
+        });
+    }
+
+    /// Respawn in place at `cap`: stop the child, start the same model with
+    /// the cap handed to the spawn plan, readiness bounded by the respawn
+    /// timeout. The model, the idle clock and the brake state are kept; a
+    /// failed respawn degrades into an unload, recorded for the next spawn.
+    async fn brake_respawn(&mut self, point: Point, r: &Readings, action: Action, cap: u32, facts: WindowFacts) {
+        let Some(mut old) = self.child.take() else { return };
+        process::terminate(&mut old.process, self.cfg.stop_grace).await;
+        let (entry, model_facts) = (old.plan.entry.clone(), old.plan.facts.clone());
+        drop(old); // frees its port lease for the new child
+        let plan = self.backend.plan(&self.cfg, entry.clone(), model_facts, Some(cap));
+        let tag = self.backend.kind().tag();
+        match self.spawn_ready(plan, self.cfg.respawn_timeout).await {
+            Ok(child) => {
+                let to = child.allocated.unwrap_or(cap);
+                self.brake = brake::after_respawn(&self.brake, action, cap, true, facts.pinned);
+                // The idle clock is kept: a respawn is not a use.
+                self.child = Some(child);
+                self.state = EngineState::Ready;
+                self.log_brake(point, r, action, facts.allocated, to);
+            }
+            Err(e) => {
+                self.brake = brake::after_respawn(&self.brake, action, cap, false, facts.pinned);
+                tracing::warn!(
+                    "[{tag}] Memory brake: point={}, level={}, action=respawn-failed ({}), window={}->{cap}, footprint_mib={}; the model reloads at the next message",
+                    point.as_str(),
+                    r.level.as_str(),
+                    e.code(),
+                    facts.allocated,
+                    footprint_mib(r)
+                );
+                self.record_unload(&entry.id);
+                self.state = EngineState::Idle;
+                self.emit(WardenEvent::Unloaded {
+                    model: entry.id.clone(),
+                    reason: "brake",
+                });
+                self.emit(WardenEvent::Brake {
+                    point: point.as_str(),
+                    level: r.level.as_str(),
+                    action: "respawn-failed".into(),
+                    window_from: Some(facts.allocated),
+                    window_to: None,
+                });
+            }
+        }
+    }
+
+    /// The emergency unload: the child stops; its episode and cap are
+    /// carried to the model's next spawn.
+    async fn brake_unload(&mut self, point: Point, r: &Readings, allocated: u32) {
+        let Some(mut old) = self.child.take() else { return };
+        let id = old.model_id().to_string();
+        process::terminate(&mut old.process, self.cfg.stop_grace).await;
+        tracing::warn!(
+            "[{}] Memory brake: point={}, level={}, action=unload, window={allocated}->0, footprint_mib={}; lasting critical memory pressure while idle: the model reloads at the next message",
+            self.backend.kind().tag(),
+            point.as_str(),
+            r.level.as_str(),
+            footprint_mib(r)
+        );
+        self.record_unload(&id);
+        self.state = EngineState::Idle;
+        self.emit(WardenEvent::Unloaded {
+            model: id,
+            reason: "brake",
+        });
+        self.emit(WardenEvent::Brake {
+            point: point.as_str(),
+            level: r.level.as_str(),
+            action: "unload".into(),
+            window_from: Some(allocated),
+            window_to: None,
+        });
+    }
+
+    /// Records the carry of an unload and clears the live brake state.
+    fn record_unload(&mut self, model: &str) {
+        self.brake_reload = Some(BrakeReload {
+            model: model.to_string(),
+            cap: self.brake.cap,
+            hurt: self.brake.hurt,
+            episode: self.brake.episode,
+            at: Some(Instant::now().into_std()),
+        });
+        self.remember_window();
+        self.brake = BrakeState::default();
+    }
+
+    /// Writes the live child's cap and hurt window through to the window
+    /// memory (an entry with neither is deleted).
+    pub(super) fn remember_window(&mut self) {
+        let Some(model) = self
+            .child
+            .as_ref()
+            .map(|c| c.model_id().to_string())
+            .or_else(|| self.brake_reload.as_ref().map(|r| r.model.clone()))
+        else {
+            return;
+        };
+        let cap = self.brake.cap.or(self.brake_reload.as_ref().and_then(|r| r.cap));
+        let hurt = self.brake.hurt.or(self.brake_reload.as_ref().and_then(|r| r.hurt));
+        if cap.is_none() && hurt.is_none() {
+            self.window_memory.remove(&model);
+        } else {
+            self.window_memory.insert(
+                model,
+                Remembered {
+                    cap,
+                    hurt,
+                    written: Instant::now().into_std(),
+                },
+            );
+        }
+    }
+
+    /// The brake state and cap a new child of `model` starts with (the carry
+    /// first, then the window memory), dropping expired records.
+    pub(super) fn brake_seed(&mut self, model: &str) -> BrakeState {
+        let now = Instant::now().into_std();
+        self.window_memory
+            .retain(|_, m| brake::alive(m.written, now, brake::WINDOW_MEMORY_TTL));
+        let carry = self.brake_reload.as_ref().filter(|c| c.model == model);
+        brake::seed(carry, self.window_memory.get(model), now)
+    }
+
+    /// Whether the turn for `model` must announce a brake reload: its unload
+    /// carry waits (nothing loaded), or a brake respawn no turn announced yet.
+    pub(super) fn brake_reload_pending(&self, model: &str) -> bool {
+        let carried = self.child.is_none()
+            && self.brake_reload.as_ref().is_some_and(|c| {
+                c.model == model
+                    && c.at
+                        .is_some_and(|at| brake::alive(at, Instant::now().into_std(), brake::BRAKE_RELOAD_TTL))
+            });
+        let respawned = self.child.as_ref().is_some_and(|c| c.model_id() == model) && self.brake.respawned;
+        carried || respawned
+    }
+}
+
+fn footprint_mib(r: &Readings) -> String {
+    r.footprint_bytes.map_or("unknown".into(), |b| (b >> 20).to_string())
+}

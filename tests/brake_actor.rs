@@ -1,0 +1,254 @@
+//! The memory brake carried out by the engine actor, driven by a fake sensor
+//! recipient with scripted readings over the fake child: whole sequences of
+//! turns and idle ticks, asserting the respawns (new pids, smaller windows
+//! read back from the child), the unload, the carries, the notices in the
+//! stream and the events. The real llama-server version is in
+//! `tests/real_brake.rs`.
+
+mod support;
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use actix::prelude::*;
+use llm_warden::catalog::Catalog;
+use llm_warden::engines::{Backend, CpuEngine};
+use llm_warden::law::brake::{Level, Readings};
+use llm_warden::messages::{BrakeOff, BrakeTick, Notice, ReadSensors};
+use llm_warden::status::WardenEvent;
+use llm_warden::{Warden, WardenConfig};
+use serde_json::json;
+use support::*;
+
+/// Scripted readings, taken in order; calm once the script runs out.
+#[derive(Clone, Default)]
+struct Script(Arc<Mutex<VecDeque<Readings>>>);
+
+impl Script {
+    fn push(&self, level: Level, paging: bool) {
+        self.0.lock().unwrap().push_back(Readings {
+            level,
+            paging: Some(paging),
+            footprint_bytes: Some(100 << 20),
+        });
+    }
+}
+
+struct FakeSensor(Script);
+
+impl Actor for FakeSensor {
+    type Context = Context<Self>;
+}
+
+impl Handler<ReadSensors> for FakeSensor {
+    type Result = Result<Readings, BrakeOff>;
+    fn handle(&mut self, _m: ReadSensors, _: &mut Context<Self>) -> Self::Result {
+        Ok(self.0.0.lock().unwrap().pop_front().unwrap_or(Readings {
+            level: Level::Calm,
+            paging: Some(false),
+            footprint_bytes: None,
+        }))
+    }
+}
+
+/// A model with a heavy KV (32 layers x 8 KV heads x 128 x 2 x 2 B = 128 KiB
+/// per token) and a 16384-token trained window, so that with 8 GiB of
+/// (overridden) RAM its 16384- and 8192-token windows are the pressure's
+/// cause and a 4096-token one is not.
+fn heavy_model(dir: &Path, id: &str, script: serde_json::Value) {
+    let p = dir.join(format!("{id}.gguf"));
+    write_gguf(
+        &p,
+        &[
+            Kv::Str("general.architecture", "llama".into()),
+            Kv::U32("llama.block_count", 32),
+            Kv::U32("llama.context_length", 16384),
+            Kv::U32("llama.embedding_length", 4096),
+            Kv::U32("llama.attention.head_count", 32),
+            Kv::U32("llama.attention.head_count_kv", 8),
+        ],
+        64,
+    );
+    std::fs::write(dir.join(format!("{id}.gguf.fake.json")), script.to_string()).unwrap();
+}
+
+fn brake_warden(dir: &Path, cfg: WardenConfig) -> (Warden, Script) {
+    let script = Script::default();
+    let sensor = FakeSensor(script.clone()).start();
+    let cfg = WardenConfig {
+        ram_override_bytes: Some(8 << 30),
+        ..cfg
+    };
+    let backend = Backend::Cpu(CpuEngine {
+        server: fake_server(),
+        verbosity: 3,
+    });
+    let w = Warden::start_with_sensor(Arc::new(cfg), Catalog::scan(dir), backend, None, sensor.recipient());
+    (w, script)
+}
+
+/// Sends an idle tick and waits until the engine handled it.
+async fn idle_tick(w: &Warden) {
+    w.engine().send(BrakeTick).await.unwrap();
+}
+
+fn brake_actions(events: &[WardenEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            WardenEvent::Brake { action, window_to, .. } => {
+                Some(format!("{action}:{}", window_to.map_or("-".into(), |w| w.to_string())))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn drain(rx: &mut tokio::sync::broadcast::Receiver<WardenEvent>) -> Vec<WardenEvent> {
+    let mut v = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        v.push(e);
+    }
+    v
+}
+
+/// Critical at a turn's end, then two idle ticks: the turn ends after a
+/// respawn at half the window (new pid, the `acted` notice in its stream),
+/// the first tick arms, the second unloads; the next message announces the
+/// reload and loads at the reduced window, seeded with the episode.
+#[actix_rt::test]
+async fn critical_turn_end_then_two_idle_ticks() {
+    let dir = tempfile::tempdir().unwrap();
+    heavy_model(dir.path(), "m", json!({}));
+    let (w, script) = brake_warden(dir.path(), test_config());
+    let mut ev = w.subscribe();
+    // Turn 1 loads the model (no turn_start sample: nothing was loaded).
+    script.push(Level::Critical, false);
+    let t = collect(w.submit(chat(None, 4, true)).unwrap()).await;
+    assert!(t.done, "{t:?}");
+    assert_eq!(t.notices.last(), Some(&Notice::MemoryWarning { reason: "acted" }));
+    let s = w.status();
+    assert_eq!(s.context_tokens, Some(8192), "respawned at half of 16384");
+    let pid1 = s.child_pid.unwrap();
+    // Two idle ticks under lasting critical pressure.
+    script.push(Level::Critical, false);
+    idle_tick(&w).await;
+    assert_eq!(w.status().child_pid, Some(pid1), "the first tick only arms");
+    script.push(Level::Critical, false);
+    idle_tick(&w).await;
+    assert_eq!(w.status().child_pid, None, "the second tick unloads");
+    assert!(wait_gone(pid1, 5).await);
+    assert_eq!(w.status().brake.reload_pending.as_deref(), Some("m"));
+    assert_eq!(
+        brake_actions(&drain(&mut ev)),
+        ["shrink+respawn:8192", "arm-unload:8192", "unload:-"]
+    );
+    // The next message: the reload is announced first, and loads at the cap.
+    let t = collect(w.submit(chat(None, 4, true)).unwrap()).await;
+    assert_eq!(t.notices.first(), Some(&Notice::MemoryReload { reason: "brake" }));
+    assert!(t.done);
+    let s = w.status();
+    assert_eq!(s.context_tokens, Some(8192));
+    assert!(s.brake.state.seeded, "the carried episode continues");
+    assert_eq!(s.brake.reload_pending, None, "a successful spawn forgets the record");
+    w.shutdown().await;
+}
+
+/// Warning with paging at a turn's end: decided, said nothing, applied by the
+/// next idle tick's respawn, said (acted) at the next turn's end along with
+/// the reload. Warning without paging: nothing at all.
+#[actix_rt::test]
+async fn warning_with_and_without_paging() {
+    let dir = tempfile::tempdir().unwrap();
+    heavy_model(dir.path(), "m", json!({}));
+    let (w, script) = brake_warden(dir.path(), test_config());
+    script.push(Level::Warning, false);
+    let t = collect(w.submit(chat(None, 4, true)).unwrap()).await;
+    assert!(t.notices.iter().all(|n| !matches!(n, Notice::MemoryWarning { .. })));
+    assert_eq!(w.status().brake.state.pending_cap, None, "held back without paging");
+    let pid = w.status().child_pid.unwrap();
+    script.push(Level::Warning, false); // turn_start
+    script.push(Level::Warning, true); // turn_end, with paging
+    let t = collect(w.submit(chat(None, 4, true)).unwrap()).await;
+    assert!(
+        t.notices.iter().all(|n| !matches!(n, Notice::MemoryWarning { .. })),
+        "{t:?}"
+    );
+    assert_eq!(w.status().brake.state.pending_cap, Some(8192));
+    assert_eq!(w.status().child_pid, Some(pid), "no respawn while the user is here");
+    script.push(Level::Warning, false);
+    idle_tick(&w).await;
+    let s = w.status();
+    assert_ne!(s.child_pid, Some(pid));
+    assert_eq!(s.context_tokens, Some(8192));
+    let t = collect(w.submit(chat(None, 4, true)).unwrap()).await;
+    assert_eq!(t.notices.first(), Some(&Notice::MemoryReload { reason: "brake" }));
+    assert_eq!(t.notices.last(), Some(&Notice::MemoryWarning { reason: "acted" }));
+    w.shutdown().await;
+}
+
+/// Pressure the model does not cause (its window's KV is under 10 % of RAM):
+/// the `external` notice, nothing resized.
+#[actix_rt::test]
+async fn external_pressure_is_said_and_nothing_shrinks() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "small", json!({}));
+    let (w, script) = brake_warden(dir.path(), test_config());
+    script.push(Level::Critical, false);
+    let t = collect(w.submit(chat(None, 4, true)).unwrap()).await;
+    assert_eq!(t.notices.last(), Some(&Notice::MemoryWarning { reason: "external" }));
+    let s = w.status();
+    assert_eq!(s.context_tokens, Some(8192));
+    assert_eq!(s.brake.state.cap, None);
+    w.shutdown().await;
+}
+
+/// With WARDEN_CTX pinned nothing is resized and no `acted` notice is drawn;
+/// the unload still applies after two idle criticals.
+#[actix_rt::test]
+async fn a_pinned_window_is_not_resized_but_unloads() {
+    let dir = tempfile::tempdir().unwrap();
+    heavy_model(dir.path(), "m", json!({}));
+    let cfg = WardenConfig {
+        ctx_pin: Some(16384),
+        ..test_config()
+    };
+    let (w, script) = brake_warden(dir.path(), cfg);
+    script.push(Level::Critical, false);
+    let t = collect(w.submit(chat(None, 4, true)).unwrap()).await;
+    assert!(
+        t.notices.iter().all(|n| !matches!(n, Notice::MemoryWarning { .. })),
+        "{t:?}"
+    );
+    let pid = w.status().child_pid.unwrap();
+    assert_eq!(w.status().context_tokens, Some(16384));
+    script.push(Level::Critical, false);
+    idle_tick(&w).await;
+    script.push(Level::Critical, false);
+    idle_tick(&w).await;
+    assert_eq!(w.status().child_pid, None);
+    assert!(wait_gone(pid, 5).await);
+    w.shutdown().await;
+}
+
+/// A respawn that fails degrades into an unload (one WARNING, the record
+/// kept); the next message announces the reload, and a second failure at
+/// the same window surfaces as the load error it is.
+#[actix_rt::test]
+async fn a_failed_respawn_degrades_into_an_unload() {
+    let dir = tempfile::tempdir().unwrap();
+    heavy_model(dir.path(), "m", json!({"exit_on_ctx": {"8192": "oom"}}));
+    let (w, script) = brake_warden(dir.path(), test_config());
+    let mut ev = w.subscribe();
+    script.push(Level::Critical, false);
+    let t = collect(w.submit(chat(None, 4, true)).unwrap()).await;
+    assert!(t.done, "the turn itself completed: {t:?}");
+    assert_eq!(w.status().child_pid, None);
+    assert_eq!(w.status().brake.reload_pending.as_deref(), Some("m"));
+    assert!(brake_actions(&drain(&mut ev)).contains(&"respawn-failed:-".to_string()));
+    let t = collect(w.submit(chat(None, 4, true)).unwrap()).await;
+    assert_eq!(t.notices.first(), Some(&Notice::MemoryReload { reason: "brake" }));
+    assert_eq!(t.error.expect("the reload fails the same way").code, "out_of_memory");
+    w.shutdown().await;
+}

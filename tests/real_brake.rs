@@ -1,0 +1,254 @@
+//! The memory brake against the real llama-server and SmolLM2:
+//! - the QA seam: made memory-bound (`WARDEN_RAM_OVERRIDE_GB=0.65`, a
+//!   6400-token window) and forced `critical`, a turn ends with a respawn at
+//!   a smaller window read back from `/props`, a new pid, the
+//!   `memory_warning` notice in its stream, and the conversation goes on;
+//! - real pressure: the warden in a memory cgroup (v1 here) whose usage a
+//!   balloon process pushes to its limit: the first idle sample shrinks the
+//!   window by a respawn, the next unloads the model, before the kernel's OOM
+//!   killer has to act, and the next message reloads it.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use llm_warden::catalog::Catalog;
+use llm_warden::config::ForcedPressure;
+use llm_warden::engines::{Backend, CpuEngine};
+use llm_warden::messages::Notice;
+use llm_warden::{Warden, WardenConfig};
+use support::*;
+
+/// Forced critical on a memory-bound SmolLM2: shrink + respawn at turn end.
+#[actix_rt::test]
+async fn forced_critical_shrinks_a_real_child_at_turn_end() {
+    let (Some(server), Some(smol)) = (real_llama_server(), real_model(SMOLLM2)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&smol, dir.path().join("smollm2.gguf")).unwrap();
+    let cfg = WardenConfig {
+        ram_override_bytes: Some((0.65 * (1u64 << 30) as f64) as u64),
+        force_pressure: Some(ForcedPressure::Critical),
+        ..test_config()
+    };
+    let w = Warden::start_with(
+        Arc::new(cfg),
+        Catalog::scan(dir.path()),
+        Backend::Cpu(CpuEngine { server, verbosity: 3 }),
+        None,
+    );
+    let mut ev = w.subscribe();
+    let t = collect(w.submit(chat(None, 8, true)).unwrap()).await;
+    assert!(t.done, "{t:?}");
+    assert!(!t.text().is_empty());
+    assert_eq!(
+        t.notices.last(),
+        Some(&Notice::MemoryWarning { reason: "acted" }),
+        "{:?}",
+        t.notices
+    );
+    let loaded = event_or_fail(&mut ev, "the first load", |e| {
+        matches!(e, llm_warden::status::WardenEvent::Ready { .. })
+    })
+    .await;
+    let llm_warden::status::WardenEvent::Ready {
+        pid: first_pid,
+        context_tokens,
+        ..
+    } = loaded
+    else {
+        unreachable!()
+    };
+    assert_eq!(context_tokens, Some(6400), "memory-bound at load");
+    let s = w.status();
+    assert_eq!(s.context_tokens, Some(4096), "/props after the respawn");
+    assert_ne!(s.child_pid, Some(first_pid), "a new child");
+    assert!(wait_gone(first_pid, 5).await);
+    assert_eq!(s.brake.state.cap, Some(4096));
+    // The conversation goes on: the next turn announces the reload, and at
+    // the floor nothing more shrinks.
+    let t2 = collect(w.submit(chat(None, 8, true)).unwrap()).await;
+    assert!(t2.done, "{t2:?}");
+    assert_eq!(t2.notices.first(), Some(&Notice::MemoryReload { reason: "brake" }));
+    assert_eq!(w.status().child_pid, s.child_pid);
+    w.shutdown().await;
+}
+
+/// A memory cgroup (v1 or v2) the test made, removed (after its processes
+/// are gone) on drop.
+struct Group {
+    dir: std::path::PathBuf,
+    v1: bool,
+}
+
+impl Group {
+    fn new(limit: u64) -> Option<Self> {
+        let name = format!("llm-warden-pressure-{}", std::process::id());
+        for (root, file, v1) in [
+            ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", true),
+            ("/sys/fs/cgroup", "memory.max", false),
+        ] {
+            let dir = std::path::PathBuf::from(root).join(&name);
+            if std::fs::create_dir(&dir).is_ok() {
+                if std::fs::write(dir.join(file), limit.to_string()).is_ok() {
+                    return Some(Self { dir, v1 });
+                }
+                let _ = std::fs::remove_dir(&dir);
+            }
+        }
+        None
+    }
+
+    fn oom_kills(&self) -> u64 {
+        let f = if self.v1 { "memory.oom_control" } else { "memory.events" };
+        llm_warden::sensors::ram::parse_oom_kill(&std::fs::read_to_string(self.dir.join(f)).unwrap_or_default())
+            .unwrap_or(0)
+    }
+
+    /// `sh -c` prefix that moves the shell into the group.
+    fn enter(&self) -> String {
+        format!("echo $$ > {}/cgroup.procs && exec", self.dir.display())
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Real pressure in a cgroup: the idle samples see it (available memory of
+/// the group under 5 % of its limit: critical), shrink the window by a
+/// respawn (armed), then unload the model; nothing is OOM-killed; the next
+/// message reloads it.
+#[actix_rt::test]
+async fn real_cgroup_pressure_unloads_the_model_before_the_oom_killer() {
+    let (Some(_), Some(_)) = (real_llama_server(), real_model(SMOLLM2)) else {
+        return;
+    };
+    const LIMIT: u64 = 768 << 20;
+    let Some(group) = Group::new(LIMIT) else {
+        eprintln!("SKIPPED: cannot create a memory cgroup here (not root?)");
+        return;
+    };
+    // The warden and its child live in the group; the brake samples every
+    // second (its 55/60 pacing scales with the period).
+    let script = format!("{} {} serve --port 0", group.enter(), env!("CARGO_BIN_EXE_llm-warden"));
+    let mut warden = tokio::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("WARDEN_BRAKE_TICK_S", "1")
+        .env("RUST_LOG", "llm_warden=info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let base = read_listen_url(&mut warden).await;
+    let http = llm_warden::child::client::shared_http_client();
+    let s: serde_json::Value = http
+        .post(format!("{base}/warden/load"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let pid = s["child_pid"].as_u64().expect("loaded") as u32;
+    // 0.75 x 768 MiB - 94 MiB of weights - 256 MiB holds 9,8xx tokens: the
+    // trained 8192, whose 180 MiB of KV is the pressure's cause (>10 %).
+    assert_eq!(s["context_tokens"], 8192, "sized on the group's 768 MiB");
+    // A balloon in the group keeps its available memory (the warden's own
+    // measure: limit - usage + inactive file pages) under 4 % of the limit:
+    // whatever the brake gives back, it takes again, at ~27 MB/s (a growing
+    // application, not an instant one: an instant refill would take the
+    // memory a respawn needs and draw the OOM killer, which is the spec's
+    // "degraded chain", not what this test is about). Lasting pressure that a
+    // smaller window cannot fix: the case the emergency unload exists for.
+    let balloon_script = format!(
+        "{} python3 {} {} {LIMIT} 4 0.15",
+        group.enter(),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/balloon.py"),
+        group.dir.display()
+    );
+    let mut balloon = tokio::process::Command::new("sh")
+        .args(["-c", &balloon_script])
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // The brake's idle samples: arm, then unload.
+    let unloaded = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let s: serde_json::Value = http
+                .get(format!("{base}/warden/status"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if s["child_pid"].is_null() {
+                return s;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("the brake unloads the model under lasting critical pressure");
+    assert_eq!(
+        unloaded["brake"]["reload_pending"], "SmolLM2-135M-Instruct.Q4_1",
+        "{unloaded}"
+    );
+    assert_eq!(unloaded["brake"]["last_action"], "unload", "{unloaded}");
+    assert!(wait_gone(pid, 5).await);
+    assert_eq!(group.oom_kills(), 0, "the brake acted before the OOM killer");
+    // Pressure gone: the next message reloads the model.
+    balloon.start_kill().unwrap();
+    let _ = balloon.wait().await;
+    let r = http
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&serde_json::json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains(": warden {\"t\":\"memory_reload\",\"reason\":\"brake\"}"),
+        "{text}"
+    );
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    warden.start_kill().unwrap();
+    let _ = warden.wait().await;
+}
+
+/// The base URL a warden started through `sh` prints.
+async fn read_listen_url(child: &mut tokio::process::Child) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            if let Some(u) = l.strip_prefix("llm-warden listening on ") {
+                return u.trim().to_string();
+            }
+        }
+        panic!("the warden exited before listening");
+    })
+    .await
+    .unwrap();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(async move {
+            let mut l = tokio::io::BufReader::new(err).lines();
+            while let Ok(Some(line)) = l.next_line().await {
+                eprintln!("warden: {line}");
+            }
+        });
+    }
+    url
+}
