@@ -89,6 +89,10 @@ pub struct EngineStatus {
     pub turns: u64,
     /// The memory brake's state.
     pub brake: BrakeView,
+    /// The live child's captured output (read by `/warden/logs` and
+    /// diagnostics without the mailbox; never serialized into a status).
+    #[serde(skip)]
+    pub child_output: Option<std::sync::Arc<crate::child::output::OutputLog>>,
 }
 
 /// A lifecycle event.

@@ -160,6 +160,18 @@ impl Warden {
         self.inner.status.borrow().clone()
     }
 
+    /// The live child's last `lines` lines of output (redacted as captured),
+    /// empty with no child. Never waits for a turn.
+    pub fn child_output_tail(&self, lines: usize) -> Vec<String> {
+        self.inner
+            .status
+            .borrow()
+            .child_output
+            .as_ref()
+            .map(|o| o.tail(lines))
+            .unwrap_or_default()
+    }
+
     /// A receiver of status changes.
     pub fn watch_status(&self) -> watch::Receiver<EngineStatus> {
         self.inner.status.clone()

@@ -29,6 +29,8 @@ const KEPT_MARKERS: &[&str] = &[
     "offloaded",
     "CPU_REPACK",
     "n_ctx",
+    // A generation cancelled for a client that left (diagnostics, tests).
+    "cancel task",
 ];
 /// How many marked lines are kept (fit's probe prints a first set).
 const KEPT_MAX: usize = 256;

@@ -46,16 +46,16 @@ pub fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
         // Not a recognised model: read it anyway, so the reader says why.
         None => (path, None),
     };
+    if entry.is_none() && model_path.is_dir() {
+        let msg = format!(
+            "{} holds no GGUF model (no .gguf file other than mmproj sidecars)",
+            model_path.display()
+        );
+        return Ok(fail(a.json, "no_model_in_directory", &msg));
+    }
     let facts = match gguf::read_model_facts(&model_path) {
         Ok(f) => f,
-        Err(e) => {
-            if a.json {
-                println!("{}", json!({"error": {"code": e.code(), "message": e.to_string()}}));
-            } else {
-                eprintln!("error ({}): {e}", e.code());
-            }
-            return Ok(ExitCode::from(2));
-        }
+        Err(e) => return Ok(fail(a.json, e.code(), &e.to_string())),
     };
     let mmproj_bytes = mmproj
         .as_ref()
@@ -68,6 +68,16 @@ pub fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
         report.print_table(&model_path);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reports an error (exit status 2): JSON on stdout with `--json`, else stderr.
+fn fail(json_out: bool, code: &str, message: &str) -> ExitCode {
+    if json_out {
+        println!("{}", json!({"error": {"code": code, "message": message}}));
+    } else {
+        eprintln!("error ({code}): {message}");
+    }
+    ExitCode::from(2)
 }
 
 /// Everything `inspect` shows.

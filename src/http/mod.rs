@@ -8,6 +8,7 @@
 //! | `GET /warden/status` | `warden_routes::status` |
 //! | `POST /warden/load`, `POST /warden/unload` | `warden_routes` |
 //! | `GET /warden/events` | `warden_routes::events` |
+//! | `GET /warden/logs` | `warden_routes::logs` |
 //!
 //! `configure` mounts them on any actix-web `App` that holds a
 //! `web::Data<Warden>`; an embedding application adds its own routes beside.
@@ -30,5 +31,6 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/warden/status", web::get().to(warden_routes::status))
         .route("/warden/load", web::post().to(warden_routes::load))
         .route("/warden/unload", web::post().to(warden_routes::unload))
-        .route("/warden/events", web::get().to(warden_routes::events));
+        .route("/warden/events", web::get().to(warden_routes::events))
+        .route("/warden/logs", web::get().to(warden_routes::logs));
 }

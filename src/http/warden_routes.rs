@@ -28,6 +28,22 @@ pub async fn status(warden: web::Data<Warden>) -> HttpResponse {
     HttpResponse::Ok().json(v)
 }
 
+/// The query of `/warden/logs`.
+#[derive(Debug, Deserialize)]
+pub struct LogsQuery {
+    /// Lines wanted (default 100, at most the ring's 200).
+    pub lines: Option<usize>,
+}
+
+/// `GET /warden/logs?lines=N`: the live child's last lines of output, as
+/// plain text (its API key redacted), for diagnosing a model server.
+pub async fn logs(warden: web::Data<Warden>, q: web::Query<LogsQuery>) -> HttpResponse {
+    let lines = warden.child_output_tail(q.lines.unwrap_or(100));
+    HttpResponse::Ok()
+        .content_type("text/plain; charset=utf-8")
+        .body(lines.join("\n"))
+}
+
 /// The body of `/warden/load`.
 #[derive(Debug, Deserialize, Default)]
 pub struct LoadBody {

@@ -99,15 +99,17 @@ pub fn fake_model(dir: &Path, id: &str, script: serde_json::Value) -> PathBuf {
     p
 }
 
-/// A config for tests: short timeouts, no timers unless asked.
+/// A config for tests: no timers unless asked, a short stop grace, and
+/// watchdogs generous enough for a loaded 2-core machine (tests of the
+/// watchdogs themselves set theirs).
 pub fn test_config() -> WardenConfig {
     WardenConfig {
         idle_tick: Duration::ZERO,
         brake_tick: Duration::ZERO,
-        load_timeout: Duration::from_secs(20),
-        first_token_timeout: Duration::from_secs(20),
-        stall_timeout: Duration::from_secs(10),
-        request_timeout: Duration::from_secs(30),
+        load_timeout: Duration::from_secs(120),
+        first_token_timeout: Duration::from_secs(120),
+        stall_timeout: Duration::from_secs(60),
+        request_timeout: Duration::from_secs(120),
         stop_grace: Duration::from_secs(2),
         ..WardenConfig::default()
     }

@@ -171,6 +171,7 @@ impl EngineCore {
                 last_action: self.brake_last_action.clone(),
                 reload_pending: self.brake_reload.as_ref().map(|r| r.model.clone()),
             },
+            child_output: c.map(|c| c.process.output().clone()),
         };
         self.status_tx.send_replace(status);
     }

@@ -1,0 +1,137 @@
+//! Load: 500 concurrent streaming requests against one model, through the
+//! `llm-warden` binary (its own process, so its memory can be read) over the
+//! fake child (fast tokens, so the test measures the warden, not a model).
+//! Every stream completes well-formed, turns are served one at a time in
+//! arrival order, nothing deadlocks, the warden's memory stays bounded while
+//! they wait, and status and health answer throughout.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use support::*;
+
+/// The warden's resident memory (KiB).
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// 500 concurrent streams (the default run too: each turn is milliseconds).
+#[actix_rt::test]
+async fn five_hundred_concurrent_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    // `serve` scans WARDEN_CACHE_DIR/models: the fake model goes there.
+    let models = dir.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    fake_model(&models, "m", json!({"tokens": 3, "token_ms": 1, "load_ms": 10}));
+    let server = fake_server();
+    let (mut warden, base) = spawn_warden_binary(&[
+        ("WARDEN_LLAMA_SERVER", server.to_str().unwrap()),
+        ("WARDEN_CACHE_DIR", dir.path().to_str().unwrap()),
+        ("WARDEN_MAX_QUEUE", "1000"),
+    ])
+    .await;
+    let wpid = warden.id().unwrap();
+    let http = llm_warden::child::client::shared_http_client();
+    let rss_idle = rss_kib(wpid);
+    // Lifecycle events: the order proof.
+    let events = http.get(format!("{base}/warden/events")).send().await.unwrap();
+    let mut events = events.bytes_stream();
+    const N: usize = 500;
+    let mut clients = Vec::with_capacity(N);
+    for _ in 0..N {
+        let http = http.clone();
+        let url = format!("{base}/v1/chat/completions");
+        clients.push(actix_rt::spawn(async move {
+            let r = http
+                .post(url)
+                .json(&json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 3, "stream": true}))
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }));
+    }
+    // While they wait: status and health answer, and memory stays bounded.
+    let mut rss_peak = rss_idle;
+    let mut status_worst = Duration::ZERO;
+    let mut max_depth = 0;
+    while clients.iter().any(|c| !c.is_finished()) {
+        let t = Instant::now();
+        let s: Value = http
+            .get(format!("{base}/warden/status"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        status_worst = status_worst.max(t.elapsed());
+        max_depth = max_depth.max(s["queue_depth"].as_u64().unwrap_or(0));
+        assert_eq!(http.get(format!("{base}/health")).send().await.unwrap().status(), 200);
+        rss_peak = rss_peak.max(rss_kib(wpid));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for (i, c) in clients.into_iter().enumerate() {
+        let (status, text) = c.await.unwrap();
+        assert_eq!(status, 200, "client {i}");
+        assert!(text.ends_with("data: [DONE]\n\n"), "client {i}: {text}");
+        assert_eq!(text.matches("\"length\"").count(), 1, "client {i}: one final chunk");
+    }
+    // Order: started and ended strictly alternating, seqs 0..N in order.
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.matches("event: turn_ended").count() < N && Instant::now() < deadline {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let mut expect_seq = 0u64;
+    let mut open = false;
+    for block in seen.split("\n\n") {
+        let Some(data) = block.lines().find_map(|l| l.strip_prefix("data: ")) else {
+            continue;
+        };
+        let v: Value = serde_json::from_str(data).unwrap();
+        match v["event"].as_str() {
+            Some("turn_started") => {
+                assert!(!open, "a turn started while another ran");
+                assert_eq!(v["seq"], expect_seq, "arrival order");
+                open = true;
+            }
+            Some("turn_ended") => {
+                assert!(open);
+                assert_eq!(v["seq"], expect_seq);
+                assert_eq!(v["outcome"], "completed");
+                open = false;
+                expect_seq += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(expect_seq, N as u64, "every turn started and ended");
+    let growth_mib = (rss_peak.saturating_sub(rss_idle)) as f64 / 1024.0;
+    eprintln!(
+        "LOAD n={N} max_queue_depth={max_depth} rss_idle_mib={:.1} rss_peak_mib={:.1} status_worst_ms={}",
+        rss_idle as f64 / 1024.0,
+        rss_peak as f64 / 1024.0,
+        status_worst.as_millis()
+    );
+    assert!(max_depth > 50, "the requests did queue ({max_depth})");
+    assert!(
+        growth_mib < 64.0,
+        "the warden grew {growth_mib:.1} MiB while 500 requests waited"
+    );
+    warden.start_kill().unwrap();
+    let _ = warden.wait().await;
+}

@@ -1,0 +1,76 @@
+//! The HTTP surface against the real llama-server: a prompt larger than the
+//! window is a 400 in OpenAI's shape (`context_length_exceeded`), nothing
+//! crashes, and the next request is answered.
+
+mod support;
+
+use std::sync::Arc;
+
+use llm_warden::catalog::Catalog;
+use llm_warden::engines::{Backend, CpuEngine};
+use llm_warden::{Warden, WardenConfig, server};
+use serde_json::{Value, json};
+use support::*;
+
+#[actix_rt::test]
+async fn a_prompt_larger_than_the_window_is_a_400() {
+    let (Some(llama), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&model, dir.path().join("smollm2.gguf")).unwrap();
+    let cfg = WardenConfig {
+        ctx_pin: Some(4096),
+        ..test_config()
+    };
+    let w = Warden::start_with(
+        Arc::new(cfg),
+        Catalog::scan(dir.path()),
+        Backend::Cpu(CpuEngine {
+            server: llama,
+            verbosity: 3,
+        }),
+        None,
+    );
+    let bound = server::bind(w.clone(), "127.0.0.1", Some(0)).unwrap();
+    let base = format!("http://127.0.0.1:{}", bound.port);
+    actix_rt::spawn(bound.server);
+    let http = llm_warden::child::client::shared_http_client();
+    let huge = "the lighthouse keeper counted the waves ".repeat(1200);
+    for stream in [false, true] {
+        let r = http
+            .post(format!("{base}/v1/chat/completions"))
+            .json(&json!({"messages": [{"role": "user", "content": huge}], "max_tokens": 8, "stream": stream}))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        // A stream that had already started (the loading notice) carries the
+        // error as its last event; otherwise the status says it.
+        let err: Value = if stream && status == 200 {
+            let data = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .last()
+                .expect("an error event");
+            serde_json::from_str(data).unwrap()
+        } else {
+            assert_eq!(status, 400, "{text}");
+            serde_json::from_str(&text).unwrap()
+        };
+        assert_eq!(
+            err["error"]["code"], "context_length_exceeded",
+            "stream={stream}: {err}"
+        );
+        assert_eq!(err["error"]["type"], "invalid_request_error");
+        let ok = http
+            .post(format!("{base}/v1/chat/completions"))
+            .json(&json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), 200, "the warden keeps serving");
+    }
+    w.shutdown().await;
+}
