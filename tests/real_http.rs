@@ -51,8 +51,8 @@ async fn a_prompt_larger_than_the_window_is_a_400() {
         let err: Value = if stream && status == 200 {
             let data = text
                 .lines()
-                .filter_map(|l| l.strip_prefix("data: "))
-                .last()
+                .rev()
+                .find_map(|l| l.strip_prefix("data: "))
                 .expect("an error event");
             serde_json::from_str(data).unwrap()
         } else {
