@@ -33,6 +33,8 @@ async fn ask(warden: web::Data<Warden>, query: web::Query<Ask>) -> HttpResponse 
         stream: true,
         events: tx,
         options: TurnOptions::default(),
+        conversation: None,
+        kind: Default::default(),
         seq: 0,
         ticket: None,
     });

@@ -10,6 +10,8 @@
 //!   by `law::quant::pick`, and an `mmproj` sidecar in it is loaded with it);
 //! - an MLX / Hugging Face directory (`config.json` and `*.safetensors`).
 //!
+//! A directory holding no model itself but model directories (such as
+//! build-llama.sh's `models/mlx`) contributes those, one level down.
 //! `mmproj` files are never entries. A name taken twice keeps the first entry
 //! (directory order is sorted, so the choice is stable) with one WARNING.
 
@@ -77,8 +79,24 @@ impl Catalog {
         let mut paths: Vec<PathBuf> = read.filter_map(|e| e.ok().map(|e| e.path())).collect();
         paths.sort();
         for path in paths {
-            if let Some(entry) = entry_for(&path) {
-                cat.insert(entry);
+            match entry_for(&path) {
+                Some(entry) => cat.insert(entry),
+                // A folder of model folders (build-llama.sh's `models/mlx`)
+                // contributes its models, one level down.
+                None if path.is_dir() => {
+                    let Ok(inner) = std::fs::read_dir(&path) else { continue };
+                    let mut inner: Vec<PathBuf> = inner
+                        .filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.is_dir())
+                        .collect();
+                    inner.sort();
+                    for p in inner {
+                        if let Some(entry) = entry_for(&p) {
+                            cat.insert(entry);
+                        }
+                    }
+                }
+                None => {}
             }
         }
         cat
@@ -110,6 +128,15 @@ impl Catalog {
         }
         let pos = self.entries.partition_point(|e| e.id < entry.id);
         self.entries.insert(pos, Arc::new(entry));
+    }
+
+    /// Keeps only the models `keep` accepts (the engine's formats); a default
+    /// that goes falls back to the first entry left.
+    pub fn retain(&mut self, keep: impl Fn(&ModelEntry) -> bool) {
+        self.entries.retain(|e| keep(e));
+        if self.default_id.as_ref().is_some_and(|d| self.get(d).is_none()) {
+            self.default_id = None;
+        }
     }
 
     /// Makes `id` the default when it is in the catalog.
@@ -261,9 +288,12 @@ mod tests {
         std::fs::write(d.join("hf/config.json"), b"{}").unwrap();
         std::fs::write(d.join("hf/model.safetensors"), b"x").unwrap();
         std::fs::create_dir(d.join("empty")).unwrap();
+        std::fs::create_dir_all(d.join("mlx/inner-hf")).unwrap();
+        std::fs::write(d.join("mlx/inner-hf/config.json"), b"{}").unwrap();
+        std::fs::write(d.join("mlx/inner-hf/model.safetensors"), b"x").unwrap();
         let cat = Catalog::scan(d);
         let ids: Vec<&str> = cat.entries().iter().map(|e| e.id.as_str()).collect();
-        assert_eq!(ids, ["a", "fam", "hf", "picked"]);
+        assert_eq!(ids, ["a", "fam", "hf", "inner-hf", "picked"]);
         let picked = cat.get("picked").unwrap();
         assert!(picked.path.ends_with("m-Q4_K_M.gguf"));
         assert!(picked.mmproj.as_ref().unwrap().ends_with("mmproj-m-f16.gguf"));

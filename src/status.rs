@@ -170,6 +170,13 @@ pub enum WardenEvent {
         /// The window after.
         window_to: Option<u32>,
     },
+    /// The MLX prefix cache was reset (after a barrier when `barrier`).
+    PrefixReset {
+        /// `conversation_change`, `arena`, `compaction` or `memory`.
+        reason: &'static str,
+        /// Whether a barrier went first (the previous turn was abandoned).
+        barrier: bool,
+    },
     /// A notice was given to a turn.
     Notice {
         /// The notice.

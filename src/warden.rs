@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use actix::prelude::*;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use crate::actors::{EngineActor, EngineCore, IdleTimer, SensorActor};
+use crate::actors::{EngineActor, EngineCore, IdleTimer, PrefixCacheActor, SensorActor};
 use crate::catalog::Catalog;
 use crate::config::WardenConfig;
 use crate::engines::{self, Backend};
@@ -65,6 +65,10 @@ pub struct TurnRequest {
     pub stream: bool,
     /// Notice switches.
     pub options: TurnOptions,
+    /// The conversation (see `Generate::conversation`).
+    pub conversation: Option<String>,
+    /// The turn's kind.
+    pub kind: crate::messages::prefix::TurnKind,
 }
 
 /// What the platform looks like to selection, read once at start.
@@ -107,9 +111,14 @@ impl Warden {
         note: Option<String>,
         sensor: Recipient<ReadSensors>,
     ) -> Self {
+        // The catalog lists what this engine can run.
+        let mut catalog = catalog;
+        catalog.retain(|e| backend.accepts(e.format));
         let catalog = Arc::new(catalog);
         let (status_tx, status_rx) = watch::channel(EngineStatus::default());
         let (events_tx, _) = broadcast::channel(EVENTS_BUFFER);
+        // The prefix cache has an owner only on the MLX engine.
+        let prefix = matches!(backend, Backend::Mlx(_)).then(|| PrefixCacheActor::new(events_tx.clone()).start());
         let core = EngineCore::new(
             config.clone(),
             backend,
@@ -117,6 +126,7 @@ impl Warden {
             status_tx,
             events_tx.clone(),
             sensor,
+            prefix,
         );
         let arbiter = Arbiter::new().handle();
         let engine = EngineActor::start_in_arbiter(&arbiter, move |_| EngineActor::new(core));
@@ -229,6 +239,8 @@ impl Warden {
             stream: req.stream,
             events: tx,
             options: req.options,
+            conversation: req.conversation,
+            kind: req.kind,
             seq,
             ticket: Some(ticket),
         });

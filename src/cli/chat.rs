@@ -127,6 +127,8 @@ async fn in_process(a: ChatArgs, body: serde_json::Value, p: &mut Printer) -> an
         body: map,
         stream: true,
         options: Default::default(),
+        conversation: None,
+        kind: Default::default(),
     };
     let mut rx = warden
         .submit(req)

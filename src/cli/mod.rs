@@ -12,6 +12,8 @@ use llm_warden::{Catalog, WardenConfig};
 
 /// The model build-llama.sh fetches first: the default everywhere.
 pub const DEFAULT_MODEL_ID: &str = "SmolLM2-135M-Instruct.Q4_1";
+/// Its MLX conversion (`build-llama.sh mlx`), the MLX engine's default.
+pub const DEFAULT_MLX_MODEL_ID: &str = "SmolLM2-135M-Instruct";
 
 /// `RUST_LOG` decides; by default the warden's own INFO lines and warnings
 /// from the rest. The child's output is at DEBUG under `llm_warden::child`.
@@ -52,7 +54,9 @@ pub fn build_catalog(
             }
         }
         None => {
-            catalog.set_default(DEFAULT_MODEL_ID);
+            if !catalog.set_default(DEFAULT_MODEL_ID) {
+                catalog.set_default(DEFAULT_MLX_MODEL_ID);
+            }
         }
     }
     if catalog.entries().is_empty() {

@@ -11,6 +11,7 @@
 pub mod cpu;
 pub mod env;
 pub mod llama;
+pub mod mlx;
 
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use crate::sensors::ram::{self, RamTotal};
 use crate::status::EngineKind;
 
 pub use cpu::CpuEngine;
+pub use mlx::{MlxEngine, MlxFacts};
 
 /// Everything decided about one spawn before it happens.
 #[derive(Debug, Clone)]
@@ -45,6 +47,8 @@ pub struct SpawnPlan {
     pub ram: Option<RamTotal>,
     /// The brake's cap folded into the window, when there was one.
     pub cap: Option<u32>,
+    /// An MLX model's facts (`config.json`).
+    pub mlx: Option<MlxFacts>,
 }
 
 /// The engine in use.
@@ -52,6 +56,17 @@ pub struct SpawnPlan {
 pub enum Backend {
     /// llama-server on the CPU.
     Cpu(CpuEngine),
+    /// mlx_vlm.server.
+    Mlx(MlxEngine),
+}
+
+/// Which memory brake an engine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrakeKind {
+    /// `law::brake::llama_step` over RAM: respawn in place (CPU).
+    LlamaRam,
+    /// `law::mlx::mlx_step`: release, and the memory bound (MLX).
+    Mlx,
 }
 
 /// Bound of the `/props` read after readiness.
@@ -62,6 +77,7 @@ impl Backend {
     pub fn kind(&self) -> EngineKind {
         match self {
             Self::Cpu(_) => EngineKind::Cpu,
+            Self::Mlx(_) => EngineKind::Mlx,
         }
     }
 
@@ -69,6 +85,7 @@ impl Backend {
     pub fn ports(&self) -> RangeInclusive<u16> {
         match self {
             Self::Cpu(_) => llama::LLAMA_PORTS,
+            Self::Mlx(_) => mlx::MLX_PORTS,
         }
     }
 
@@ -76,8 +93,14 @@ impl Backend {
     /// engine's RAM brake; CUDA's spill brake and MLX's release brake are
     /// their engines' own).
     pub fn brake_capable(&self) -> bool {
+        self.brake_kind().is_some()
+    }
+
+    /// The memory brake this engine runs.
+    pub fn brake_kind(&self) -> Option<BrakeKind> {
         match self {
-            Self::Cpu(_) => true,
+            Self::Cpu(_) => Some(BrakeKind::LlamaRam),
+            Self::Mlx(_) => Some(BrakeKind::Mlx),
         }
     }
 
@@ -85,6 +108,7 @@ impl Backend {
     pub fn accepts(&self, format: ModelFormat) -> bool {
         match self {
             Self::Cpu(_) => format == ModelFormat::Gguf,
+            Self::Mlx(_) => format == ModelFormat::Mlx,
         }
     }
 
@@ -117,8 +141,20 @@ impl Backend {
                     window,
                     ram: Some(ram),
                     cap,
+                    mlx: None,
                 }
             }
+            // MLX runs the trained window; memory bounds it after the load
+            // (the bound needs the child's measured base footprint).
+            Self::Mlx(_) => SpawnPlan {
+                mlx: mlx::read_facts(&entry.path),
+                entry,
+                facts,
+                shape,
+                window: Window::Unsized,
+                ram: Some(ram::ram_total(cfg.ram_override_bytes)),
+                cap,
+            },
         }
     }
 
@@ -126,26 +162,31 @@ impl Backend {
     pub fn spawn_spec(&self, plan: &SpawnPlan, port: u16, key: &ApiKey) -> SpawnSpec {
         match self {
             Self::Cpu(e) => llama::spawn_spec(&e.server, e.argv(plan), port, key, env::inherited()),
+            Self::Mlx(e) => e.spawn_spec(plan, port, key),
         }
     }
 
     /// Adapts an OpenAI request body for this engine's child.
-    pub fn adapt_request(&self, body: &mut serde_json::Map<String, serde_json::Value>, _entry: &ModelEntry) {
+    pub fn adapt_request(&self, body: &mut serde_json::Map<String, serde_json::Value>, entry: &ModelEntry) {
         match self {
             Self::Cpu(_) => llama::adapt_request(body),
+            Self::Mlx(_) => mlx::adapt_request(body, &entry.path),
         }
     }
 
     /// The readiness ping's request body.
-    pub fn ping_body(&self, _entry: &ModelEntry) -> Bytes {
+    pub fn ping_body(&self, entry: &ModelEntry) -> Bytes {
         match self {
             Self::Cpu(_) => llama::ping_body(),
+            Self::Mlx(_) => mlx::ping_body(&entry.path),
         }
     }
 
-    /// The allocated window as the child reports it (`/props` n_ctx).
-    pub async fn read_window(&self, client: &ChildClient) -> Result<Option<u32>, String> {
+    /// The allocated window as the child reports it (`/props` n_ctx; an MLX
+    /// child runs its trained window until memory bounds it).
+    pub async fn read_window(&self, client: &ChildClient, plan: &SpawnPlan) -> Result<Option<u32>, String> {
         match self {
+            Self::Mlx(_) => Ok(plan.mlx.map(|f| f.trained)),
             Self::Cpu(_) => {
                 let props = client
                     .get_json("/props", PROPS_TIMEOUT)
@@ -163,7 +204,8 @@ impl Backend {
 /// Builds the backend of the selected engine, finding its child program.
 pub fn build(cfg: &WardenConfig, kind: EngineKind) -> Result<Backend, crate::error::EngineError> {
     match kind {
-        EngineKind::Cpu | EngineKind::Cuda | EngineKind::Mlx => Ok(Backend::Cpu(CpuEngine {
+        EngineKind::Mlx => Ok(Backend::Mlx(MlxEngine::build(cfg)?)),
+        EngineKind::Cpu | EngineKind::Cuda => Ok(Backend::Cpu(CpuEngine {
             server: llama::find_llama_server(cfg, llama::Flavour::Cpu)?,
             verbosity: cfg.child_verbosity,
         })),

@@ -9,9 +9,14 @@
 //! client (OpenAI's libraries included) skips, and a failure ends the stream
 //! with `data: {"error": {..., "code", "raw"}}`, the shape llama-server itself
 //! uses and OpenAI's libraries raise as an API error.
+//!
+//! Two optional headers: `X-Warden-Conversation: <id>` names the
+//! conversation (else its opening messages' fingerprint does), and
+//! `X-Warden-Turn: arena|compaction` marks a turn that must start from an
+//! empty prefix cache (MLX engine).
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 
@@ -19,11 +24,12 @@ use super::body::read_body;
 use super::errors::error_response;
 use super::validate::chat_request;
 use crate::error::ApiError;
+use crate::messages::prefix::TurnKind;
 use crate::messages::{Notice, TurnEvent};
 use crate::warden::{TurnRequest, Warden};
 
 /// The route handler.
-pub async fn chat_completions(warden: web::Data<Warden>, payload: web::Payload) -> HttpResponse {
+pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
     let bytes = match read_body(payload, warden.config().max_body_bytes).await {
         Ok(b) => b,
         Err(e) => return error_response(&e),
@@ -33,11 +39,24 @@ pub async fn chat_completions(warden: web::Data<Warden>, payload: web::Payload) 
         Err(e) => return error_response(&e),
     };
     let stream = req.stream;
+    let header = |name: &str| {
+        http.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let kind = match header("X-Warden-Turn").as_deref() {
+        Some("arena") => TurnKind::Arena,
+        Some("compaction") => TurnKind::Compaction,
+        _ => TurnKind::Chat,
+    };
     let mut rx = match warden.submit(TurnRequest {
         model: req.model,
         body: req.body,
         stream,
         options: req.options,
+        conversation: Some(header("X-Warden-Conversation").unwrap_or(req.conversation)),
+        kind,
     }) {
         Ok(rx) => rx,
         Err(e) => return error_response(&e),

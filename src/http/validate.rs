@@ -19,6 +19,11 @@ pub struct ChatRequest {
     pub body: Map<String, Value>,
     /// Notice switches derived from the request.
     pub options: TurnOptions,
+    /// The conversation's key: the fingerprint of its opening (every
+    /// `system`/`developer` message before the first `user` message, and
+    /// that message), which every later turn of the same conversation
+    /// repeats. A client may name it instead (`X-Warden-Conversation`).
+    pub conversation: String,
 }
 
 /// Roles OpenAI's chat API defines.
@@ -133,9 +138,11 @@ pub fn chat_request(bytes: &[u8]) -> Result<ChatRequest, ApiError> {
             Some(_) => return Err(invalid("invalid_type", format!("'{key}' must be a number"), key)),
         }
     }
+    let conversation = fingerprint(messages);
     Ok(ChatRequest {
         model,
         stream,
+        conversation,
         body,
         options: TurnOptions {
             // A conversation "already has messages" when it carries an
@@ -144,6 +151,19 @@ pub fn chat_request(bytes: &[u8]) -> Result<ChatRequest, ApiError> {
             stateful: true,
         },
     })
+}
+
+/// The opening of a conversation, hashed: what every turn of it repeats.
+fn fingerprint(messages: &[Value]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for m in messages {
+        m.to_string().hash(&mut h);
+        if m.get("role").and_then(Value::as_str) == Some("user") {
+            break;
+        }
+    }
+    format!("{:016x}", h.finish())
 }
 
 #[cfg(test)]
@@ -224,5 +244,9 @@ mod tests {
         assert!(!r.body.contains_key("model"));
         let plain = chat_request(br#"{"messages":[{"role":"user","content":"a"}]}"#).unwrap();
         assert!(!plain.options.announce_idle_reload && !plain.stream && plain.model.is_none());
+        // why: a later turn of the same conversation keeps its key; another opening changes it
+        assert_eq!(r.conversation, plain.conversation);
+        let other = chat_request(br#"{"messages":[{"role":"user","content":"z"}]}"#).unwrap();
+        assert_ne!(other.conversation, plain.conversation);
     }
 }

@@ -213,6 +213,8 @@ pub struct BrakeState {
     pub unload_armed: bool,
     /// A shrink happened and no turn came since (no second idle shrink).
     pub shrunk_since_turn: bool,
+    /// A release happened and no turn came since (MLX: nothing more to give).
+    pub released_since_turn: bool,
 }
 
 /// What the engine must do.
@@ -366,8 +368,8 @@ pub fn llama_step(point: Point, r: &Readings, s: &BrakeState, w: &WindowFacts) -
     (action, n)
 }
 
-/// A calm sample: episode end, disarming, growth.
-fn calm_step(point: Point, mut n: BrakeState, w: &WindowFacts) -> (Action, BrakeState) {
+/// A calm sample: episode end, disarming, growth (shared with `law::mlx`).
+pub(crate) fn calm_step(point: Point, mut n: BrakeState, w: &WindowFacts) -> (Action, BrakeState) {
     n.calm_streak += 1;
     n.unload_armed = false;
     if n.episode.is_some() && n.calm_streak >= EPISODE_END_CALM_SAMPLES {

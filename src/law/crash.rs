@@ -78,6 +78,8 @@ const PATTERNS: &[(&str, EngineCode)] = &[
     ("failed to read magic", EngineCode::NotGguf),
     ("couldn't bind HTTP server socket", EngineCode::PortInUse),
     ("Address already in use", EngineCode::PortInUse),
+    // uvicorn (mlx_vlm.server): "[Errno 98] error while attempting to bind on address ... address already in use"
+    ("address already in use", EngineCode::PortInUse),
     ("failed to allocate", EngineCode::OutOfMemory),
     ("unable to allocate", EngineCode::OutOfMemory),
     ("insufficient memory", EngineCode::OutOfMemory),

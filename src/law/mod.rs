@@ -8,7 +8,8 @@
 //! | `kv` | KV bytes per token; what a child really allocates |
 //! | `window` | the CPU and CUDA windows, footprints, the post-load check, working window, `kv_bound` |
 //! | `caps` | the 256-token grid, the 4096 floor, padded comparisons |
-//! | `brake` | the memory brake (`llama_step`, `mlx_step`) |
+//! | `brake` | the memory brake (`llama_step`), episodes, carries |
+//! | `mlx` | the MLX memory ceiling and bound, and `mlx_step` |
 //! | `pressure` | the Linux pressure level and paging evidence |
 //! | `reap` | the idle reap |
 //! | `crash` | crash classification from the child's output tail |
@@ -19,6 +20,7 @@ pub mod brake;
 pub mod caps;
 pub mod crash;
 pub mod kv;
+pub mod mlx;
 pub mod pressure;
 pub mod quant;
 pub mod reap;

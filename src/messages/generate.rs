@@ -27,6 +27,11 @@ pub struct Generate {
     pub events: mpsc::Sender<TurnEvent>,
     /// How the caller wants notices handled.
     pub options: TurnOptions,
+    /// The conversation the turn belongs to (the MLX prefix cache's owner
+    /// key); `None` for a turn with no conversation.
+    pub conversation: Option<String>,
+    /// The turn's kind (an Arena or compaction turn resets the prefix cache).
+    pub kind: crate::messages::prefix::TurnKind,
     /// Arrival number, assigned when the turn was queued (FIFO proof in tests).
     pub seq: u64,
     /// Holds this turn's place in the queue bound until the turn is done.

@@ -10,10 +10,12 @@
 //! | `BrakeTick` | `IdleTimer` (every 60 s) | `EngineActor` | `()` |
 //! | `Shutdown` | `Warden::shutdown` | `EngineActor` | `()` |
 //! | `ReadSensors` | `EngineActor` (brake samples) | `SensorActor` | `Result<Readings, BrakeOff>` |
+//! | `ClaimPrefix`, `PrefixAbandoned`, `PrefixChildChanged`, `ReleaseCache` | `EngineActor` (MLX) | `PrefixCacheActor` | see `prefix` |
 
 pub mod brake_tick;
 pub mod generate;
 pub mod load;
+pub mod prefix;
 pub mod read_sensors;
 pub mod reap_tick;
 pub mod shutdown;

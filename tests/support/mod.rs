@@ -170,6 +170,8 @@ pub fn chat(model: Option<&str>, max_tokens: u32, stream: bool) -> TurnRequest {
             stateful: true,
             announce_idle_reload: false,
         },
+        conversation: Some("test-conversation".into()),
+        kind: Default::default(),
     }
 }
 

@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::core::{EngineCore, LiveChild};
 use crate::child::process;
+use crate::engines::BrakeKind;
 use crate::law::brake::{self, Action, BrakeReload, BrakeState, Point, Readings, Remembered, WindowFacts};
 use crate::law::window;
 use crate::messages::{BrakeOff, ReadSensors};
@@ -19,6 +20,16 @@ impl EngineCore {
         if self.brake_off.is_some() || !self.backend.brake_capable() {
             return;
         }
+        if self.backend.brake_kind() == Some(BrakeKind::Mlx) {
+            if point == Point::Idle && !self.idle_due() {
+                return;
+            }
+            if self.child.is_some() {
+                self.last_sample = Some(Instant::now());
+                self.mlx_brake_point(point).await;
+            }
+            return;
+        }
         let Some((pid, facts)) = self
             .child
             .as_ref()
@@ -26,18 +37,10 @@ impl EngineCore {
         else {
             return; // no live child, or a window the warden did not size
         };
-        let now = Instant::now();
-        if point == Point::Idle
-            && !brake::idle_sample_due(
-                now.into_std(),
-                self.last_sample.map(Instant::into_std),
-                self.last_used.map(Instant::into_std),
-                brake::idle_sample_skip(self.cfg.brake_tick),
-            )
-        {
+        if point == Point::Idle && !self.idle_due() {
             return;
         }
-        self.last_sample = Some(now);
+        self.last_sample = Some(Instant::now());
         let readings = match self
             .sensor
             .send(ReadSensors {
@@ -78,6 +81,16 @@ impl EngineCore {
             self.remember_window();
         }
         self.publish();
+    }
+
+    /// Whether an idle sample is due (the 55-of-60 s pacing).
+    fn idle_due(&self) -> bool {
+        brake::idle_sample_due(
+            Instant::now().into_std(),
+            self.last_sample.map(Instant::into_std),
+            self.last_used.map(Instant::into_std),
+            brake::idle_sample_skip(self.cfg.brake_tick),
+        )
     }
 
     /// The law's view of a live child's window, `None` when the warden did
@@ -191,7 +204,7 @@ impl EngineCore {
     }
 
     /// Records the carry of an unload and clears the live brake state.
-    fn record_unload(&mut self, model: &str) {
+    pub(super) fn record_unload(&mut self, model: &str) {
         self.brake_reload = Some(BrakeReload {
             model: model.to_string(),
             cap: self.brake.cap,

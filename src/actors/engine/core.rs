@@ -7,11 +7,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use actix::Recipient;
+use actix::{Addr, Recipient};
 
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
+use crate::actors::PrefixCacheActor;
 use crate::catalog::{Catalog, ModelEntry};
 use crate::child::client::ChildClient;
 use crate::child::port::PortLease;
@@ -42,6 +43,12 @@ pub struct LiveChild {
     pub loaded_since: SystemTime,
     /// The cgroup's OOM-kill count when it was spawned.
     pub oom_kills_at_spawn: Option<u64>,
+    /// MLX: the footprint measured right after load.
+    pub base_bytes: Option<u64>,
+    /// MLX: the memory ceiling (tokens).
+    pub ceiling: Option<u32>,
+    /// MLX: the bound the child enforces, when memory bounds it.
+    pub memory_bound: Option<u32>,
 }
 
 impl LiveChild {
@@ -97,6 +104,11 @@ pub struct EngineCore {
     pub(super) brake_reload: Option<BrakeReload>,
     /// The per-model window memory (the spec's `_window_memory`).
     pub(super) window_memory: HashMap<String, Remembered>,
+    /// The MLX child's prefix-cache owner (`None` on the llama.cpp engines).
+    pub(super) prefix: Option<Addr<PrefixCacheActor>>,
+    /// The size of the last turn's request, estimated (MLX brake's
+    /// useful-shrink test): its body bytes / 4 plus its `max_tokens`.
+    pub(super) last_request_tokens: u32,
 }
 
 impl EngineCore {
@@ -108,6 +120,7 @@ impl EngineCore {
         status_tx: watch::Sender<EngineStatus>,
         events_tx: broadcast::Sender<WardenEvent>,
         sensor: Recipient<ReadSensors>,
+        prefix: Option<Addr<PrefixCacheActor>>,
     ) -> Self {
         let core = Self {
             cfg,
@@ -131,6 +144,8 @@ impl EngineCore {
             last_sample: None,
             brake_reload: None,
             window_memory: HashMap::new(),
+            prefix,
+            last_request_tokens: 0,
         };
         core.publish();
         core
@@ -140,6 +155,9 @@ impl EngineCore {
     pub(super) fn publish(&self) {
         let c = self.child.as_ref();
         let memory_bound = c.and_then(|c| {
+            if c.memory_bound.is_some() {
+                return c.memory_bound; // MLX: the bound the child enforces
+            }
             let bound = c.plan.window.memory_bound()?;
             // The bound is reported only while the child enforces it.
             (c.allocated
@@ -155,8 +173,14 @@ impl EngineCore {
             context_tokens: c.and_then(|c| c.allocated),
             requested_context: c.and_then(|c| c.plan.window.ctx()),
             memory_bound_tokens: memory_bound,
-            memory_bound_footprint_bytes: memory_bound
-                .and_then(|b| c?.plan.shape.map(|s| crate::law::window::footprint_bytes(&s, b))),
+            memory_bound_footprint_bytes: memory_bound.and_then(|b| {
+                let c = c?;
+                match (c.plan.shape, c.plan.mlx, c.base_bytes) {
+                    (Some(s), _, _) => Some(crate::law::window::footprint_bytes(&s, b)),
+                    (None, Some(m), Some(base)) => Some(base + b as u64 * m.kv_per_token),
+                    _ => None,
+                }
+            }),
             child_pid: c.map(|c| c.process.pid()),
             port: c.map(|c| c.port.port()),
             loaded_since: c.and_then(|c| unix_secs(c.loaded_since)),

@@ -173,6 +173,11 @@ impl EngineCore {
             (window::Window::Pinned { ctx }, ..) => {
                 tracing::info!("[{tag}] Loading {}: window={ctx} (pinned by WARDEN_CTX)", plan.entry.id)
             }
+            _ if plan.mlx.is_some() => tracing::info!(
+                "[{tag}] Loading {}: trained window {} (bounded by memory once the child's base footprint is measured)",
+                plan.entry.id,
+                plan.mlx.map_or(0, |f| f.trained)
+            ),
             _ => tracing::info!("[{tag}] Loading {}: no -c (window left to llama-server)", plan.entry.id),
         }
     }
@@ -211,16 +216,27 @@ impl EngineCore {
             match probe_ready(&proc, &client, timeout, ping).await {
                 Ok(()) => {
                     let allocated = self.read_allocated(&client, &plan).await;
-                    let child = LiveChild {
+                    let cap = plan.cap;
+                    let mut child = LiveChild {
                         process: proc,
                         client,
                         port: lease,
                         allocated,
                         loaded_since: SystemTime::now(),
                         oom_kills_at_spawn: oom_before,
+                        base_bytes: None,
+                        ceiling: None,
+                        memory_bound: None,
                         plan,
                     };
-                    self.post_load_check(&child);
+                    if child.plan.mlx.is_some() {
+                        self.mlx_bound_at_load(&mut child, cap).await;
+                        if let Some(p) = &self.prefix {
+                            p.do_send(crate::messages::prefix::PrefixChildChanged);
+                        }
+                    } else {
+                        self.post_load_check(&child);
+                    }
                     let load_ms = started.elapsed().as_millis() as u64;
                     tracing::info!(
                         engine = self.backend.kind().tag(),
@@ -293,7 +309,7 @@ impl EngineCore {
     /// read or a value other than the `-c` (padded) is one WARNING.
     async fn read_allocated(&self, client: &ChildClient, plan: &SpawnPlan) -> Option<u32> {
         let requested = plan.window.ctx();
-        match self.backend.read_window(client).await {
+        match self.backend.read_window(client, plan).await {
             Ok(Some(n)) => {
                 if let Some(r) = requested.filter(|&r| !caps::matches_requested(n, r)) {
                     tracing::warn!(model = %plan.entry.id, "the child reports a window of {n} tokens, not the {r} it was given");

@@ -13,6 +13,7 @@
 mod brake;
 mod core;
 mod load;
+mod mlx;
 mod reap;
 mod turn;
 

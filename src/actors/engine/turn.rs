@@ -26,6 +26,7 @@ use crate::child::process;
 use crate::child::sse::SseParser;
 use crate::error::{ApiError, GenerationError};
 use crate::law::brake::Point;
+use crate::messages::prefix::TurnKind;
 use crate::messages::{Generate, Notice, TurnEvent, TurnOptions};
 use crate::status::{EngineState, WardenEvent};
 
@@ -69,6 +70,8 @@ impl EngineCore {
             stream,
             events,
             options,
+            conversation,
+            kind,
             seq,
             ticket,
         } = msg;
@@ -87,7 +90,9 @@ impl EngineCore {
             Ok(_) if self.shut_down => ("failed", Finish::Event(TurnEvent::Error(shutting_down()))),
             Ok(entry) => {
                 self.begin_turn(&entry.id, options, &events).await;
-                let r = self.turn(&entry, body, stream, &events).await;
+                let r = self
+                    .turn(&entry, body, stream, &events, conversation.as_deref(), kind)
+                    .await;
                 if self.child.as_ref().is_some_and(|c| c.model_id() == entry.id) {
                     self.brake_point(Point::TurnEnd).await;
                 }
@@ -172,14 +177,21 @@ impl EngineCore {
         mut body: serde_json::Map<String, serde_json::Value>,
         stream: bool,
         events: &mpsc::Sender<TurnEvent>,
+        conversation: Option<&str>,
+        kind: TurnKind,
     ) -> (&'static str, Finish) {
         if let Err(e) = self.ensure_loaded(entry, Some(events)).await {
             return ("failed", Finish::Event(TurnEvent::Error(e.to_api())));
         }
+        // MLX: the turn's conversation owns the prefix cache before its
+        // request reaches the child (no-op on the llama.cpp engines).
+        self.claim_prefix(conversation, kind).await;
         self.backend.adapt_request(&mut body, entry);
         body.insert("stream".into(), serde_json::Value::Bool(stream));
         // A map of JSON values always serializes.
         let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON map serializes"));
+        let max_tokens = body.get("max_tokens").and_then(|v| v.as_u64()).unwrap_or(0);
+        self.last_request_tokens = (bytes.len() as u64 / 4 + max_tokens).min(u32::MAX as u64) as u32;
         self.state = EngineState::Generating;
         self.publish();
         let relayed = if stream {
@@ -191,6 +203,7 @@ impl EngineCore {
             Ok(Relayed::Completed(finish)) => ("completed", finish),
             Ok(Relayed::Abandoned) => {
                 tracing::debug!("turn abandoned by the client; upstream request dropped");
+                self.prefix_abandoned();
                 ("abandoned", Finish::Nothing)
             }
             Ok(Relayed::UpstreamError) => ("failed", Finish::Nothing),

@@ -1,0 +1,257 @@
+//! The MLX engine's law: the memory ceiling (`MemoryBudget`) behind the
+//! memory bound, and the MLX memory brake, `mlx_step`.
+//!
+//! # The memory ceiling
+//! The conversation size at which the child's predicted footprint (its
+//! measured base plus the KV of the conversation) reaches the budget, less the
+//! output budget's 512-token floor (counted twice with the child's own
+//! prompt + max_tokens accounting: the safe side). On macOS the budget is
+//! the GPU's recommended working set; on Linux the same law runs over the RAM
+//! total (bounded by the cgroup), at the CPU engine's 0.75 share, so the path
+//! is exercised there.
+//!
+//! # The brake (`mlx_step`)
+//! The MLX child's memory grows with the conversation, and, unlike
+//! llama-server, it can give memory back live: a **release** (a prefix-cache
+//! reset and a one-token non-streamed request, after which mlx-vlm clears its
+//! buffer cache) and a **shrink** of the memory bound (`max_kv_size`, applied
+//! live, no respawn). It keeps the CPU brake's safe points, pacing, episodes,
+//! unload, notices and carries (`law::brake`). Decided here where the spec's
+//! list is missing:
+//! - **A release first**: when the child holds at least `RELEASE_WORTH_BYTES`
+//!   (64 MiB) above its base, and at most once between turns (a release
+//!   costs the next turn a re-read of its conversation; a second one without
+//!   a turn between gives nothing back). A release says nothing.
+//! - **A useful shrink**: halving the bound (grid, floor 4096) is useful only
+//!   when the last turn's largest request is above the new bound's
+//!   compaction threshold (80 % by default): a conversation shorter than that
+//!   holds no KV a smaller bound would free.
+//! - **External**: pressure with less than 256 MiB a release could give back
+//!   and no useful shrink left is not the conversation's: the `external`
+//!   notice (never over `acted`, never on a seeded child).
+//! - Critical at a turn boundary, or warning with paging at a turn's end:
+//!   release, else shrink, now (both are live, so nothing waits for idle).
+//!   While away: critical releases or shrinks once and arms; the next
+//!   critical unloads. Growth as the CPU brake's.
+
+use serde::Serialize;
+
+use super::brake::{self, BrakeNotice, BrakeState, Episode, Level, Point, WindowFacts};
+use super::caps;
+
+/// The MLX budget's share of the memory total (Linux; the CPU law's).
+pub const MLX_BUDGET_FRACTION: f64 = 0.75;
+/// The output budget's floor the ceiling reserves.
+pub const OUTPUT_RESERVE_TOKENS: u64 = 512;
+/// Above-base memory from which a release is worth its cost.
+pub const RELEASE_WORTH_BYTES: u64 = 64 * 1024 * 1024;
+/// Under this much to give back (and no useful shrink), the pressure is external.
+pub const EXTERNAL_RELEASE_BYTES: u64 = 256 * 1024 * 1024;
+/// The default compaction threshold (share of the window).
+pub const DEFAULT_COMPACTION_THRESHOLD: f64 = 0.8;
+
+/// What the memory ceiling is computed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MemoryBudget {
+    /// The child's measured footprint right after load.
+    pub base_bytes: u64,
+    /// The working-set total (the RAM total on Linux).
+    pub total_bytes: u64,
+    /// KV bytes per token of the model.
+    pub kv_per_token: u64,
+}
+
+/// The conversation token count at which the footprint reaches the budget.
+pub fn tokens_at_ceiling(b: MemoryBudget) -> u32 {
+    let budget = (b.total_bytes as f64 * MLX_BUDGET_FRACTION) as u64;
+    let room = budget.saturating_sub(b.base_bytes);
+    let tokens = (room / b.kv_per_token.max(1)).saturating_sub(OUTPUT_RESERVE_TOKENS);
+    tokens.min(u32::MAX as u64) as u32
+}
+
+/// The bound to send: `kv_bound(trained, min(ceiling, cap))`; `None` when
+/// memory does not bind (the trained window fits).
+pub fn memory_bound(trained: u32, ceiling: u32, cap: Option<u32>) -> Option<u32> {
+    let limit = cap.map_or(ceiling, |c| c.min(ceiling));
+    (limit < trained).then(|| super::window::kv_bound(trained, limit))
+}
+
+/// One MLX sample's readings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MlxReadings {
+    /// The pressure level.
+    pub level: Level,
+    /// Paging evidence (turn_end).
+    pub paging: Option<bool>,
+    /// The child's footprint above its base: what a release gives back.
+    pub above_base: Option<u64>,
+}
+
+/// What the MLX law knows of the child and its conversation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MlxFacts {
+    /// The working window (the bound the child enforces, else the trained).
+    pub window: u32,
+    /// The trained window (growth's upper bound).
+    pub trained: u32,
+    /// KV bytes per token.
+    pub kv_per_token: u64,
+    /// The memory total.
+    pub ram_bytes: u64,
+    /// The last turn's largest request, in tokens (none measured yet: 0).
+    pub last_request_tokens: u32,
+    /// Its conversation's compaction threshold (share of the window).
+    pub threshold: f64,
+    /// `WARDEN_CTX` pins the window.
+    pub pinned: bool,
+}
+
+/// What the MLX engine must do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum MlxAction {
+    /// Nothing.
+    None,
+    /// Reset the prefix cache, send a one-token request, measure.
+    Release,
+    /// Apply a smaller bound.
+    Shrink {
+        /// The new cap.
+        cap: u32,
+    },
+    /// Apply a larger bound.
+    Grow {
+        /// The new cap.
+        cap: u32,
+    },
+    /// Arm the unload.
+    ArmUnload,
+    /// Stop the child.
+    Unload,
+}
+
+impl MlxAction {
+    /// The log's `action=` word.
+    pub fn log_name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Release => "release",
+            Self::Shrink { .. } => "shrink",
+            Self::Grow { .. } => "grow",
+            Self::ArmUnload => "arm-unload",
+            Self::Unload => "unload",
+        }
+    }
+}
+
+/// One MLX brake sample.
+pub fn mlx_step(point: Point, r: &MlxReadings, s: &BrakeState, f: &MlxFacts) -> (MlxAction, BrakeState) {
+    let mut n = *s;
+    if point == Point::TurnStart {
+        n.unload_armed = false;
+        n.shrunk_since_turn = false;
+        n.released_since_turn = false;
+    }
+    if r.level == Level::Calm {
+        let facts = WindowFacts {
+            allocated: f.window,
+            kv_per_token: f.kv_per_token,
+            ram_bytes: f.ram_bytes,
+            uncapped: f.trained,
+            pinned: f.pinned,
+        };
+        let (a, next) = brake::calm_step(point, n, &facts);
+        let action = match a {
+            brake::Action::Grow { cap } => MlxAction::Grow { cap },
+            _ => MlxAction::None,
+        };
+        return (action, next);
+    }
+    n.calm_streak = 0;
+    let mut ep: Episode = n.episode.unwrap_or_default();
+    ep.level = ep.level.max(r.level);
+    let gives = r.above_base.unwrap_or(0);
+    let release = gives >= RELEASE_WORTH_BYTES && !n.released_since_turn;
+    let target = brake::shrink_target(f.window);
+    let shrink = !f.pinned
+        && !n.seeded
+        && ep.shrinks < brake::MAX_SHRINKS_PER_EPISODE
+        && caps::pad(f.window) > caps::pad(target)
+        && f.last_request_tokens as f64 > f.threshold * target as f64;
+    if !release && gives < EXTERNAL_RELEASE_BYTES && !shrink && n.notice != Some(BrakeNotice::Acted) && !n.seeded {
+        n.notice = Some(BrakeNotice::External);
+    }
+    let do_shrink = |n: &mut BrakeState, ep: &mut Episode| {
+        ep.shrinks += 1;
+        n.pending_cap = Some(target);
+        n.hurt = Some(n.hurt.map_or(f.window, |h| h.max(f.window)));
+        n.shrunk_since_turn = true;
+        MlxAction::Shrink { cap: target }
+    };
+    let act_now = match point {
+        Point::TurnStart | Point::TurnEnd => {
+            r.level == Level::Critical || (point == Point::TurnEnd && r.paging.unwrap_or(true))
+        }
+        Point::Idle => false,
+    };
+    let action = if act_now {
+        if release {
+            n.released_since_turn = true;
+            MlxAction::Release
+        } else if shrink {
+            do_shrink(&mut n, &mut ep)
+        } else {
+            MlxAction::None
+        }
+    } else if point == Point::Idle && r.level == Level::Critical {
+        if n.unload_armed && !n.seeded && !ep.unloaded {
+            n.unload_armed = false;
+            ep.unloaded = true;
+            MlxAction::Unload
+        } else if release {
+            n.released_since_turn = true;
+            n.unload_armed = true;
+            MlxAction::Release
+        } else if shrink && !n.shrunk_since_turn {
+            n.unload_armed = true;
+            do_shrink(&mut n, &mut ep)
+        } else if !n.seeded && !ep.unloaded && !n.unload_armed {
+            n.unload_armed = true;
+            MlxAction::ArmUnload
+        } else {
+            MlxAction::None
+        }
+    } else {
+        if point == Point::Idle {
+            n.unload_armed = false;
+        }
+        MlxAction::None
+    };
+    n.episode = Some(ep);
+    (action, n)
+}
+
+/// The state after the engine applied (or failed to apply) a bound change:
+/// applied, the cap is in force and a shrink says `acted`; not applied, the
+/// brake forgets the decision (cap, episode count, notice) as if it never
+/// happened.
+pub fn after_bound(before: &BrakeState, decided: &BrakeState, action: MlxAction, applied: bool) -> BrakeState {
+    if !applied {
+        let mut n = *before;
+        n.calm_streak = decided.calm_streak;
+        return n;
+    }
+    let mut n = *decided;
+    if let MlxAction::Shrink { cap } | MlxAction::Grow { cap } = action {
+        n.cap = Some(cap);
+        n.pending_cap = None;
+        if matches!(action, MlxAction::Shrink { .. }) && n.notice != Some(BrakeNotice::Acted) {
+            n.notice = Some(BrakeNotice::Acted);
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+#[path = "mlx_tests.rs"]
+mod tests;

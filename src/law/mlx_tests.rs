@@ -1,0 +1,155 @@
+//! Table tests of the MLX law (`law::mlx`).
+
+use super::*;
+
+const MIB: u64 = 1024 * 1024;
+const GIB: u64 = 1024 * MIB;
+
+fn facts(window: u32, last_request: u32) -> MlxFacts {
+    MlxFacts {
+        window,
+        trained: 8192,
+        kv_per_token: 46_080,
+        ram_bytes: 24 * GIB,
+        last_request_tokens: last_request,
+        threshold: DEFAULT_COMPACTION_THRESHOLD,
+        pinned: false,
+    }
+}
+
+fn read(level: Level, above_base: u64) -> MlxReadings {
+    MlxReadings {
+        level,
+        paging: Some(false),
+        above_base: Some(above_base),
+    }
+}
+
+#[test]
+fn ceiling_and_bound() {
+    // why: 0.75 x 1 GiB - 700 MiB base = 68 MiB: 71,303,168 B / 46,080 B = 1,547 tokens, less 512
+    let b = MemoryBudget {
+        base_bytes: 700 * MIB,
+        total_bytes: GIB,
+        kv_per_token: 46_080,
+    };
+    assert_eq!(tokens_at_ceiling(b), 1547 - 512);
+    // why: a base over the budget leaves no room
+    assert_eq!(tokens_at_ceiling(MemoryBudget { base_bytes: GIB, ..b }), 0);
+    let rows = [
+        // (trained, ceiling, cap, bound, why)
+        (8192, 1034, None, Some(4096)),         // why: under the floor: lifted to 4096
+        (8192, 6000, None, Some(6000)),         // why: the ceiling binds
+        (8192, 20_000, None, None),             // why: the trained window fits: no bound
+        (8192, 20_000, Some(5120), Some(5120)), // why: a brake cap binds alone
+        (8192, 6000, Some(5120), Some(5120)),   // why: the smaller of the two
+        (4096, 1000, None, Some(4096)),         // why: trained at the floor: the trained window
+    ];
+    for (i, (trained, ceiling, cap, want)) in rows.into_iter().enumerate() {
+        assert_eq!(memory_bound(trained, ceiling, cap), want, "row {i}");
+    }
+}
+
+#[test]
+fn release_first_then_a_useful_shrink_then_external() {
+    let s = BrakeState::default();
+    let rows: &[(&str, Point, MlxReadings, MlxFacts, MlxAction)] = &[
+        // why: 300 MiB above base at a critical turn end: release
+        (
+            "release",
+            Point::TurnEnd,
+            read(Level::Critical, 300 * MIB),
+            facts(8192, 7000),
+            MlxAction::Release,
+        ),
+        // why: little to release, a long conversation: halve the bound
+        (
+            "shrink",
+            Point::TurnEnd,
+            read(Level::Critical, 10 * MIB),
+            facts(8192, 7000),
+            MlxAction::Shrink { cap: 4096 },
+        ),
+        // why: a short conversation holds no KV a smaller bound frees: nothing
+        (
+            "useless",
+            Point::TurnEnd,
+            read(Level::Critical, 10 * MIB),
+            facts(8192, 1000),
+            MlxAction::None,
+        ),
+        // why: warning without paging at a turn's end: nothing
+        (
+            "warning",
+            Point::TurnEnd,
+            MlxReadings {
+                level: Level::Warning,
+                paging: Some(false),
+                above_base: Some(300 * MIB),
+            },
+            facts(8192, 7000),
+            MlxAction::None,
+        ),
+        // why: warning with paging acts like critical (both actions are live)
+        (
+            "warning+paging",
+            Point::TurnEnd,
+            MlxReadings {
+                level: Level::Warning,
+                paging: Some(true),
+                above_base: Some(300 * MIB),
+            },
+            facts(8192, 7000),
+            MlxAction::Release,
+        ),
+    ];
+    for (i, (name, point, r, f, want)) in rows.iter().enumerate() {
+        let (a, _) = mlx_step(*point, r, &s, f);
+        assert_eq!(a, *want, "row {i} ({name})");
+    }
+    // why: nothing to release or shrink: external, never over acted
+    let (_, n) = mlx_step(Point::TurnEnd, &read(Level::Critical, 10 * MIB), &s, &facts(8192, 1000));
+    assert_eq!(n.notice, Some(BrakeNotice::External));
+    let acted = BrakeState {
+        notice: Some(BrakeNotice::Acted),
+        ..s
+    };
+    let (_, n) = mlx_step(
+        Point::TurnEnd,
+        &read(Level::Critical, 10 * MIB),
+        &acted,
+        &facts(8192, 1000),
+    );
+    assert_eq!(n.notice, Some(BrakeNotice::Acted));
+}
+
+#[test]
+fn one_release_between_turns_and_the_unload_while_away() {
+    let f = facts(8192, 7000);
+    let s = BrakeState::default();
+    // why: idle critical: release and arm; the next critical unloads
+    let (a1, s1) = mlx_step(Point::Idle, &read(Level::Critical, 300 * MIB), &s, &f);
+    assert_eq!(a1, MlxAction::Release);
+    let (a2, s2) = mlx_step(Point::Idle, &read(Level::Critical, 300 * MIB), &s1, &f);
+    assert_eq!(a2, MlxAction::Unload, "no second release without a turn");
+    assert!(s2.episode.unwrap().unloaded);
+    // why: a turn re-allows a release
+    let (_, s3) = mlx_step(Point::TurnStart, &read(Level::Warning, 0), &s1, &f);
+    let (a4, _) = mlx_step(Point::TurnEnd, &read(Level::Critical, 300 * MIB), &s3, &f);
+    assert_eq!(a4, MlxAction::Release);
+}
+
+#[test]
+fn a_bound_the_child_did_not_apply_is_forgotten() {
+    let s = BrakeState::default();
+    let (a, decided) = mlx_step(Point::TurnEnd, &read(Level::Critical, 0), &s, &facts(8192, 7000));
+    assert_eq!(a, MlxAction::Shrink { cap: 4096 });
+    let kept = after_bound(&s, &decided, a, true);
+    assert_eq!((kept.cap, kept.notice), (Some(4096), Some(BrakeNotice::Acted)));
+    let forgot = after_bound(&s, &decided, a, false);
+    assert_eq!(
+        (forgot.cap, forgot.notice, forgot.episode),
+        (None, None, None),
+        "as if it never happened"
+    );
+}
