@@ -119,7 +119,12 @@ build_llama() {
     ninja -C "$build" llama-server
     mkdir -p "$prefix/bin"
     cp "$build/bin/llama-server" "$prefix/bin/llama-server"
-    printf 'llama.cpp %s (%s), flavour %s, built %s\n' "$LLAMA_BUILD_TAG" "$LLAMA_SDIST" "$flavour" "$(date -u +%FT%TZ)" >"$prefix/BUILD_INFO"
+    local cuda_note=""
+    if [ "$flavour" = cuda ]; then
+      # Recorded for the warden's pre-flight (driver too old for the build?).
+      cuda_note=" cuda $(nvcc --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p')"
+    fi
+    printf 'llama.cpp %s (%s), flavour %s, built %s%s\n' "$LLAMA_BUILD_TAG" "$LLAMA_SDIST" "$flavour" "$(date -u +%FT%TZ)" "$cuda_note" >"$prefix/BUILD_INFO"
     touch "$prefix/.complete"
     say "Installed $prefix/bin/llama-server"
   fi

@@ -92,6 +92,13 @@ pub struct WardenConfig {
     pub mlx_python: Option<PathBuf>,
     /// `WARDEN_CHILD_VERBOSITY`: llama-server's `-lv` (default 3, its own).
     pub child_verbosity: u8,
+    /// `CUDA_VISIBLE_DEVICES` as the user set it (empty = unset): restricts
+    /// the CUDA engine's choice of GPU and is never overridden.
+    pub cuda_visible_devices: Option<String>,
+    /// `WARDEN_TEST_SPILL_PLATFORM=1` (tests only): pretend this platform
+    /// can spill VRAM into RAM (as Windows' WDDM does), so the CUDA spill
+    /// brake runs on Linux, driven by `WARDEN_FORCE_MEMORY_PRESSURE=vram-*`.
+    pub pretend_spill_platform: bool,
 }
 
 /// A variable that is set but unusable: the warden refuses to start rather
@@ -133,6 +140,8 @@ impl Default for WardenConfig {
             api_key: None,
             mlx_python: None,
             child_verbosity: 3,
+            cuda_visible_devices: None,
+            pretend_spill_platform: false,
         }
     }
 }
@@ -207,6 +216,8 @@ impl WardenConfig {
         if let Some(n) = parse(&var, "WARDEN_CHILD_VERBOSITY", "0 to 5")? {
             c.child_verbosity = n;
         }
+        c.cuda_visible_devices = var("CUDA_VISIBLE_DEVICES");
+        c.pretend_spill_platform = var("WARDEN_TEST_SPILL_PLATFORM").is_some_and(|v| v.trim() == "1");
         Ok(c)
     }
 

@@ -89,6 +89,10 @@ pub struct EngineStatus {
     pub turns: u64,
     /// The memory brake's state.
     pub brake: BrakeView,
+    /// CUDA: the GPU the child runs on (name and UUID).
+    pub gpu: Option<String>,
+    /// CUDA: what fit did with the layers.
+    pub offload: Option<crate::law::cuda::Offload>,
     /// The live child's captured output (read by `/warden/logs` and
     /// diagnostics without the mailbox; never serialized into a status).
     #[serde(skip)]

@@ -11,13 +11,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use actix::prelude::*;
 use tokio::sync::{broadcast, mpsc, watch};
 
+use crate::actors::engine::Wiring;
 use crate::actors::{EngineActor, EngineCore, IdleTimer, PrefixCacheActor, SensorActor};
 use crate::catalog::Catalog;
 use crate::config::WardenConfig;
 use crate::engines::{self, Backend};
 use crate::error::{ApiError, EngineError};
 use crate::law::select::{self, Platform};
-use crate::messages::{Generate, ReadSensors, Shutdown, TurnEvent, TurnOptions};
+use crate::messages::{Generate, ReadSensors, ReadVram, Shutdown, TurnEvent, TurnOptions};
 use crate::queue::QueueGauge;
 use crate::status::{EngineKind, EngineStatus, WardenEvent};
 
@@ -76,20 +77,51 @@ fn platform() -> Platform {
     Platform {
         os: std::env::consts::OS,
         arm: std::env::consts::ARCH == "aarch64",
-        nvidia_devices: 0,
+        nvidia_devices: crate::sensors::nvml::device_count(),
     }
 }
 
+/// The CUDA pre-flight: the CUDA backend, or the reason this machine cannot
+/// run it (no device the child may see, no CUDA build, a driver older than
+/// the build's CUDA).
+fn cuda_preflight(cfg: &WardenConfig) -> Result<Backend, String> {
+    let snap = crate::sensors::nvml::snapshot()?;
+    let visible = crate::law::cuda::visible(&snap.devices, cfg.cuda_visible_devices.as_deref()).len() as u32;
+    let server = cfg
+        .llama_server
+        .clone()
+        .or_else(|| crate::engines::llama::find_flavour(cfg, crate::engines::llama::Flavour::Cuda).ok());
+    let build_cuda = server.as_deref().and_then(crate::engines::cuda::build_cuda_version);
+    if let Some(reason) = crate::law::cuda::preflight(visible, snap.driver_cuda, build_cuda, server.is_some()) {
+        return Err(reason);
+    }
+    engines::build(cfg, EngineKind::Cuda).map_err(|e| e.to_string())
+}
+
 impl Warden {
-    /// Starts the warden. Must run inside an actix `System`.
+    /// Starts the warden. Must run inside an actix `System`. Selection
+    /// decides the engine; a CUDA machine that fails the pre-flight gets one
+    /// clear notice (also in `/warden/status`) and the CPU engine.
     pub fn start(config: WardenConfig, catalog: Catalog) -> Result<Self, StartError> {
         let config = Arc::new(config);
         let selection = select::select(platform(), config.engine, config.force_cpu);
-        if let Some(note) = &selection.note {
-            tracing::warn!("{note}");
+        if let Some(n) = &selection.note {
+            tracing::warn!("{n}");
         }
-        let backend = engines::build(&config, selection.kind)?;
-        Ok(Self::start_with(config, catalog, backend, selection.note))
+        let mut note = selection.note.clone();
+        let backend = match selection.kind {
+            EngineKind::Cuda => match cuda_preflight(&config) {
+                Ok(b) => b,
+                Err(reason) => {
+                    let msg = format!("the CUDA engine cannot run here: {reason}; using the CPU engine");
+                    tracing::warn!("{msg}");
+                    note = Some(msg);
+                    engines::build(&config, EngineKind::Cpu)?
+                }
+            },
+            kind => engines::build(&config, kind)?,
+        };
+        Ok(Self::start_with(config, catalog, backend, note))
     }
 
     /// Starts the warden over an already built backend (tests, embedders
@@ -99,7 +131,8 @@ impl Warden {
         let sensor = SensorActor::start_in_arbiter(&Arbiter::new().handle(), move |_| {
             SensorActor::new(crate::sensors::pressure::default_provider(), forced)
         });
-        Self::start_with_sensor(config, catalog, backend, note, sensor.recipient())
+        let vram = sensor.clone().recipient();
+        Self::start_with_sensor(config, catalog, backend, note, sensor.recipient(), Some(vram))
     }
 
     /// As `start_with`, with the brake's readings from `sensor` (a test's
@@ -110,6 +143,7 @@ impl Warden {
         backend: Backend,
         note: Option<String>,
         sensor: Recipient<ReadSensors>,
+        sensor_vram: Option<Recipient<ReadVram>>,
     ) -> Self {
         // The catalog lists what this engine can run.
         let mut catalog = catalog;
@@ -123,10 +157,13 @@ impl Warden {
             config.clone(),
             backend,
             catalog.clone(),
-            status_tx,
-            events_tx.clone(),
-            sensor,
-            prefix,
+            Wiring {
+                status_tx,
+                events_tx: events_tx.clone(),
+                sensor,
+                sensor_vram,
+                prefix,
+            },
         );
         let arbiter = Arbiter::new().handle();
         let engine = EngineActor::start_in_arbiter(&arbiter, move |_| EngineActor::new(core));

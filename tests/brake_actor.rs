@@ -84,7 +84,14 @@ fn brake_warden(dir: &Path, cfg: WardenConfig) -> (Warden, Script) {
         server: fake_server(),
         verbosity: 3,
     });
-    let w = Warden::start_with_sensor(Arc::new(cfg), Catalog::scan(dir), backend, None, sensor.recipient());
+    let w = Warden::start_with_sensor(
+        Arc::new(cfg),
+        Catalog::scan(dir),
+        backend,
+        None,
+        sensor.recipient(),
+        None,
+    );
     (w, script)
 }
 

@@ -10,14 +10,18 @@ use actix::prelude::*;
 use crate::config::ForcedPressure;
 use crate::law::brake::{Level, Point, Readings};
 use crate::law::pressure;
+use crate::messages::ReadVram;
 use crate::messages::read_sensors::{BrakeOff, ReadSensors};
 use crate::sensors::footprint;
 use crate::sensors::pressure::PressureProvider;
+use crate::sensors::vram::VramProvider;
 
 /// The sensor actor.
 pub struct SensorActor {
     /// The OS provider; `None` on a platform without one.
     provider: Option<Box<dyn PressureProvider>>,
+    /// The GPU spill gauge (Windows); `None` elsewhere.
+    vram: Option<Box<dyn VramProvider>>,
     /// The QA seam's forced level (RAM tiers only).
     forced: Option<ForcedPressure>,
     /// Swap-outs at the current turn's start.
@@ -31,6 +35,7 @@ impl SensorActor {
     pub fn new(provider: Option<Box<dyn PressureProvider>>, forced: Option<ForcedPressure>) -> Self {
         Self {
             provider,
+            vram: crate::sensors::vram::default_provider(),
             forced,
             turn_start_swapout: None,
             warned_paging: false,
@@ -100,5 +105,23 @@ impl Handler<ReadSensors> for SensorActor {
             paging,
             footprint_bytes,
         })
+    }
+}
+
+impl Handler<ReadVram> for SensorActor {
+    type Result = Result<u64, String>;
+
+    fn handle(&mut self, msg: ReadVram, _ctx: &mut Self::Context) -> Self::Result {
+        // The QA seam: the Shared Usage sits at the healthy level plus the
+        // tier, so the spill is exactly at the tier at any window.
+        match self.forced {
+            Some(ForcedPressure::VramWarning) => return Ok(msg.healthy_bytes + crate::law::cuda::SPILL_WARNING_BYTES),
+            Some(ForcedPressure::VramCritical) => return Ok(msg.healthy_bytes + crate::law::cuda::SPILL_CRITICAL_BYTES),
+            _ => {}
+        }
+        match self.vram.as_mut() {
+            Some(p) => p.shared_bytes(msg.child_pid),
+            None => Err("no GPU spill gauge on this platform".into()),
+        }
     }
 }

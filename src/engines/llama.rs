@@ -73,33 +73,40 @@ pub fn find_llama_server(cfg: &WardenConfig, flavour: Flavour) -> Result<PathBuf
         tried.push(format!("WARDEN_LLAMA_SERVER={}", p.display()));
     }
     for f in [flavour, flavour.other()] {
-        let mut candidates: Vec<PathBuf> = cfg
-            .artifact_roots
-            .iter()
-            .map(|root| {
-                root.join("artifacts/llama-cpp")
-                    .join(f.dir())
-                    .join("bin")
-                    .join(exe_name())
-            })
-            .collect();
-        candidates.push(
-            cfg.cache_dir
-                .join("llama-cpp")
-                .join(format!("{LLAMA_BUILD_TAG}-{}", f.dir()))
-                .join("bin")
-                .join(exe_name()),
-        );
-        for c in candidates {
-            if is_executable(&c) {
-                return Ok(c);
-            }
-            tried.push(c.display().to_string());
+        match find_flavour(cfg, f) {
+            Ok(p) => return Ok(p),
+            Err(mut t) => tried.append(&mut t),
         }
     }
     Err(EngineError::ServerMissing {
         searched: tried.join(", "),
     })
+}
+
+/// The build of one flavour only (the CUDA pre-flight asks whether a CUDA
+/// build exists): the artifact roots, then the cache. `Err` lists the places.
+pub fn find_flavour(cfg: &WardenConfig, f: Flavour) -> Result<PathBuf, Vec<String>> {
+    let mut candidates: Vec<PathBuf> = cfg
+        .artifact_roots
+        .iter()
+        .map(|root| {
+            root.join("artifacts/llama-cpp")
+                .join(f.dir())
+                .join("bin")
+                .join(exe_name())
+        })
+        .collect();
+    candidates.push(
+        cfg.cache_dir
+            .join("llama-cpp")
+            .join(format!("{LLAMA_BUILD_TAG}-{}", f.dir()))
+            .join("bin")
+            .join(exe_name()),
+    );
+    match candidates.iter().find(|c| is_executable(c)) {
+        Some(c) => Ok(c.clone()),
+        None => Err(candidates.iter().map(|c| c.display().to_string()).collect()),
+    }
 }
 
 fn is_executable(p: &Path) -> bool {

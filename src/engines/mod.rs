@@ -9,6 +9,7 @@
 //! | MLX | `python mlx_runner.py` (mlx_vlm.server) | 27300-27399 | trained, memory bound by PATCH |
 
 pub mod cpu;
+pub mod cuda;
 pub mod env;
 pub mod llama;
 pub mod mlx;
@@ -30,6 +31,7 @@ use crate::sensors::ram::{self, RamTotal};
 use crate::status::EngineKind;
 
 pub use cpu::CpuEngine;
+pub use cuda::{CudaEngine, CudaSpawn, GpuSource};
 pub use mlx::{MlxEngine, MlxFacts};
 
 /// Everything decided about one spawn before it happens.
@@ -49,6 +51,11 @@ pub struct SpawnPlan {
     pub cap: Option<u32>,
     /// An MLX model's facts (`config.json`).
     pub mlx: Option<MlxFacts>,
+    /// The CUDA engine's placement and static window.
+    pub cuda: Option<CudaSpawn>,
+    /// The user's `CUDA_VISIBLE_DEVICES`, passed on untouched when the warden
+    /// does not pin the child itself.
+    pub user_visible: Option<String>,
 }
 
 /// The engine in use.
@@ -58,6 +65,8 @@ pub enum Backend {
     Cpu(CpuEngine),
     /// mlx_vlm.server.
     Mlx(MlxEngine),
+    /// llama-server on one NVIDIA GPU.
+    Cuda(CudaEngine),
 }
 
 /// Which memory brake an engine runs.
@@ -67,6 +76,9 @@ pub enum BrakeKind {
     LlamaRam,
     /// `law::mlx::mlx_step`: release, and the memory bound (MLX).
     Mlx,
+    /// `law::brake::llama_step` over the VRAM spill (CUDA; Windows only,
+    /// or a test's pretend-spill platform).
+    CudaSpill,
 }
 
 /// Bound of the `/props` read after readiness.
@@ -78,13 +90,14 @@ impl Backend {
         match self {
             Self::Cpu(_) => EngineKind::Cpu,
             Self::Mlx(_) => EngineKind::Mlx,
+            Self::Cuda(_) => EngineKind::Cuda,
         }
     }
 
     /// The child's port pool.
     pub fn ports(&self) -> RangeInclusive<u16> {
         match self {
-            Self::Cpu(_) => llama::LLAMA_PORTS,
+            Self::Cpu(_) | Self::Cuda(_) => llama::LLAMA_PORTS,
             Self::Mlx(_) => mlx::MLX_PORTS,
         }
     }
@@ -101,13 +114,14 @@ impl Backend {
         match self {
             Self::Cpu(_) => Some(BrakeKind::LlamaRam),
             Self::Mlx(_) => Some(BrakeKind::Mlx),
+            Self::Cuda(_) => Some(BrakeKind::CudaSpill),
         }
     }
 
     /// Whether this engine runs models of `format`.
     pub fn accepts(&self, format: ModelFormat) -> bool {
         match self {
-            Self::Cpu(_) => format == ModelFormat::Gguf,
+            Self::Cpu(_) | Self::Cuda(_) => format == ModelFormat::Gguf,
             Self::Mlx(_) => format == ModelFormat::Mlx,
         }
     }
@@ -142,6 +156,29 @@ impl Backend {
                     ram: Some(ram),
                     cap,
                     mlx: None,
+                    cuda: None,
+                    user_visible: None,
+                }
+            }
+            Self::Cuda(e) => {
+                let (window, spawn) = e.plan_load(
+                    shape.as_ref(),
+                    facts.as_deref(),
+                    cap,
+                    cfg.ctx_pin,
+                    cfg.cuda_visible_devices.as_deref(),
+                    cfg.vram_override_bytes,
+                );
+                SpawnPlan {
+                    entry,
+                    facts,
+                    shape,
+                    window,
+                    ram: Some(ram::ram_total(cfg.ram_override_bytes)),
+                    cap,
+                    mlx: None,
+                    cuda: Some(spawn),
+                    user_visible: cfg.cuda_visible_devices.clone(),
                 }
             }
             // MLX runs the trained window; memory bounds it after the load
@@ -154,6 +191,8 @@ impl Backend {
                 window: Window::Unsized,
                 ram: Some(ram::ram_total(cfg.ram_override_bytes)),
                 cap,
+                cuda: None,
+                user_visible: None,
             },
         }
     }
@@ -163,13 +202,58 @@ impl Backend {
         match self {
             Self::Cpu(e) => llama::spawn_spec(&e.server, e.argv(plan), port, key, env::inherited()),
             Self::Mlx(e) => e.spawn_spec(plan, port, key),
+            Self::Cuda(e) => {
+                let mut env = env::inherited();
+                if let Some(v) = CudaEngine::visible_devices(plan, cfg_visible(plan)) {
+                    env.push(("CUDA_VISIBLE_DEVICES".into(), v.into()));
+                }
+                llama::spawn_spec(&e.server, e.argv(plan), port, key, env)
+            }
         }
+    }
+
+    /// The plan of a brake respawn: the same model with `cap`. The CPU
+    /// engine sizes again over the same RAM total; the CUDA engine folds the
+    /// cap into the live child's static window (no new NVML reading) and
+    /// places every layer (`-ngl -2`: under the spill brake the child must
+    /// spill, not drop layers).
+    pub fn respawn_plan(&self, cfg: &WardenConfig, old: &SpawnPlan, cap: u32) -> SpawnPlan {
+        match self {
+            Self::Cuda(_) => {
+                let mut plan = old.clone();
+                plan.cap = Some(cap);
+                if let Some(c) = plan.cuda.as_mut() {
+                    c.all_layers = true;
+                    if let (Some(st), None) = (c.static_window, cfg.ctx_pin) {
+                        plan.window = Window::Sized {
+                            ctx: crate::law::caps::cap(st.min(cap)),
+                            memory_bound: false,
+                            budget_bytes: 0,
+                        };
+                    }
+                }
+                plan
+            }
+            _ => self.plan(cfg, old.entry.clone(), old.facts.clone(), Some(cap)),
+        }
+    }
+
+    /// A copy of a plan with the window set to `ctx` (the CUDA engine's one
+    /// retry at the floor after an out-of-memory load).
+    pub fn at_window(plan: &SpawnPlan, ctx: u32) -> SpawnPlan {
+        let mut p = plan.clone();
+        p.window = Window::Sized {
+            ctx,
+            memory_bound: false,
+            budget_bytes: 0,
+        };
+        p
     }
 
     /// Adapts an OpenAI request body for this engine's child.
     pub fn adapt_request(&self, body: &mut serde_json::Map<String, serde_json::Value>, entry: &ModelEntry) {
         match self {
-            Self::Cpu(_) => llama::adapt_request(body),
+            Self::Cpu(_) | Self::Cuda(_) => llama::adapt_request(body),
             Self::Mlx(_) => mlx::adapt_request(body, &entry.path),
         }
     }
@@ -177,7 +261,7 @@ impl Backend {
     /// The readiness ping's request body.
     pub fn ping_body(&self, entry: &ModelEntry) -> Bytes {
         match self {
-            Self::Cpu(_) => llama::ping_body(),
+            Self::Cpu(_) | Self::Cuda(_) => llama::ping_body(),
             Self::Mlx(_) => mlx::ping_body(&entry.path),
         }
     }
@@ -187,7 +271,7 @@ impl Backend {
     pub async fn read_window(&self, client: &ChildClient, plan: &SpawnPlan) -> Result<Option<u32>, String> {
         match self {
             Self::Mlx(_) => Ok(plan.mlx.map(|f| f.trained)),
-            Self::Cpu(_) => {
+            Self::Cpu(_) | Self::Cuda(_) => {
                 let props = client
                     .get_json("/props", PROPS_TIMEOUT)
                     .await
@@ -201,11 +285,24 @@ impl Backend {
     }
 }
 
+/// The user's `CUDA_VISIBLE_DEVICES` a plan was made under.
+fn cfg_visible(plan: &SpawnPlan) -> Option<&str> {
+    plan.user_visible.as_deref()
+}
+
 /// Builds the backend of the selected engine, finding its child program.
 pub fn build(cfg: &WardenConfig, kind: EngineKind) -> Result<Backend, crate::error::EngineError> {
     match kind {
         EngineKind::Mlx => Ok(Backend::Mlx(MlxEngine::build(cfg)?)),
-        EngineKind::Cpu | EngineKind::Cuda => Ok(Backend::Cpu(CpuEngine {
+        EngineKind::Cuda => {
+            let server = llama::find_llama_server(cfg, llama::Flavour::Cuda)?;
+            Ok(Backend::Cuda(CudaEngine {
+                build_cuda: cuda::build_cuda_version(&server),
+                server,
+                gpus: cuda::GpuSource::Nvml,
+            }))
+        }
+        EngineKind::Cpu => Ok(Backend::Cpu(CpuEngine {
             server: llama::find_llama_server(cfg, llama::Flavour::Cpu)?,
             verbosity: cfg.child_verbosity,
         })),

@@ -13,12 +13,14 @@
 //! | `pressure` | the Linux pressure level and paging evidence |
 //! | `reap` | the idle reap |
 //! | `crash` | crash classification from the child's output tail |
+//! | `cuda` | the GPU choice, spawn matrix, OOM retry, placement, device check, spill, pre-flight |
 //! | `quant` | which GGUF of a directory is the model |
 //! | `select` | which engine runs |
 
 pub mod brake;
 pub mod caps;
 pub mod crash;
+pub mod cuda;
 pub mod kv;
 pub mod mlx;
 pub mod pressure;

@@ -10,6 +10,7 @@
 //! | `BrakeTick` | `IdleTimer` (every 60 s) | `EngineActor` | `()` |
 //! | `Shutdown` | `Warden::shutdown` | `EngineActor` | `()` |
 //! | `ReadSensors` | `EngineActor` (brake samples) | `SensorActor` | `Result<Readings, BrakeOff>` |
+//! | `ReadVram` | `EngineActor` (CUDA spill samples) | `SensorActor` | `Result<u64, String>` |
 //! | `ClaimPrefix`, `PrefixAbandoned`, `PrefixChildChanged`, `ReleaseCache` | `EngineActor` (MLX) | `PrefixCacheActor` | see `prefix` |
 
 pub mod brake_tick;
@@ -17,6 +18,7 @@ pub mod generate;
 pub mod load;
 pub mod prefix;
 pub mod read_sensors;
+pub mod read_vram;
 pub mod reap_tick;
 pub mod shutdown;
 pub mod unload;
@@ -25,6 +27,7 @@ pub use brake_tick::BrakeTick;
 pub use generate::{Generate, Notice, TurnEvent, TurnOptions};
 pub use load::Load;
 pub use read_sensors::{BrakeOff, ReadSensors};
+pub use read_vram::ReadVram;
 pub use reap_tick::ReapTick;
 pub use shutdown::Shutdown;
 pub use unload::Unload;

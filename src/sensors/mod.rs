@@ -1,12 +1,17 @@
 //! OS readings: the RAM total (with the cgroup bound), the child's anonymous
-//! memory, and the memory brake's pressure providers, one per OS.
+//! memory, NVIDIA GPUs (NVML), and the memory brake's pressure providers,
+//! one per OS.
 
 pub mod footprint;
 #[cfg(target_os = "linux")]
 pub mod linux;
 #[cfg(target_os = "macos")]
 pub mod macos;
+pub mod nvml;
 pub mod pressure;
 pub mod ram;
+pub mod vram;
 #[cfg(windows)]
 pub mod windows;
+#[cfg(windows)]
+pub mod windows_vram;

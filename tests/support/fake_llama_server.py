@@ -15,6 +15,10 @@ valid GGUF):
   exit_on_load       print the real llama.cpp failure line for one of
                      corrupt | not_gguf | port_taken | oom, then exit 1
   exit_on_ctx        {"N": failure}: the same, only when started with -c N
+                     (failures also: cuda_oom, CUDA's allocation failure)
+  offloaded          "N/M": print llama.cpp's `offloaded N/M layers to GPU`
+  argv_log           path of a file where each start appends its argv and
+                     its CUDA_VISIBLE_DEVICES (one JSON line)
   never_ready        /health answers 503 forever
   tokens             tokens per answer (default 8), capped by max_tokens
   token_ms           delay between tokens (default 5)
@@ -64,6 +68,7 @@ FAILURES = {
     "not_gguf": "gguf_init_from_reader: invalid magic characters: 'hell', expected 'GGUF'",
     "port_taken": f"srv          start: couldn't bind HTTP server socket, hostname: {HOST}, port: {PORT}",
     "oom": "ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 98765432109",
+    "cuda_oom": "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 2048.00 MiB on device 0: cudaMalloc failed: out of memory",
 }
 
 
@@ -170,6 +175,11 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
+    if SCRIPT.get("argv_log"):
+        with open(SCRIPT["argv_log"], "a") as f:
+            f.write(json.dumps({"argv": sys.argv[1:], "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}) + "\n")
+    if SCRIPT.get("offloaded"):
+        log(f"load_tensors: offloaded {SCRIPT['offloaded']} layers to GPU")
     failure = SCRIPT.get("exit_on_load") or SCRIPT.get("exit_on_ctx", {}).get(str(CTX))
     if failure:
         log(FAILURES[failure])

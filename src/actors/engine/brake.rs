@@ -30,34 +30,12 @@ impl EngineCore {
             }
             return;
         }
-        let Some((pid, facts)) = self
-            .child
-            .as_ref()
-            .and_then(|c| Some((c.process.pid(), self.window_facts(c)?)))
-        else {
-            return; // no live child, or a window the warden did not size
+        let readings_and_facts = match self.backend.brake_kind() {
+            Some(BrakeKind::CudaSpill) => self.spill_sample(point).await,
+            _ => self.ram_sample(point).await,
         };
-        if point == Point::Idle && !self.idle_due() {
+        let Some((readings, facts)) = readings_and_facts else {
             return;
-        }
-        self.last_sample = Some(Instant::now());
-        let readings = match self
-            .sensor
-            .send(ReadSensors {
-                point,
-                child_pid: Some(pid),
-            })
-            .await
-        {
-            Ok(Ok(r)) => r,
-            Ok(Err(BrakeOff(why))) => {
-                tracing::warn!("{}: the memory brake is off: {why}", self.backend.kind().tag());
-                self.brake_off = Some(why);
-                self.publish();
-                return;
-            }
-            // The sensor is gone: the warden is stopping.
-            Err(_) => return,
         };
         self.brake_level = Some(readings.level);
         let (action, next) = brake::llama_step(point, &readings, &self.brake, &facts);
@@ -83,8 +61,39 @@ impl EngineCore {
         self.publish();
     }
 
+    /// The CPU engine's sample: RAM pressure, paging, the child's footprint.
+    /// `None` when nothing is sampled (no sized child, not due, brake off).
+    async fn ram_sample(&mut self, point: Point) -> Option<(Readings, WindowFacts)> {
+        let (pid, facts) = self
+            .child
+            .as_ref()
+            .and_then(|c| Some((c.process.pid(), self.window_facts(c)?)))?;
+        if point == Point::Idle && !self.idle_due() {
+            return None;
+        }
+        self.last_sample = Some(Instant::now());
+        match self
+            .sensor
+            .send(ReadSensors {
+                point,
+                child_pid: Some(pid),
+            })
+            .await
+        {
+            Ok(Ok(r)) => Some((r, facts)),
+            Ok(Err(BrakeOff(why))) => {
+                tracing::warn!("{}: the memory brake is off: {why}", self.backend.kind().tag());
+                self.brake_off = Some(why);
+                self.publish();
+                None
+            }
+            // The sensor is gone: the warden is stopping.
+            Err(_) => None,
+        }
+    }
+
     /// Whether an idle sample is due (the 55-of-60 s pacing).
-    fn idle_due(&self) -> bool {
+    pub(super) fn idle_due(&self) -> bool {
         brake::idle_sample_due(
             Instant::now().into_std(),
             self.last_sample.map(Instant::into_std),
@@ -135,11 +144,11 @@ impl EngineCore {
     async fn brake_respawn(&mut self, point: Point, r: &Readings, action: Action, cap: u32, facts: WindowFacts) {
         let Some(mut old) = self.child.take() else { return };
         process::terminate(&mut old.process, self.cfg.stop_grace).await;
-        let (entry, model_facts) = (old.plan.entry.clone(), old.plan.facts.clone());
+        let entry = old.plan.entry.clone();
+        let plan = self.backend.respawn_plan(&self.cfg, &old.plan, cap);
         drop(old); // frees its port lease for the new child
-        let plan = self.backend.plan(&self.cfg, entry.clone(), model_facts, Some(cap));
         let tag = self.backend.kind().tag();
-        match self.spawn_ready(plan, self.cfg.respawn_timeout).await {
+        match self.spawn_ready(plan, self.cfg.respawn_timeout, true).await {
             Ok(child) => {
                 let to = child.allocated.unwrap_or(cap);
                 self.brake = brake::after_respawn(&self.brake, action, cap, true, facts.pinned);

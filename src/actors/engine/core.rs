@@ -22,7 +22,7 @@ use crate::engines::{Backend, SpawnPlan};
 use crate::error::{ApiError, GenerationError};
 use crate::law::brake::{BrakeReload, BrakeState, BrakeView, Level, Remembered};
 use crate::law::crash::{self, EngineCode, Hints};
-use crate::messages::ReadSensors;
+use crate::messages::{ReadSensors, ReadVram};
 use crate::sensors::ram;
 use crate::status::{EngineState, EngineStatus, WardenEvent};
 
@@ -49,6 +49,12 @@ pub struct LiveChild {
     pub ceiling: Option<u32>,
     /// MLX: the bound the child enforces, when memory bounds it.
     pub memory_bound: Option<u32>,
+    /// CUDA: what fit did with the layers.
+    pub offload: Option<crate::law::cuda::Offload>,
+    /// Why the brake never samples this child (CUDA: partial, unsized).
+    pub brake_off: Option<String>,
+    /// CUDA: the Shared GPU memory baseline (spill platforms).
+    pub spill_baseline: Option<u64>,
 }
 
 impl LiveChild {
@@ -56,6 +62,21 @@ impl LiveChild {
     pub fn model_id(&self) -> &str {
         &self.plan.entry.id
     }
+}
+
+/// The channels and actors an engine core talks to.
+#[derive(Debug)]
+pub struct Wiring {
+    /// Where status snapshots go.
+    pub status_tx: watch::Sender<EngineStatus>,
+    /// Where lifecycle events go.
+    pub events_tx: broadcast::Sender<WardenEvent>,
+    /// Where RAM brake samples read the OS.
+    pub sensor: Recipient<ReadSensors>,
+    /// Where CUDA spill samples read the GPU spill gauge.
+    pub sensor_vram: Option<Recipient<ReadVram>>,
+    /// The MLX prefix-cache owner.
+    pub prefix: Option<Addr<PrefixCacheActor>>,
 }
 
 /// The engine's whole state.
@@ -109,19 +130,22 @@ pub struct EngineCore {
     /// The size of the last turn's request, estimated (MLX brake's
     /// useful-shrink test): its body bytes / 4 plus its `max_tokens`.
     pub(super) last_request_tokens: u32,
+    /// Where the CUDA spill brake reads the GPU spill gauge.
+    pub(super) sensor_vram: Option<Recipient<ReadVram>>,
+    /// The unreadable-gauge WARNING was given (re-armed by a good reading).
+    pub(super) spill_gauge_warned: bool,
 }
 
 impl EngineCore {
     /// A core with no child.
-    pub fn new(
-        cfg: Arc<WardenConfig>,
-        backend: Backend,
-        catalog: Arc<Catalog>,
-        status_tx: watch::Sender<EngineStatus>,
-        events_tx: broadcast::Sender<WardenEvent>,
-        sensor: Recipient<ReadSensors>,
-        prefix: Option<Addr<PrefixCacheActor>>,
-    ) -> Self {
+    pub fn new(cfg: Arc<WardenConfig>, backend: Backend, catalog: Arc<Catalog>, wiring: Wiring) -> Self {
+        let Wiring {
+            status_tx,
+            events_tx,
+            sensor,
+            sensor_vram,
+            prefix,
+        } = wiring;
         let core = Self {
             cfg,
             backend,
@@ -146,6 +170,8 @@ impl EngineCore {
             window_memory: HashMap::new(),
             prefix,
             last_request_tokens: 0,
+            sensor_vram,
+            spill_gauge_warned: false,
         };
         core.publish();
         core
@@ -196,6 +222,13 @@ impl EngineCore {
                 reload_pending: self.brake_reload.as_ref().map(|r| r.model.clone()),
             },
             child_output: c.map(|c| c.process.output().clone()),
+            gpu: c.and_then(|c| match &c.plan.cuda.as_ref()?.placement {
+                crate::law::cuda::CudaPlacement::Sized { device, .. } => {
+                    Some(format!("{} ({})", device.name, device.uuid))
+                }
+                _ => None,
+            }),
+            offload: c.and_then(|c| c.offload),
         };
         self.status_tx.send_replace(status);
     }

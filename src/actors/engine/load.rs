@@ -16,7 +16,7 @@ use crate::child::key::ApiKey;
 use crate::child::port::{SPAWN_PORT_ATTEMPTS, pick_port};
 use crate::child::process::{self, ExitInfo};
 use crate::child::ready::{NotReady, probe_ready};
-use crate::engines::SpawnPlan;
+use crate::engines::{Backend, SpawnPlan};
 use crate::error::{EngineError, ModelLoadError};
 use crate::gguf::{self, GgufError, ModelFacts};
 use crate::law::crash::{self, EngineCode, Hints};
@@ -96,7 +96,18 @@ impl EngineCore {
         }
         self.state = EngineState::Loading;
         self.publish();
-        let result = self.spawn_ready(plan, self.cfg.load_timeout).await;
+        let mut result = self.spawn_ready(plan.clone(), self.cfg.load_timeout, false).await;
+        if let Err(ModelLoadError::Exited { raw, .. }) = &result
+            && self.oom_retry_due(&plan, raw)
+        {
+            tracing::warn!(
+                "[CUDA_Engine] CUDA out of memory loading {} with a {}-token window; retrying once at the 4096 floor (the failed allocation may also be the host's pinned memory: cudaHostAlloc prints the same)",
+                entry.id,
+                plan.window.ctx().unwrap_or(0)
+            );
+            let floor = Backend::at_window(&plan, crate::law::caps::WINDOW_FLOOR_TOKENS);
+            result = self.spawn_ready(floor, self.cfg.load_timeout, false).await;
+        }
         match result {
             Ok(child) => {
                 if seed.seeded {
@@ -119,6 +130,21 @@ impl EngineCore {
                 Err(e)
             }
         }
+    }
+
+    /// Whether a failed CUDA load is retried at the floor: sized by the
+    /// warden, not pinned, a CUDA allocation failure in its output.
+    fn oom_retry_due(&self, plan: &SpawnPlan, raw: &str) -> bool {
+        let Backend::Cuda(_) = &self.backend else { return false };
+        let tail: Vec<String> = raw.lines().map(str::to_string).collect();
+        let sized = matches!(plan.window, crate::law::window::Window::Sized { .. });
+        crate::law::cuda::retry_at_floor(
+            sized,
+            self.cfg.ctx_pin.is_some(),
+            false,
+            plan.window.ctx(),
+            crate::law::cuda::cuda_oom(&tail),
+        )
     }
 
     /// Makes a ready child the live one.
@@ -183,11 +209,13 @@ impl EngineCore {
     }
 
     /// Spawns a child for `plan` and waits until it is ready, retrying the
-    /// next port when the child reports its port taken.
+    /// next port when the child reports its port taken. `respawn`: a brake
+    /// respawn (its post-load notes are INFO, not WARNING).
     pub(super) async fn spawn_ready(
         &mut self,
         plan: SpawnPlan,
         timeout: Duration,
+        respawn: bool,
     ) -> Result<LiveChild, ModelLoadError> {
         let id = plan.entry.id.clone();
         let pool = self.backend.ports();
@@ -227,9 +255,14 @@ impl EngineCore {
                         base_bytes: None,
                         ceiling: None,
                         memory_bound: None,
+                        offload: None,
+                        brake_off: None,
+                        spill_baseline: None,
                         plan,
                     };
-                    if child.plan.mlx.is_some() {
+                    if child.plan.cuda.is_some() {
+                        self.cuda_after_load(&mut child, respawn).await;
+                    } else if child.plan.mlx.is_some() {
                         self.mlx_bound_at_load(&mut child, cap).await;
                         if let Some(p) = &self.prefix {
                             p.do_send(crate::messages::prefix::PrefixChildChanged);

@@ -12,6 +12,7 @@
 
 mod brake;
 mod core;
+mod cuda;
 mod load;
 mod mlx;
 mod reap;
@@ -22,7 +23,7 @@ use std::future::Future;
 use actix::prelude::*;
 use actix::{ActorFutureExt, WrapFuture};
 
-pub use self::core::{EngineCore, LiveChild};
+pub use self::core::{EngineCore, LiveChild, Wiring};
 pub use load::header_error_is_fatal;
 pub use turn::shutting_down;
 

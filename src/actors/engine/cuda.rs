@@ -1,0 +1,179 @@
+//! The CUDA engine's part of `EngineCore`: what is read right after a load
+//! (Flash Attention as llama.cpp resolved it, the placement fit chose, the
+//! post-load device check, the spill baseline), and the spill brake's sample.
+//!
+//! Linux has no spill: an allocation that does not fit fails, so the window
+//! is sized to fit at spawn and the brake has no signal; `spill_sample`
+//! returns before any sensor is read (no `Memory brake` line is ever
+//! written). Windows' WDDM spills into RAM; there the Shared Usage above the
+//! child's baseline drives `llama_step`. A test may pretend a spill platform
+//! (`WARDEN_TEST_SPILL_PLATFORM=1`) to drive the whole path here.
+
+use tokio::time::Instant;
+
+use super::core::{EngineCore, LiveChild};
+use crate::engines::Backend;
+use crate::law::brake::{Point, Readings, WindowFacts};
+use crate::law::cuda::{self, CudaPlacement, Offload};
+use crate::law::{kv, window};
+use crate::messages::ReadVram;
+
+impl EngineCore {
+    /// Whether this platform can spill VRAM (Windows), or a test says so.
+    pub(super) fn spill_platform(&self) -> bool {
+        cfg!(windows) || self.cfg.pretend_spill_platform
+    }
+
+    /// Right after a CUDA child is ready, before the brake is seeded.
+    pub(super) async fn cuda_after_load(&self, child: &mut LiveChild, respawn: bool) {
+        let Backend::Cuda(engine) = &self.backend else { return };
+        let Some(spawn) = child.plan.cuda.clone() else { return };
+        let kept = child.process.output().kept();
+        // Flash Attention as llama.cpp resolved it: the last such line (fit's
+        // probe pass prints one too).
+        let fa_off = kept
+            .iter()
+            .rev()
+            .find(|l| l.contains("Flash Attention"))
+            .is_some_and(|l| l.contains("not supported"));
+        if spawn.flash_attention && fa_off {
+            tracing::warn!(
+                "[CUDA_Engine] llama.cpp disabled Flash Attention for {}: the window was sized on the Flash-Attention slope (1 KiB per token), not the larger non-FA scores",
+                child.model_id()
+            );
+        }
+        let CudaPlacement::Sized { device, .. } = &spawn.placement else {
+            child.brake_off = Some("the window was not sized (several GPUs named, or no NVML)".into());
+            return;
+        };
+        let (Some(facts), Some(allocated)) = (child.plan.facts.clone(), child.allocated) else {
+            child.brake_off = Some("the model's header could not be read".into());
+            return;
+        };
+        let pid = child.process.pid();
+        let device_bytes = engine.gpus.process_used_bytes(device.index, pid);
+        let kv_alloc = kv::kv_bytes_allocated(&facts, allocated as u64);
+        let floor = cuda::full_offload_floor(
+            facts.weights_bytes,
+            facts.token_embd_bytes,
+            facts.expert_bytes,
+            kv_alloc,
+        );
+        let layer_bytes = facts.weights_bytes.saturating_sub(facts.token_embd_bytes) / facts.block_count.max(1) as u64;
+        let (offload, signal) = cuda::classify_placement(cuda::offloaded_line(&kept), device_bytes, floor, layer_bytes);
+        child.offload = Some(offload);
+        if offload == Offload::Partial {
+            tracing::info!(
+                "[CUDA_Engine] {} loaded partly on the GPU ({signal}): the memory brake is off for this child; the window memory keeps its cap",
+                child.model_id()
+            );
+            child.brake_off = Some(format!("partial offload ({signal})"));
+            return;
+        }
+        // The post-load device check (skipped with a vision projector).
+        if let (Some(bytes), None) = (device_bytes, &child.plan.entry.mmproj) {
+            let kv = kv_alloc.unwrap_or(kv::kv_bytes_per_token(&facts) * allocated as u64);
+            let slope = window::cuda_slope(spawn.flash_attention && !fa_off, facts.head_count_max());
+            let compute = allocated as u64 * slope + window::COMPUTE_INTERCEPT_BYTES;
+            let limit = cuda::device_check_limit(kv, compute, window::CUDA_CONTEXT_BYTES, facts.weights_bytes);
+            if bytes > limit {
+                tracing::warn!(
+                    "[CUDA_Engine] the child holds {} MiB on {} (more than the {} MiB its window, compute, CUDA context and weights allow): a mis-calibrated constant or a Flash-Attention mis-prediction",
+                    bytes >> 20,
+                    device.name,
+                    limit >> 20
+                );
+            }
+        }
+        if self.spill_platform() {
+            let healthy = cuda::healthy_shared_bytes(allocated, spawn.flash_attention && !fa_off);
+            let reading = self.sensor_vram.as_ref().map(|s| {
+                s.send(ReadVram {
+                    child_pid: pid,
+                    healthy_bytes: healthy,
+                })
+            });
+            let reading = match reading {
+                Some(f) => f.await.ok().and_then(Result::ok),
+                None => None,
+            };
+            if let Some(r) = reading.filter(|&r| r > healthy) {
+                let msg = format!(
+                    "[CUDA_Engine] the child's Shared GPU memory after load, {} MiB, is above its healthy {} MiB (the budget was too large or the card crowded)",
+                    r >> 20,
+                    healthy >> 20
+                );
+                if respawn {
+                    tracing::info!("{msg}");
+                } else {
+                    tracing::warn!("{msg}");
+                }
+            }
+            child.spill_baseline = Some(cuda::spill_baseline(reading, healthy));
+        }
+    }
+
+    /// The CUDA engine's sample: the Shared Usage above the baseline as the
+    /// level. `None` (nothing read, nothing acts) off a spill platform, for
+    /// a child the warden did not size or that loaded partly on the GPU, or
+    /// while the gauge is unreadable (one WARNING per episode of that).
+    pub(super) async fn spill_sample(&mut self, point: Point) -> Option<(Readings, WindowFacts)> {
+        if !self.spill_platform() {
+            return None;
+        }
+        let c = self.child.as_ref()?;
+        if c.brake_off.is_some() || c.offload == Some(Offload::Partial) {
+            return None;
+        }
+        let spawn = c.plan.cuda.as_ref()?;
+        let CudaPlacement::Sized { device, .. } = &spawn.placement else {
+            return None;
+        };
+        let (shape, allocated, baseline) = (c.plan.shape?, c.allocated?, c.spill_baseline?);
+        let facts = WindowFacts {
+            allocated,
+            kv_per_token: shape.kv_per_token,
+            // "Not ours" is judged against the card's memory on this engine.
+            ram_bytes: device.total_bytes,
+            uncapped: spawn.static_window.unwrap_or(allocated),
+            pinned: self.cfg.ctx_pin.is_some(),
+        };
+        let healthy = cuda::healthy_shared_bytes(allocated, spawn.flash_attention);
+        let pid = c.process.pid();
+        if point == Point::Idle && !self.idle_due() {
+            return None;
+        }
+        self.last_sample = Some(Instant::now());
+        let sensor = self.sensor_vram.as_ref()?;
+        match sensor
+            .send(ReadVram {
+                child_pid: pid,
+                healthy_bytes: healthy,
+            })
+            .await
+        {
+            Ok(Ok(shared)) => {
+                self.spill_gauge_warned = false;
+                let level = cuda::spill_level(shared, baseline);
+                // A calm spill is never damage; a spill at a tier is the
+                // paging evidence a warning shrink needs.
+                let readings = Readings {
+                    level,
+                    paging: Some(level != crate::law::brake::Level::Calm),
+                    footprint_bytes: Some(shared.saturating_sub(baseline)),
+                };
+                Some((readings, facts))
+            }
+            Ok(Err(why)) => {
+                if !self.spill_gauge_warned {
+                    self.spill_gauge_warned = true;
+                    tracing::warn!(
+                        "GPU spill gauge unreadable ({why}); the memory brake is off while it stays unreadable"
+                    );
+                }
+                None
+            }
+            Err(_) => None,
+        }
+    }
+}
