@@ -58,12 +58,14 @@ pub async fn run(
             ("WARDEN_FORCE_MEMORY_PRESSURE", "critical"),
             ("WARDEN_RAM_OVERRIDE_GB", ram_gb),
         ];
-        let busy = crate::quiet::wait(crate::pairs::QUIET_MAX).await;
-        raw.push("brake", r, "machine", "busy_before", Some(busy));
-        let w = WardenProc::spawn(&s.warden_bin, &s.server, &s.model, false, &envs).await?;
-        let result = one(http, &w, r).await;
-        w.stop().await;
-        let round = result?;
+        let (round, foreign) = crate::quiet::clean(|| async move {
+            let w = WardenProc::spawn(&s.warden_bin, &s.server, &s.model, false, &envs).await?;
+            let result = one(http, &w, r).await;
+            w.stop().await;
+            result
+        })
+        .await?;
+        raw.push("brake", r, "machine", "foreign_share", Some(foreign));
         raw.push("brake", r, "warden", "respawn_s", Some(round.respawn_s));
         raw.push("brake", r, "warden", "from_last_token_s", Some(round.from_token_s));
         raw.push("brake", r, "warden", "child_load_ms", round.child_load_ms);
@@ -81,9 +83,14 @@ pub async fn run(
             "window_after",
             round.window_after.map(|x| x as f64),
         );
+        let n = |v: Option<u64>| v.map_or("?".into(), |v| v.to_string());
         eprintln!(
-            "  brake {r}: window {:?} -> {:?}, respawn {:.3} s (new child load {:?} ms), confirmed {}",
-            round.window_before, round.window_after, round.respawn_s, round.child_load_ms, round.confirmed
+            "  brake {r}: window {} -> {}, respawn {:.3} s (new child spawn to ready {} ms), confirmed {}",
+            n(round.window_before),
+            n(round.window_after),
+            round.respawn_s,
+            round.child_load_ms.map_or("?".into(), |v| format!("{v:.0}")),
+            round.confirmed
         );
         out.push(round);
     }
@@ -96,7 +103,7 @@ async fn one(http: &reqwest::Client, w: &WardenProc, r: usize) -> anyhow::Result
         bearer: None,
     };
     let t0 = Instant::now();
-    let turn = client::stream(http, &target, client::body(&prompt(200 + r), 8, true), false).await?;
+    let turn = client::stream(http, &target, client::body(&prompt(200 + r), 8, true)).await?;
     let status = w.wait_ready(http).await?;
     let done = turn.done.context("the brake turn did not end")?;
     let last_event = turn.last_event.context("the brake turn sent nothing")?;
@@ -136,7 +143,10 @@ pub fn lines(rounds: &[Round], restart_ms: Option<f64>) -> Vec<Line> {
     let confirmed = rounds.iter().filter(|r| r.confirmed).count();
     let windows = rounds
         .first()
-        .map(|r| format!("{:?} -> {:?}", r.window_before, r.window_after))
+        .map(|r| {
+            let t = |w: Option<u64>| w.map_or("?".into(), |w| w.to_string());
+            format!("{} -> {} tokens", t(r.window_before), t(r.window_after))
+        })
         .unwrap_or_default();
     let stop: Vec<f64> = rounds
         .iter()

@@ -103,14 +103,8 @@ pub fn ms(d: Duration) -> f64 {
 }
 
 /// Sends `body` (which must ask for a stream) and reads the answer to its
-/// end. `cancel_after_first`: return as soon as the first token is in
-/// (dropping the response), for phases that need only the first token.
-pub async fn stream(
-    http: &reqwest::Client,
-    to: &Target,
-    body: Bytes,
-    cancel_after_first: bool,
-) -> anyhow::Result<Turn> {
+/// end.
+pub async fn stream(http: &reqwest::Client, to: &Target, body: Bytes) -> anyhow::Result<Turn> {
     let sent = Instant::now();
     let resp = to.chat(http, body).send().await?;
     if !resp.status().is_success() {
@@ -152,9 +146,6 @@ pub async fn stream(
                 t.tokens += 1;
                 t.first_token.get_or_insert(now);
                 t.last_token = Some(now);
-                if cancel_after_first {
-                    return Ok(t);
-                }
             }
             if let Some(tps) = v.pointer("/timings/predicted_per_second").and_then(Value::as_f64) {
                 t.server_tps = Some(tps);

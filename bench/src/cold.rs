@@ -56,19 +56,24 @@ pub async fn run(
     let mut out = Outcome::default();
     for r in 0..rounds {
         let body = client::body(&prompt(100 + r), 4, true);
-        let mut d = None;
-        let mut w = None;
-        for step in 0..2 {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            let busy = crate::quiet::wait(crate::pairs::QUIET_MAX).await;
-            raw.push("cold", r, "machine", "busy_before", Some(busy));
-            if (step == 0) == (r % 2 == 0) {
-                d = Some(direct_cold(http, s, body.clone()).await?);
-            } else {
-                w = Some(warden_cold(http, warden, body.clone()).await?);
+        let ((d, w), foreign) = crate::quiet::clean(|| {
+            let body = body.clone();
+            async move {
+                let mut d = None;
+                let mut w = None;
+                for step in 0..2 {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    if (step == 0) == (r % 2 == 0) {
+                        d = Some(direct_cold(http, s, body.clone()).await?);
+                    } else {
+                        w = Some(warden_cold(http, warden, body.clone()).await?);
+                    }
+                }
+                Ok((d.expect("ran"), w.expect("ran")))
             }
-        }
-        let (d, w) = (d.expect("ran"), w.expect("ran"));
+        })
+        .await?;
+        raw.push("cold", r, "machine", "foreign_share", Some(foreign));
         raw.push("cold", r, "direct", "to_first_token_ms", Some(d.0));
         raw.push("cold", r, "direct", "to_healthy_ms", Some(d.1));
         raw.push("cold", r, "direct", "stop_ms", Some(d.2));
@@ -94,7 +99,7 @@ async fn direct_cold(http: &reqwest::Client, s: &Setup, body: bytes::Bytes) -> a
         base: d.base.clone(),
         bearer: Some(d.key.bearer()),
     };
-    let turn = client::stream(http, &target, body, false).await?;
+    let turn = client::stream(http, &target, body).await?;
     let first = turn.first_token.context("direct cold turn: no token")?;
     let stop = d.stop().await;
     Ok((ms(first - t0), ms(healthy - t0), ms(stop)))
@@ -108,7 +113,7 @@ async fn warden_cold(http: &reqwest::Client, w: &WardenProc, body: bytes::Bytes)
         base: w.base.clone(),
         bearer: None,
     };
-    let turn = client::stream(http, &target, body, false).await?;
+    let turn = client::stream(http, &target, body).await?;
     let first = turn.first_token.context("warden cold turn: no token")?;
     w.wait_ready(http).await?;
     Ok((ms(first - t0), load_ms_since(w, t0)))

@@ -29,6 +29,7 @@ mod memory;
 mod pairs;
 mod procs;
 mod quiet;
+mod relay;
 mod report;
 mod stats;
 mod status;
@@ -71,8 +72,12 @@ struct Args {
     /// `WARDEN_RAM_OVERRIDE_GB` of the brake phase.
     #[arg(long, default_value = "0.65")]
     brake_ram_gb: String,
-    /// Phases to run (comma-separated): gguf,pairs,status,cold,rss,brake.
-    #[arg(long, value_delimiter = ',', default_value = "gguf,pairs,status,cold,rss,brake")]
+    /// Phases to run (comma-separated): gguf,pairs,relay,status,cold,rss,brake.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "gguf,pairs,relay,status,cold,rss,brake"
+    )]
     phases: Vec<String>,
     /// The llm-warden binary (default: next to this one).
     #[arg(long)]
@@ -226,7 +231,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         window: 0,
     };
     let mut restart_ms = None;
-    if ["pairs", "status", "cold", "rss"].iter().any(|p| on(p)) {
+    if ["pairs", "relay", "status", "cold", "rss"].iter().any(|p| on(p)) {
         eprintln!("== starting the warden and llama-server direct");
         let w = WardenProc::spawn(&warden_bin, &server, &model, true, &[]).await?;
         let s = w.wait_ready(&http).await?;
@@ -242,12 +247,12 @@ async fn run(args: Args) -> anyhow::Result<()> {
             base: w.base.clone(),
             bearer: None,
         };
-        client::stream(&http, &wt, client::body("Warm-up: say hello.", 8, true), false).await?;
+        client::stream(&http, &wt, client::body("Warm-up: say hello.", 8, true)).await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
         let rest_kib = w.rss_kib().context("the warden's VmRSS is unreadable")?;
         h.rss_rest_mib = memory::mib(rest_kib);
 
-        if on("pairs") || on("status") {
+        if on("pairs") || on("relay") || on("status") {
             let mut d = Direct::spawn(&server, &model, &setup.model_id, setup.window)?;
             d.wait_healthy(&http, Duration::from_millis(5)).await?;
             let dt = Target {
@@ -256,7 +261,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
             };
             if on("pairs") {
                 eprintln!("== warm pairs: decode and time to first token ({} rounds)", args.rounds);
-                match pairs::run(&http, &dt, &wt, args.rounds, args.max_tokens, &mut raw).await {
+                let side = pairs::Side {
+                    target: &wt,
+                    name: "warden",
+                    pid: Some(w.proc.pid),
+                    shares_server: false,
+                };
+                match pairs::run(&http, &dt, side, "pairs", args.rounds, args.max_tokens, &mut raw).await {
                     Ok(o) => {
                         h.decode_ratio = o.decode_ratio();
                         h.ttft_added_ms = o.ttft_added_ms();
@@ -278,6 +289,24 @@ async fn run(args: Args) -> anyhow::Result<()> {
                         });
                     }
                     Err(e) => errors.push(format!("pairs: {e:#}")),
+                }
+            }
+            if on("relay") {
+                eprintln!("== diagnostic: bare TCP relay against direct ({} rounds)", args.rounds);
+                let addr: std::net::SocketAddr = d.base.trim_start_matches("http://").parse()?;
+                let rt = Target {
+                    base: format!("http://127.0.0.1:{}", relay::spawn(addr)?),
+                    bearer: dt.bearer.clone(),
+                };
+                let side = pairs::Side {
+                    target: &rt,
+                    name: "relay",
+                    pid: None,
+                    shares_server: true,
+                };
+                match pairs::run(&http, &dt, side, "relay", args.rounds, args.max_tokens, &mut raw).await {
+                    Ok(o) => lines.push(o.relay_line()),
+                    Err(e) => errors.push(format!("relay: {e:#}")),
                 }
             }
             if on("status") {
@@ -364,10 +393,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
         loadavg()
     );
     md += &format!(
-        "- quiet gate: {} of {} rounds started on a busy machine (over {:.0}% CPU for 30 s; see busy_before in the CSV)\n",
+        "- noise control: each round waits for a quiet machine (under {:.0}% CPU); a round during which other processes took over {:.0}% of the machine is measured again (up to {} tries): {} retried, {} kept noisy, {} started after a 30 s wait for quiet (foreign_share per round in the CSV)\n",
+        quiet::QUIET_BUSY * 100.0,
+        quiet::FOREIGN_MAX * 100.0,
+        quiet::TRIES,
+        quiet::RETRIED.load(std::sync::atomic::Ordering::Relaxed),
+        quiet::NOISY.load(std::sync::atomic::Ordering::Relaxed),
         quiet::UNDER_LOAD.load(std::sync::atomic::Ordering::Relaxed),
-        quiet::GATES.load(std::sync::atomic::Ordering::Relaxed),
-        quiet::QUIET_BUSY * 100.0
     );
     md += "- result = median of the per-round values (ratio = warden / direct); spread = min..max over rounds\n\n";
     md += &report::table(&lines);

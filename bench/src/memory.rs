@@ -58,7 +58,7 @@ pub async fn run(
         if i % 4 == 0 {
             client::whole(http, &target, whole.clone()).await?;
         } else {
-            client::stream(http, &target, streamed.clone(), false).await?;
+            client::stream(http, &target, streamed.clone()).await?;
         }
         out.turn_ms.push(ms(t.elapsed()));
         if i % 100 == 0 {

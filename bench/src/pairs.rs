@@ -17,6 +17,7 @@
 use bytes::Bytes;
 
 use crate::client::{self, Target, Turn};
+use crate::procs::cpu_and_switches;
 use crate::report::{Line, Raw};
 use crate::stats::{median, spread};
 
@@ -65,48 +66,110 @@ pub struct Outcome {
     pub ttft_added: Vec<f64>,
     /// Per-round TTFT ratios.
     pub ttft_ratios: Vec<f64>,
+    /// Per-round warden CPU time per streamed token, µs.
+    pub warden_cpu_us: Vec<f64>,
+    /// Per-round warden context switches per streamed token.
+    pub warden_switches: Vec<f64>,
 }
 
-/// Runs `rounds` warm pairs.
+/// The side compared with llama-server direct.
+pub struct Side<'a> {
+    /// Where its turns go.
+    pub target: &'a Target,
+    /// Its label in the CSV (`warden`, `relay`).
+    pub name: &'static str,
+    /// The process whose CPU per token is recorded (the warden's).
+    pub pid: Option<u32>,
+    /// Whether it fronts the direct server itself (one slot, one cache).
+    pub shares_server: bool,
+}
+
+/// Runs `rounds` warm pairs of llama-server direct against `side`; raw
+/// samples go under `phase`.
 pub async fn run(
     http: &reqwest::Client,
     direct: &Target,
-    warden: &Target,
+    side: Side<'_>,
+    phase: &'static str,
     rounds: usize,
     max_tokens: u32,
     raw: &mut Raw,
 ) -> anyhow::Result<Outcome> {
+    let warden = side.target;
     let warm: Bytes = client::body("Warm-up: say something.", 16, true);
-    client::stream(http, direct, warm.clone(), false).await?;
-    client::stream(http, warden, warm, false).await?;
+    client::stream(http, direct, warm.clone()).await?;
+    client::stream(http, warden, warm).await?;
     let mut out = Outcome {
         pairs: Vec::new(),
         decode_ratios: Vec::new(),
         server_ratios: Vec::new(),
         ttft_added: Vec::new(),
         ttft_ratios: Vec::new(),
+        warden_cpu_us: Vec::new(),
+        warden_switches: Vec::new(),
+    };
+    // The warden's own CPU and switches over its turn (its child excluded).
+    let warden_turn = |body: Bytes| async move {
+        let before = side.pid.and_then(cpu_and_switches);
+        let t = client::stream(http, warden, body).await?;
+        let after = side.pid.and_then(cpu_and_switches);
+        let cost = before.zip(after).map(|(a, b)| (b.0 - a.0, b.1 - a.1));
+        anyhow::Ok((t, cost))
     };
     for r in 0..rounds {
-        let body = client::body(&prompt(r), max_tokens, true);
-        raw.push(
-            "pairs",
-            r,
-            "machine",
-            "busy_before",
-            Some(crate::quiet::wait(QUIET_MAX).await),
-        );
-        let (d, w) = if r % 2 == 0 {
-            let d = client::stream(http, direct, body.clone(), false).await?;
-            (d, client::stream(http, warden, body, false).await?)
+        // Two servers: the same prompt. One shared server (the relay's):
+        // a one-token marker right after the chat template, so neither
+        // side finds the other's prompt in the slot's cache.
+        let (db, wb) = if side.shares_server {
+            (
+                client::body(&format!("A. {}", prompt(r)), max_tokens, true),
+                client::body(&format!("B. {}", prompt(r)), max_tokens, true),
+            )
         } else {
-            let w = client::stream(http, warden, body.clone(), false).await?;
-            (client::stream(http, direct, body, false).await?, w)
+            let b = client::body(&prompt(r), max_tokens, true);
+            (b.clone(), b)
         };
-        for (side, t) in [("direct", &d), ("warden", &w)] {
-            raw.push("pairs", r, side, "ttft_ms", t.ttft_ms());
-            raw.push("pairs", r, side, "client_tps", t.client_tps());
-            raw.push("pairs", r, side, "server_tps", t.server_tps);
-            raw.push("pairs", r, side, "tokens", Some(t.tokens as f64));
+        let wt = &warden_turn;
+        let ((d, (w, cost)), foreign) = crate::quiet::clean(|| {
+            let (db, wb) = (db.clone(), wb.clone());
+            async move {
+                if r % 2 == 0 {
+                    let d = client::stream(http, direct, db).await?;
+                    Ok((d, wt(wb).await?))
+                } else {
+                    let w = wt(wb).await?;
+                    Ok((client::stream(http, direct, db).await?, w))
+                }
+            }
+        })
+        .await?;
+        raw.push(phase, r, "machine", "foreign_share", Some(foreign));
+        if let Some((cpu_ns, switches)) = cost
+            && w.tokens > 0
+        {
+            let n = w.tokens as f64;
+            out.warden_cpu_us.push(cpu_ns as f64 / 1e3 / n);
+            out.warden_switches.push(switches as f64 / n);
+            raw.push(
+                phase,
+                r,
+                side.name,
+                "cpu_us_per_token",
+                out.warden_cpu_us.last().copied(),
+            );
+            raw.push(
+                phase,
+                r,
+                side.name,
+                "switches_per_token",
+                out.warden_switches.last().copied(),
+            );
+        }
+        for (who, t) in [("direct", &d), (side.name, &w)] {
+            raw.push(phase, r, who, "ttft_ms", t.ttft_ms());
+            raw.push(phase, r, who, "client_tps", t.client_tps());
+            raw.push(phase, r, who, "server_tps", t.server_tps);
+            raw.push(phase, r, who, "tokens", Some(t.tokens as f64));
         }
         if let (Some(a), Some(b)) = (d.client_tps(), w.client_tps()) {
             out.decode_ratios.push(b / a);
@@ -119,8 +182,9 @@ pub async fn run(
             out.ttft_ratios.push(b / a);
         }
         eprintln!(
-            "  pair {r}: decode direct {:.1} / warden {:.1} tok/s, ttft direct {:.1} / warden {:.1} ms",
+            "  {phase} {r}: decode direct {:.1} / {} {:.1} tok/s, ttft direct {:.1} / {:.1} ms",
             d.client_tps().unwrap_or(f64::NAN),
+            side.name,
             w.client_tps().unwrap_or(f64::NAN),
             d.ttft_ms().unwrap_or(f64::NAN),
             w.ttft_ms().unwrap_or(f64::NAN)
@@ -139,6 +203,19 @@ impl Outcome {
     /// The headline TTFT difference (median of the per-round ones), ms.
     pub fn ttft_added_ms(&self) -> f64 {
         median(&self.ttft_added)
+    }
+
+    /// The diagnostic line of a run against the bare TCP relay.
+    pub fn relay_line(&self) -> Line {
+        Line::new(
+            "diagnostic: bare TCP relay in front of llama-server (one extra hop): decode ratio / TTFT added",
+            "-".into(),
+            "-".into(),
+            format!("ratio {:.3} / {:+.2} ms", self.decode_ratio(), self.ttft_added_ms()),
+            spread(&self.decode_ratios, 3),
+            "(info)",
+            None,
+        )
     }
 
     /// The table's lines.
@@ -179,6 +256,19 @@ impl Outcome {
                 spread(&self.ttft_added, 2),
                 "<= +2 ms",
                 Some(self.ttft_added_ms() <= 2.0),
+            ),
+            Line::new(
+                "warden process CPU per streamed token (us) / context switches per token",
+                "-".into(),
+                format!(
+                    "{} / {}",
+                    fmt_med(&self.warden_cpu_us, 0),
+                    fmt_med(&self.warden_switches, 2)
+                ),
+                "-".into(),
+                spread(&self.warden_cpu_us, 0),
+                "(info)",
+                None,
             ),
         ]
     }

@@ -33,15 +33,34 @@ use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-/// Every pid the harness started or learned of, for [`sweep`].
-static PIDS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// Every process the harness started or learned of, for [`sweep`] and the
+/// foreign-load meter: (pid, start time). The start time (field 22 of
+/// `/proc/PID/stat`) tells a recycled pid (pids wrap at 32768 here) from
+/// ours, so the sweep never signals someone else's process.
+static PIDS: Mutex<Vec<(u32, u64)>> = Mutex::new(Vec::new());
+
+/// The start time of `pid` (clock ticks after boot), while it exists.
+fn start_time(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+}
 
 /// Remembers `pid` for the final sweep.
 pub fn register(pid: u32) {
+    let Some(start) = start_time(pid) else { return };
     let mut p = PIDS.lock().unwrap();
-    if !p.contains(&pid) {
-        p.push(pid);
+    if !p.contains(&(pid, start)) {
+        p.push((pid, start));
     }
+}
+
+/// Every registered pid that still exists as ours (running or a zombie).
+pub fn registered_all() -> Vec<u32> {
+    let p = PIDS.lock().unwrap().clone();
+    p.into_iter()
+        .filter(|&(pid, start)| start_time(pid) == Some(start))
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 /// Whether `pid` runs (a zombie does not).
@@ -59,14 +78,15 @@ pub fn alive(pid: u32) -> bool {
 /// Waits (blocking, up to 5 s) for every registered process to be gone,
 /// SIGKILLs the ones that are not; returns the pids it had to kill.
 pub fn sweep() -> Vec<u32> {
-    let pids = PIDS.lock().unwrap().clone();
+    let ours = || -> Vec<u32> { registered_all().into_iter().filter(|&p| alive(p)).collect() };
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while pids.iter().any(|&p| alive(p)) && std::time::Instant::now() < deadline {
+    while !ours().is_empty() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let left: Vec<u32> = pids.into_iter().filter(|&p| alive(p)).collect();
+    let left = ours();
     for &p in &left {
-        // SAFETY: kill(2) on a pid this harness started or its warden did.
+        // SAFETY: kill(2) on a process this harness (or its warden) started,
+        // checked by its start time just above.
         unsafe { libc::kill(p as i32, libc::SIGKILL) };
     }
     left
@@ -350,6 +370,27 @@ fn strip_ansi(line: &str) -> String {
         }
     }
     out
+}
+
+/// CPU time (ns, from each thread's `schedstat`) and context switches
+/// (voluntary + involuntary) of every thread of `pid`, summed.
+pub fn cpu_and_switches(pid: u32) -> Option<(u64, u64)> {
+    let mut cpu = 0;
+    let mut sw = 0;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let dir = t.ok()?.path();
+        let Ok(stat) = std::fs::read_to_string(dir.join("schedstat")) else {
+            continue; // the thread just ended
+        };
+        cpu += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+        sw += status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split(':').nth(1)?.trim().parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    Some((cpu, sw))
 }
 
 /// `VmRSS` of `pid`, in KiB.

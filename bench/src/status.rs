@@ -95,7 +95,7 @@ where
 {
     let (h, t) = (http.clone(), target.clone());
     let body = client::body("Write a very long essay about the history of bridges.", 4096, true);
-    let stream = tokio::spawn(async move { client::stream(&h, &t, body, false).await });
+    let stream = tokio::spawn(async move { client::stream(&h, &t, body).await });
     started().await;
     // Past the prompt (a warm TTFT is well under this): tokens are flowing.
     tokio::time::sleep(Duration::from_millis(1000)).await;
