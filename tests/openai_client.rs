@@ -7,11 +7,7 @@ mod support;
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::Arc;
 
-use llm_warden::catalog::Catalog;
-use llm_warden::engines::{Backend, CpuEngine};
-use llm_warden::{Warden, server};
 use support::*;
 
 /// The client environment build-llama.sh makes (`clients` flavour).
@@ -55,23 +51,11 @@ print("OK", "".join(parts))
 /// The official client streams, completes, lists and raises as it should.
 #[actix_rt::test]
 async fn the_official_openai_client_works_unchanged() {
-    let (Some(llama), Some(model), Some(py)) = (real_llama_server(), real_model(SMOLLM2), client_python()) else {
+    let Some(py) = client_python() else { return };
+    let Some((w, _dir)) = real_smollm_warden(test_config()) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(&model, dir.path().join("smollm2.gguf")).unwrap();
-    let w = Warden::start_with(
-        Arc::new(test_config()),
-        Catalog::scan(dir.path()),
-        Backend::Cpu(CpuEngine {
-            server: llama,
-            verbosity: 3,
-        }),
-        None,
-    );
-    let bound = server::bind(w.clone(), "127.0.0.1", Some(0)).unwrap();
-    let base = format!("http://127.0.0.1:{}", bound.port);
-    actix_rt::spawn(bound.server);
+    let base = serve_http(&w);
     let out = tokio::task::spawn_blocking(move || Command::new(py).args(["-c", SCRIPT, &base]).output().unwrap())
         .await
         .unwrap();

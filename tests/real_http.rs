@@ -4,37 +4,20 @@
 
 mod support;
 
-use std::sync::Arc;
-
-use llm_warden::catalog::Catalog;
-use llm_warden::engines::{Backend, CpuEngine};
-use llm_warden::{Warden, WardenConfig, server};
+use llm_warden::WardenConfig;
 use serde_json::{Value, json};
 use support::*;
 
 #[actix_rt::test]
 async fn a_prompt_larger_than_the_window_is_a_400() {
-    let (Some(llama), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(&model, dir.path().join("smollm2.gguf")).unwrap();
     let cfg = WardenConfig {
         ctx_pin: Some(4096),
         ..test_config()
     };
-    let w = Warden::start_with(
-        Arc::new(cfg),
-        Catalog::scan(dir.path()),
-        Backend::Cpu(CpuEngine {
-            server: llama,
-            verbosity: 3,
-        }),
-        None,
-    );
-    let bound = server::bind(w.clone(), "127.0.0.1", Some(0)).unwrap();
-    let base = format!("http://127.0.0.1:{}", bound.port);
-    actix_rt::spawn(bound.server);
+    let Some((w, _dir)) = real_smollm_warden(cfg) else {
+        return;
+    };
+    let base = serve_http(&w);
     let http = llm_warden::child::client::shared_http_client();
     let huge = "the lighthouse keeper counted the waves ".repeat(1200);
     for stream in [false, true] {

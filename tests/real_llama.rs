@@ -38,11 +38,9 @@ fn real_warden(server: PathBuf, dir: &Path, cfg: WardenConfig) -> Warden {
 /// `/props`, then unload: the child is gone.
 #[actix_rt::test]
 async fn load_stream_nonstream_props_unload() {
-    let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else {
+    let Some((w, _dir)) = real_smollm_warden(test_config()) else {
         return;
     };
-    let dir = real_dir(&model);
-    let w = real_warden(server, dir.path(), test_config());
     let s = w.engine().send(Load { model: None }).await.unwrap().unwrap();
     // SmolLM2's trained window fits this machine: the law gives it whole.
     assert_eq!(s.context_tokens, Some(8192));
@@ -71,16 +69,14 @@ async fn load_stream_nonstream_props_unload() {
 /// of its last turn), and the next request reloads it.
 #[actix_rt::test]
 async fn an_idle_model_is_reaped_and_reloaded() {
-    let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else {
-        return;
-    };
-    let dir = real_dir(&model);
     let cfg = WardenConfig {
         idle_timeout: Duration::from_millis(500),
         idle_tick: Duration::from_millis(100),
         ..test_config()
     };
-    let w = real_warden(server, dir.path(), cfg);
+    let Some((w, _dir)) = real_smollm_warden(cfg) else {
+        return;
+    };
     let mut ev = w.subscribe();
     assert!(collect(w.submit(chat(None, 4, true)).unwrap()).await.done);
     let pid = w.status().child_pid.unwrap();
@@ -99,11 +95,9 @@ async fn an_idle_model_is_reaped_and_reloaded() {
 /// carrying `code` and `raw`, and the next request is answered normally.
 #[actix_rt::test]
 async fn a_child_killed_mid_stream_is_reported_then_respawned() {
-    let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else {
+    let Some((w, _dir)) = real_smollm_warden(test_config()) else {
         return;
     };
-    let dir = real_dir(&model);
-    let w = real_warden(server, dir.path(), test_config());
     let mut rx = w.submit(chat(None, 400, true)).unwrap();
     loop {
         if let llm_warden::messages::TurnEvent::Chunk(_) = recv_or_fail(&mut rx, "a first token").await {

@@ -12,13 +12,10 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use llm_warden::catalog::Catalog;
-use llm_warden::engines::{Backend, CpuEngine};
 use llm_warden::messages::TurnEvent;
-use llm_warden::{Warden, WardenConfig, server};
+use llm_warden::{Warden, WardenConfig};
 use support::*;
 
 fn soak(default: usize, full: usize) -> usize {
@@ -27,19 +24,6 @@ fn soak(default: usize, full: usize) -> usize {
     } else {
         default
     }
-}
-
-fn real_warden(cfg: WardenConfig) -> Option<(Warden, tempfile::TempDir)> {
-    let (server, model) = (real_llama_server()?, real_model(SMOLLM2)?);
-    let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(&model, dir.path().join("smollm2.gguf")).unwrap();
-    let w = Warden::start_with(
-        Arc::new(cfg),
-        Catalog::scan(dir.path()),
-        Backend::Cpu(CpuEngine { server, verbosity: 3 }),
-        None,
-    );
-    Some((w, dir))
 }
 
 /// Children of this process left as zombies (unreaped).
@@ -69,7 +53,7 @@ async fn first_chunk(rx: &mut tokio::sync::mpsc::Receiver<TurnEvent>) {
 /// SIGKILL of the child mid-stream, repeatedly (5; 50 with WARDEN_SOAK=1).
 #[actix_rt::test]
 async fn child_killed_mid_stream_repeatedly() {
-    let Some((w, _dir)) = real_warden(test_config()) else {
+    let Some((w, _dir)) = real_smollm_warden(test_config()) else {
         return;
     };
     let trials = soak(5, 50);
@@ -111,7 +95,9 @@ async fn a_stopped_child_is_caught_by_the_stall_watchdog() {
         stall_timeout: Duration::from_secs(5),
         ..test_config()
     };
-    let Some((w, _dir)) = real_warden(cfg) else { return };
+    let Some((w, _dir)) = real_smollm_warden(cfg) else {
+        return;
+    };
     for i in 0..soak(2, 10) {
         let mut rx = w.submit(chat(None, 400, true)).unwrap();
         first_chunk(&mut rx).await;
@@ -162,12 +148,10 @@ fn connections_to(port: u16) -> usize {
 /// and no connection or descriptor leaks.
 #[actix_rt::test]
 async fn clients_disconnecting_mid_stream() {
-    let Some((w, _dir)) = real_warden(test_config()) else {
+    let Some((w, _dir)) = real_smollm_warden(test_config()) else {
         return;
     };
-    let bound = server::bind(w.clone(), "127.0.0.1", Some(0)).unwrap();
-    let base = format!("http://127.0.0.1:{}", bound.port);
-    actix_rt::spawn(bound.server);
+    let base = serve_http(&w);
     let body = |n: u32| {
         serde_json::json!({"messages": [{"role": "user", "content": "Write a long story about a lighthouse."}],
                            "max_tokens": n, "stream": true, "temperature": 0.8})

@@ -18,21 +18,7 @@ pub struct CpuEngine {
 impl CpuEngine {
     /// The engine's argv for a plan (the fixed flags come after, from `llama`).
     pub fn argv(&self, plan: &SpawnPlan) -> Vec<OsString> {
-        // `--alias`: answers name the model by its catalog id, not its path.
-        let mut a: Vec<OsString> = vec![
-            "-m".into(),
-            plan.entry.path.clone().into(),
-            "--alias".into(),
-            plan.entry.id.clone().into(),
-        ];
-        if let Some(mmproj) = &plan.entry.mmproj {
-            a.push("--mmproj".into());
-            a.push(mmproj.clone().into());
-        }
-        if let Some(ctx) = plan.window.ctx() {
-            a.push("-c".into());
-            a.push(ctx.to_string().into());
-        }
+        let mut a = super::llama::model_args(plan);
         a.push("-ngl".into());
         a.push("0".into());
         if self.verbosity != 3 {

@@ -120,20 +120,7 @@ impl CudaEngine {
 
     /// The engine's argv for a plan (the fixed flags come after).
     pub fn argv(&self, plan: &SpawnPlan) -> Vec<OsString> {
-        let mut a: Vec<OsString> = vec![
-            "-m".into(),
-            plan.entry.path.clone().into(),
-            "--alias".into(),
-            plan.entry.id.clone().into(),
-        ];
-        if let Some(mmproj) = &plan.entry.mmproj {
-            a.push("--mmproj".into());
-            a.push(mmproj.clone().into());
-        }
-        if let Some(ctx) = plan.window.ctx() {
-            a.push("-c".into());
-            a.push(ctx.to_string().into());
-        }
+        let mut a = super::llama::model_args(plan);
         let all = plan.cuda.as_ref().is_some_and(|c| c.all_layers);
         for s in ["-ngl", if all { "-2" } else { "-1" }, "-fitt", "1024", "-lv"] {
             a.push(s.into());

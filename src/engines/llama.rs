@@ -122,6 +122,27 @@ fn is_executable(p: &Path) -> bool {
     }
 }
 
+/// The model part of every llama-server argv: `-m`, `--alias` (answers name
+/// the model by its catalog id, not its path), `--mmproj` when the model
+/// has a projector, `-c` when the window was decided.
+pub fn model_args(plan: &super::SpawnPlan) -> Vec<OsString> {
+    let mut a: Vec<OsString> = vec![
+        "-m".into(),
+        plan.entry.path.clone().into(),
+        "--alias".into(),
+        plan.entry.id.clone().into(),
+    ];
+    if let Some(mmproj) = &plan.entry.mmproj {
+        a.push("--mmproj".into());
+        a.push(mmproj.clone().into());
+    }
+    if let Some(ctx) = plan.window.ctx() {
+        a.push("-c".into());
+        a.push(ctx.to_string().into());
+    }
+    a
+}
+
 /// The engine's argv plus the fixed flags, and the environment with the key.
 pub fn spawn_spec(
     server: &Path,

@@ -326,3 +326,24 @@ pub fn listening(port: u16) -> bool {
         })
     })
 }
+
+/// A warden over the real llama-server serving the real SmolLM2 (as model
+/// `smollm2`, the default), with `cfg`; `None` when build-llama.sh has not
+/// run (see `real_llama_server`). The directory lives as long as the warden.
+pub fn real_smollm_warden(cfg: WardenConfig) -> Option<(Warden, tempfile::TempDir)> {
+    let (server, model) = (real_llama_server()?, real_model(SMOLLM2)?);
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&model, dir.path().join("smollm2.gguf")).unwrap();
+    let backend = Backend::Cpu(CpuEngine { server, verbosity: 3 });
+    let mut catalog = Catalog::scan(dir.path());
+    catalog.set_default("smollm2");
+    Some((Warden::start_with(Arc::new(cfg), catalog, backend, None), dir))
+}
+
+/// Serves `w`'s HTTP routes on a free port; returns the base URL.
+pub fn serve_http(w: &Warden) -> String {
+    let bound = llm_warden::server::bind(w.clone(), "127.0.0.1", Some(0)).unwrap();
+    let base = format!("http://127.0.0.1:{}", bound.port);
+    actix_rt::spawn(bound.server);
+    base
+}
