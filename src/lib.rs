@@ -8,22 +8,27 @@
 //! # Layout
 //!
 //! ```text
-//!  HTTP (http::*, actix-web)       IdleTimer --ReapTick / BrakeTick--+
-//!    | Warden::submit -> Generate                                     |
-//!    v                                                                v
-//!  EngineActor (actors::engine) -- owns the child (child::*) ---------+
-//!    |  mailbox = the spec's generation lock; AtomicResponse handlers
-//!    |-- law::*      pure decisions (window, brake, reap, crash codes, ...)
-//!    |-- engines::*  per-backend argv, env, ports, properties
+//!  HTTP (http::*, actix-web)        IdleTimer --ReapTick / BrakeTick--+
+//!    | Warden::submit -> Generate                                      |
+//!    v                                                                 v
+//!  EngineActor (actors::engine) -- owns the one child (child::*) ------+
+//!    |  its mailbox is the spec's generation lock (AtomicResponse handlers)
+//!    |-- asks --> SensorActor (RAM pressure, paging, footprints, VRAM spill)
+//!    |-- asks --> PrefixCacheActor (MLX only: who owns the child's KV)
+//!    |-- law::*      pure decisions (windows, caps, brakes, crash codes, CUDA, MLX)
+//!    |-- engines::*  per backend: CPU and CUDA llama-server, MLX mlx_vlm.server
 //!    |-- gguf::*     header-only model facts
-//!    |-- sensors::*  RAM total, cgroup, footprints, pressure
+//!    |-- sensors::*  RAM total and cgroup, footprints, pressure providers, NVML
 //!    `-- status::*   EngineStatus (watch) and WardenEvent (broadcast)
 //! ```
 //!
-//! - `warden`: the embedding API (`Warden::start`, `submit`, `shutdown`).
+//! - `warden`: the embedding API (`Warden::start`, `submit`, `shutdown`),
+//!   engine selection and the CUDA pre-flight.
 //! - `server`: the binary's HTTP server (`bind`).
 //! - `messages`: one file per actor message.
-//! - `actors`: `EngineActor` (+ its `EngineCore`), `IdleTimer`.
+//! - `actors`: `EngineActor` (its state is `EngineCore`: `load`, `turn`,
+//!   `brake`, `mlx`, `cuda`, `reap`), `IdleTimer`, `SensorActor`,
+//!   `PrefixCacheActor`.
 //! - `catalog`: the models a warden serves.
 //! - `config`: every `WARDEN_*` variable, read once.
 //! - `error`: `EngineError`, `ModelLoadError`, `GenerationError`, `ApiError`.
