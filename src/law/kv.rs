@@ -3,7 +3,7 @@
 //!
 //! Measured on the pinned b10883 with one slot and the f16 cache, the KV
 //! buffer llama-server prints is exactly n_ctx × Σ over layers of
-//! (key_length + value_length) × kv_heads[layer] × 2 B (SmolLM2: 23,040 B per
+//! (key_length + value_length) × kv_heads\[layer\] × 2 B (SmolLM2: 23,040 B per
 //! token, 180.00 MiB at 8192). A recurrent layer declares 0 KV heads and
 //! counts 0. A sliding-window layer holds only its window's cells: the full
 //! formula over-estimates such models (Gemma-3-270M prints 15.00 + 24.00 MiB
