@@ -63,7 +63,7 @@ pub async fn run(
                 let mut w = None;
                 for step in 0..2 {
                     tokio::time::sleep(Duration::from_millis(300)).await;
-                    if (step == 0) == (r % 2 == 0) {
+                    if (step == 0) == r.is_multiple_of(2) {
                         d = Some(direct_cold(http, s, body.clone()).await?);
                     } else {
                         w = Some(warden_cold(http, warden, body.clone()).await?);

@@ -36,7 +36,7 @@ pub fn run(paths: &[PathBuf], n: usize, raw: &mut Raw) -> anyhow::Result<Vec<Row
             .file_name()
             .map_or_else(String::new, |f| f.to_string_lossy().into_owned());
         for (i, x) in samples.iter().enumerate() {
-            raw.push("gguf", i, "reader", "read_ms", Some(*x));
+            raw.push("gguf", i, name.as_str(), "read_ms", Some(*x));
         }
         rows.push(Row {
             name,

@@ -10,11 +10,20 @@
 //!    started directly with the same binary, argv and key mechanism
 //!    (`procs`). One warm turn, a second of quiet, the warden's `VmRSS`:
 //!    "at rest".
-//! 3. `pairs`: warm decode rate and TTFT, interleaved, per-round ratios.
-//! 4. `status`: `/warden/status` latency at rest and while a stream runs.
-//! 5. `cold`: request to first token from nothing loaded.
-//! 6. `memory`: `VmRSS` growth over many short turns.
-//! 7. `brake`: the memory brake's warm shrink+respawn, on fresh wardens.
+//! 3. `pairs`: warm decode rate and TTFT, interleaved, per-round ratios, on
+//!    fresh processes every round (the direct server restarted, the warden's
+//!    child reloaded, in alternating order).
+//! 4. `relay` (diagnostic): the same pairs through a bare TCP relay in front
+//!    of the direct server: what one extra hop costs here.
+//! 5. `aa` (diagnostic): the same pairs against a second direct server: the
+//!    noise floor of a pair (two identical llama-servers differ by several %).
+//! 6. `status`: `/warden/status` latency at rest and while a stream runs.
+//! 7. `cold`: request to first token from nothing loaded.
+//! 8. `rss` (`memory`): `VmRSS` growth over many short turns.
+//! 9. `brake`: the memory brake's warm shrink+respawn, on fresh wardens.
+//!
+//! Noise (`quiet`): each round waits for a quiet machine and is measured
+//! again when other processes took CPU during it.
 //!
 //! Progress goes to stderr; the markdown table and, last, the one
 //! machine-readable line go to stdout; `report` writes the files. Every
@@ -72,11 +81,11 @@ struct Args {
     /// `WARDEN_RAM_OVERRIDE_GB` of the brake phase.
     #[arg(long, default_value = "0.65")]
     brake_ram_gb: String,
-    /// Phases to run (comma-separated): gguf,pairs,relay,status,cold,rss,brake.
+    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "gguf,pairs,relay,status,cold,rss,brake"
+        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake"
     )]
     phases: Vec<String>,
     /// The llm-warden binary (default: next to this one).
@@ -231,7 +240,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         window: 0,
     };
     let mut restart_ms = None;
-    if ["pairs", "relay", "status", "cold", "rss"].iter().any(|p| on(p)) {
+    if ["pairs", "relay", "aa", "status", "cold", "rss"].iter().any(|p| on(p)) {
         eprintln!("== starting the warden and llama-server direct");
         let w = WardenProc::spawn(&warden_bin, &server, &model, true, &[]).await?;
         let s = w.wait_ready(&http).await?;
@@ -252,23 +261,41 @@ async fn run(args: Args) -> anyhow::Result<()> {
         let rest_kib = w.rss_kib().context("the warden's VmRSS is unreadable")?;
         h.rss_rest_mib = memory::mib(rest_kib);
 
-        if on("pairs") || on("relay") || on("status") {
+        if on("pairs") || on("relay") || on("aa") || on("status") {
             let mut d = Direct::spawn(&server, &model, &setup.model_id, setup.window)?;
             d.wait_healthy(&http, Duration::from_millis(5)).await?;
-            let dt = Target {
-                base: d.base.clone(),
-                bearer: Some(d.key.bearer()),
-            };
             if on("pairs") {
                 eprintln!("== warm pairs: decode and time to first token ({} rounds)", args.rounds);
-                let side = pairs::Side {
-                    target: &wt,
-                    name: "warden",
-                    pid: Some(w.proc.pid),
-                    shares_server: false,
-                };
-                match pairs::run(&http, &dt, side, "pairs", args.rounds, args.max_tokens, &mut raw).await {
-                    Ok(o) => {
+                let mut o = pairs::Outcome::default();
+                let run: anyhow::Result<()> = async {
+                    for r in 0..args.rounds {
+                        // Fresh processes on both sides every round, started
+                        // in alternating order: two identical llama-servers
+                        // decode several % apart (see the aa diagnostic), so
+                        // the medians must be over process instances too.
+                        if r.is_multiple_of(2) {
+                            d.restart(&http, &server, &model, &setup.model_id, setup.window).await?;
+                            w.reload(&http).await?;
+                        } else {
+                            w.reload(&http).await?;
+                            d.restart(&http, &server, &model, &setup.model_id, setup.window).await?;
+                        }
+                        let dt = d.target();
+                        pairs::warm(&http, &dt, &wt).await?;
+                        let side = pairs::Side {
+                            target: &wt,
+                            name: "warden",
+                            pid: Some(w.proc.pid),
+                            shares_server: false,
+                        };
+                        o.round(&http, &dt, &side, "pairs", r, args.max_tokens, &mut raw)
+                            .await?;
+                    }
+                    Ok(())
+                }
+                .await;
+                match run {
+                    Ok(()) => {
                         h.decode_ratio = o.decode_ratio();
                         h.ttft_added_ms = o.ttft_added_ms();
                         lines.extend(o.lines());
@@ -283,7 +310,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                             values: o.server_ratios.clone(),
                         });
                         series.push(Series {
-                            name: "TTFT warm",
+                            name: "TTFT warm, cached prompt",
                             colour: "#ff7f0e",
                             values: o.ttft_ratios.clone(),
                         });
@@ -291,6 +318,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     Err(e) => errors.push(format!("pairs: {e:#}")),
                 }
             }
+            let dt = d.target();
             if on("relay") {
                 eprintln!("== diagnostic: bare TCP relay against direct ({} rounds)", args.rounds);
                 let addr: std::net::SocketAddr = d.base.trim_start_matches("http://").parse()?;
@@ -304,10 +332,61 @@ async fn run(args: Args) -> anyhow::Result<()> {
                     pid: None,
                     shares_server: true,
                 };
-                match pairs::run(&http, &dt, side, "relay", args.rounds, args.max_tokens, &mut raw).await {
-                    Ok(o) => lines.push(o.relay_line()),
+                // No pooled connections: llama-server closes each
+                // connection after its answer, and through the relay that
+                // close can arrive after the next request reused it.
+                let fresh = reqwest::Client::builder()
+                    .no_proxy()
+                    .tcp_nodelay(true)
+                    .pool_max_idle_per_host(0)
+                    .build()?;
+                match pairs::run(&fresh, &dt, side, "relay", args.rounds, args.max_tokens, &mut raw).await {
+                    Ok(o) => lines.push(o.diagnostic_line("bare TCP relay in front of llama-server (one extra hop)")),
                     Err(e) => errors.push(format!("relay: {e:#}")),
                 }
+            }
+            if on("aa") {
+                eprintln!(
+                    "== diagnostic: a second llama-server direct against the first ({} rounds)",
+                    args.rounds
+                );
+                let mut d2 = Direct::spawn(&server, &model, &setup.model_id, setup.window)?;
+                d2.wait_healthy(&http, Duration::from_millis(5)).await?;
+                let mut o = pairs::Outcome::default();
+                let run: anyhow::Result<()> = async {
+                    for r in 0..args.rounds {
+                        // As the pairs: fresh processes, alternating order.
+                        let (first, second) = if r.is_multiple_of(2) {
+                            (&mut d, &mut d2)
+                        } else {
+                            (&mut d2, &mut d)
+                        };
+                        first
+                            .restart(&http, &server, &model, &setup.model_id, setup.window)
+                            .await?;
+                        second
+                            .restart(&http, &server, &model, &setup.model_id, setup.window)
+                            .await?;
+                        let (a, b) = (d.target(), d2.target());
+                        pairs::warm(&http, &a, &b).await?;
+                        let side = pairs::Side {
+                            target: &b,
+                            name: "direct2",
+                            pid: None,
+                            shares_server: false,
+                        };
+                        o.round(&http, &a, &side, "aa", r, args.max_tokens, &mut raw).await?;
+                    }
+                    Ok(())
+                }
+                .await;
+                match run {
+                    Ok(()) => {
+                        lines.push(o.diagnostic_line("a second llama-server direct (A/A: the noise floor of a pair)"))
+                    }
+                    Err(e) => errors.push(format!("aa: {e:#}")),
+                }
+                d2.stop().await;
             }
             if on("status") {
                 eprintln!("== /warden/status latency ({} requests per set)", args.status_n);

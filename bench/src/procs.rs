@@ -211,6 +211,31 @@ impl Direct {
         }
     }
 
+    /// Replaces it by a new server with the same model and window (the old
+    /// one stopped first), healthy on return.
+    pub async fn restart(
+        &mut self,
+        http: &reqwest::Client,
+        server: &Path,
+        model: &Path,
+        id: &str,
+        ctx: u32,
+    ) -> anyhow::Result<()> {
+        self.proc.stop(Duration::from_secs(5)).await;
+        let _ = std::fs::remove_file(&self.log);
+        *self = Direct::spawn(server, model, id, ctx)?;
+        self.wait_healthy(http, Duration::from_millis(5)).await?;
+        Ok(())
+    }
+
+    /// Its chat target.
+    pub fn target(&self) -> crate::client::Target {
+        crate::client::Target {
+            base: self.base.clone(),
+            bearer: Some(self.key.bearer()),
+        }
+    }
+
     /// Stops it; removes its log.
     pub async fn stop(mut self) -> Duration {
         let d = self.proc.stop(Duration::from_secs(5)).await;
@@ -330,6 +355,15 @@ impl WardenProc {
             .error_for_status()?
             .json()
             .await?)
+    }
+
+    /// Makes the warden replace its child (unload, then load), ready on
+    /// return.
+    pub async fn reload(&self, http: &reqwest::Client) -> anyhow::Result<()> {
+        self.post(http, "/warden/unload").await?;
+        self.post(http, "/warden/load").await?;
+        self.wait_ready(http).await?;
+        Ok(())
     }
 
     /// The log lines received since `since` that contain `needle`.

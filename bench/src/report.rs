@@ -11,7 +11,7 @@ use std::path::Path;
 pub struct Row {
     phase: &'static str,
     round: usize,
-    side: &'static str,
+    side: String,
     metric: &'static str,
     value: f64,
 }
@@ -21,12 +21,13 @@ pub struct Row {
 pub struct Raw(Vec<Row>);
 
 impl Raw {
-    /// Records a sample (a missing one is skipped).
+    /// Records a sample (a missing one is skipped). `side`: who was measured
+    /// (`direct`, `warden`, `machine`, a model file for header reads).
     pub fn push(
         &mut self,
         phase: &'static str,
         round: usize,
-        side: &'static str,
+        side: impl Into<String>,
         metric: &'static str,
         value: Option<f64>,
     ) {
@@ -34,7 +35,7 @@ impl Raw {
             self.0.push(Row {
                 phase,
                 round,
-                side,
+                side: side.into(),
                 metric,
                 value,
             });
@@ -45,7 +46,7 @@ impl Raw {
     pub fn csv(&self) -> String {
         let mut s = String::from("phase,round,side,metric,value\n");
         for r in &self.0 {
-            let _ = writeln!(s, "{},{},{},{},{}", r.phase, r.round, r.side, r.metric, r.value);
+            let _ = writeln!(s, "{},{},{},{},{:.6}", r.phase, r.round, r.side, r.metric, r.value);
         }
         s
     }
@@ -152,17 +153,17 @@ pub fn svg(title: &str, series: &[Series]) -> String {
         );
         g += 0.05;
     }
-    for (v, label, dash) in [
-        (1.0, "parity", "6 3"),
-        (0.99, "decode target", "2 3"),
-        (1.05, "cold target", "2 3"),
+    for (v, label, dash, dy) in [
+        (1.0, "parity", "6 3", -2.0),
+        (0.99, "decode target", "2 3", 10.0),
+        (1.05, "cold target", "2 3", 4.0),
     ] {
         let _ = writeln!(
             s,
             r##"<line x1="{left}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#555" stroke-dasharray="{dash}"/><text x="{}" y="{:.1}" fill="#555">{label}</text>"##,
             left + pw,
             left + pw + 4.0,
-            y(v) + 4.0,
+            y(v) + dy,
             yy = y(v)
         );
     }
