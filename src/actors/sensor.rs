@@ -51,7 +51,11 @@ impl Handler<ReadSensors> for SensorActor {
     type Result = Result<Readings, BrakeOff>;
 
     fn handle(&mut self, msg: ReadSensors, _ctx: &mut Self::Context) -> Self::Result {
-        let footprint_bytes = msg.child_pid.and_then(footprint::anon_bytes);
+        let footprint_bytes = if msg.footprint {
+            msg.child_pid.and_then(footprint::anon_bytes)
+        } else {
+            None
+        };
         // The QA seam forces the level and the paging evidence on every RAM
         // sample; the VRAM tiers are the CUDA engine's and do nothing here.
         match self.forced {

@@ -93,6 +93,15 @@ impl ChildClient {
             .await
     }
 
+    /// POSTs a JSON body (already encoded) to `path`.
+    pub async fn post_json(&self, path: &str, body: Bytes) -> Result<reqwest::Response, reqwest::Error> {
+        self.request(reqwest::Method::POST, path)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+    }
+
     /// POSTs a chat request body (already encoded) to `/v1/chat/completions`.
     pub async fn chat(&self, body: Bytes) -> Result<reqwest::Response, reqwest::Error> {
         self.request(reqwest::Method::POST, "/v1/chat/completions")

@@ -185,9 +185,13 @@ pub fn adapt_request(body: &mut serde_json::Map<String, serde_json::Value>) {
     }
 }
 
-/// The readiness ping: one token, not streamed.
-pub fn ping_body() -> Bytes {
-    Bytes::from_static(br#"{"messages":[{"role":"user","content":"ping"}],"max_tokens":1,"stream":false}"#)
+/// The readiness ping: one token of a one-word raw completion (no chat
+/// template, so the prompt is a token or two).
+pub fn ping() -> crate::child::ready::Ping {
+    crate::child::ready::Ping {
+        path: "/completion",
+        body: Bytes::from_static(br#"{"prompt":"ping","n_predict":1,"stream":false}"#),
+    }
 }
 
 #[cfg(test)]

@@ -144,7 +144,15 @@ pub fn adapt_request(body: &mut serde_json::Map<String, serde_json::Value>, dir:
 
 /// The readiness ping: one token, not streamed (mlx-vlm clears its buffer
 /// cache after a non-streamed request).
-pub fn ping_body(dir: &Path) -> Bytes {
+pub fn ping(dir: &Path) -> crate::child::ready::Ping {
+    crate::child::ready::Ping {
+        path: "/v1/chat/completions",
+        body: ping_body(dir),
+    }
+}
+
+/// The ping's chat body.
+fn ping_body(dir: &Path) -> Bytes {
     let v = serde_json::json!({
         "model": model_arg(dir),
         "messages": [{"role": "user", "content": "ping"}],

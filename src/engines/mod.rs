@@ -18,8 +18,6 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-
 use crate::catalog::{ModelEntry, ModelFormat};
 use crate::child::client::ChildClient;
 use crate::child::key::ApiKey;
@@ -258,11 +256,11 @@ impl Backend {
         }
     }
 
-    /// The readiness ping's request body.
-    pub fn ping_body(&self, entry: &ModelEntry) -> Bytes {
+    /// The readiness ping.
+    pub fn ping(&self, entry: &ModelEntry) -> crate::child::ready::Ping {
         match self {
-            Self::Cpu(_) | Self::Cuda(_) => llama::ping_body(),
-            Self::Mlx(_) => mlx::ping_body(&entry.path),
+            Self::Cpu(_) | Self::Cuda(_) => llama::ping(),
+            Self::Mlx(_) => mlx::ping(&entry.path),
         }
     }
 

@@ -16,6 +16,11 @@ pub struct ReadSensors {
     pub point: Point,
     /// The child whose anonymous memory to read.
     pub child_pid: Option<u32>,
+    /// Read that memory now. `/proc/<pid>/smaps_rollup` walks the child's
+    /// page tables (5-6 ms for SmolLM2, measured by the bench: most of the
+    /// time a turn_start sample cost). The MLX brake decides on it; the CPU
+    /// brake only logs it, so it reads it after deciding, when it acts.
+    pub footprint: bool,
 }
 
 /// The pressure level cannot be read: the brake turns off, with this reason.

@@ -123,6 +123,10 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length)
         if not self.authorized():
             return
+        if self.path == "/completion" and ready():
+            # The readiness ping (llama-server's raw completion).
+            self.send_json(200, {"content": "t", "tokens_predicted": 1, "stop": True})
+            return
         if self.path != "/v1/chat/completions":
             self.send_json(404, {"error": {"code": 404, "message": "Not Found"}})
             return

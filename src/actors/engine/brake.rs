@@ -12,6 +12,7 @@ use crate::engines::BrakeKind;
 use crate::law::brake::{self, Action, BrakeReload, BrakeState, Point, Readings, Remembered, WindowFacts};
 use crate::law::window;
 use crate::messages::{BrakeOff, ReadSensors};
+use crate::sensors::footprint;
 use crate::status::{EngineState, WardenEvent};
 
 impl EngineCore {
@@ -39,12 +40,17 @@ impl EngineCore {
         };
         self.brake_level = Some(readings.level);
         let (action, next) = brake::llama_step(point, &readings, &self.brake, &facts);
+        // The footprint only feeds the log line: read once there is one.
+        let mut readings = readings;
+        if action != Action::None && readings.footprint_bytes.is_none() {
+            readings.footprint_bytes = self.child.as_ref().and_then(|c| footprint::anon_bytes(c.process.pid()));
+        }
         let before = self.brake;
         self.brake = next;
         match action {
             Action::None => {}
-            Action::DeferShrink { cap } => self.log_brake(point, &readings, action, facts.allocated, cap),
-            Action::ArmUnload => self.log_brake(point, &readings, action, facts.allocated, facts.allocated),
+            Action::DeferShrink { cap } => self.log_brake(point, &readings, action, facts.allocated, cap, None),
+            Action::ArmUnload => self.log_brake(point, &readings, action, facts.allocated, facts.allocated, None),
             Action::Shrink { cap } | Action::Grow { cap } => {
                 self.brake_respawn(point, &readings, action, cap, facts).await
             }
@@ -77,6 +83,7 @@ impl EngineCore {
             .send(ReadSensors {
                 point,
                 child_pid: Some(pid),
+                footprint: false,
             })
             .await
         {
@@ -119,14 +126,16 @@ impl EngineCore {
     }
 
     /// The spec's log line for an action that did not respawn.
-    fn log_brake(&self, point: Point, r: &Readings, action: Action, from: u32, to: u32) {
+    /// `respawn_ms`: a respawn's stop-to-ready time, appended to the line.
+    fn log_brake(&self, point: Point, r: &Readings, action: Action, from: u32, to: u32, respawn_ms: Option<u64>) {
         tracing::info!(
-            "[{}] Memory brake: point={}, level={}, action={}, window={from}->{to}, footprint_mib={}",
+            "[{}] Memory brake: point={}, level={}, action={}, window={from}->{to}, footprint_mib={}{}",
             self.backend.kind().tag(),
             point.as_str(),
             r.level.as_str(),
             action.log_name(),
-            footprint_mib(r)
+            footprint_mib(r),
+            respawn_ms.map_or(String::new(), |ms| format!(", respawn_ms={ms}"))
         );
         self.emit(WardenEvent::Brake {
             point: point.as_str(),
@@ -143,6 +152,7 @@ impl EngineCore {
     /// failed respawn degrades into an unload, recorded for the next spawn.
     async fn brake_respawn(&mut self, point: Point, r: &Readings, action: Action, cap: u32, facts: WindowFacts) {
         let Some(mut old) = self.child.take() else { return };
+        let started = Instant::now();
         process::terminate(&mut old.process, self.cfg.stop_grace).await;
         let entry = old.plan.entry.clone();
         let plan = self.backend.respawn_plan(&self.cfg, &old.plan, cap);
@@ -155,7 +165,8 @@ impl EngineCore {
                 // The idle clock is kept: a respawn is not a use.
                 self.child = Some(child);
                 self.state = EngineState::Ready;
-                self.log_brake(point, r, action, facts.allocated, to);
+                let ms = started.elapsed().as_millis() as u64;
+                self.log_brake(point, r, action, facts.allocated, to, Some(ms));
             }
             Err(e) => {
                 self.brake = brake::after_respawn(&self.brake, action, cap, false, facts.pinned);

@@ -240,7 +240,7 @@ impl EngineCore {
                 port,
             });
             let client = ChildClient::new(self.http.clone(), port, key);
-            let ping = self.backend.ping_body(&plan.entry);
+            let ping = self.backend.ping(&plan.entry);
             match probe_ready(&proc, &client, timeout, ping).await {
                 Ok(()) => {
                     let allocated = self.read_allocated(&client, &plan).await;

@@ -113,6 +113,7 @@ impl EngineCore {
             .send(ReadSensors {
                 point,
                 child_pid: Some(pid),
+                footprint: true,
             })
             .await
         {
