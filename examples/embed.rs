@@ -8,7 +8,7 @@
 
 use actix_web::{App, HttpResponse, HttpServer, web};
 use llm_warden::child::sse::SseParser;
-use llm_warden::messages::{Generate, TurnEvent, TurnEvents, TurnOptions};
+use llm_warden::messages::{Generate, TurnEvent, TurnOptions};
 use llm_warden::{Catalog, Warden, WardenConfig};
 use serde::Deserialize;
 use tokio::sync::mpsc;
@@ -26,7 +26,7 @@ async fn ask(warden: web::Data<Warden>, query: web::Query<Ask>) -> HttpResponse 
         "max_tokens": 64,
         "temperature": 0,
     });
-    let (tx, rx) = mpsc::channel(64);
+    let (tx, mut rx) = mpsc::channel(64);
     warden.engine().do_send(Generate {
         model: None,
         body: body.as_object().cloned().unwrap_or_default(),
@@ -41,8 +41,7 @@ async fn ask(warden: web::Data<Warden>, query: web::Query<Ask>) -> HttpResponse 
     let mut answer = String::new();
     let mut parser = SseParser::new();
     let mut events = Vec::new();
-    let mut turn = TurnEvents::new(None, rx);
-    while let Some(ev) = turn.next_event().await {
+    while let Some(ev) = rx.recv().await {
         match ev {
             TurnEvent::Chunk(raw) => {
                 let _ = parser.push(&raw, &mut events);
@@ -54,7 +53,7 @@ async fn ask(warden: web::Data<Warden>, query: web::Query<Ask>) -> HttpResponse 
                 }
             }
             TurnEvent::Error(e) => return HttpResponse::BadGateway().body(format!("{}: {}", e.code, e.message)),
-            TurnEvent::Done | TurnEvent::Body { .. } | TurnEvent::Stream(_) => break,
+            TurnEvent::Done | TurnEvent::Body { .. } => break,
             TurnEvent::Notice(_) => {}
         }
     }

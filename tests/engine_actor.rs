@@ -30,8 +30,7 @@ async fn reap_waits_for_the_turn_and_never_interrupts_it() {
     })
     .await;
     w.engine().do_send(ReapTick);
-    // Each turn's reader pulls its stream as an HTTP response would.
-    let second = actix_rt::spawn(collect(w.submit(chat(None, 3, true)).unwrap()));
+    let second = w.submit(chat(None, 3, true)).unwrap();
     let t1 = collect(first).await;
     assert!(t1.done && t1.error.is_none(), "turn 0 was interrupted: {t1:?}");
     assert_eq!(t1.text().split_whitespace().count(), 20);
@@ -55,7 +54,7 @@ async fn reap_waits_for_the_turn_and_never_interrupts_it() {
         }
     }
     assert_eq!(order, ["end0", "unloaded:idle", "reap:true", "start1", "ready", "end1"]);
-    let t2 = second.await.unwrap();
+    let t2 = collect(second).await;
     assert!(t2.done, "turn 1: {t2:?}");
     w.shutdown().await;
 }
@@ -90,8 +89,7 @@ async fn turns_are_served_in_arrival_order() {
     fake_model(dir.path(), "m", json!({"tokens": 2, "token_ms": 1}));
     let w = fake_warden(dir.path(), test_config());
     let mut ev = w.subscribe();
-    // Each turn's reader pulls its stream as an HTTP response would.
-    let readers: Vec<_> = (0..20).map(|_| actix_rt::spawn(collect(w.submit(chat(None, 2, true)).unwrap()))).collect();
+    let rxs: Vec<_> = (0..20).map(|_| w.submit(chat(None, 2, true)).unwrap()).collect();
     let mut started = Vec::new();
     let mut open: Option<u64> = None;
     while started.len() < 20 {
@@ -113,8 +111,8 @@ async fn turns_are_served_in_arrival_order() {
         }
     }
     assert_eq!(started, (0..20).collect::<Vec<u64>>());
-    for r in readers {
-        assert!(r.await.unwrap().done);
+    for rx in rxs {
+        assert!(collect(rx).await.done);
     }
     w.shutdown().await;
 }
@@ -128,7 +126,12 @@ async fn a_disconnect_abandons_the_turn_and_the_next_is_served() {
     fake_model(dir.path(), "m", json!({"tokens": 200, "token_ms": 20, "log": log}));
     let w = fake_warden(dir.path(), test_config());
     let mut ev = w.subscribe();
-    let rx = until_first_chunk(w.submit(chat(None, 200, true)).unwrap()).await;
+    let mut rx = w.submit(chat(None, 200, true)).unwrap();
+    loop {
+        if let llm_warden::messages::TurnEvent::Chunk(_) = recv_or_fail(&mut rx, "a first chunk").await {
+            break;
+        }
+    }
     drop(rx);
     let e = event_or_fail(&mut ev, "the abandoned end", |e| {
         matches!(e, WardenEvent::TurnEnded { .. })

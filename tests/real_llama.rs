@@ -98,14 +98,19 @@ async fn a_child_killed_mid_stream_is_reported_then_respawned() {
     let Some((w, _dir)) = real_smollm_warden(test_config()) else {
         return;
     };
-    let rx = until_first_chunk(w.submit(chat(None, 400, true)).unwrap()).await;
+    let mut rx = w.submit(chat(None, 400, true)).unwrap();
+    loop {
+        if let llm_warden::messages::TurnEvent::Chunk(_) = recv_or_fail(&mut rx, "a first token").await {
+            break;
+        }
+    }
     let pid = w.status().child_pid.unwrap();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid as i32),
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    let t = collect_events(rx).await;
+    let t = collect(rx).await;
     let e = t.error.expect("an error event");
     assert_eq!(e.code, "child_killed", "{e:?}");
     assert!(e.raw.is_some());

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use llm_warden::catalog::Catalog;
 use llm_warden::config::ForcedPressure;
 use llm_warden::engines::{Backend, MlxEngine};
+use llm_warden::messages::TurnEvent;
 use llm_warden::status::WardenEvent;
 use llm_warden::{Warden, WardenConfig};
 use support::*;
@@ -105,7 +106,12 @@ async fn reset_with_a_barrier_after_an_abandoned_turn() {
     let mut ev = w.subscribe();
     assert!(collect(w.submit(ask("a", "Say hi.", 4)).unwrap()).await.done);
     // The same conversation's next turn: no reset.
-    let rx = until_first_chunk(w.submit(ask("a", "Tell me a long story about the sea.", 200)).unwrap()).await;
+    let mut rx = w.submit(ask("a", "Tell me a long story about the sea.", 200)).unwrap();
+    loop {
+        if let TurnEvent::Chunk(_) = recv_or_fail(&mut rx, "a first token").await {
+            break;
+        }
+    }
     drop(rx);
     let e = event_or_fail(&mut ev, "the abandoned end", |e| {
         matches!(

@@ -14,6 +14,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use llm_warden::messages::TurnEvent;
 use llm_warden::{Warden, WardenConfig};
 use support::*;
 
@@ -40,6 +41,15 @@ fn zombie_children() -> Vec<u32> {
         .collect()
 }
 
+/// Waits for the first streamed chunk of a turn.
+async fn first_chunk(rx: &mut tokio::sync::mpsc::Receiver<TurnEvent>) {
+    loop {
+        if let TurnEvent::Chunk(_) = recv_or_fail(rx, "the first token").await {
+            return;
+        }
+    }
+}
+
 /// SIGKILL of the child mid-stream, repeatedly (5; 50 with WARDEN_SOAK=1).
 #[actix_rt::test]
 async fn child_killed_mid_stream_repeatedly() {
@@ -49,7 +59,8 @@ async fn child_killed_mid_stream_repeatedly() {
     let trials = soak(5, 50);
     let mut worst = Duration::ZERO;
     for i in 0..trials {
-        let rx = until_first_chunk(w.submit(chat(None, 400, true)).unwrap()).await;
+        let mut rx = w.submit(chat(None, 400, true)).unwrap();
+        first_chunk(&mut rx).await;
         let pid = w.status().child_pid.unwrap();
         let killed_at = Instant::now();
         nix::sys::signal::kill(
@@ -57,7 +68,7 @@ async fn child_killed_mid_stream_repeatedly() {
             nix::sys::signal::Signal::SIGKILL,
         )
         .unwrap();
-        let t = collect_events(rx).await;
+        let t = collect(rx).await;
         let took = killed_at.elapsed();
         worst = worst.max(took);
         let e = t.error.unwrap_or_else(|| panic!("trial {i}: no error event"));
@@ -88,14 +99,15 @@ async fn a_stopped_child_is_caught_by_the_stall_watchdog() {
         return;
     };
     for i in 0..soak(2, 10) {
-        let rx = until_first_chunk(w.submit(chat(None, 400, true)).unwrap()).await;
+        let mut rx = w.submit(chat(None, 400, true)).unwrap();
+        first_chunk(&mut rx).await;
         let pid = w.status().child_pid.unwrap();
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid as i32),
             nix::sys::signal::Signal::SIGSTOP,
         )
         .unwrap();
-        let t = collect_events(rx).await;
+        let t = collect(rx).await;
         assert_eq!(t.error.map(|e| e.code), Some("child_hung".into()), "trial {i}");
         assert!(
             wait_gone(pid, 10).await,

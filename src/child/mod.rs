@@ -1,9 +1,8 @@
 //! The child process and everything that talks to it: spawning in its own
 //! process group with the parent-death signal (`process`), its captured
 //! output (`output`), the per-spawn key (`key`), port picking (`port`), the
-//! readiness probe (`ready`), the HTTP client (`client`), the SSE parser
-//! (`sse`) and the streamed answer's relay (`relay`, pulled by the turn's
-//! consumer). Used by the engine core.
+//! readiness probe (`ready`), the HTTP client (`client`) and the SSE parser
+//! (`sse`). Used by the engine core only.
 
 pub mod client;
 pub mod key;
@@ -11,5 +10,4 @@ pub mod output;
 pub mod port;
 pub mod process;
 pub mod ready;
-pub mod relay;
 pub mod sse;

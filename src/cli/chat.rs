@@ -12,7 +12,7 @@ use clap::Args;
 use futures::StreamExt;
 use llm_warden::child::client::shared_http_client;
 use llm_warden::child::sse::{SseEvent, SseParser};
-use llm_warden::messages::{TurnEvent, TurnEvents};
+use llm_warden::messages::TurnEvent;
 use llm_warden::server::WARDEN_PORTS;
 use llm_warden::{TurnRequest, Warden, WardenConfig};
 use serde_json::json;
@@ -130,13 +130,12 @@ async fn in_process(a: ChatArgs, body: serde_json::Value, p: &mut Printer) -> an
         conversation: None,
         kind: Default::default(),
     };
-    let rx = warden
+    let mut rx = warden
         .submit(req)
         .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))?;
-    let mut turn = TurnEvents::new(None, rx);
     let mut parser = SseParser::new();
     let mut events = Vec::new();
-    while let Some(ev) = turn.next_event().await {
+    while let Some(ev) = rx.recv().await {
         match ev {
             TurnEvent::Chunk(raw) => {
                 let _ = parser.push(&raw, &mut events);
@@ -146,7 +145,7 @@ async fn in_process(a: ChatArgs, body: serde_json::Value, p: &mut Printer) -> an
             }
             TurnEvent::Notice(n) => eprintln!("[warden] {}", serde_json::to_string(&n).unwrap_or_default()),
             TurnEvent::Error(e) => p.error(&e.to_body()),
-            TurnEvent::Done | TurnEvent::Body { .. } | TurnEvent::Stream(_) => break,
+            TurnEvent::Done | TurnEvent::Body { .. } => break,
         }
     }
     warden.shutdown().await;

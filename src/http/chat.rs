@@ -25,7 +25,7 @@ use super::errors::error_response;
 use super::validate::chat_request;
 use crate::error::ApiError;
 use crate::messages::prefix::TurnKind;
-use crate::messages::{Notice, TurnEvent, TurnEvents};
+use crate::messages::{Notice, TurnEvent};
 use crate::warden::{TurnRequest, Warden};
 
 /// The route handler.
@@ -96,22 +96,24 @@ fn engine_gone() -> ApiError {
     }
 }
 
-/// The SSE response: `first`, then the rest of the turn's events (the
-/// child's stream pulled right here, on this worker), ending after `Done`
-/// or an error.
+/// The SSE response: `first`, then the rest of the turn's events, ending
+/// after `Done` or an error.
 fn sse_response(first: TurnEvent, rx: mpsc::Receiver<TurnEvent>) -> HttpResponse {
-    let events = TurnEvents::new(Some(first), rx);
-    let body = futures::stream::unfold(Some(events), |events| async move {
-        let mut events = events?;
-        let (bytes, more) = match events.next_event().await? {
-            TurnEvent::Chunk(b) => (b, true),
-            TurnEvent::Notice(n) => (notice_comment(&n), true),
-            // Nothing follows an error: end after it.
-            TurnEvent::Error(e) => (error_event(&e), false),
-            // A whole body cannot come inside a stream; end cleanly if it did.
-            TurnEvent::Done | TurnEvent::Body { .. } | TurnEvent::Stream(_) => return None,
+    let body = futures::stream::unfold((Some(first), Some(rx)), |(pending, rx)| async move {
+        let mut rx = rx?;
+        let ev = match pending {
+            Some(ev) => ev,
+            None => rx.recv().await?,
         };
-        Some((Ok::<Bytes, actix_web::Error>(bytes), more.then_some(events)))
+        let (bytes, next) = match ev {
+            TurnEvent::Chunk(b) => (b, Some(rx)),
+            TurnEvent::Notice(n) => (notice_comment(&n), Some(rx)),
+            // Nothing follows an error: end after it.
+            TurnEvent::Error(e) => (error_event(&e), None),
+            // A whole body cannot come inside a stream; end cleanly if it did.
+            TurnEvent::Done | TurnEvent::Body { .. } => return None,
+        };
+        Some((Ok::<Bytes, actix_web::Error>(bytes), (None, next)))
     });
     HttpResponse::Ok()
         .content_type("text/event-stream")

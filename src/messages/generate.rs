@@ -50,15 +50,10 @@ pub struct TurnOptions {
 }
 
 /// What a turn tells its caller, in order.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum TurnEvent {
     /// A warden notice (loading, memory_reload, memory_warning).
     Notice(Notice),
-    /// The child's streamed answer: pull it (a `Stream` of raw SSE events,
-    /// one item per event, `[DONE]` held back) to its end, then keep reading
-    /// this channel for what follows (the brake's notice, `[DONE]`, `Done`).
-    /// Dropping it abandons the turn.
-    Stream(Box<crate::child::relay::Relay>),
     /// One SSE event from the child, exactly as it sent it (`data: {...}\n\n`).
     Chunk(Bytes),
     /// A non-streamed answer: the child's status and JSON body, unchanged.

@@ -21,7 +21,6 @@ pub mod read_sensors;
 pub mod read_vram;
 pub mod reap_tick;
 pub mod shutdown;
-pub mod turn_events;
 pub mod unload;
 
 pub use brake_tick::BrakeTick;
@@ -31,5 +30,4 @@ pub use read_sensors::{BrakeOff, ReadSensors};
 pub use read_vram::ReadVram;
 pub use reap_tick::ReapTick;
 pub use shutdown::Shutdown;
-pub use turn_events::TurnEvents;
 pub use unload::Unload;

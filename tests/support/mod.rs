@@ -206,46 +206,25 @@ impl Turn {
     }
 }
 
-/// Collects a turn's events until it ends (the child's stream pulled here).
-pub async fn collect(rx: mpsc::Receiver<TurnEvent>) -> Turn {
-    collect_events(llm_warden::messages::TurnEvents::new(None, rx)).await
-}
-
-/// Reads a turn until its first streamed chunk; returns the rest of it.
-pub async fn until_first_chunk(rx: mpsc::Receiver<TurnEvent>) -> llm_warden::messages::TurnEvents {
-    let mut events = llm_warden::messages::TurnEvents::new(None, rx);
-    loop {
-        let next = tokio::time::timeout(Duration::from_secs(120), events.next_event()).await;
-        match next.expect("timed out waiting for a first chunk") {
-            Some(TurnEvent::Chunk(_)) => return events,
-            Some(TurnEvent::Notice(_)) => continue,
-            other => panic!("the turn ended before a first chunk: {other:?}"),
-        }
-    }
-}
-
-/// Collects the rest of a turn until it ends.
-pub async fn collect_events(mut events: llm_warden::messages::TurnEvents) -> Turn {
+/// Collects a turn's events until it ends.
+pub async fn collect(mut rx: mpsc::Receiver<TurnEvent>) -> Turn {
     let mut t = Turn::default();
     loop {
-        let next = tokio::time::timeout(Duration::from_secs(120), events.next_event()).await;
-        match next.expect("timed out waiting for the turn's next event") {
-            None => panic!("the turn ended without a final event: {t:?}"),
-            Some(TurnEvent::Notice(n)) => t.notices.push(n),
-            Some(TurnEvent::Chunk(c)) => t.chunks.push(c),
-            Some(TurnEvent::Body { status, body }) => {
+        match recv_or_fail(&mut rx, "the turn's next event").await {
+            TurnEvent::Notice(n) => t.notices.push(n),
+            TurnEvent::Chunk(c) => t.chunks.push(c),
+            TurnEvent::Body { status, body } => {
                 t.body = Some((status, body));
                 return t;
             }
-            Some(TurnEvent::Error(e)) => {
+            TurnEvent::Error(e) => {
                 t.error = Some(e);
                 return t;
             }
-            Some(TurnEvent::Done) => {
+            TurnEvent::Done => {
                 t.done = true;
                 return t;
             }
-            Some(TurnEvent::Stream(_)) => unreachable!("TurnEvents expands streams"),
         }
     }
 }

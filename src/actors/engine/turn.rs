@@ -3,9 +3,9 @@
 //! inside the atomic `Generate` handler, so nothing else touches the child
 //! until the turn's last event is sent.
 //!
-//! The streamed answer is handed to the consumer as a `Relay` (pulled on
-//! the consumer's thread, see `child::relay`), which passes the child's SSE
-//! events through byte for byte; the turn waits for its end. Watchdogs: the first event must arrive within
+//! The relay passes the child's SSE events through byte for byte (the
+//! parser's zero-copy `raw` slice), so the warden adds no re-encoding to the
+//! stream. Watchdogs: the first event must arrive within
 //! `first_token_timeout` (llama-server sends its headers with the first
 //! token), each next one within `stall_timeout`; a child that misses either is
 //! stopped and the turn ends with `child_hung`. A non-streamed request, whose
@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -22,7 +23,7 @@ use std::sync::Arc;
 use super::core::EngineCore;
 use crate::catalog::ModelEntry;
 use crate::child::process;
-use crate::child::relay::{Relay, RelayEnd};
+use crate::child::sse::SseParser;
 use crate::error::{ApiError, GenerationError};
 use crate::law::brake::Point;
 use crate::messages::prefix::TurnKind;
@@ -232,28 +233,51 @@ impl EngineCore {
         if !resp.status().is_success() {
             return Err(upstream(resp).await);
         }
-        // The consumer pulls the stream on its own thread; this turn (and
-        // with it the mailbox) waits for its end.
-        let (relay, end) = Relay::new(Box::pin(resp.bytes_stream()), first_deadline, self.cfg.stall_timeout);
-        if events.send(TurnEvent::Stream(Box::new(relay))).await.is_err() {
-            return Ok(Relayed::Abandoned);
-        }
-        match end.await.unwrap_or(RelayEnd::Abandoned) {
-            // Held back: the brake's turn end and its notice come before the
-            // stream's terminator.
-            RelayEnd::Done(raw) => Ok(Relayed::Completed(Finish::Stream(Some(raw)))),
-            RelayEnd::Abandoned => Ok(Relayed::Abandoned),
-            // The child reported its own failure and closed the stream.
-            RelayEnd::UpstreamError => Ok(Relayed::UpstreamError),
-            RelayEnd::Broken => Err(self.broken_stream().await),
-            RelayEnd::Hung { first: true } => {
-                Err(self.hung("before the first token", self.cfg.first_token_timeout).await)
+        let mut body = resp.bytes_stream();
+        let mut parser = SseParser::new();
+        let mut batch = Vec::with_capacity(4);
+        let mut got_first = false;
+        let mut relayed_error = false;
+        loop {
+            let deadline = if got_first {
+                Instant::now() + self.cfg.stall_timeout
+            } else {
+                first_deadline
+            };
+            let next = tokio::select! {
+                biased;
+                _ = events.closed() => return Ok(Relayed::Abandoned),
+                r = tokio::time::timeout_at(deadline, body.next()) => r,
+            };
+            let chunk = match next {
+                Err(_) if got_first => return Err(self.hung("between tokens", self.cfg.stall_timeout).await),
+                Err(_) => return Err(self.hung("before the first token", self.cfg.first_token_timeout).await),
+                Ok(Some(Ok(chunk))) => chunk,
+                Ok(None) | Ok(Some(Err(_))) => break,
+            };
+            if parser.push(&chunk, &mut batch).is_err() {
+                return Err(GenerationError::Transport(
+                    "the model server sent an oversized event".into(),
+                ));
             }
-            RelayEnd::Hung { first: false } => Err(self.hung("between tokens", self.cfg.stall_timeout).await),
-            RelayEnd::TooLarge => Err(GenerationError::Transport(
-                "the model server sent an oversized event".into(),
-            )),
+            for ev in batch.drain(..) {
+                got_first = true;
+                if ev.is_done() {
+                    // Held back: the brake's turn end and its notice come
+                    // before the stream's terminator.
+                    return Ok(Relayed::Completed(Finish::Stream(Some(ev.raw))));
+                }
+                relayed_error |= ev.is_error();
+                if events.send(TurnEvent::Chunk(ev.raw)).await.is_err() {
+                    return Ok(Relayed::Abandoned);
+                }
+            }
         }
+        if relayed_error {
+            // The child reported its own failure and closed the stream.
+            return Ok(Relayed::UpstreamError);
+        }
+        Err(self.broken_stream().await)
     }
 
     /// Relays a non-streamed answer whole (sent by the caller, last).
