@@ -1,10 +1,9 @@
 //! The readiness probe: `/health` until it answers 200, then the one-token
 //! ping (the spec's "/health + chat-ping probe"), while watching the child
 //! for an early exit and the deadline. The ping is engine-specific: on
-//! llama-server a one-token raw `/completion` of a one-word prompt, not a
-//! chat request, whose template would make a 31-token prompt of "ping" (a
-//! system prompt included) and cost ~250 ms of every cold load (measured by
-//! the bench: the cold ratio went from 1.08 to within noise).
+//! llama-server an empty raw `/completion` (see `engines::llama::ping`: a
+//! chat ping's template made "ping" 31 tokens, ~250 ms of every cold load,
+//! measured by the bench), on mlx_vlm.server a one-token chat request.
 //!
 //! No coarse poll: the child's own "model loaded" / "listening on" line
 //! (`OutputLog::ready_line`) wakes the probe the moment it is printed, and a

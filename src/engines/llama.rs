@@ -185,12 +185,17 @@ pub fn adapt_request(body: &mut serde_json::Map<String, serde_json::Value>) {
     }
 }
 
-/// The readiness ping: one token of a one-word raw completion (no chat
-/// template, so the prompt is a token or two).
+/// The readiness ping: an empty raw completion (no chat template, no
+/// token). `/health` answering 200 already means the model and its context
+/// are loaded; the ping proves what is left: the server on the port is ours
+/// (it needs our key) and its task loop answers. A one-token ping cost a
+/// forward pass (15-20 ms measured) on every cold load; a chat ping, with
+/// SmolLM2's template, 31 prompt tokens (~250 ms). The first turn's own
+/// request is the first inference.
 pub fn ping() -> crate::child::ready::Ping {
     crate::child::ready::Ping {
         path: "/completion",
-        body: Bytes::from_static(br#"{"prompt":"ping","n_predict":1,"stream":false}"#),
+        body: Bytes::from_static(br#"{"prompt":"","n_predict":0,"stream":false}"#),
     }
 }
 
