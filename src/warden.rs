@@ -128,11 +128,14 @@ impl Warden {
     /// with their own selection), with this platform's memory sensors.
     pub fn start_with(config: Arc<WardenConfig>, catalog: Catalog, backend: Backend, note: Option<String>) -> Self {
         let forced = config.force_pressure;
-        let sensor = SensorActor::start_in_arbiter(&Arbiter::new().handle(), move |_| {
+        // The sensor shares the engine's thread: its reads are a few small
+        // /proc files, and a sample then costs no thread hop.
+        let arbiter = Arbiter::new().handle();
+        let sensor = SensorActor::start_in_arbiter(&arbiter, move |_| {
             SensorActor::new(crate::sensors::pressure::default_provider(), forced)
         });
         let vram = sensor.clone().recipient();
-        Self::start_with_sensor(config, catalog, backend, note, sensor.recipient(), Some(vram))
+        Self::start_inner(config, catalog, backend, note, arbiter, sensor.recipient(), Some(vram))
     }
 
     /// As `start_with`, with the brake's readings from `sensor` (a test's
@@ -142,6 +145,27 @@ impl Warden {
         catalog: Catalog,
         backend: Backend,
         note: Option<String>,
+        sensor: Recipient<ReadSensors>,
+        sensor_vram: Option<Recipient<ReadVram>>,
+    ) -> Self {
+        Self::start_inner(
+            config,
+            catalog,
+            backend,
+            note,
+            Arbiter::new().handle(),
+            sensor,
+            sensor_vram,
+        )
+    }
+
+    /// Starts the engine on `arbiter` (a long-lived thread of its own).
+    fn start_inner(
+        config: Arc<WardenConfig>,
+        catalog: Catalog,
+        backend: Backend,
+        note: Option<String>,
+        arbiter: ArbiterHandle,
         sensor: Recipient<ReadSensors>,
         sensor_vram: Option<Recipient<ReadVram>>,
     ) -> Self {
@@ -165,7 +189,6 @@ impl Warden {
                 prefix,
             },
         );
-        let arbiter = Arbiter::new().handle();
         let engine = EngineActor::start_in_arbiter(&arbiter, move |_| EngineActor::new(core));
         let timer = IdleTimer::new(
             engine.clone().recipient(),
