@@ -6,7 +6,6 @@
 //! Cheap to clone; every clone talks to the same engine.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use actix::prelude::*;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -50,7 +49,10 @@ struct Inner {
     catalog: Arc<Catalog>,
     config: Arc<WardenConfig>,
     queue: Arc<QueueGauge>,
-    seq: AtomicU64,
+    /// The next arrival number. Numbering and queueing happen under one
+    /// short lock, so the numbers are the mailbox's order even when two HTTP
+    /// workers submit at once (the lock guards a counter, never the child).
+    seq: std::sync::Mutex<u64>,
     arbiter: ArbiterHandle,
     engine_note: Option<String>,
 }
@@ -213,7 +215,7 @@ impl Warden {
                 catalog,
                 config,
                 queue: Arc::new(QueueGauge::default()),
-                seq: AtomicU64::new(0),
+                seq: std::sync::Mutex::new(0),
                 arbiter,
                 engine_note: note,
             }),
@@ -292,7 +294,10 @@ impl Warden {
             .try_enter(max)
             .ok_or_else(|| ApiError::queue_full(max))?;
         let (tx, rx) = mpsc::channel(TURN_EVENTS_BUFFER);
-        let seq = self.inner.seq.fetch_add(1, Ordering::Relaxed);
+        // A poisoned lock still holds a valid counter.
+        let mut next = self.inner.seq.lock().unwrap_or_else(|p| p.into_inner());
+        let seq = *next;
+        *next += 1;
         self.inner.engine.do_send(Generate {
             model: req.model,
             body: req.body,
@@ -304,6 +309,7 @@ impl Warden {
             seq,
             ticket: Some(ticket),
         });
+        drop(next);
         Ok(rx)
     }
 
