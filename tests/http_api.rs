@@ -179,14 +179,7 @@ async fn queue_bound_and_status_during_a_turn() {
     assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "queue_full");
     // Status and health answer while the turns run.
     for _ in 0..10 {
-        let s: Value = http()
-            .get(format!("{base}/warden/status"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let s: Value = json_of(http().get(format!("{base}/warden/status"))).await;
         assert_eq!(s["queue_depth"], 2);
         assert!(s["state"] == "loading" || s["state"] == "generating", "{s}");
         assert_eq!(http().get(format!("{base}/health")).send().await.unwrap().status(), 200);

@@ -76,14 +76,7 @@ async fn five_hundred_concurrent_streams() {
     let mut max_depth = 0;
     while clients.iter().any(|c| !c.is_finished()) {
         let t = Instant::now();
-        let s: Value = http
-            .get(format!("{base}/warden/status"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let s: Value = json_of(http.get(format!("{base}/warden/status"))).await;
         status_worst = status_worst.max(t.elapsed());
         max_depth = max_depth.max(s["queue_depth"].as_u64().unwrap_or(0));
         assert_eq!(http.get(format!("{base}/health")).send().await.unwrap().status(), 200);

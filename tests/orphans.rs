@@ -33,14 +33,7 @@ fn trials() -> usize {
 async fn trial(sig: Signal, i: usize) {
     let (mut warden, base) = spawn_warden_binary(&[]).await;
     let http = llm_warden::child::client::shared_http_client();
-    let s: serde_json::Value = http
-        .post(format!("{base}/warden/load"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let s: serde_json::Value = json_of(http.post(format!("{base}/warden/load"))).await;
     let pid = s["child_pid"]
         .as_u64()
         .unwrap_or_else(|| panic!("trial {i}: no child: {s}")) as u32;

@@ -152,14 +152,7 @@ async fn real_cgroup_pressure_unloads_the_model_before_the_oom_killer() {
         .unwrap();
     let base = read_listen_url(&mut warden).await;
     let http = llm_warden::child::client::shared_http_client();
-    let s: serde_json::Value = http
-        .post(format!("{base}/warden/load"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let s: serde_json::Value = json_of(http.post(format!("{base}/warden/load"))).await;
     let pid = s["child_pid"].as_u64().expect("loaded") as u32;
     // 0.75 x 768 MiB - 94 MiB of weights - 256 MiB holds 9,8xx tokens: the
     // trained 8192, whose 180 MiB of KV is the pressure's cause (>10 %).
@@ -185,14 +178,7 @@ async fn real_cgroup_pressure_unloads_the_model_before_the_oom_killer() {
     // The brake's idle samples: arm, then unload.
     let unloaded = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
-            let s: serde_json::Value = http
-                .get(format!("{base}/warden/status"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let s: serde_json::Value = json_of(http.get(format!("{base}/warden/status"))).await;
             if s["child_pid"].is_null() {
                 return s;
             }

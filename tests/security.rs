@@ -84,13 +84,7 @@ async fn the_key_never_leaks_and_the_child_env_is_explicit() {
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let auth = |r: reqwest::RequestBuilder| r.bearer_auth("warden-secret-token");
     let mut bodies = String::new();
-    let s: serde_json::Value = auth(http.post(format!("{base}/warden/load")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let s: serde_json::Value = json_of(auth(http.post(format!("{base}/warden/load")))).await;
     let pid = s["child_pid"].as_u64().unwrap() as u32;
     let port = s["port"].as_u64().unwrap() as u16;
     let env = environ(pid);
@@ -174,13 +168,7 @@ async fn the_key_never_leaks_and_the_child_env_is_explicit() {
     }
     assert!(bodies.contains("\"raw\""), "the crash's error carries raw");
     // A second spawn gets another key.
-    let s: serde_json::Value = auth(http.post(format!("{base}/warden/load")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let s: serde_json::Value = json_of(auth(http.post(format!("{base}/warden/load")))).await;
     let pid2 = s["child_pid"].as_u64().unwrap() as u32;
     let key2 = environ(pid2).into_iter().find(|(k, _)| k == "LLAMA_API_KEY").unwrap().1;
     assert_ne!(key, key2, "a key per spawn");

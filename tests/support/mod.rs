@@ -347,3 +347,8 @@ pub fn serve_http(w: &Warden) -> String {
     actix_rt::spawn(bound.server);
     base
 }
+
+/// Sends a request and reads its JSON answer (a test's HTTP one-liner).
+pub async fn json_of(r: reqwest::RequestBuilder) -> serde_json::Value {
+    r.send().await.unwrap().json().await.unwrap()
+}
