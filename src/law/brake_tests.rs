@@ -3,8 +3,6 @@
 //! respawn action is carried out (successfully, unless the row says not) the
 //! way the engine does, so the rows read like what a user would live.
 
-use std::time::{Duration, Instant};
-
 use super::*;
 
 const GIB: u64 = 1 << 30;
@@ -377,20 +375,19 @@ fn a_pinned_window_is_never_resized_but_still_unloads() {
 
 #[test]
 fn a_seeded_child_takes_no_extra_shrink_and_no_second_unload() {
-    let carry = BrakeReload {
-        model: "m".into(),
-        cap: Some(4096),
-        hurt: Some(8192),
+    // why: what `seed` makes of a live carry (tests/law_brake_clock.rs checks
+    // that it does; the clock stays out of this pure module)
+    let seeded = BrakeState {
         episode: Some(Episode {
             level: Critical,
             shrinks: 1,
             unloaded: true,
         }),
-        at: Some(Instant::now()),
+        cap: Some(4096),
+        hurt: Some(8192),
+        seeded: true,
+        ..BrakeState::default()
     };
-    let seeded = seed(Some(&carry), None, Instant::now());
-    assert!(seeded.seeded);
-    assert_eq!(seeded.cap, Some(4096));
     let (s, w) = run(
         "seeded",
         seeded,
@@ -495,51 +492,4 @@ fn a_failed_respawn_degrades_into_an_unload_with_the_cap_kept() {
     assert!(after.episode.unwrap().unloaded);
     assert_eq!(after.cap, Some(4096));
     assert!(!after.respawned);
-}
-
-#[test]
-fn idle_samples_are_paced() {
-    let t0 = Instant::now();
-    let at = |s| t0 + Duration::from_secs(s);
-    assert_eq!(idle_sample_skip(BRAKE_IDLE_INTERVAL), Duration::from_secs(55));
-    let rows = [
-        // (now, last sample, last turn end, due, why)
-        (at(100), None, None, true),                // why: nothing recent
-        (at(100), Some(at(50)), None, false),       // why: 50 s after the previous sample
-        (at(100), Some(at(45)), None, true),        // why: 55 s after it (a tick a few seconds early still runs)
-        (at(100), None, Some(at(60)), false),       // why: 40 s after a turn ended
-        (at(100), Some(at(0)), Some(at(44)), true), // why: both long enough ago
-    ];
-    for (i, (now, last, turn, want)) in rows.into_iter().enumerate() {
-        let skip = idle_sample_skip(BRAKE_IDLE_INTERVAL);
-        assert_eq!(idle_sample_due(now, last, turn, skip), want, "row {i}");
-    }
-}
-
-#[test]
-fn seeding_reads_the_carry_then_the_window_memory_within_their_ttls() {
-    let now = Instant::now();
-    let old = now.checked_sub(BRAKE_RELOAD_TTL + Duration::from_secs(1));
-    let carry = |at| BrakeReload {
-        model: "m".into(),
-        cap: Some(4096),
-        hurt: Some(8192),
-        episode: Some(Episode::default()),
-        at,
-    };
-    let mem = Remembered {
-        cap: Some(6144),
-        hurt: Some(8192),
-        written: now,
-    };
-    // why: the carry wins while alive
-    assert_eq!(seed(Some(&carry(Some(now))), Some(&mem), now).cap, Some(4096));
-    if let Some(old) = old {
-        // why: an expired carry falls back to the window memory
-        let s = seed(Some(&carry(Some(old))), Some(&mem), now);
-        assert_eq!((s.cap, s.seeded), (Some(6144), false));
-        // why: an expired window memory seeds nothing
-        let stale = Remembered { written: old, ..mem };
-        assert_eq!(seed(None, Some(&stale), now), BrakeState::default());
-    }
 }
