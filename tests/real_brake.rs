@@ -10,35 +10,24 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use llm_warden::catalog::Catalog;
+use llm_warden::WardenConfig;
 use llm_warden::config::ForcedPressure;
-use llm_warden::engines::{Backend, CpuEngine};
 use llm_warden::messages::Notice;
-use llm_warden::{Warden, WardenConfig};
 use support::*;
 
 /// Forced critical on a memory-bound SmolLM2: shrink + respawn at turn end.
 #[actix_rt::test]
 async fn forced_critical_shrinks_a_real_child_at_turn_end() {
-    let (Some(server), Some(smol)) = (real_llama_server(), real_model(SMOLLM2)) else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(&smol, dir.path().join("smollm2.gguf")).unwrap();
     let cfg = WardenConfig {
         ram_override_bytes: Some((0.65 * (1u64 << 30) as f64) as u64),
         force_pressure: Some(ForcedPressure::Critical),
         ..test_config()
     };
-    let w = Warden::start_with(
-        Arc::new(cfg),
-        Catalog::scan(dir.path()),
-        Backend::Cpu(CpuEngine { server, verbosity: 3 }),
-        None,
-    );
+    let Some((w, _dir)) = real_smollm_warden(cfg) else {
+        return;
+    };
     let mut ev = w.subscribe();
     let t = collect(w.submit(chat(None, 8, true)).unwrap()).await;
     assert!(t.done, "{t:?}");

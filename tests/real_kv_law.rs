@@ -7,16 +7,13 @@
 mod support;
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
-use llm_warden::catalog::Catalog;
+use llm_warden::WardenConfig;
 use llm_warden::child::process::{self, SpawnSpec};
-use llm_warden::engines::{Backend, CpuEngine};
 use llm_warden::gguf;
 use llm_warden::law::{kv, window};
 use llm_warden::messages::Load;
-use llm_warden::{Warden, WardenConfig};
 use support::*;
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -133,21 +130,13 @@ async fn law_matches_the_buffers_llama_server_prints() {
 /// and status reports it as the memory bound, apart from the declared ceiling.
 #[actix_rt::test]
 async fn a_memory_bound_window_is_passed_and_read_back() {
-    let (Some(server), Some(smol)) = (real_llama_server(), real_model(SMOLLM2)) else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(&smol, dir.path().join("smollm2.gguf")).unwrap();
     let cfg = WardenConfig {
         ram_override_bytes: Some((0.65 * (1u64 << 30) as f64) as u64),
         ..test_config()
     };
-    let w = Warden::start_with(
-        Arc::new(cfg),
-        Catalog::scan(dir.path()),
-        Backend::Cpu(CpuEngine { server, verbosity: 3 }),
-        None,
-    );
+    let Some((w, _dir)) = real_smollm_warden(cfg) else {
+        return;
+    };
     let s = w.engine().send(Load { model: None }).await.unwrap().unwrap();
     assert_eq!(s.requested_context, Some(6400));
     assert_eq!(s.context_tokens, Some(6400));
@@ -161,21 +150,13 @@ async fn a_memory_bound_window_is_passed_and_read_back() {
 /// allocated padded (5120) and draws no mismatch; it is the declared ceiling.
 #[actix_rt::test]
 async fn a_pinned_window_is_the_declared_ceiling() {
-    let (Some(server), Some(smol)) = (real_llama_server(), real_model(SMOLLM2)) else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(&smol, dir.path().join("smollm2.gguf")).unwrap();
     let cfg = WardenConfig {
         ctx_pin: Some(5000),
         ..test_config()
     };
-    let w = Warden::start_with(
-        Arc::new(cfg),
-        Catalog::scan(dir.path()),
-        Backend::Cpu(CpuEngine { server, verbosity: 3 }),
-        None,
-    );
+    let Some((w, _dir)) = real_smollm_warden(cfg) else {
+        return;
+    };
     let s = w.engine().send(Load { model: None }).await.unwrap().unwrap();
     assert_eq!(s.declared_ceiling, Some(5000));
     assert_eq!(s.requested_context, Some(5000));

@@ -7,32 +7,14 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use llm_warden::catalog::Catalog;
+use llm_warden::WardenConfig;
 use llm_warden::child::process::{self, SpawnSpec};
-use llm_warden::engines::{Backend, CpuEngine};
 use llm_warden::law::crash::{self, EngineCode, Hints};
 use llm_warden::messages::{Load, Unload};
 use llm_warden::status::WardenEvent;
-use llm_warden::{Warden, WardenConfig};
 use support::*;
-
-/// A catalog directory with the real SmolLM2 (a symlink) plus `extra` files.
-fn real_dir(smollm: &Path) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(smollm, dir.path().join("smollm2.gguf")).unwrap();
-    dir
-}
-
-fn real_warden(server: PathBuf, dir: &Path, cfg: WardenConfig) -> Warden {
-    let backend = Backend::Cpu(CpuEngine { server, verbosity: 3 });
-    let mut catalog = Catalog::scan(dir);
-    catalog.set_default("smollm2");
-    Warden::start_with(Arc::new(cfg), catalog, backend, None)
-}
 
 /// Load, a streamed and a non-streamed answer, the window read back from
 /// `/props`, then unload: the child is gone.
@@ -127,11 +109,11 @@ async fn broken_model_files_are_clear_errors_and_the_warden_keeps_serving() {
     let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else {
         return;
     };
-    let dir = real_dir(&model);
+    let dir = real_smollm_dir(&model);
     let bytes = std::fs::read(&model).unwrap();
     std::fs::write(dir.path().join("truncated.gguf"), &bytes[..bytes.len() / 2]).unwrap();
     std::fs::write(dir.path().join("notgguf.gguf"), b"hello, this is not a model\n").unwrap();
-    let w = real_warden(server, dir.path(), test_config());
+    let w = real_cpu_warden(server, dir.path(), test_config());
     for (id, code) in [("truncated", "model_truncated"), ("notgguf", "not_gguf")] {
         let t = collect(w.submit(chat(Some(id), 4, true)).unwrap()).await;
         let e = t.error.unwrap_or_else(|| panic!("{id} should fail"));

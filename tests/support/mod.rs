@@ -332,12 +332,25 @@ pub fn listening(port: u16) -> bool {
 /// run (see `real_llama_server`). The directory lives as long as the warden.
 pub fn real_smollm_warden(cfg: WardenConfig) -> Option<(Warden, tempfile::TempDir)> {
     let (server, model) = (real_llama_server()?, real_model(SMOLLM2)?);
+    let dir = real_smollm_dir(&model);
+    Some((real_cpu_warden(server, dir.path(), cfg), dir))
+}
+
+/// A catalog directory holding the real SmolLM2 as `smollm2.gguf` (a symlink),
+/// for tests that add files of their own beside it.
+pub fn real_smollm_dir(smollm: &Path) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(&model, dir.path().join("smollm2.gguf")).unwrap();
+    std::os::unix::fs::symlink(smollm, dir.path().join("smollm2.gguf")).unwrap();
+    dir
+}
+
+/// A warden over the real llama-server (CPU) serving `dir`, `smollm2` the
+/// default model.
+pub fn real_cpu_warden(server: PathBuf, dir: &Path, cfg: WardenConfig) -> Warden {
     let backend = Backend::Cpu(CpuEngine { server, verbosity: 3 });
-    let mut catalog = Catalog::scan(dir.path());
+    let mut catalog = Catalog::scan(dir);
     catalog.set_default("smollm2");
-    Some((Warden::start_with(Arc::new(cfg), catalog, backend, None), dir))
+    Warden::start_with(Arc::new(cfg), catalog, backend, None)
 }
 
 /// Serves `w`'s HTTP routes on a free port; returns the base URL.
