@@ -26,9 +26,7 @@ fn inspect(path: &Path) -> (i32, String) {
 
 /// Writes every kind of bad model into `dir`, next to a good fake one.
 fn bad_files(dir: &Path) -> Vec<(&'static str, &'static str)> {
-    let good = dir.join("good.gguf");
-    write_llama_gguf(&good, 8192);
-    std::fs::write(dir.join("good.gguf.fake.json"), "{}").unwrap();
+    let good = fake_model(dir, "good", serde_json::json!({}));
     let bytes = std::fs::read(&good).unwrap();
     std::fs::write(dir.join("empty.gguf"), b"").unwrap();
     std::fs::write(dir.join("text.gguf"), b"<html>not a model</html>\n").unwrap();

@@ -52,27 +52,6 @@ impl Handler<ReadSensors> for FakeSensor {
     }
 }
 
-/// A model with a heavy KV (32 layers x 8 KV heads x 128 x 2 x 2 B = 128 KiB
-/// per token) and a 16384-token trained window, so that with 8 GiB of
-/// (overridden) RAM its 16384- and 8192-token windows are the pressure's
-/// cause and a 4096-token one is not.
-fn heavy_model(dir: &Path, id: &str, script: serde_json::Value) {
-    let p = dir.join(format!("{id}.gguf"));
-    write_gguf(
-        &p,
-        &[
-            Kv::Str("general.architecture", "llama".into()),
-            Kv::U32("llama.block_count", 32),
-            Kv::U32("llama.context_length", 16384),
-            Kv::U32("llama.embedding_length", 4096),
-            Kv::U32("llama.attention.head_count", 32),
-            Kv::U32("llama.attention.head_count_kv", 8),
-        ],
-        64,
-    );
-    std::fs::write(dir.join(format!("{id}.gguf.fake.json")), script.to_string()).unwrap();
-}
-
 fn brake_warden(dir: &Path, cfg: WardenConfig) -> (Warden, Script) {
     let script = Script::default();
     let sensor = FakeSensor(script.clone()).start();

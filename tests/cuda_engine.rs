@@ -36,24 +36,6 @@ fn card() -> GpuDevice {
     }
 }
 
-/// The heavy model of `brake_actor` (128 KiB per token, trained 16384,
-/// Flash-Attention-shaped heads), with the fake's script.
-fn heavy_model(dir: &Path, script: Value) {
-    write_gguf(
-        &dir.join("m.gguf"),
-        &[
-            Kv::Str("general.architecture", "llama".into()),
-            Kv::U32("llama.block_count", 32),
-            Kv::U32("llama.context_length", 16384),
-            Kv::U32("llama.embedding_length", 4096),
-            Kv::U32("llama.attention.head_count", 32),
-            Kv::U32("llama.attention.head_count_kv", 8),
-        ],
-        64,
-    );
-    std::fs::write(dir.join("m.gguf.fake.json"), script.to_string()).unwrap();
-}
-
 fn cuda_warden(dir: &Path, cfg: WardenConfig) -> Warden {
     let backend = Backend::Cuda(CudaEngine {
         server: fake_server(),
@@ -93,7 +75,7 @@ fn flag<'a>(argv: &'a [String], name: &str) -> Option<&'a str> {
 async fn sized_on_the_card_and_pinned_by_uuid() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("argv.log");
-    heavy_model(dir.path(), json!({"argv_log": log}));
+    heavy_model(dir.path(), "m", json!({"argv_log": log}));
     let w = cuda_warden(dir.path(), test_config());
     assert!(collect(w.submit(chat(None, 2, true)).unwrap()).await.done);
     let s = spawns(&log);
@@ -123,6 +105,7 @@ async fn out_of_memory_at_load_retries_once_at_the_floor() {
     let log = dir.path().join("argv.log");
     heavy_model(
         dir.path(),
+        "m",
         json!({"argv_log": log, "exit_on_ctx": {"16384": "cuda_oom"}}),
     );
     let w = cuda_warden(dir.path(), test_config());
@@ -137,6 +120,7 @@ async fn out_of_memory_at_load_retries_once_at_the_floor() {
     let dir = tempfile::tempdir().unwrap();
     heavy_model(
         dir.path(),
+        "m",
         json!({"exit_on_ctx": {"16384": "cuda_oom", "4096": "cuda_oom"}}),
     );
     let w = cuda_warden(dir.path(), test_config());
@@ -162,7 +146,7 @@ fn spill_cfg(tier: ForcedPressure) -> WardenConfig {
 async fn critical_spill_shrinks_then_unloads() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("argv.log");
-    heavy_model(dir.path(), json!({"argv_log": log}));
+    heavy_model(dir.path(), "m", json!({"argv_log": log}));
     let w = cuda_warden(dir.path(), spill_cfg(ForcedPressure::VramCritical));
     let t = collect(w.submit(chat(None, 2, true)).unwrap()).await;
     assert_eq!(
@@ -193,7 +177,7 @@ async fn critical_spill_shrinks_then_unloads() {
 async fn warning_spill_shrinks_once_the_user_is_away() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("argv.log");
-    heavy_model(dir.path(), json!({"argv_log": log}));
+    heavy_model(dir.path(), "m", json!({"argv_log": log}));
     let w = cuda_warden(dir.path(), spill_cfg(ForcedPressure::VramWarning));
     assert!(collect(w.submit(chat(None, 2, true)).unwrap()).await.done);
     assert_eq!(spawns(&log).len(), 1, "nothing respawns while the user is here");
@@ -210,7 +194,7 @@ async fn warning_spill_shrinks_once_the_user_is_away() {
 async fn linux_has_no_spill_and_the_brake_never_acts() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("argv.log");
-    heavy_model(dir.path(), json!({"argv_log": log}));
+    heavy_model(dir.path(), "m", json!({"argv_log": log}));
     let cfg = WardenConfig {
         force_pressure: Some(ForcedPressure::VramCritical),
         ..test_config()
@@ -234,7 +218,7 @@ async fn linux_has_no_spill_and_the_brake_never_acts() {
 async fn a_partial_offload_turns_the_brake_off() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("argv.log");
-    heavy_model(dir.path(), json!({"argv_log": log, "offloaded": "20/33"}));
+    heavy_model(dir.path(), "m", json!({"argv_log": log, "offloaded": "20/33"}));
     let w = cuda_warden(dir.path(), spill_cfg(ForcedPressure::VramCritical));
     let t = collect(w.submit(chat(None, 2, true)).unwrap()).await;
     assert!(

@@ -8,16 +8,14 @@ mod support;
 use std::time::Duration;
 
 use futures::StreamExt;
-use llm_warden::{Warden, WardenConfig, server};
+use llm_warden::{Warden, WardenConfig};
 use serde_json::{Value, json};
 use support::*;
 
 /// A warden over the fake child, served on a free port: (warden, base URL).
 fn serve(dir: &std::path::Path, cfg: WardenConfig) -> (Warden, String) {
     let w = fake_warden(dir, cfg);
-    let bound = server::bind(w.clone(), "127.0.0.1", Some(0)).unwrap();
-    let base = format!("http://127.0.0.1:{}", bound.port);
-    actix_rt::spawn(bound.server);
+    let base = serve_http(&w);
     (w, base)
 }
 

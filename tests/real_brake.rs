@@ -201,29 +201,3 @@ async fn real_cgroup_pressure_unloads_the_model_before_the_oom_killer() {
     warden.start_kill().unwrap();
     let _ = warden.wait().await;
 }
-
-/// The base URL a warden started through `sh` prints.
-async fn read_listen_url(child: &mut tokio::process::Child) -> String {
-    use tokio::io::AsyncBufReadExt;
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(l) = lines.next_line().await.unwrap() {
-            if let Some(u) = l.strip_prefix("llm-warden listening on ") {
-                return u.trim().to_string();
-            }
-        }
-        panic!("the warden exited before listening");
-    })
-    .await
-    .unwrap();
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    if let Some(err) = child.stderr.take() {
-        tokio::spawn(async move {
-            let mut l = tokio::io::BufReader::new(err).lines();
-            while let Ok(Some(line)) = l.next_line().await {
-                eprintln!("warden: {line}");
-            }
-        });
-    }
-    url
-}

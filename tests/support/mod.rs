@@ -99,6 +99,28 @@ pub fn fake_model(dir: &Path, id: &str, script: serde_json::Value) -> PathBuf {
     p
 }
 
+/// A model with a heavy KV (32 layers x 8 KV heads x 128 x 2 x 2 B = 128 KiB
+/// per token) and a 16384-token trained window, so that with 8 GiB of
+/// (overridden) RAM its 16384- and 8192-token windows are the pressure's
+/// cause and a 4096-token one is not (Flash-Attention-shaped heads, for the
+/// CUDA engine's tests too).
+pub fn heavy_model(dir: &Path, id: &str, script: serde_json::Value) {
+    let p = dir.join(format!("{id}.gguf"));
+    write_gguf(
+        &p,
+        &[
+            Kv::Str("general.architecture", "llama".into()),
+            Kv::U32("llama.block_count", 32),
+            Kv::U32("llama.context_length", 16384),
+            Kv::U32("llama.embedding_length", 4096),
+            Kv::U32("llama.attention.head_count", 32),
+            Kv::U32("llama.attention.head_count_kv", 8),
+        ],
+        64,
+    );
+    std::fs::write(dir.join(format!("{id}.gguf.fake.json")), script.to_string()).unwrap();
+}
+
 /// A config for tests: no timers unless asked, a short stop grace, and
 /// watchdogs generous enough for a loaded 2-core machine (tests of the
 /// watchdogs themselves set theirs).
@@ -289,7 +311,6 @@ pub async fn wait_gone(pid: u32, secs: u64) -> bool {
 /// Starts the `llm-warden serve` binary on a free port with `envs`; returns
 /// the process and its base URL once it listens.
 pub async fn spawn_warden_binary(envs: &[(&str, &str)]) -> (tokio::process::Child, String) {
-    use tokio::io::AsyncBufReadExt;
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-warden"));
     cmd.args(["serve", "--port", "0"])
         .envs(envs.iter().copied())
@@ -297,21 +318,36 @@ pub async fn spawn_warden_binary(envs: &[(&str, &str)]) -> (tokio::process::Chil
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true);
     let mut child = cmd.spawn().expect("the warden binary starts");
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let base = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("llm-warden listening on ") {
-                return url.trim().to_string();
+    let base = read_listen_url(&mut child).await;
+    (child, base)
+}
+
+/// The base URL a started warden prints on stdout (waiting up to 30 s).
+/// Its stdout keeps draining afterwards so the warden never blocks on a full
+/// pipe; a piped stderr is forwarded to the test's output.
+pub async fn read_listen_url(child: &mut tokio::process::Child) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            if let Some(u) = l.strip_prefix("llm-warden listening on ") {
+                return u.trim().to_string();
             }
         }
         panic!("the warden exited before listening");
     })
     .await
     .expect("the warden listens within 30 s");
-    // Keep draining stdout so the warden never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (child, base)
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(async move {
+            let mut l = tokio::io::BufReader::new(err).lines();
+            while let Ok(Some(line)) = l.next_line().await {
+                eprintln!("warden: {line}");
+            }
+        });
+    }
+    url
 }
 
 /// Whether anything listens on 127.0.0.1:`port` (TIME_WAIT connections a
