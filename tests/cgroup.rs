@@ -5,41 +5,15 @@
 //! where the test cannot create a cgroup (not root, or no writable
 //! controller).
 
-use std::path::PathBuf;
 use std::process::Command;
 
-/// A memory cgroup directory the test created, removed on drop.
-struct Group(PathBuf, &'static str);
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
-/// Creates a memory cgroup limited to `bytes`: (directory, the limit file's
-/// name, so the caller knows which version it got).
-fn make_group(bytes: u64) -> Option<Group> {
-    let name = format!("llm-warden-test-{}", std::process::id());
-    for (root, limit) in [
-        ("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
-        ("/sys/fs/cgroup", "memory.max"),
-    ] {
-        let dir = PathBuf::from(root).join(&name);
-        if std::fs::create_dir(&dir).is_ok() {
-            if std::fs::write(dir.join(limit), bytes.to_string()).is_ok() {
-                return Some(Group(dir, limit));
-            }
-            let _ = std::fs::remove_dir(&dir);
-        }
-    }
-    None
-}
+mod support;
+use support::MemCgroup;
 
 /// `inspect` in a 2 GiB cgroup: RAM = the limit, from the cgroup's file.
 #[test]
 fn inspect_inside_a_limited_cgroup_reports_the_limit() {
-    let Some(group) = make_group(2 << 30) else {
+    let Some(group) = MemCgroup::new("llm-warden-test", 2 << 30) else {
         eprintln!("SKIPPED: cannot create a memory cgroup here (not root?)");
         return;
     };
@@ -53,8 +27,8 @@ fn inspect_inside_a_limited_cgroup_reports_the_limit() {
     }
     // The shell moves itself into the group, then becomes the warden.
     let script = format!(
-        "echo $$ > {}/cgroup.procs && exec {} inspect --json {}",
-        group.0.display(),
+        "{} {} inspect --json {}",
+        group.enter(),
         env!("CARGO_BIN_EXE_llm-warden"),
         model.display()
     );
@@ -62,11 +36,7 @@ fn inspect_inside_a_limited_cgroup_reports_the_limit() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ram_bytes"], 2u64 << 30);
-    let want = if group.1 == "memory.max" {
-        "cgroup_v2"
-    } else {
-        "cgroup_v1"
-    };
+    let want = if group.v1 { "cgroup_v1" } else { "cgroup_v2" };
     assert_eq!(v["ram_source"], want);
     // 0.75 x 2 GiB - weights - 256 MiB still holds SmolLM2's 8192 tokens.
     assert_eq!(v["context_tokens"], 8192);

@@ -65,54 +65,6 @@ async fn forced_critical_shrinks_a_real_child_at_turn_end() {
     w.shutdown().await;
 }
 
-/// A memory cgroup (v1 or v2) the test made, removed (after its processes
-/// are gone) on drop.
-struct Group {
-    dir: std::path::PathBuf,
-    v1: bool,
-}
-
-impl Group {
-    fn new(limit: u64) -> Option<Self> {
-        let name = format!("llm-warden-pressure-{}", std::process::id());
-        for (root, file, v1) in [
-            ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", true),
-            ("/sys/fs/cgroup", "memory.max", false),
-        ] {
-            let dir = std::path::PathBuf::from(root).join(&name);
-            if std::fs::create_dir(&dir).is_ok() {
-                if std::fs::write(dir.join(file), limit.to_string()).is_ok() {
-                    return Some(Self { dir, v1 });
-                }
-                let _ = std::fs::remove_dir(&dir);
-            }
-        }
-        None
-    }
-
-    fn oom_kills(&self) -> u64 {
-        let f = if self.v1 { "memory.oom_control" } else { "memory.events" };
-        llm_warden::sensors::ram::parse_oom_kill(&std::fs::read_to_string(self.dir.join(f)).unwrap_or_default())
-            .unwrap_or(0)
-    }
-
-    /// `sh -c` prefix that moves the shell into the group.
-    fn enter(&self) -> String {
-        format!("echo $$ > {}/cgroup.procs && exec", self.dir.display())
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.dir).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
 /// Real pressure in a cgroup: the idle samples see it (available memory of
 /// the group under 5 % of its limit: critical), shrink the window by a
 /// respawn (armed), then unload the model; nothing is OOM-killed; the next
@@ -123,7 +75,7 @@ async fn real_cgroup_pressure_unloads_the_model_before_the_oom_killer() {
         return;
     };
     const LIMIT: u64 = 768 << 20;
-    let Some(group) = Group::new(LIMIT) else {
+    let Some(group) = MemCgroup::new("llm-warden-pressure", LIMIT) else {
         eprintln!("SKIPPED: cannot create a memory cgroup here (not root?)");
         return;
     };

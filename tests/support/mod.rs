@@ -401,3 +401,56 @@ pub fn serve_http(w: &Warden) -> String {
 pub async fn json_of(r: reqwest::RequestBuilder) -> serde_json::Value {
     r.send().await.unwrap().json().await.unwrap()
 }
+/// A memory cgroup (v1 or v2) the test made, removed (after its processes
+/// are gone) on drop.
+pub struct MemCgroup {
+    /// The group's directory.
+    pub dir: PathBuf,
+    /// Whether it is a cgroup v1 group (else v2).
+    pub v1: bool,
+}
+
+impl MemCgroup {
+    /// Creates `<prefix>-<pid>` under the v1 memory controller, else under
+    /// the v2 hierarchy, limited to `limit` bytes; `None` where neither is
+    /// writable (not root).
+    pub fn new(prefix: &str, limit: u64) -> Option<Self> {
+        let name = format!("{prefix}-{}", std::process::id());
+        for (root, file, v1) in [
+            ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", true),
+            ("/sys/fs/cgroup", "memory.max", false),
+        ] {
+            let dir = PathBuf::from(root).join(&name);
+            if std::fs::create_dir(&dir).is_ok() {
+                if std::fs::write(dir.join(file), limit.to_string()).is_ok() {
+                    return Some(Self { dir, v1 });
+                }
+                let _ = std::fs::remove_dir(&dir);
+            }
+        }
+        None
+    }
+
+    /// The OOM kills inside the group so far.
+    pub fn oom_kills(&self) -> u64 {
+        let f = if self.v1 { "memory.oom_control" } else { "memory.events" };
+        llm_warden::sensors::ram::parse_oom_kill(&std::fs::read_to_string(self.dir.join(f)).unwrap_or_default())
+            .unwrap_or(0)
+    }
+
+    /// `sh -c` prefix that moves the shell into the group.
+    pub fn enter(&self) -> String {
+        format!("echo $$ > {}/cgroup.procs && exec", self.dir.display())
+    }
+}
+
+impl Drop for MemCgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
