@@ -37,14 +37,6 @@ fn proof(key: &str, value: impl std::fmt::Display) {
     println!("GPU-PROOF {key}={value}");
 }
 
-fn env_of(pid: u32, name: &str) -> Option<String> {
-    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    env.split(|&b| b == 0).find_map(|kv| {
-        kv.strip_prefix(format!("{name}=").as_bytes())
-            .map(|v| String::from_utf8_lossy(v).into_owned())
-    })
-}
-
 fn start(cfg: WardenConfig, dir: &std::path::Path) -> Warden {
     let backend = engines::build(&cfg, EngineKind::Cuda).expect("the CUDA build of llama-server");
     Warden::start_with(Arc::new(cfg), Catalog::scan(dir), backend, None)

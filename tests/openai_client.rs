@@ -17,11 +17,7 @@ fn client_python() -> Option<PathBuf> {
     if py.is_file() {
         Some(py)
     } else {
-        if std::env::var("WARDEN_REQUIRE_REAL").is_ok_and(|v| v == "1") {
-            panic!("{} missing: run ./build-llama.sh clients", py.display());
-        }
-        eprintln!("SKIPPED: {} missing (run ./build-llama.sh clients)", py.display());
-        None
+        skip_or_fail(&format!("{} missing (run ./build-llama.sh clients)", py.display()))
     }
 }
 

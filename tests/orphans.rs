@@ -21,11 +21,7 @@ static SERIAL: Mutex<()> = Mutex::const_new(());
 /// Trials per signal in the default run; `WARDEN_SOAK=1` runs the 20 of
 /// RELIABILITY.md.
 fn trials() -> usize {
-    if std::env::var("WARDEN_SOAK").is_ok_and(|v| v == "1") {
-        20
-    } else {
-        3
-    }
+    soak(3, 20)
 }
 
 /// One trial: a warden with a loaded model receives `sig`; afterwards its

@@ -23,14 +23,7 @@ fn mlx_setup(cfg: &WardenConfig) -> Option<(Backend, std::path::PathBuf)> {
     let engine = MlxEngine::build(cfg).ok();
     match engine {
         Some(e) if dir.join("SmolLM2-135M-Instruct/config.json").is_file() => Some((Backend::Mlx(e), dir)),
-        _ => {
-            let why = "the MLX environment or the converted SmolLM2 is missing (run ./build-llama.sh mlx)";
-            if std::env::var("WARDEN_REQUIRE_REAL").is_ok_and(|v| v == "1") {
-                panic!("{why}");
-            }
-            eprintln!("SKIPPED: {why}");
-            None
-        }
+        _ => skip_or_fail("the MLX environment or the converted SmolLM2 is missing (run ./build-llama.sh mlx)"),
     }
 }
 
@@ -52,11 +45,7 @@ fn ask(conversation: &str, text: &str, max_tokens: u32) -> llm_warden::TurnReque
 /// The child's live `max_kv_size`, asked with its own key (from its
 /// environment).
 async fn child_max_kv_size(pid: u32, port: u16) -> Option<u64> {
-    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let key = env.split(|&b| b == 0).find_map(|kv| {
-        kv.strip_prefix(b"MLX_VLM_SERVER_API_KEY=")
-            .map(|k| String::from_utf8_lossy(k).into_owned())
-    })?;
+    let key = env_of(pid, "MLX_VLM_SERVER_API_KEY")?;
     let v: serde_json::Value = llm_warden::child::client::shared_http_client()
         .get(format!("http://127.0.0.1:{port}/v1/settings"))
         .bearer_auth(key)

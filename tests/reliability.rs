@@ -18,14 +18,6 @@ use llm_warden::messages::TurnEvent;
 use llm_warden::{Warden, WardenConfig};
 use support::*;
 
-fn soak(default: usize, full: usize) -> usize {
-    if std::env::var("WARDEN_SOAK").is_ok_and(|v| v == "1") {
-        full
-    } else {
-        default
-    }
-}
-
 /// Children of this process left as zombies (unreaped).
 fn zombie_children() -> Vec<u32> {
     let me = std::process::id().to_string();

@@ -14,19 +14,6 @@ use std::time::Duration;
 use support::*;
 use tokio::io::AsyncReadExt;
 
-/// The environment of a live process.
-fn environ(pid: u32) -> Vec<(String, String)> {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .unwrap_or_default()
-        .split(|&b| b == 0)
-        .filter_map(|kv| {
-            let s = String::from_utf8_lossy(kv);
-            let (k, v) = s.split_once('=')?;
-            Some((k.to_string(), v.to_string()))
-        })
-        .collect()
-}
-
 fn cmdline(pid: u32) -> String {
     String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default()).replace('\0', " ")
 }
@@ -170,7 +157,7 @@ async fn the_key_never_leaks_and_the_child_env_is_explicit() {
     // A second spawn gets another key.
     let s: serde_json::Value = json_of(auth(http.post(format!("{base}/warden/load")))).await;
     let pid2 = s["child_pid"].as_u64().unwrap() as u32;
-    let key2 = environ(pid2).into_iter().find(|(k, _)| k == "LLAMA_API_KEY").unwrap().1;
+    let key2 = env_of(pid2, "LLAMA_API_KEY").unwrap();
     assert_ne!(key, key2, "a key per spawn");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(warden.id().unwrap() as i32),

@@ -121,6 +121,34 @@ pub fn heavy_model(dir: &Path, id: &str, script: serde_json::Value) {
     std::fs::write(dir.join(format!("{id}.gguf.fake.json")), script.to_string()).unwrap();
 }
 
+/// The environment of a live process.
+pub fn environ(pid: u32) -> Vec<(String, String)> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap_or_default()
+        .split(|&b| b == 0)
+        .filter_map(|kv| {
+            let s = String::from_utf8_lossy(kv);
+            let (k, v) = s.split_once('=')?;
+            Some((k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+/// One variable of a live process's environment.
+pub fn env_of(pid: u32, name: &str) -> Option<String> {
+    environ(pid).into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+}
+
+/// A trial count: `default` in the everyday run, `full` (RELIABILITY.md's
+/// count) with `WARDEN_SOAK=1`.
+pub fn soak(default: usize, full: usize) -> usize {
+    if std::env::var("WARDEN_SOAK").is_ok_and(|v| v == "1") {
+        full
+    } else {
+        default
+    }
+}
+
 /// A config for tests: no timers unless asked, a short stop grace, and
 /// watchdogs generous enough for a loaded 2-core machine (tests of the
 /// watchdogs themselves set theirs).
@@ -272,11 +300,14 @@ pub fn real_model(file: &str) -> Option<PathBuf> {
     }
 }
 
-fn skip_or_fail<T>(why: &str) -> Option<T> {
+/// A test that needs something real (an engine, a model, a client) and
+/// lacks it: skipped with a note, or failed under `WARDEN_REQUIRE_REAL=1`
+/// (what `./test.sh` sets, so CI never passes by skipping).
+pub fn skip_or_fail<T>(why: &str) -> Option<T> {
     if std::env::var("WARDEN_REQUIRE_REAL").is_ok_and(|v| v == "1") {
-        panic!("a real-model test cannot run: {why}");
+        panic!("a real test cannot run: {why}");
     }
-    eprintln!("SKIPPED (real llama-server test): {why}");
+    eprintln!("SKIPPED (real test): {why}");
     None
 }
 
