@@ -21,7 +21,7 @@ use anyhow::Context;
 use tokio::time::Instant;
 
 use crate::Setup;
-use crate::client::{self, Target, ms};
+use crate::client::{self, ms};
 use crate::pairs::{fmt_med, prompt};
 use crate::procs::WardenProc;
 use crate::report::{Line, Raw};
@@ -98,10 +98,7 @@ pub async fn run(
 }
 
 async fn one(http: &reqwest::Client, w: &WardenProc, r: usize) -> anyhow::Result<Round> {
-    let target = Target {
-        base: w.base.clone(),
-        bearer: None,
-    };
+    let target = w.target();
     let t0 = Instant::now();
     let turn = client::stream(http, &target, client::body(&prompt(200 + r), 8, true)).await?;
     let status = w.wait_ready(http).await?;

@@ -21,7 +21,7 @@ use anyhow::Context;
 use tokio::time::Instant;
 
 use crate::Setup;
-use crate::client::{self, Target, ms};
+use crate::client::{self, ms};
 use crate::pairs::{fmt_med, prompt};
 use crate::procs::{Direct, WardenProc};
 use crate::report::{Line, Raw};
@@ -95,10 +95,7 @@ async fn direct_cold(http: &reqwest::Client, s: &Setup, body: bytes::Bytes) -> a
     let t0 = Instant::now();
     let mut d = Direct::spawn(&s.server, &s.model, &s.model_id, s.window)?;
     let healthy = d.wait_healthy(http, Duration::from_millis(5)).await?;
-    let target = Target {
-        base: d.base.clone(),
-        bearer: Some(d.key.bearer()),
-    };
+    let target = d.target();
     let turn = client::stream(http, &target, body).await?;
     let first = turn.first_token.context("direct cold turn: no token")?;
     let stop = d.stop().await;
@@ -109,10 +106,7 @@ async fn direct_cold(http: &reqwest::Client, s: &Setup, body: bytes::Bytes) -> a
 async fn warden_cold(http: &reqwest::Client, w: &WardenProc, body: bytes::Bytes) -> anyhow::Result<(f64, Option<f64>)> {
     w.post(http, "/warden/unload").await?;
     let t0 = Instant::now();
-    let target = Target {
-        base: w.base.clone(),
-        bearer: None,
-    };
+    let target = w.target();
     let turn = client::stream(http, &target, body).await?;
     let first = turn.first_token.context("warden cold turn: no token")?;
     w.wait_ready(http).await?;

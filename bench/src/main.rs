@@ -252,10 +252,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             "  warden at {} loaded {} with a {}-token window",
             w.base, setup.model_id, setup.window
         );
-        let wt = Target {
-            base: w.base.clone(),
-            bearer: None,
-        };
+        let wt = w.target();
         client::stream(&http, &wt, client::body("Warm-up: say hello.", 8, true)).await?;
         tokio::time::sleep(Duration::from_secs(1)).await;
         let rest_kib = w.rss_kib().context("the warden's VmRSS is unreadable")?;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::time::Instant;
 
-use crate::client::{self, Target, ms};
+use crate::client::{self, ms};
 use crate::procs::WardenProc;
 use crate::report::{Line, Raw};
 use crate::stats::median;
@@ -40,10 +40,7 @@ pub async fn run(
     rest_kib: u64,
     raw: &mut Raw,
 ) -> anyhow::Result<Outcome> {
-    let target = Target {
-        base: w.base.clone(),
-        bearer: None,
-    };
+    let target = w.target();
     let streamed = client::body("Hi.", 2, true);
     let whole = client::body("Hi.", 2, false);
     let rss = || w.rss_kib().context("the warden's VmRSS is unreadable");

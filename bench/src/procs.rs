@@ -261,6 +261,14 @@ pub struct WardenProc {
 const LOG_KEEP: usize = 20_000;
 
 impl WardenProc {
+    /// Its chat target (the bench runs the warden without a key).
+    pub fn target(&self) -> crate::client::Target {
+        crate::client::Target {
+            base: self.base.clone(),
+            bearer: None,
+        }
+    }
+
     /// Starts the warden on `model` over `server`, with `envs` added.
     pub async fn spawn(
         bin: &Path,

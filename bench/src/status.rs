@@ -43,10 +43,7 @@ pub async fn run(
         rest: client::time_gets(http, &url, n).await?,
         ..Outcome::default()
     };
-    let wt = Target {
-        base: w.base.clone(),
-        bearer: None,
-    };
+    let wt = w.target();
     let (during, alive) = while_streaming(http, &wt, &url, n, || async {
         // Tokens flow once the engine says `generating` (and a moment more).
         for _ in 0..500 {
@@ -60,10 +57,7 @@ pub async fn run(
     out.during = during;
     out.streams_alive.0 = alive;
     w.wait_ready(http).await?;
-    let dt = Target {
-        base: d.base.clone(),
-        bearer: Some(d.key.bearer()),
-    };
+    let dt = d.target();
     let health = format!("{}/health", d.base);
     let (llama, alive) = while_streaming(http, &dt, &health, n, || async {}).await?;
     out.llama_during = llama;
