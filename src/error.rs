@@ -141,7 +141,7 @@ pub enum ModelLoadError {
         engine: &'static str,
     },
     /// The child exited while loading.
-    #[error("the model server exited while loading '{id}' ({exit}): {code}")]
+    #[error("the model server exited while loading '{id}' ({exit}): {code}{}", remedy(*.code))]
     Exited {
         /// The model id.
         id: String,
@@ -223,7 +223,7 @@ impl ModelLoadError {
 #[derive(Debug, thiserror::Error)]
 pub enum GenerationError {
     /// The child died during the turn.
-    #[error("the model server died during generation ({exit}): {code}")]
+    #[error("the model server died during generation ({exit}): {code}{}", remedy(*.code))]
     ChildDied {
         /// The classified reason.
         code: EngineCode,
@@ -296,6 +296,11 @@ impl GenerationError {
             },
         }
     }
+}
+
+/// `; <what to do>` for a code that says what to do, else nothing.
+fn remedy(code: EngineCode) -> String {
+    code.remedy().map(|r| format!("; {r}")).unwrap_or_default()
 }
 
 /// The child's own 4xx/5xx, kept in OpenAI's shape: llama-server's

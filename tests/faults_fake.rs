@@ -137,3 +137,63 @@ async fn a_failed_props_read_keeps_the_requested_window() {
     assert_eq!(w.status().context_tokens, Some(4096));
     w.shutdown().await;
 }
+
+/// A child that dies of a fatal signal while loading is told apart by the
+/// signal's name: SIGILL is `illegal_instruction` with the rebuild command in
+/// its message; SIGSEGV, SIGBUS and SIGABRT are crashes named in the message
+/// and in `raw`'s last line. The warden serves the next model after each.
+#[actix_rt::test]
+async fn fatal_signals_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = [
+        // (signal, code, why)
+        ("SIGILL", "illegal_instruction"), // why: a binary built for another CPU (the AMX build)
+        ("SIGSEGV", "child_crashed"),      // why: a crash; its name says which
+        ("SIGBUS", "child_crashed"),       // why: a mapped model file cut short under the child
+        ("SIGABRT", "child_crashed"),      // why: a failed GGML_ASSERT aborts
+    ];
+    for (sig, _) in rows {
+        fake_model(dir.path(), sig, json!({"signal_on_load": sig}));
+    }
+    fake_model(dir.path(), "good", json!({}));
+    let w = fake_warden(dir.path(), test_config());
+    for (i, (sig, code)) in rows.into_iter().enumerate() {
+        let t = collect(w.submit(chat(Some(sig), 2, false)).unwrap()).await;
+        let e = t.error.unwrap_or_else(|| panic!("row {i} ({sig}) should fail"));
+        assert_eq!(e.code, code, "row {i} ({sig}): {e:?}");
+        assert!(e.message.contains(&format!("killed by {sig}")), "row {i}: {}", e.message);
+        assert!(!e.message.contains("signal "), "row {i}: a number, not the name: {}", e.message);
+        let raw = e.raw.as_deref().unwrap_or("");
+        assert!(
+            raw.lines().last().is_some_and(|l| l.contains(sig)),
+            "row {i}: raw's last line names {sig}: {raw}"
+        );
+        if sig == "SIGILL" {
+            assert!(e.message.contains("./build-llama.sh --rebuild"), "row {i}: {}", e.message);
+        }
+        let ok = collect(w.submit(chat(Some("good"), 2, false)).unwrap()).await;
+        assert!(ok.body.is_some(), "row {i}: the warden must keep serving: {ok:?}");
+    }
+    w.shutdown().await;
+}
+
+/// A child killed by SIGSEGV mid-stream ends the stream with an error that
+/// names the signal; the next request respawns and is answered.
+#[actix_rt::test]
+async fn a_signal_death_mid_stream_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(
+        dir.path(),
+        "m",
+        json!({"tokens": 10, "signal_after": {"signal": "SIGSEGV", "tokens": 3}}),
+    );
+    let w = fake_warden(dir.path(), test_config());
+    let t = collect(w.submit(chat(None, 10, true)).unwrap()).await;
+    let e = t.error.clone().expect("an error event");
+    assert_eq!(e.code, "child_crashed", "{e:?}");
+    assert!(e.message.contains("killed by SIGSEGV"), "{}", e.message);
+    assert!(e.raw.as_deref().unwrap_or("").contains("SIGSEGV (segmentation fault"), "{e:?}");
+    let again = collect(w.submit(chat(None, 2, true)).unwrap()).await;
+    assert!(again.done, "2 tokens come before the fault: {again:?}");
+    w.shutdown().await;
+}

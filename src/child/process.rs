@@ -76,7 +76,10 @@ impl ExitInfo {
 impl std::fmt::Display for ExitInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (self.code, self.signal) {
-            (_, Some(sig)) => write!(f, "killed by signal {sig}"),
+            (_, Some(sig)) => match crate::law::crash::signal_name(sig) {
+                Some(s) => write!(f, "killed by {}", s.name),
+                None => write!(f, "killed by signal {sig}"),
+            },
             (Some(code), None) => write!(f, "exit status {code}"),
             (None, None) => f.write_str("ended"),
         }
@@ -158,6 +161,7 @@ pub fn spawn(spec: &SpawnSpec) -> std::io::Result<ChildProcess> {
     let (exit_tx, exit_rx) = watch::channel(None);
     let (kill_tx, mut kill_rx) = mpsc::unbounded_channel::<()>();
     let label = spec.label;
+    let tail = output.clone();
     tokio::spawn(async move {
         let status = loop {
             tokio::select! {
@@ -177,6 +181,14 @@ pub fn spawn(spec: &SpawnSpec) -> std::io::Result<ChildProcess> {
         // process the child left behind could hold the pipes open.
         for d in drains {
             let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, d).await;
+        }
+        // A signal death prints nothing of its own: the last line of the
+        // tail (the error's `raw`) says which signal, by name.
+        if let Some(sig) = info.signal {
+            tail.push(&format!(
+                "llm-warden: the model server was killed by {}",
+                crate::law::crash::describe_signal(sig)
+            ));
         }
         tracing::debug!(pid, child = label, "child ended: {info}");
         let _ = exit_tx.send(Some(info));

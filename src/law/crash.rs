@@ -31,6 +31,10 @@ pub enum EngineCode {
     /// Killed by SIGKILL from outside the warden, with no OOM kill on record
     /// (another process, or an OOM killer whose counter we cannot read).
     ChildKilled,
+    /// Killed by SIGILL: the llama-server binary uses CPU instructions this
+    /// machine cannot run (built for another CPU, or a kernel path such as
+    /// ggml's AMX tiles that this CPU or kernel does not allow).
+    IllegalInstruction,
     /// The child exited without a recognisable reason.
     ChildCrashed,
 }
@@ -47,7 +51,20 @@ impl EngineCode {
             Self::LoadTimeout => "load_timeout",
             Self::ChildHung => "child_hung",
             Self::ChildKilled => "child_killed",
+            Self::IllegalInstruction => "illegal_instruction",
             Self::ChildCrashed => "child_crashed",
+        }
+    }
+
+    /// What a person can do about it, when the code alone says.
+    pub fn remedy(self) -> Option<&'static str> {
+        match self {
+            Self::IllegalInstruction => Some(
+                "the llama-server binary uses CPU instructions this machine cannot run; rebuild it on this machine with ./build-llama.sh --rebuild (or point WARDEN_LLAMA_SERVER at a build for this CPU)",
+            ),
+            Self::ModelCorrupt => Some("the model file is truncated or damaged; download it again"),
+            Self::NotGguf => Some("the file is not a GGUF model; check the path"),
+            _ => None,
         }
     }
 
@@ -100,6 +117,69 @@ pub enum ExitKind {
 
 /// SIGKILL's number on every platform the warden runs llama-server on.
 const SIGKILL: i32 = 9;
+/// SIGILL's number, the same on Linux and macOS.
+pub const SIGILL: i32 = 4;
+
+/// A fatal signal, named for a person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignalName {
+    /// `SIGSEGV`, ...
+    pub name: &'static str,
+    /// What it usually means for a model server (empty for the signals
+    /// sent from outside, whose sender is the question).
+    pub meaning: &'static str,
+}
+
+impl std::fmt::Display for SignalName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.meaning.is_empty() {
+            f.write_str(self.name)
+        } else {
+            write!(f, "{} ({})", self.name, self.meaning)
+        }
+    }
+}
+
+/// `SIGSEGV (segmentation fault: ...)`, or `signal N` for an unnamed one.
+pub fn describe_signal(sig: i32) -> String {
+    signal_name(sig).map_or_else(|| format!("signal {sig}"), |s| s.to_string())
+}
+
+/// Names the signals a model server dies of. Numbers are the host's own
+/// (SIGBUS is 7 on Linux, 10 on macOS), so the table is built from libc's
+/// constants; an unknown number is `None` and is reported by number.
+pub fn signal_name(sig: i32) -> Option<SignalName> {
+    #[cfg(unix)]
+    {
+        let table: &[(i32, &str, &str)] = &[
+            (libc::SIGILL, "SIGILL", "illegal instruction: the binary was built for another CPU"),
+            (libc::SIGSEGV, "SIGSEGV", "segmentation fault: a crash inside the model server"),
+            (libc::SIGBUS, "SIGBUS", "bus error: often a model file truncated or replaced while it was mapped"),
+            (libc::SIGABRT, "SIGABRT", "aborted: an assertion inside the model server failed"),
+            (libc::SIGFPE, "SIGFPE", "arithmetic fault inside the model server"),
+            (libc::SIGTRAP, "SIGTRAP", "trace trap: a compiler trap or a debugger breakpoint"),
+            // Signals sent from outside carry no meaning of their own: who
+            // sent them is the question (the OOM killer, a person, the warden).
+            (libc::SIGKILL, "SIGKILL", ""),
+            (libc::SIGTERM, "SIGTERM", ""),
+            (libc::SIGINT, "SIGINT", ""),
+            (libc::SIGHUP, "SIGHUP", ""),
+            (libc::SIGQUIT, "SIGQUIT", ""),
+            (libc::SIGPIPE, "SIGPIPE", ""),
+            (libc::SIGXCPU, "SIGXCPU", "CPU time limit exceeded"),
+            (libc::SIGXFSZ, "SIGXFSZ", "file size limit exceeded"),
+        ];
+        table
+            .iter()
+            .find(|(n, ..)| *n == sig)
+            .map(|&(_, name, meaning)| SignalName { name, meaning })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = sig;
+        None
+    }
+}
 
 /// What the caller knows beside the output.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -119,6 +199,12 @@ pub struct Hints {
 /// signal alone would send a user after memory when another process (or a
 /// person) killed the child.
 pub fn classify(tail: &[String], exit: ExitKind, hints: Hints) -> EngineCode {
+    // SIGILL is decisive whatever was printed before it: no output line
+    // explains an instruction the CPU refused (fit's probe may have printed
+    // an allocation failure first).
+    if exit == ExitKind::Signal(SIGILL) && !hints.stopped_by_us {
+        return EngineCode::IllegalInstruction;
+    }
     for line in tail.iter().rev() {
         if let Some(code) = classify_line(line) {
             return code;
@@ -222,8 +308,20 @@ mod tests {
                 ours,
                 EngineCode::ChildCrashed,
             ),
-            // why: a segfault with nothing printed is a plain crash
-            (&[], ExitKind::Signal(11), none, EngineCode::ChildCrashed),
+            // why: a segfault with nothing printed is a plain crash (named in the message)
+            (&[], ExitKind::Signal(libc::SIGSEGV), none, EngineCode::ChildCrashed),
+            // why: SIGBUS and SIGABRT are crashes too; their names tell them apart
+            (&[], ExitKind::Signal(libc::SIGBUS), none, EngineCode::ChildCrashed),
+            (&["GGML_ASSERT(n_tokens > 0) failed"], ExitKind::Signal(libc::SIGABRT), none, EngineCode::ChildCrashed),
+            // why: FACTS.md, the AMX build on an AMX machine: SIGILL on the first computation
+            (&["srv load_model: loading model"], ExitKind::Signal(SIGILL), none, EngineCode::IllegalInstruction),
+            // why: SIGILL wins over an earlier allocation line (fit's probe printed it)
+            (
+                &["failed to allocate compute pp buffers"],
+                ExitKind::Signal(SIGILL),
+                none,
+                EngineCode::IllegalInstruction,
+            ),
             // why: the last failure wins over an earlier one (fit's probe, then the load)
             (
                 &[
@@ -239,5 +337,26 @@ mod tests {
             let got = classify(&lines(tail), *exit, *ours);
             assert_eq!(got, *want, "row {i}: {tail:?}");
         }
+    }
+
+    #[test]
+    fn names_the_fatal_signals_apart() {
+        let rows: &[(i32, Option<&str>)] = &[
+            // why: the four a model server dies of must read differently
+            (libc::SIGILL, Some("SIGILL")),
+            (libc::SIGSEGV, Some("SIGSEGV")),
+            (libc::SIGBUS, Some("SIGBUS")),
+            (libc::SIGABRT, Some("SIGABRT")),
+            // why: the OOM killer's signal
+            (libc::SIGKILL, Some("SIGKILL")),
+            // why: a number no table row holds is reported as a number
+            (63, None),
+        ];
+        for (i, (sig, want)) in rows.iter().enumerate() {
+            assert_eq!(signal_name(*sig).map(|s| s.name), *want, "row {i}: signal {sig}");
+        }
+        // why: the SIGILL code tells the user how to get a binary that runs
+        let remedy = EngineCode::IllegalInstruction.remedy().unwrap();
+        assert!(remedy.contains("./build-llama.sh --rebuild"), "{remedy}");
     }
 }

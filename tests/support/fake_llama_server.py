@@ -24,6 +24,10 @@ valid GGUF):
   token_ms           delay between tokens (default 5)
   hang_after         stop sending (but keep the socket) after N tokens
   die_after          exit abruptly (os._exit) after N tokens
+  signal_on_load     die of this signal ("SIGILL", "SIGSEGV", "SIGBUS",
+                     "SIGABRT") while loading, as a binary built for another
+                     CPU dies on its first computation
+  signal_after       {"signal": NAME, "tokens": N}: die of NAME mid-stream
   props_ctx          n_ctx reported by /props (default: -c, else 4096)
   props_fail         /props answers 500
   log                path of a file where each chat request body is appended
@@ -34,6 +38,8 @@ and "srv stop: cancel task" when a client goes away mid-stream.
 
 import json
 import os
+import resource
+import signal
 import sys
 import threading
 import time
@@ -74,6 +80,15 @@ FAILURES = {
 
 def log(line):
     print(line, file=sys.stderr, flush=True)
+
+
+def die_of(name):
+    """Dies of the named signal with its default action (no core file)."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # Python leaves these four at their default action (only the main
+    # thread could change a handler anyway).
+    os.kill(os.getpid(), getattr(signal, name))
+    time.sleep(10)
 
 
 def ready():
@@ -159,6 +174,9 @@ class Handler(BaseHTTPRequestHandler):
 
         try:
             for i in range(n):
+                after = SCRIPT.get("signal_after")
+                if after and i >= after["tokens"]:
+                    die_of(after["signal"])
                 if SCRIPT.get("die_after") is not None and i >= SCRIPT["die_after"]:
                     log("fake: dying mid-stream")
                     os._exit(3)
@@ -184,6 +202,9 @@ def main():
             f.write(json.dumps({"argv": sys.argv[1:], "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}) + "\n")
     if SCRIPT.get("offloaded"):
         log(f"load_tensors: offloaded {SCRIPT['offloaded']} layers to GPU")
+    if SCRIPT.get("signal_on_load"):
+        log("srv    load_model: loading model")
+        die_of(SCRIPT["signal_on_load"])
     failure = SCRIPT.get("exit_on_load") or SCRIPT.get("exit_on_ctx", {}).get(str(CTX))
     if failure:
         log(FAILURES[failure])
