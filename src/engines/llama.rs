@@ -3,7 +3,7 @@
 //!
 //! Fixed flags, after the engine's own argv, on every spawn: `--no-slots`,
 //! `--no-webui`, `-np 1`, `--cache-ram 0`, `--no-cache-idle-slots`,
-//! `--host 127.0.0.1`, `--port N`. One slot and no prompt cache keep the
+//! `--threads-http 8`, `--host 127.0.0.1`, `--port N`. One slot and no prompt cache keep the
 //! child's memory to one conversation's KV (the spec's "slots and prompt
 //! cache"). The per-spawn key goes in the environment as `LLAMA_API_KEY`
 //! (llama-server's own equivalent of `--api-key`), so `ps` never shows it.
@@ -20,6 +20,13 @@ use crate::error::EngineError;
 
 /// The pinned llama.cpp build (the spec's b10883).
 pub const LLAMA_BUILD_TAG: &str = "b10883";
+
+/// llama-server's HTTP threads, set rather than left to its default
+/// (max(n_parallel + 4, cores - 1), 5 here): each open keep-alive connection
+/// holds one thread for its life (see `child::client`), and the warden may
+/// hold a turn's connection, two pooled ones and a probe at once. Idle
+/// threads cost a stack's address space, not memory.
+pub const CHILD_HTTP_THREADS: u32 = 8;
 
 /// The port pool of llama-server children.
 pub const LLAMA_PORTS: std::ops::RangeInclusive<u16> = 27200..=27299;
@@ -96,10 +103,12 @@ pub fn find_flavour(cfg: &WardenConfig, f: Flavour) -> Result<PathBuf, Vec<Strin
                 .join(exe_name())
         })
         .collect();
+    // build-llama.sh points `<cache>/llama-cpp/<flavour>` at the build it
+    // installed last (its directory is keyed by the cmake options' hash).
     candidates.push(
         cfg.cache_dir
             .join("llama-cpp")
-            .join(format!("{LLAMA_BUILD_TAG}-{}", f.dir()))
+            .join(f.dir())
             .join("bin")
             .join(exe_name()),
     );
@@ -159,10 +168,12 @@ pub fn spawn_spec(
         "--cache-ram",
         "0",
         "--no-cache-idle-slots",
-        "--host",
-        "127.0.0.1",
-        "--port",
+        "--threads-http",
     ] {
+        engine_args.push(flag.into());
+    }
+    engine_args.push(CHILD_HTTP_THREADS.to_string().into());
+    for flag in ["--host", "127.0.0.1", "--port"] {
         engine_args.push(flag.into());
     }
     engine_args.push(port.to_string().into());
@@ -248,6 +259,8 @@ mod tests {
                 "--cache-ram",
                 "0",
                 "--no-cache-idle-slots",
+                "--threads-http",
+                "8",
                 "--host",
                 "127.0.0.1",
                 "--port",
