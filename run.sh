@@ -32,8 +32,13 @@ for _ in $(seq 1 300); do
   sleep 0.2
 done
 
-echo "==> Asking: What is the capital of France?" >&2
-"$bin" chat --max-tokens 64 "What is the capital of France? Answer in one sentence."
+# Greedy (temperature 0), so the answer is the same on every machine: with
+# these words SmolLM2-135M says "The capital of France is Paris." (the bare
+# question sends it off into French at temperature 0, and sampling at the
+# server's default temperature makes it wander).
+question="What is the capital of France? Answer in one sentence."
+echo "==> Asking: $question" >&2
+"$bin" chat --temperature 0 --max-tokens 32 "$question"
 
 if [ "$once" = 1 ]; then exit 0; fi
 echo "==> Serving (OpenAI base URL: the address above, plus /v1). Ctrl-C to stop." >&2

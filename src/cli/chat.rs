@@ -35,6 +35,10 @@ pub struct ChatArgs {
     /// A system prompt.
     #[arg(long)]
     system: Option<String>,
+    /// Sampling temperature (0: greedy, the same answer every time; default:
+    /// the model server's own).
+    #[arg(long)]
+    temperature: Option<f64>,
     /// The models directory, for an in-process warden.
     #[arg(long)]
     models_dir: Option<PathBuf>,
@@ -74,6 +78,9 @@ pub async fn run(a: ChatArgs) -> anyhow::Result<ExitCode> {
     let mut body = json!({"messages": messages, "max_tokens": a.max_tokens, "stream": true});
     if let Some(m) = &a.model {
         body["model"] = json!(m);
+    }
+    if let Some(t) = a.temperature {
+        body["temperature"] = json!(t);
     }
     let mut printer = Printer::default();
     match find_server(a.url.clone()).await {
