@@ -73,6 +73,22 @@ pub struct WardenConfig {
     /// `WARDEN_REQUEST_TIMEOUT_S`: the whole of a non-streamed request (its
     /// progress cannot be seen, so only a total bound applies).
     pub request_timeout: Duration,
+    /// `WARDEN_CLIENT_STALL_TIMEOUT_S`: the longest a turn waits for its
+    /// client to take the next piece of its answer. Past it the turn is
+    /// abandoned as if the client had disconnected, so one client that
+    /// stops reading holds the engine for at most this long. 30 s: far above
+    /// any reading client's pause (a browser tab in the background still
+    /// reads), short enough that the next person's turn is not lost.
+    pub client_stall_timeout: Duration,
+    /// `WARDEN_BODY_TIMEOUT_S`: the whole of reading a request body; a body
+    /// trickled in slower is refused with 408 before any turn exists.
+    /// 30 s: a 16 MiB body at 0.5 MiB/s; a chat body is a few KiB.
+    pub body_timeout: Duration,
+    /// `WARDEN_MAX_CONNECTIONS`: open client connections the HTTP server
+    /// serves at once (more wait in the listen backlog). 4096: far above
+    /// any desktop's tools, and within the file descriptors the server
+    /// raises its own soft limit to.
+    pub max_connections: usize,
     /// SIGTERM-to-SIGKILL grace of every stop.
     pub stop_grace: Duration,
     /// `WARDEN_MAX_QUEUE`: turns waiting or running past which a new request
@@ -131,6 +147,9 @@ impl Default for WardenConfig {
             first_token_timeout: Duration::from_secs(300),
             stall_timeout: Duration::from_secs(60),
             request_timeout: Duration::from_secs(900),
+            client_stall_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 4096,
             stop_grace: Duration::from_secs(5),
             max_queue: 256,
             max_body_bytes: 16 * 1024 * 1024,
@@ -188,6 +207,14 @@ impl WardenConfig {
         secs("WARDEN_FIRST_TOKEN_TIMEOUT_S", &mut c.first_token_timeout)?;
         secs("WARDEN_STALL_TIMEOUT_S", &mut c.stall_timeout)?;
         secs("WARDEN_REQUEST_TIMEOUT_S", &mut c.request_timeout)?;
+        secs("WARDEN_CLIENT_STALL_TIMEOUT_S", &mut c.client_stall_timeout)?;
+        secs("WARDEN_BODY_TIMEOUT_S", &mut c.body_timeout)?;
+        if let Some(n) = parse(&var, "WARDEN_MAX_CONNECTIONS", "a positive count")? {
+            if n == 0 {
+                return Err(bad("WARDEN_MAX_CONNECTIONS", "0", "a positive count"));
+            }
+            c.max_connections = n;
+        }
         if let Some(n) = parse(&var, "WARDEN_MAX_QUEUE", "a positive count")? {
             c.max_queue = n;
         }

@@ -27,8 +27,11 @@
 //! - `server`: the binary's HTTP server (`bind`).
 //! - `messages`: one file per actor message.
 //! - `actors`: `EngineActor` (its state is `EngineCore`: `load`, `turn`,
-//!   `brake`, `mlx`, `cuda`, `reap`), `IdleTimer`, `SensorActor`,
+//!   `outbox` (every hand-over to a caller bounded by the client stall
+//!   bound), `brake`, `mlx`, `cuda`, `reap`), `IdleTimer`, `SensorActor`,
 //!   `PrefixCacheActor`.
+//! - `http`: the actix-web routes; `http::stall` closes the connection of a
+//!   client that stopped reading.
 //! - `catalog`: the models a warden serves.
 //! - `config`: every `WARDEN_*` variable, read once.
 //! - `error`: `EngineError`, `ModelLoadError`, `GenerationError`, `ApiError`.

@@ -137,7 +137,8 @@ pub enum WardenEvent {
     TurnEnded {
         /// Its arrival number.
         seq: u64,
-        /// `completed`, `abandoned`, `failed` or `skipped` (client gone before it began).
+        /// `completed`, `abandoned`, `stalled` (the client stopped taking its
+        /// answer), `failed` or `skipped` (client gone before it began).
         outcome: &'static str,
     },
     /// The child was stopped.
@@ -155,6 +156,14 @@ pub enum WardenEvent {
         pid: u32,
         /// The classified reason.
         code: String,
+    },
+    /// A turn's client took nothing for the whole client stall bound; the
+    /// turn was abandoned and its connection closed.
+    ClientStalled {
+        /// The turn's arrival number.
+        seq: u64,
+        /// How long the engine waited for it, in milliseconds.
+        waited_ms: u64,
     },
     /// A reap tick was handled.
     ReapChecked {

@@ -74,6 +74,17 @@ pub struct TurnRequest {
     pub kind: crate::messages::prefix::TurnKind,
 }
 
+/// Whether the engine still holds a turn (its sender is alive).
+#[derive(Debug, Clone)]
+pub struct TurnWatch(mpsc::WeakSender<TurnEvent>);
+
+impl TurnWatch {
+    /// The engine finished the turn or let it go (it holds no sender).
+    pub fn engine_done(&self) -> bool {
+        self.0.upgrade().is_none()
+    }
+}
+
 /// What the platform looks like to selection, read once at start.
 fn platform() -> Platform {
     Platform {
@@ -282,6 +293,13 @@ impl Warden {
     /// Queues a chat turn. An unknown model is refused here (404) without
     /// touching the engine or its child; a full queue is refused (503).
     pub fn submit(&self, req: TurnRequest) -> Result<mpsc::Receiver<TurnEvent>, ApiError> {
+        self.submit_watched(req).map(|(rx, _)| rx)
+    }
+
+    /// As `submit`, with a `TurnWatch` that tells when the engine is done
+    /// with the turn (the HTTP layer closes a stalled client's connection
+    /// only then, so the engine's own stall rule is the one that decides).
+    pub fn submit_watched(&self, req: TurnRequest) -> Result<(mpsc::Receiver<TurnEvent>, TurnWatch), ApiError> {
         if let Some(id) = &req.model
             && self.inner.catalog.get(id).is_none()
         {
@@ -294,6 +312,7 @@ impl Warden {
             .try_enter(max)
             .ok_or_else(|| ApiError::queue_full(max))?;
         let (tx, rx) = mpsc::channel(TURN_EVENTS_BUFFER);
+        let watch = TurnWatch(tx.downgrade());
         // A poisoned lock still holds a valid counter.
         let mut next = self.inner.seq.lock().unwrap_or_else(|p| p.into_inner());
         let seq = *next;
@@ -310,7 +329,7 @@ impl Warden {
             ticket: Some(ticket),
         });
         drop(next);
-        Ok(rx)
+        Ok((rx, watch))
     }
 
     /// Stops the child (SIGTERM, grace, SIGKILL) and the engine's arbiter.

@@ -161,15 +161,27 @@ async fn fatal_signals_are_named() {
         let t = collect(w.submit(chat(Some(sig), 2, false)).unwrap()).await;
         let e = t.error.unwrap_or_else(|| panic!("row {i} ({sig}) should fail"));
         assert_eq!(e.code, code, "row {i} ({sig}): {e:?}");
-        assert!(e.message.contains(&format!("killed by {sig}")), "row {i}: {}", e.message);
-        assert!(!e.message.contains("signal "), "row {i}: a number, not the name: {}", e.message);
+        assert!(
+            e.message.contains(&format!("killed by {sig}")),
+            "row {i}: {}",
+            e.message
+        );
+        assert!(
+            !e.message.contains("signal "),
+            "row {i}: a number, not the name: {}",
+            e.message
+        );
         let raw = e.raw.as_deref().unwrap_or("");
         assert!(
             raw.lines().last().is_some_and(|l| l.contains(sig)),
             "row {i}: raw's last line names {sig}: {raw}"
         );
         if sig == "SIGILL" {
-            assert!(e.message.contains("./build-llama.sh --rebuild"), "row {i}: {}", e.message);
+            assert!(
+                e.message.contains("./build-llama.sh --rebuild"),
+                "row {i}: {}",
+                e.message
+            );
         }
         let ok = collect(w.submit(chat(Some("good"), 2, false)).unwrap()).await;
         assert!(ok.body.is_some(), "row {i}: the warden must keep serving: {ok:?}");
@@ -192,7 +204,10 @@ async fn a_signal_death_mid_stream_is_named() {
     let e = t.error.clone().expect("an error event");
     assert_eq!(e.code, "child_crashed", "{e:?}");
     assert!(e.message.contains("killed by SIGSEGV"), "{}", e.message);
-    assert!(e.raw.as_deref().unwrap_or("").contains("SIGSEGV (segmentation fault"), "{e:?}");
+    assert!(
+        e.raw.as_deref().unwrap_or("").contains("SIGSEGV (segmentation fault"),
+        "{e:?}"
+    );
     let again = collect(w.submit(chat(None, 2, true)).unwrap()).await;
     assert!(again.done, "2 tokens come before the fault: {again:?}");
     w.shutdown().await;

@@ -69,7 +69,11 @@ fn the_smoke_test_names_the_signal_of_a_crashing_binary() {
     let dir = tempfile::tempdir().unwrap();
     for sig in ["ILL", "SEGV"] {
         let fake = dir.path().join(format!("llama-server-{sig}"));
-        std::fs::write(&fake, format!("#!/bin/sh\necho 'load_model: loading'\nkill -{sig} $$\n")).unwrap();
+        std::fs::write(
+            &fake,
+            format!("#!/bin/sh\necho 'load_model: loading'\nkill -{sig} $$\n"),
+        )
+        .unwrap();
         let mut perms = std::fs::metadata(&fake).unwrap().permissions();
         std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
         std::fs::set_permissions(&fake, perms).unwrap();

@@ -1,5 +1,7 @@
-//! Reading a request body under the size limit, with the limit's error in
+//! Reading a request body under the size and time limits, with the limit's error in
 //! OpenAI's shape (actix's own extractor answers in plain text).
+
+use std::time::Duration;
 
 use actix_web::web;
 use bytes::BytesMut;
@@ -7,8 +9,27 @@ use futures::StreamExt;
 
 use crate::error::ApiError;
 
-/// The body, or 413 `request_too_large` past `max` bytes.
-pub async fn read_body(mut payload: web::Payload, max: usize) -> Result<bytes::Bytes, ApiError> {
+/// The body, or 413 `request_too_large` past `max` bytes, or 408
+/// `body_timeout` when the whole of it takes longer than `within` (a body
+/// trickled in byte by byte must not hold a worker, and never reaches the
+/// engine).
+pub async fn read_body(payload: web::Payload, max: usize, within: Duration) -> Result<bytes::Bytes, ApiError> {
+    match tokio::time::timeout(within, read_all(payload, max)).await {
+        Ok(r) => r,
+        Err(_) => Err(ApiError {
+            status: 408,
+            message: format!(
+                "the request body did not arrive within {within:?} (WARDEN_BODY_TIMEOUT_S); send it at once"
+            ),
+            kind: "invalid_request_error",
+            code: "body_timeout".into(),
+            param: None,
+            raw: None,
+        }),
+    }
+}
+
+async fn read_all(mut payload: web::Payload, max: usize) -> Result<bytes::Bytes, ApiError> {
     let too_large = || ApiError {
         status: 413,
         message: format!("the request body is larger than {max} bytes (WARDEN_MAX_BODY_BYTES)"),

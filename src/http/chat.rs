@@ -15,6 +15,7 @@
 //! `X-Warden-Turn: arena|compaction` marks a turn that must start from an
 //! empty prefix cache (MLX engine).
 
+use actix_web::body::SizedStream;
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::{Bytes, BytesMut};
@@ -22,15 +23,16 @@ use tokio::sync::mpsc;
 
 use super::body::read_body;
 use super::errors::error_response;
+use super::stall;
 use super::validate::chat_request;
 use crate::error::ApiError;
 use crate::messages::prefix::TurnKind;
 use crate::messages::{Notice, TurnEvent};
-use crate::warden::{TurnRequest, Warden};
+use crate::warden::{TurnRequest, TurnWatch, Warden};
 
 /// The route handler.
 pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
-    let bytes = match read_body(payload, warden.config().max_body_bytes).await {
+    let bytes = match read_body(payload, warden.config().max_body_bytes, warden.config().body_timeout).await {
         Ok(b) => b,
         Err(e) => return error_response(&e),
     };
@@ -50,7 +52,7 @@ pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payl
         Some("compaction") => TurnKind::Compaction,
         _ => TurnKind::Chat,
     };
-    let mut rx = match warden.submit(TurnRequest {
+    let (mut rx, turn) = match warden.submit_watched(TurnRequest {
         model: req.model,
         body: req.body,
         stream,
@@ -58,7 +60,7 @@ pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payl
         conversation: Some(header("X-Warden-Conversation").unwrap_or(req.conversation)),
         kind,
     }) {
-        Ok(rx) => rx,
+        Ok(v) => v,
         Err(e) => return error_response(&e),
     };
     // A non-streamed answer has no stream for notices: they travel in one
@@ -76,10 +78,16 @@ pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payl
                 if !notices.is_empty() {
                     r.insert_header(("X-Warden-Notices", serde_json::to_string(&notices).unwrap_or_default()));
                 }
-                return r.body(body);
+                let bound = warden.config().client_stall_timeout;
+                // Sized, so the answer keeps its Content-Length.
+                let len = body.len() as u64;
+                return r.body(SizedStream::new(
+                    len,
+                    stall::watch(&http, stall::pieces(body), bound, None),
+                ));
             }
             TurnEvent::Notice(n) if !stream => notices.push(n),
-            first => return sse_response(first, rx),
+            first => return sse_response(&http, warden.config().client_stall_timeout, first, rx, turn),
         }
     }
 }
@@ -97,8 +105,15 @@ fn engine_gone() -> ApiError {
 }
 
 /// The SSE response: `first`, then the rest of the turn's events, ending
-/// after `Done` or an error.
-fn sse_response(first: TurnEvent, rx: mpsc::Receiver<TurnEvent>) -> HttpResponse {
+/// after `Done` or an error; its connection is closed once the client takes
+/// nothing for `stall_bound` (`stall`).
+fn sse_response(
+    http: &HttpRequest,
+    stall_bound: std::time::Duration,
+    first: TurnEvent,
+    rx: mpsc::Receiver<TurnEvent>,
+    turn: TurnWatch,
+) -> HttpResponse {
     let body = futures::stream::unfold((Some(first), Some(rx)), |(pending, rx)| async move {
         let mut rx = rx?;
         let ev = match pending {
@@ -119,7 +134,7 @@ fn sse_response(first: TurnEvent, rx: mpsc::Receiver<TurnEvent>) -> HttpResponse
         .content_type("text/event-stream")
         .insert_header(("Cache-Control", "no-cache"))
         .insert_header(("X-Accel-Buffering", "no"))
-        .streaming(body)
+        .streaming(stall::watch(http, Box::pin(body), stall_bound, Some(turn)))
 }
 
 /// `: warden {json}\n\n`: a notice as an SSE comment.

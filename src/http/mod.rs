@@ -18,6 +18,7 @@ pub mod body;
 pub mod chat;
 pub mod errors;
 pub mod models;
+pub mod stall;
 pub mod validate;
 pub mod warden_routes;
 

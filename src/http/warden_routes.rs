@@ -2,7 +2,7 @@
 //! never queued behind a turn), `/warden/load`, `/warden/unload` and
 //! `/warden/events` (lifecycle events as SSE).
 
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::json;
@@ -71,8 +71,11 @@ pub async fn unload(warden: web::Data<Warden>) -> HttpResponse {
 }
 
 /// `GET /warden/events`: lifecycle events as they happen, one SSE event each
-/// (`event: <kind>`, `data: {json}`).
-pub async fn events(warden: web::Data<Warden>) -> HttpResponse {
+/// (`event: <kind>`, `data: {json}`). A subscriber that falls behind skips
+/// (it is told how many events it missed) and never slows the engine; one
+/// that stops reading while events wait for it loses its connection after
+/// the client stall bound (`stall`).
+pub async fn events(warden: web::Data<Warden>, req: HttpRequest) -> HttpResponse {
     let rx = warden.subscribe();
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         let frame = match rx.recv().await {
@@ -90,8 +93,9 @@ pub async fn events(warden: web::Data<Warden>) -> HttpResponse {
         };
         Some((Ok::<Bytes, actix_web::Error>(Bytes::from(frame)), rx))
     });
+    let bound = warden.config().client_stall_timeout;
     HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header(("Cache-Control", "no-cache"))
-        .streaming(stream)
+        .streaming(super::stall::watch(&req, Box::pin(stream), bound, None))
 }

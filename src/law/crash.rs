@@ -152,12 +152,32 @@ pub fn signal_name(sig: i32) -> Option<SignalName> {
     #[cfg(unix)]
     {
         let table: &[(i32, &str, &str)] = &[
-            (libc::SIGILL, "SIGILL", "illegal instruction: the binary was built for another CPU"),
-            (libc::SIGSEGV, "SIGSEGV", "segmentation fault: a crash inside the model server"),
-            (libc::SIGBUS, "SIGBUS", "bus error: often a model file truncated or replaced while it was mapped"),
-            (libc::SIGABRT, "SIGABRT", "aborted: an assertion inside the model server failed"),
+            (
+                libc::SIGILL,
+                "SIGILL",
+                "illegal instruction: the binary was built for another CPU",
+            ),
+            (
+                libc::SIGSEGV,
+                "SIGSEGV",
+                "segmentation fault: a crash inside the model server",
+            ),
+            (
+                libc::SIGBUS,
+                "SIGBUS",
+                "bus error: often a model file truncated or replaced while it was mapped",
+            ),
+            (
+                libc::SIGABRT,
+                "SIGABRT",
+                "aborted: an assertion inside the model server failed",
+            ),
             (libc::SIGFPE, "SIGFPE", "arithmetic fault inside the model server"),
-            (libc::SIGTRAP, "SIGTRAP", "trace trap: a compiler trap or a debugger breakpoint"),
+            (
+                libc::SIGTRAP,
+                "SIGTRAP",
+                "trace trap: a compiler trap or a debugger breakpoint",
+            ),
             // Signals sent from outside carry no meaning of their own: who
             // sent them is the question (the OOM killer, a person, the warden).
             (libc::SIGKILL, "SIGKILL", ""),
@@ -312,9 +332,19 @@ mod tests {
             (&[], ExitKind::Signal(libc::SIGSEGV), none, EngineCode::ChildCrashed),
             // why: SIGBUS and SIGABRT are crashes too; their names tell them apart
             (&[], ExitKind::Signal(libc::SIGBUS), none, EngineCode::ChildCrashed),
-            (&["GGML_ASSERT(n_tokens > 0) failed"], ExitKind::Signal(libc::SIGABRT), none, EngineCode::ChildCrashed),
+            (
+                &["GGML_ASSERT(n_tokens > 0) failed"],
+                ExitKind::Signal(libc::SIGABRT),
+                none,
+                EngineCode::ChildCrashed,
+            ),
             // why: FACTS.md, the AMX build on an AMX machine: SIGILL on the first computation
-            (&["srv load_model: loading model"], ExitKind::Signal(SIGILL), none, EngineCode::IllegalInstruction),
+            (
+                &["srv load_model: loading model"],
+                ExitKind::Signal(SIGILL),
+                none,
+                EngineCode::IllegalInstruction,
+            ),
             // why: SIGILL wins over an earlier allocation line (fit's probe printed it)
             (
                 &["failed to allocate compute pp buffers"],

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::core::{EngineCore, LiveChild};
+use super::outbox::Outbox;
 use crate::catalog::{ModelEntry, ModelFormat};
 use crate::child::client::ChildClient;
 use crate::child::key::ApiKey;
@@ -50,7 +50,7 @@ impl EngineCore {
     pub(super) async fn ensure_loaded(
         &mut self,
         entry: &Arc<ModelEntry>,
-        events: Option<&mpsc::Sender<TurnEvent>>,
+        events: Option<&mut Outbox>,
     ) -> Result<(), ModelLoadError> {
         if self.child.as_ref().is_some_and(|c| c.process.exit().is_some()) {
             // Died while idle: record it, then load again below.
@@ -66,11 +66,7 @@ impl EngineCore {
     }
 
     /// Loads `entry` with no child running.
-    async fn load(
-        &mut self,
-        entry: Arc<ModelEntry>,
-        events: Option<&mpsc::Sender<TurnEvent>>,
-    ) -> Result<(), ModelLoadError> {
+    async fn load(&mut self, entry: Arc<ModelEntry>, events: Option<&mut Outbox>) -> Result<(), ModelLoadError> {
         if !self.backend.accepts(entry.format) {
             return Err(ModelLoadError::WrongFormat {
                 id: entry.id.clone(),
@@ -87,8 +83,9 @@ impl EngineCore {
         let seed = self.brake_seed(&entry.id);
         let plan = self.backend.plan(&self.cfg, entry.clone(), facts, seed.cap);
         self.log_plan(&plan);
-        if let Some(tx) = events {
-            let _ = tx
+        if let Some(out) = events {
+            // A refusal is seen by the relay, which checks the outbox again.
+            let _ = out
                 .send(TurnEvent::Notice(Notice::Loading {
                     model: entry.id.clone(),
                 }))

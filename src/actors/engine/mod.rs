@@ -15,6 +15,7 @@ mod core;
 mod cuda;
 mod load;
 mod mlx;
+mod outbox;
 mod reap;
 mod turn;
 

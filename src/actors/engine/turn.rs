@@ -15,12 +15,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use std::sync::Arc;
 
 use super::core::EngineCore;
+use super::outbox::{Outbox, Refused};
 use crate::catalog::ModelEntry;
 use crate::child::process;
 use crate::child::sse::SseParser;
@@ -75,7 +75,8 @@ impl EngineCore {
             seq,
             ticket,
         } = msg;
-        if events.is_closed() {
+        let mut out = Outbox::new(events, self.cfg.client_stall_timeout);
+        if out.is_closed() {
             // The client left while the turn waited in the queue.
             drop(ticket);
             self.emit(WardenEvent::TurnEnded {
@@ -89,9 +90,9 @@ impl EngineCore {
             Err(e) => ("failed", Finish::Event(TurnEvent::Error(e))),
             Ok(_) if self.shut_down => ("failed", Finish::Event(TurnEvent::Error(shutting_down()))),
             Ok(entry) => {
-                self.begin_turn(&entry.id, options, &events).await;
+                self.begin_turn(&entry.id, options, &mut out).await;
                 let r = self
-                    .turn(&entry, body, stream, &events, conversation.as_deref(), kind)
+                    .turn(&entry, body, stream, &mut out, conversation.as_deref(), kind)
                     .await;
                 if self.child.as_ref().is_some_and(|c| c.model_id() == entry.id) {
                     self.brake_point(Point::TurnEnd).await;
@@ -105,7 +106,7 @@ impl EngineCore {
             let n = Notice::MemoryWarning {
                 reason: notice.as_str(),
             };
-            if events.send(TurnEvent::Notice(n.clone())).await.is_ok() {
+            if out.send(TurnEvent::Notice(n.clone())).await.is_ok() {
                 self.emit(WardenEvent::Notice { notice: n });
             } else {
                 // Undelivered (the client left): the next turn says it.
@@ -114,16 +115,31 @@ impl EngineCore {
         }
         match finish {
             Finish::Event(ev) => {
-                let _ = events.send(ev).await;
+                let _ = out.send(ev).await;
             }
             Finish::Stream(done) => {
                 if let Some(done) = done {
-                    let _ = events.send(TurnEvent::Chunk(done)).await;
+                    let _ = out.send(TurnEvent::Chunk(done)).await;
                 }
-                let _ = events.send(TurnEvent::Done).await;
+                let _ = out.send(TurnEvent::Done).await;
             }
             Finish::Nothing => {}
         }
+        let outcome = match out.stalled() {
+            Some(waited) => {
+                tracing::warn!(
+                    seq,
+                    waited_ms = waited.as_millis() as u64,
+                    "turn {seq}: the client took nothing for {waited:?} (WARDEN_CLIENT_STALL_TIMEOUT_S); the turn was abandoned and its connection closed"
+                );
+                self.emit(WardenEvent::ClientStalled {
+                    seq,
+                    waited_ms: waited.as_millis() as u64,
+                });
+                "stalled"
+            }
+            None => outcome,
+        };
         self.turns += 1;
         self.touch();
         self.state = if self.child.is_some() {
@@ -143,7 +159,7 @@ impl EngineCore {
     /// reload when the conversation has messages), the brake's `turn_start`
     /// sample when the loaded child is this turn's model (a respawn there is
     /// said in this same turn), and the reload mark consumed.
-    async fn begin_turn(&mut self, model: &str, options: TurnOptions, events: &mpsc::Sender<TurnEvent>) {
+    async fn begin_turn(&mut self, model: &str, options: TurnOptions, events: &mut Outbox) {
         let mut announced = false;
         // The idle record is always consumed here; it counts only for the
         // reaped model while nothing is loaded.
@@ -164,7 +180,7 @@ impl EngineCore {
     }
 
     /// Sends a notice to the turn and the event stream.
-    async fn announce(&self, n: Notice, events: &mpsc::Sender<TurnEvent>) -> bool {
+    async fn announce(&self, n: Notice, events: &mut Outbox) -> bool {
         self.emit(WardenEvent::Notice { notice: n.clone() });
         events.send(TurnEvent::Notice(n)).await.is_ok()
     }
@@ -176,7 +192,7 @@ impl EngineCore {
         entry: &Arc<ModelEntry>,
         mut body: serde_json::Map<String, serde_json::Value>,
         stream: bool,
-        events: &mpsc::Sender<TurnEvent>,
+        events: &mut Outbox,
         conversation: Option<&str>,
         kind: TurnKind,
     ) -> (&'static str, Finish) {
@@ -212,11 +228,7 @@ impl EngineCore {
     }
 
     /// Relays a streamed answer event by event.
-    async fn relay_stream(
-        &mut self,
-        body: Bytes,
-        events: &mpsc::Sender<TurnEvent>,
-    ) -> Result<Relayed, GenerationError> {
+    async fn relay_stream(&mut self, body: Bytes, events: &mut Outbox) -> Result<Relayed, GenerationError> {
         let first_deadline = Instant::now() + self.cfg.first_token_timeout;
         let child = self.child.as_ref().expect("a turn relays only after its model loaded");
         let mut exit = child.process.exit_watch();
@@ -224,7 +236,7 @@ impl EngineCore {
             biased;
             _ = events.closed() => return Ok(Relayed::Abandoned),
             _ = exit.wait_for(Option::is_some) => return Err(self.broken_stream().await),
-            r = tokio::time::timeout_at(first_deadline, child.client.chat(body)) => match r {
+            r = tokio::time::timeout_at(first_deadline, child.client.chat(body, true)) => match r {
                 Err(_) => return Err(self.hung("before the first token", self.cfg.first_token_timeout).await),
                 Ok(Err(_)) => return Err(self.broken_stream().await),
                 Ok(Ok(resp)) => resp,
@@ -263,13 +275,20 @@ impl EngineCore {
             for ev in batch.drain(..) {
                 got_first = true;
                 if ev.is_done() {
+                    // The answer is read to its end (the chunked
+                    // terminator), so the connection ends cleanly rather
+                    // than half-read: see `child::client`.
+                    read_to_end(&mut body).await;
                     // Held back: the brake's turn end and its notice come
                     // before the stream's terminator.
                     return Ok(Relayed::Completed(Finish::Stream(Some(ev.raw))));
                 }
                 relayed_error |= ev.is_error();
-                if events.send(TurnEvent::Chunk(ev.raw)).await.is_err() {
-                    return Ok(Relayed::Abandoned);
+                match events.send(TurnEvent::Chunk(ev.raw)).await {
+                    Ok(()) => {}
+                    // A stalled client is let go as one that disconnected:
+                    // dropping the response cancels the child's slot.
+                    Err(Refused::Gone | Refused::Stalled { .. }) => return Ok(Relayed::Abandoned),
                 }
             }
         }
@@ -285,7 +304,7 @@ impl EngineCore {
         let child = self.child.as_ref().expect("a turn relays only after its model loaded");
         let mut exit = child.process.exit_watch();
         let request = async {
-            let resp = child.client.chat(body).await?;
+            let resp = child.client.chat(body, false).await?;
             let status = resp.status().as_u16();
             let bytes = resp.bytes().await?;
             Ok::<_, reqwest::Error>((status, bytes))
@@ -341,6 +360,19 @@ impl EngineCore {
         self.publish();
         GenerationError::Hung { stage, after, raw }
     }
+}
+
+/// How long the rest of an answer after its `[DONE]` may take to arrive
+/// (only the chunked terminator is left; llama-server sends it at once).
+const TAIL_READ_BOUND: Duration = Duration::from_secs(2);
+
+/// Reads what is left of a response after its last event, bounded.
+async fn read_to_end<S>(body: &mut S)
+where
+    S: futures::Stream<Item = Result<Bytes, reqwest::Error>> + Unpin,
+{
+    let deadline = Instant::now() + TAIL_READ_BOUND;
+    while let Ok(Some(Ok(_))) = tokio::time::timeout_at(deadline, body.next()).await {}
 }
 
 /// The child's error status and JSON body.
