@@ -73,6 +73,11 @@ pub fn bind(warden: Warden, host: &str, port: Option<u16>) -> std::io::Result<Bo
             .default_service(web::to(http::errors::not_found))
     })
     .on_connect(http::stall::on_connect)
+    // Without it (actix keeps the OS default, Nagle on), a token event
+    // written right after the previous one waited for the client's ACK:
+    // measured +4.5 to +8.3 ms of time to first token against llama-server
+    // direct (bench `pairs`), +0.4 ms with it.
+    .tcp_nodelay(true)
     .workers(workers)
     .max_connections(max.div_ceil(workers))
     .client_request_timeout(CLIENT_REQUEST_TIMEOUT)

@@ -34,6 +34,17 @@ fn threads() -> usize {
     std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)
 }
 
+/// Whether `done` holds within 10 s (polled every 100 ms).
+async fn eventually(done: impl Fn() -> bool) -> bool {
+    for _ in 0..100 {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
 /// A raw client socket with a tiny receive buffer (so the server's side
 /// fills fast once it stops reading).
 fn tiny_reader(base: &str) -> TcpStream {
@@ -175,14 +186,7 @@ async fn a_client_that_stops_reading_cannot_freeze_the_warden() {
 
     // Nothing leaked: the descriptors and threads are back where they were
     // once the pooled connections age out.
-    let mut settled = false;
-    for _ in 0..50 {
-        if open_fds() <= fds0 && threads() <= threads0 {
-            settled = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let settled = eventually(|| open_fds() <= fds0 && threads() <= threads0).await;
     assert!(
         settled,
         "descriptors {fds0} -> {}, threads {threads0} -> {}",
@@ -321,14 +325,7 @@ async fn an_idle_socket_flood_does_not_stop_a_normal_client() {
         t.elapsed()
     );
     drop(idle);
-    let mut settled = false;
-    for _ in 0..100 {
-        if open_fds() <= fds0 + 4 {
-            settled = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let settled = eventually(|| open_fds() <= fds0 + 4).await;
     assert!(settled, "descriptors {fds0} -> {}", open_fds());
     w.shutdown().await;
 }
