@@ -18,6 +18,17 @@ use support::*;
 /// The stall bound these tests run with (the default is 30 s).
 const STALL: Duration = Duration::from_secs(3);
 
+/// One test of this file at a time: each runs a real llama-server flat out,
+/// and two of them on these 2 cores (2 compute threads each, spin-waiting at
+/// every barrier) crawl to a token every few seconds, which no bound here is
+/// sized for (seen: 3 tokens in 40 s).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Takes this file's turn (a test that failed does not block the others).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn stall_config() -> WardenConfig {
     WardenConfig {
         client_stall_timeout: STALL,
@@ -116,6 +127,7 @@ async fn short_chat(http: &reqwest::Client, base: &str) -> reqwest::StatusCode {
 /// no child, thread or descriptor is left over.
 #[actix_rt::test]
 async fn a_client_that_stops_reading_cannot_freeze_the_warden() {
+    let _serial = serial();
     let Some((w, _dir)) = real_smollm_warden(stall_config()) else {
         return;
     };
@@ -200,6 +212,7 @@ async fn a_client_that_stops_reading_cannot_freeze_the_warden() {
 /// the process exits and its child is gone.
 #[actix_rt::test]
 async fn sigterm_completes_while_a_client_is_stalled() {
+    let _serial = serial();
     let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else {
         return;
     };
@@ -255,6 +268,7 @@ async fn sigterm_completes_while_a_client_is_stalled() {
 /// passes, and no turn ever reaches the engine.
 #[actix_rt::test]
 async fn a_trickled_body_gets_408_without_a_turn() {
+    let _serial = serial();
     let Some((w, _dir)) = real_smollm_warden(stall_config()) else {
         return;
     };
@@ -307,6 +321,7 @@ async fn a_trickled_body_gets_408_without_a_turn() {
 /// released once they are closed.
 #[actix_rt::test]
 async fn an_idle_socket_flood_does_not_stop_a_normal_client() {
+    let _serial = serial();
     let Some((w, _dir)) = real_smollm_warden(stall_config()) else {
         return;
     };
@@ -334,6 +349,7 @@ async fn an_idle_socket_flood_does_not_stop_a_normal_client() {
 /// 40 turns complete while it sits on an unread socket.
 #[actix_rt::test]
 async fn an_events_subscriber_that_never_reads_does_not_slow_the_engine() {
+    let _serial = serial();
     let Some((w, _dir)) = real_smollm_warden(stall_config()) else {
         return;
     };
@@ -355,6 +371,7 @@ async fn an_events_subscriber_that_never_reads_does_not_slow_the_engine() {
 /// after the stall bound the turn ends `stalled` and the next turn runs.
 #[actix_rt::test]
 async fn an_embedder_that_stops_polling_is_let_go() {
+    let _serial = serial();
     let Some((w, _dir)) = real_smollm_warden(stall_config()) else {
         return;
     };

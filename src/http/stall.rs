@@ -15,7 +15,9 @@
 //! The socket is reached through a duplicate of its descriptor taken while the
 //! request is being handled (so the number is certainly the connection's);
 //! shutting a duplicate down shuts the socket down for every holder, and
-//! dropping it closes only the duplicate.
+//! dropping it closes only the duplicate. The duplicate is dropped the moment
+//! the body ends (a socket with a descriptor still open is not released, so
+//! holding it longer would delay the FIN of a connection actix closes).
 
 use std::any::Any;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -89,11 +91,18 @@ struct Progress {
     waiting: AtomicBool,
     /// The body ended or was dropped.
     done: AtomicBool,
+    /// Wakes the watchdog when `done` is set.
+    ended: tokio::sync::Notify,
 }
 
 impl Progress {
     fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
+    }
+
+    fn end(&self) {
+        self.done.store(true, Ordering::Release);
+        self.ended.notify_one();
     }
 }
 
@@ -115,6 +124,7 @@ where
         last_taken_ms: AtomicU64::new(0),
         waiting: AtomicBool::new(false),
         done: AtomicBool::new(false),
+        ended: tokio::sync::Notify::new(),
     });
     if let Some(closer) = Closer::of(req) {
         actix_web::rt::spawn(watchdog(closer, progress.clone(), bound, turn));
@@ -127,7 +137,10 @@ async fn watchdog(closer: Closer, p: Arc<Progress>, bound: Duration, turn: Optio
     let tick = (bound / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
     let bound_ms = bound.as_millis() as u64;
     loop {
-        tokio::time::sleep(tick).await;
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {}
+            _ = p.ended.notified() => return,
+        }
         if p.done.load(Ordering::Acquire) {
             return;
         }
@@ -163,7 +176,7 @@ where
                 Poll::Ready(Some(item))
             }
             Poll::Ready(None) => {
-                p.done.store(true, Ordering::Release);
+                p.end();
                 Poll::Ready(None)
             }
         }
@@ -172,7 +185,7 @@ where
 
 impl<S> Drop for Watched<S> {
     fn drop(&mut self) {
-        self.progress.done.store(true, Ordering::Release);
+        self.progress.end();
     }
 }
 
