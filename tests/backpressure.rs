@@ -37,6 +37,29 @@ fn stall_config() -> WardenConfig {
     }
 }
 
+/// A real SmolLM2 warden under the stall config, served over HTTP, holding
+/// this file's turn for as long as it lives.
+struct Rig {
+    w: llm_warden::Warden,
+    base: String,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+    _serial: std::sync::MutexGuard<'static, ()>,
+}
+
+fn rig() -> Option<Rig> {
+    let serial = serial();
+    let (w, dir) = real_smollm_warden(stall_config())?;
+    let base = serve_http(&w);
+    Some(Rig {
+        w,
+        base,
+        http: llm_warden::child::client::shared_http_client(),
+        _dir: dir,
+        _serial: serial,
+    })
+}
+
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
 }
@@ -127,12 +150,16 @@ async fn short_chat(http: &reqwest::Client, base: &str) -> reqwest::StatusCode {
 /// no child, thread or descriptor is left over.
 #[actix_rt::test]
 async fn a_client_that_stops_reading_cannot_freeze_the_warden() {
-    let _serial = serial();
-    let Some((w, _dir)) = real_smollm_warden(stall_config()) else {
+    let Some(Rig {
+        w,
+        base,
+        http,
+        _dir,
+        _serial,
+    }) = rig()
+    else {
         return;
     };
-    let base = serve_http(&w);
-    let http = llm_warden::child::client::shared_http_client();
     assert_eq!(short_chat(&http, &base).await, 200, "warm-up (the load)");
     let (fds0, threads0) = (open_fds(), threads());
     let mut ev = w.subscribe();
@@ -268,11 +295,16 @@ async fn sigterm_completes_while_a_client_is_stalled() {
 /// passes, and no turn ever reaches the engine.
 #[actix_rt::test]
 async fn a_trickled_body_gets_408_without_a_turn() {
-    let _serial = serial();
-    let Some((w, _dir)) = real_smollm_warden(stall_config()) else {
+    let Some(Rig {
+        w,
+        base,
+        http,
+        _dir,
+        _serial,
+    }) = rig()
+    else {
         return;
     };
-    let base = serve_http(&w);
     let mut ev = w.subscribe();
     let addr = base.trim_start_matches("http://").to_string();
     let answer = tokio::task::spawn_blocking(move || {
@@ -311,7 +343,6 @@ async fn a_trickled_body_gets_408_without_a_turn() {
             "a trickled body reached the engine: {e:?}"
         );
     }
-    let http = llm_warden::child::client::shared_http_client();
     assert_eq!(short_chat(&http, &base).await, 200, "the warden keeps serving");
     w.shutdown().await;
 }
@@ -321,12 +352,16 @@ async fn a_trickled_body_gets_408_without_a_turn() {
 /// released once they are closed.
 #[actix_rt::test]
 async fn an_idle_socket_flood_does_not_stop_a_normal_client() {
-    let _serial = serial();
-    let Some((w, _dir)) = real_smollm_warden(stall_config()) else {
+    let Some(Rig {
+        w,
+        base,
+        http,
+        _dir,
+        _serial,
+    }) = rig()
+    else {
         return;
     };
-    let base = serve_http(&w);
-    let http = llm_warden::child::client::shared_http_client();
     assert_eq!(short_chat(&http, &base).await, 200, "warm-up (the load)");
     let fds0 = open_fds();
     let addr = base.trim_start_matches("http://").to_string();
@@ -349,14 +384,18 @@ async fn an_idle_socket_flood_does_not_stop_a_normal_client() {
 /// 40 turns complete while it sits on an unread socket.
 #[actix_rt::test]
 async fn an_events_subscriber_that_never_reads_does_not_slow_the_engine() {
-    let _serial = serial();
-    let Some((w, _dir)) = real_smollm_warden(stall_config()) else {
+    let Some(Rig {
+        w,
+        base,
+        http,
+        _dir,
+        _serial,
+    }) = rig()
+    else {
         return;
     };
-    let base = serve_http(&w);
     let mut sub = tiny_reader(&base);
     write!(sub, "GET /warden/events HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let http = llm_warden::child::client::shared_http_client();
     for i in 0..40 {
         let r = tokio::time::timeout(Duration::from_secs(60), short_chat(&http, &base))
             .await
