@@ -150,16 +150,10 @@ async fn short_chat(http: &reqwest::Client, base: &str) -> reqwest::StatusCode {
 /// no child, thread or descriptor is left over.
 #[actix_rt::test]
 async fn a_client_that_stops_reading_cannot_freeze_the_warden() {
-    let Some(Rig {
-        w,
-        base,
-        http,
-        _dir,
-        _serial,
-    }) = rig()
-    else {
+    let Some(rig) = rig() else {
         return;
     };
+    let (w, base, http) = (&rig.w, &rig.base, &rig.http);
     assert_eq!(short_chat(&http, &base).await, 200, "warm-up (the load)");
     let (fds0, threads0) = (open_fds(), threads());
     let mut ev = w.subscribe();
@@ -295,16 +289,10 @@ async fn sigterm_completes_while_a_client_is_stalled() {
 /// passes, and no turn ever reaches the engine.
 #[actix_rt::test]
 async fn a_trickled_body_gets_408_without_a_turn() {
-    let Some(Rig {
-        w,
-        base,
-        http,
-        _dir,
-        _serial,
-    }) = rig()
-    else {
+    let Some(rig) = rig() else {
         return;
     };
+    let (w, base, http) = (&rig.w, &rig.base, &rig.http);
     let mut ev = w.subscribe();
     let addr = base.trim_start_matches("http://").to_string();
     let answer = tokio::task::spawn_blocking(move || {
@@ -352,16 +340,10 @@ async fn a_trickled_body_gets_408_without_a_turn() {
 /// released once they are closed.
 #[actix_rt::test]
 async fn an_idle_socket_flood_does_not_stop_a_normal_client() {
-    let Some(Rig {
-        w,
-        base,
-        http,
-        _dir,
-        _serial,
-    }) = rig()
-    else {
+    let Some(rig) = rig() else {
         return;
     };
+    let (w, base, http) = (&rig.w, &rig.base, &rig.http);
     assert_eq!(short_chat(&http, &base).await, 200, "warm-up (the load)");
     let fds0 = open_fds();
     let addr = base.trim_start_matches("http://").to_string();
@@ -384,16 +366,10 @@ async fn an_idle_socket_flood_does_not_stop_a_normal_client() {
 /// 40 turns complete while it sits on an unread socket.
 #[actix_rt::test]
 async fn an_events_subscriber_that_never_reads_does_not_slow_the_engine() {
-    let Some(Rig {
-        w,
-        base,
-        http,
-        _dir,
-        _serial,
-    }) = rig()
-    else {
+    let Some(rig) = rig() else {
         return;
     };
+    let (w, base, http) = (&rig.w, &rig.base, &rig.http);
     let mut sub = tiny_reader(&base);
     write!(sub, "GET /warden/events HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     for i in 0..40 {

@@ -167,11 +167,30 @@ async fn real_failure_output_is_classified() {
             label: "llama-server",
             secret: None,
         };
-        let mut p = process::spawn(&spec).unwrap();
-        let info = tokio::time::timeout(Duration::from_secs(30), p.wait())
-            .await
-            .expect("exits quickly");
-        let code = crash::classify(&p.output().tail(50), info.kind(), Hints::default());
-        assert_eq!(code, want, "row {i}: {}", p.output().raw_tail());
+        // A run whose output came back empty is run once more: seen twice
+        // (2026-11-29, 2026-12-01), under a loaded CI run, the port row's
+        // child exited with nothing captured at all, not even llama-server's
+        // start-up lines, which is a capture question, not a classification
+        // one; the exit is printed so the next sighting says more.
+        let mut outcome = None;
+        for attempt in 0..2 {
+            let mut p = process::spawn(&spec).unwrap();
+            let info = tokio::time::timeout(Duration::from_secs(30), p.wait())
+                .await
+                .expect("exits quickly");
+            let tail = p.output().tail(50);
+            if tail.is_empty() && attempt == 0 {
+                eprintln!("row {i}: the child exited ({info}) with no output captured; running it again");
+                continue;
+            }
+            outcome = Some((
+                crash::classify(&tail, info.kind(), Hints::default()),
+                info,
+                p.output().raw_tail(),
+            ));
+            break;
+        }
+        let (code, info, raw) = outcome.expect("a run with output");
+        assert_eq!(code, want, "row {i} ({info}): {raw}");
     }
 }
