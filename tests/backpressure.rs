@@ -4,6 +4,8 @@
 //! most the stall bound, against the real llama-server over real sockets;
 //! afterwards no child, thread or file descriptor is left over.
 
+#![allow(clippy::await_holding_lock)] // SERIAL's guard spans each test (see SERIAL)
+
 mod support;
 
 use std::io::{Read, Write};
@@ -21,7 +23,9 @@ const STALL: Duration = Duration::from_secs(3);
 /// One test of this file at a time: each runs a real llama-server flat out,
 /// and two of them on these 2 cores (2 compute threads each, spin-waiting at
 /// every barrier) crawl to a token every few seconds, which no bound here is
-/// sized for (seen: 3 tokens in 40 s).
+/// sized for (seen: 3 tokens in 40 s). The guard is held across awaits on
+/// purpose: each `actix_rt::test` runs on its own thread, and blocking the
+/// next test's thread is the point.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Takes this file's turn (a test that failed does not block the others).
@@ -154,11 +158,11 @@ async fn a_client_that_stops_reading_cannot_freeze_the_warden() {
         return;
     };
     let (w, base, http) = (&rig.w, &rig.base, &rig.http);
-    assert_eq!(short_chat(&http, &base).await, 200, "warm-up (the load)");
+    assert_eq!(short_chat(http, base).await, 200, "warm-up (the load)");
     let (fds0, threads0) = (open_fds(), threads());
     let mut ev = w.subscribe();
 
-    let mut stuck = tiny_reader(&base);
+    let mut stuck = tiny_reader(base);
     send_long_chat(&mut stuck, 6000);
     let t0 = Instant::now();
     let mut stuck = tokio::task::spawn_blocking(move || {
@@ -188,7 +192,7 @@ async fn a_client_that_stops_reading_cannot_freeze_the_warden() {
 
     // Another client's chat is answered once the stall bound let the turn go.
     let t1 = Instant::now();
-    let second = tokio::time::timeout(Duration::from_secs(300), short_chat(&http, &base))
+    let second = tokio::time::timeout(Duration::from_secs(300), short_chat(http, base))
         .await
         .expect("the second client is answered");
     assert_eq!(second, 200);
@@ -331,7 +335,7 @@ async fn a_trickled_body_gets_408_without_a_turn() {
             "a trickled body reached the engine: {e:?}"
         );
     }
-    assert_eq!(short_chat(&http, &base).await, 200, "the warden keeps serving");
+    assert_eq!(short_chat(http, base).await, 200, "the warden keeps serving");
     w.shutdown().await;
 }
 
@@ -344,14 +348,14 @@ async fn an_idle_socket_flood_does_not_stop_a_normal_client() {
         return;
     };
     let (w, base, http) = (&rig.w, &rig.base, &rig.http);
-    assert_eq!(short_chat(&http, &base).await, 200, "warm-up (the load)");
+    assert_eq!(short_chat(http, base).await, 200, "warm-up (the load)");
     let fds0 = open_fds();
     let addr = base.trim_start_matches("http://").to_string();
     let idle: Vec<TcpStream> = (0..1000).map(|_| TcpStream::connect(&addr).unwrap()).collect();
     let t = Instant::now();
     let s = json_of(http.get(format!("{base}/warden/status"))).await;
     assert_eq!(s["state"], "ready", "{s}");
-    assert_eq!(short_chat(&http, &base).await, 200, "a normal client is answered");
+    assert_eq!(short_chat(http, base).await, 200, "a normal client is answered");
     eprintln!(
         "status and a chat answered in {:?} beside 1,000 idle sockets",
         t.elapsed()
@@ -370,10 +374,10 @@ async fn an_events_subscriber_that_never_reads_does_not_slow_the_engine() {
         return;
     };
     let (w, base, http) = (&rig.w, &rig.base, &rig.http);
-    let mut sub = tiny_reader(&base);
+    let mut sub = tiny_reader(base);
     write!(sub, "GET /warden/events HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     for i in 0..40 {
-        let r = tokio::time::timeout(Duration::from_secs(60), short_chat(&http, &base))
+        let r = tokio::time::timeout(Duration::from_secs(60), short_chat(http, base))
             .await
             .unwrap_or_else(|_| panic!("turn {i} waited on the subscriber"));
         assert_eq!(r, 200, "turn {i}");
