@@ -1,43 +1,38 @@
 //! Embedding the warden in an actix-web application: the app mounts the
-//! warden's OpenAI routes beside a route of its own, `/ask`, which sends a
-//! `Generate` message straight to the engine actor and returns the answer as
-//! plain text.
+//! warden's OpenAI routes beside a route of its own, `/ask`, which submits a
+//! turn through `Warden::submit` (the same queue and bound as the HTTP
+//! routes) and returns the answer as plain text.
 //!
 //!     cargo run --example embed            # then:
 //!     curl -s 'http://127.0.0.1:8099/ask?q=What+is+the+capital+of+France%3F'
 
 use actix_web::{App, HttpResponse, HttpServer, web};
 use llm_warden::child::sse::SseParser;
-use llm_warden::messages::{Generate, TurnEvent, TurnOptions};
-use llm_warden::{Catalog, Warden, WardenConfig};
+use llm_warden::messages::TurnEvent;
+use llm_warden::{Catalog, TurnRequest, Warden, WardenConfig};
 use serde::Deserialize;
-use tokio::sync::mpsc;
 
 #[derive(Deserialize)]
 struct Ask {
     q: String,
 }
 
-/// The app's own route: one `Generate` to the engine, the streamed deltas
-/// gathered into a string.
+/// The app's own route: one turn, the streamed deltas gathered into a
+/// string.
 async fn ask(warden: web::Data<Warden>, query: web::Query<Ask>) -> HttpResponse {
     let body = serde_json::json!({
         "messages": [{"role": "user", "content": query.q}],
         "max_tokens": 64,
         "temperature": 0,
     });
-    let (tx, mut rx) = mpsc::channel(64);
-    warden.engine().do_send(Generate {
-        model: None,
+    let mut rx = match warden.submit(TurnRequest {
         body: body.as_object().cloned().unwrap_or_default(),
         stream: true,
-        events: tx,
-        options: TurnOptions::default(),
-        conversation: None,
-        kind: Default::default(),
-        seq: 0,
-        ticket: None,
-    });
+        ..Default::default()
+    }) {
+        Ok(rx) => rx,
+        Err(e) => return HttpResponse::ServiceUnavailable().body(format!("{}: {}", e.code, e.message)),
+    };
     let mut answer = String::new();
     let mut parser = SseParser::new();
     let mut events = Vec::new();

@@ -74,6 +74,22 @@ impl ApiError {
         }
     }
 
+    /// A route the engine's child does not serve (MLX: only chat).
+    pub fn unsupported_route(route: crate::law::route::Route, engine: crate::status::EngineKind) -> Self {
+        Self {
+            status: 501,
+            message: format!(
+                "{} is not served by the {} engine (its model server has no such route); use /v1/chat/completions",
+                route.path(),
+                engine.tag()
+            ),
+            kind: "invalid_request_error",
+            code: "unsupported_route".into(),
+            param: None,
+            raw: None,
+        }
+    }
+
     /// `{"error": self}`: the body of an error response or stream event.
     pub fn to_body(&self) -> serde_json::Value {
         serde_json::json!({ "error": self })

@@ -47,6 +47,7 @@ pub mod gguf;
 pub mod http;
 pub mod law;
 pub mod messages;
+pub mod metrics;
 pub mod queue;
 pub mod sensors;
 pub mod server;

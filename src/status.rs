@@ -87,6 +87,22 @@ pub struct EngineStatus {
     pub last_used_at: Option<Instant>,
     /// Turns handled since start.
     pub turns: u64,
+    /// The idle timeout in force for the loaded model, in seconds (`None`:
+    /// nothing loaded, or never reaped): a request's keep-alive, else
+    /// `WARDEN_IDLE_TIMEOUT_S`.
+    pub idle_timeout_s: Option<f64>,
+    /// When the idle reap unloads the loaded model if nothing uses it
+    /// (Unix milliseconds; the reap ticks every `WARDEN_IDLE_TICK_S`, so it
+    /// acts up to one tick later). `None`: nothing loaded, or never.
+    pub idle_deadline_ms: Option<u64>,
+    /// The keep-alive a request set for the loaded model (seconds, `-1`
+    /// never), `None` when the configured timeout applies.
+    pub keep_alive_s: Option<f64>,
+    /// The idle timeout in force, for the idle timer (`None`: never reap).
+    #[serde(skip)]
+    pub idle_timeout: Option<std::time::Duration>,
+    /// The RAM the loaded child's window was sized against (cgroup-bounded).
+    pub memory_total_bytes: Option<u64>,
     /// The memory brake's state.
     pub brake: BrakeView,
     /// CUDA: the GPU the child runs on (name and UUID).
@@ -97,6 +113,17 @@ pub struct EngineStatus {
     /// diagnostics without the mailbox; never serialized into a status).
     #[serde(skip)]
     pub child_output: Option<std::sync::Arc<crate::child::output::OutputLog>>,
+}
+
+/// How fast a streamed turn's child answered (see `metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TurnTimings {
+    /// From the relay of the request to the child's first event.
+    pub ttft_s: Option<f64>,
+    /// Events after the first over the time they took (one per token).
+    pub decode_tokens_per_s: Option<f64>,
+    /// Events relayed (tokens, for llama-server and mlx_vlm.server).
+    pub events: u32,
 }
 
 /// A lifecycle event.
@@ -137,9 +164,13 @@ pub enum WardenEvent {
     TurnEnded {
         /// Its arrival number.
         seq: u64,
+        /// The route it took to the child.
+        route: crate::law::route::Route,
         /// `completed`, `abandoned`, `stalled` (the client stopped taking its
         /// answer), `failed` or `skipped` (client gone before it began).
         outcome: &'static str,
+        /// How fast the child answered, for a streamed turn that got events.
+        timings: Option<TurnTimings>,
     },
     /// The child was stopped.
     Unloaded {

@@ -10,13 +10,16 @@ use std::sync::Arc;
 use actix::prelude::*;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use crate::actors::engine::Wiring;
+use crate::actors::engine::{Door, DoorError, Wiring};
 use crate::actors::{EngineActor, EngineCore, IdleTimer, PrefixCacheActor, SensorActor};
 use crate::catalog::Catalog;
 use crate::config::WardenConfig;
 use crate::engines::{self, Backend};
 use crate::error::{ApiError, EngineError};
+use crate::law::keep_alive::KeepAlive;
+use crate::law::route::Route;
 use crate::law::select::{self, Platform};
+use crate::metrics::Metrics;
 use crate::messages::{Generate, ReadSensors, ReadVram, Shutdown, TurnEvent, TurnOptions};
 use crate::queue::QueueGauge;
 use crate::status::{EngineKind, EngineStatus, WardenEvent};
@@ -24,6 +27,9 @@ use crate::status::{EngineKind, EngineStatus, WardenEvent};
 /// Events buffered per turn between the engine and its caller. Small: the
 /// relay waits for a slow client rather than buffering its stream.
 pub const TURN_EVENTS_BUFFER: usize = 64;
+/// How long a tokenizer call through the side door may take (it reads the
+/// vocabulary, milliseconds even for a long text).
+const TOKENIZER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Lifecycle events kept for slow `/warden/events` readers.
 const EVENTS_BUFFER: usize = 1024;
 
@@ -55,6 +61,8 @@ struct Inner {
     seq: std::sync::Mutex<u64>,
     arbiter: ArbiterHandle,
     engine_note: Option<String>,
+    door: watch::Receiver<Option<Door>>,
+    metrics: Arc<Metrics>,
 }
 
 /// A chat turn to submit.
@@ -72,6 +80,10 @@ pub struct TurnRequest {
     pub conversation: Option<String>,
     /// The turn's kind.
     pub kind: crate::messages::prefix::TurnKind,
+    /// The route to the child (chat unless said).
+    pub route: Route,
+    /// The keep-alive the request asked for.
+    pub keep_alive: Option<KeepAlive>,
 }
 
 /// Whether the engine still holds a turn (its sender is alive).
@@ -188,6 +200,8 @@ impl Warden {
         let catalog = Arc::new(catalog);
         let (status_tx, status_rx) = watch::channel(EngineStatus::default());
         let (events_tx, _) = broadcast::channel(EVENTS_BUFFER);
+        let (door_tx, door_rx) = watch::channel(None);
+        let metrics = Arc::new(Metrics::default());
         // The prefix cache has an owner only on the MLX engine.
         let prefix = matches!(backend, Backend::Mlx(_)).then(|| PrefixCacheActor::new(events_tx.clone()).start());
         let core = EngineCore::new(
@@ -200,6 +214,8 @@ impl Warden {
                 sensor,
                 sensor_vram,
                 prefix,
+                door_tx,
+                metrics: metrics.clone(),
             },
         );
         let engine = EngineActor::start_in_arbiter(&arbiter, move |_| EngineActor::new(core));
@@ -207,7 +223,6 @@ impl Warden {
             engine.clone().recipient(),
             engine.clone().recipient(),
             status_rx.clone(),
-            config.idle_timeout,
             config.idle_tick,
             config.brake_tick,
         )
@@ -229,6 +244,8 @@ impl Warden {
                 seq: std::sync::Mutex::new(0),
                 arbiter,
                 engine_note: note,
+                door: door_rx,
+                metrics,
             }),
         }
     }
@@ -300,17 +317,24 @@ impl Warden {
     /// with the turn (the HTTP layer closes a stalled client's connection
     /// only then, so the engine's own stall rule is the one that decides).
     pub fn submit_watched(&self, req: TurnRequest) -> Result<(mpsc::Receiver<TurnEvent>, TurnWatch), ApiError> {
+        let refused = |e: ApiError| {
+            self.inner.metrics.refused(req.route, &e.code);
+            e
+        };
+        if !req.route.served_by(self.engine_kind()) {
+            return Err(refused(ApiError::unsupported_route(req.route, self.engine_kind())));
+        }
         if let Some(id) = &req.model
             && self.inner.catalog.get(id).is_none()
         {
-            return Err(ApiError::model_not_found(id));
+            return Err(refused(ApiError::model_not_found(id)));
         }
         let max = self.inner.config.max_queue;
         let ticket = self
             .inner
             .queue
             .try_enter(max)
-            .ok_or_else(|| ApiError::queue_full(max))?;
+            .ok_or_else(|| refused(ApiError::queue_full(max)))?;
         let (tx, rx) = mpsc::channel(TURN_EVENTS_BUFFER);
         let watch = TurnWatch(tx.downgrade());
         // A poisoned lock still holds a valid counter.
@@ -325,11 +349,62 @@ impl Warden {
             options: req.options,
             conversation: req.conversation,
             kind: req.kind,
+            route: req.route,
+            keep_alive: req.keep_alive,
             seq,
             ticket: Some(ticket),
         });
         drop(next);
         Ok((rx, watch))
+    }
+
+    /// The counters behind `/metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// The side door to the live child when it runs `model` (`None`: the
+    /// default), else `None`.
+    pub fn door_for(&self, model: Option<&str>) -> Option<Door> {
+        let door = self.inner.door.borrow().clone()?;
+        let default = self.inner.catalog.default_entry();
+        let want = match model {
+            Some(m) => m,
+            None => default.as_ref()?.id.as_str(),
+        };
+        (door.model == want).then_some(door)
+    }
+
+    /// The side door to whatever child runs now.
+    pub fn door(&self) -> Option<Door> {
+        self.inner.door.borrow().clone()
+    }
+
+    /// A tokenizer call: straight to the child when it runs the model
+    /// (beside any running turn: see `law::route`), else `None` and the
+    /// caller queues it as a turn, which loads the model first. A child that
+    /// stops between the look and the call is also answered through the
+    /// queue.
+    pub async fn tokenize_now(
+        &self,
+        route: Route,
+        model: Option<&str>,
+        body: bytes::Bytes,
+    ) -> Option<Result<(u16, bytes::Bytes), ApiError>> {
+        let door = self.door_for(model)?;
+        match door.tokenizer(route, body, TOKENIZER_TIMEOUT).await {
+            Ok(v) => Some(Ok(v)),
+            Err(DoorError::Transport(_)) => None,
+            Err(DoorError::Timeout) => Some(Err(ApiError {
+                status: 504,
+                message: format!("the model server did not answer {} within {TOKENIZER_TIMEOUT:?}", route.path()),
+                kind: "server_error",
+                code: "upstream_timeout".into(),
+                param: None,
+                raw: None,
+            })),
+            Err(DoorError::NotADoorRoute) => None,
+        }
     }
 
     /// Stops the child (SIGTERM, grace, SIGKILL) and the engine's arbiter.

@@ -141,7 +141,9 @@ async fn a_disconnect_abandons_the_turn_and_the_next_is_served() {
         e,
         WardenEvent::TurnEnded {
             seq: 0,
-            outcome: "abandoned"
+            route: llm_warden::law::route::Route::Chat,
+            outcome: "abandoned",
+            timings: None,
         }
     );
     let pid = w.status().child_pid.unwrap();
@@ -169,7 +171,9 @@ async fn a_turn_abandoned_in_the_queue_is_skipped() {
         e,
         WardenEvent::TurnEnded {
             seq: 1,
-            outcome: "skipped"
+            route: llm_warden::law::route::Route::Chat,
+            outcome: "skipped",
+            timings: None,
         }
     );
     assert_eq!(w.queue_depth(), 0);
@@ -224,7 +228,7 @@ async fn load_status_unload() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", json!({"props_ctx": 6144}));
     let w = fake_warden(dir.path(), test_config());
-    let s = w.engine().send(Load { model: None }).await.unwrap().unwrap();
+    let s = w.engine().send(Load { model: None, keep_alive: None }).await.unwrap().unwrap();
     assert_eq!(s.context_tokens, Some(6144));
     let pid = s.child_pid.unwrap();
     assert!(alive(pid));

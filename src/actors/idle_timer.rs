@@ -4,7 +4,8 @@
 //!
 //! Every `idle_tick` it reads the engine's status from the watch channel and
 //! sends `ReapTick` only when a model is loaded, no turn runs and the idle
-//! clock is past the timeout: a tick with nothing to reap never enters the
+//! clock is past the timeout in force (the status's: a request's keep-alive,
+//! else `WARDEN_IDLE_TIMEOUT_S`; none for a model kept forever): a tick with nothing to reap never enters the
 //! mailbox (the spec's "returns before the lock"). The engine re-checks when
 //! it handles the tick. Every `brake_tick` it sends `BrakeTick` while a model
 //! is loaded; the engine applies the 55 s skip rule.
@@ -26,8 +27,6 @@ pub struct IdleTimer {
     brake: Recipient<BrakeTick>,
     /// The engine's status.
     status: watch::Receiver<EngineStatus>,
-    /// The reap's idle timeout.
-    idle_timeout: Duration,
     /// The reap tick period.
     idle_tick: Duration,
     /// The brake tick period.
@@ -40,7 +39,6 @@ impl IdleTimer {
         reap: Recipient<ReapTick>,
         brake: Recipient<BrakeTick>,
         status: watch::Receiver<EngineStatus>,
-        idle_timeout: Duration,
         idle_tick: Duration,
         brake_tick: Duration,
     ) -> Self {
@@ -48,7 +46,6 @@ impl IdleTimer {
             reap,
             brake,
             status,
-            idle_timeout,
             idle_tick,
             brake_tick,
         }
@@ -64,7 +61,9 @@ impl Actor for IdleTimer {
                 let s = act.status.borrow();
                 let idle_for = s.last_used_at.map(|t| t.elapsed()).unwrap_or_default();
                 let busy = matches!(s.state, EngineState::Generating | EngineState::Loading);
-                if should_reap(s.model.is_some(), busy, idle_for, act.idle_timeout) {
+                if let Some(timeout) = s.idle_timeout
+                    && should_reap(s.model.is_some(), busy, idle_for, timeout)
+                {
                     act.reap.do_send(ReapTick);
                 }
             });

@@ -133,9 +133,7 @@ async fn in_process(a: ChatArgs, body: serde_json::Value, p: &mut Printer) -> an
         model: a.model,
         body: map,
         stream: true,
-        options: Default::default(),
-        conversation: None,
-        kind: Default::default(),
+        ..Default::default()
     };
     let mut rx = warden
         .submit(req)

@@ -3,7 +3,10 @@
 //!
 //! Fixed flags, after the engine's own argv, on every spawn: `--no-slots`,
 //! `--no-webui`, `-np 1`, `--cache-ram 0`, `--no-cache-idle-slots`,
-//! `--threads-http 8`, `--host 127.0.0.1`, `--port N`. One slot and no prompt cache keep the
+//! `--threads-http 8`, `--metrics`, `--host 127.0.0.1`, `--port N`.
+//! `--metrics` is the warden's addition to the spec's list: it lets
+//! `/metrics` relay the child's own counters; it costs a counter update per
+//! batch and opens nothing beyond the key-guarded loopback port. One slot and no prompt cache keep the
 //! child's memory to one conversation's KV (the spec's "slots and prompt
 //! cache"). The per-spawn key goes in the environment as `LLAMA_API_KEY`
 //! (llama-server's own equivalent of `--api-key`), so `ps` never shows it.
@@ -173,7 +176,7 @@ pub fn spawn_spec(
         engine_args.push(flag.into());
     }
     engine_args.push(CHILD_HTTP_THREADS.to_string().into());
-    for flag in ["--host", "127.0.0.1", "--port"] {
+    for flag in ["--metrics", "--host", "127.0.0.1", "--port"] {
         engine_args.push(flag.into());
     }
     engine_args.push(port.to_string().into());
@@ -261,6 +264,7 @@ mod tests {
                 "--no-cache-idle-slots",
                 "--threads-http",
                 "8",
+                "--metrics",
                 "--host",
                 "127.0.0.1",
                 "--port",

@@ -1,4 +1,5 @@
-//! `POST /v1/chat/completions`: OpenAI-compatible, streamed and not.
+//! `POST /v1/chat/completions`: OpenAI-compatible, streamed and not, and
+//! `respond`, which every route through the engine answers with.
 //!
 //! The handler validates the body, submits a turn (404 for an unknown model,
 //! 503 when the queue is full) and waits for the turn's first event: an
@@ -10,10 +11,11 @@
 //! with `data: {"error": {..., "code", "raw"}}`, the shape llama-server itself
 //! uses and OpenAI's libraries raise as an API error.
 //!
-//! Two optional headers: `X-Warden-Conversation: <id>` names the
-//! conversation (else its opening messages' fingerprint does), and
-//! `X-Warden-Turn: arena|compaction` marks a turn that must start from an
-//! empty prefix cache (MLX engine).
+//! Optional headers: `X-Warden-Conversation: <id>` names the conversation
+//! (else its opening messages' fingerprint does), `X-Warden-Turn:
+//! arena|compaction` marks a turn that must start from an empty prefix cache
+//! (MLX engine), and `X-Warden-Keep-Alive` sets the idle deadline as a
+//! `keep_alive` body field would (`law::keep_alive`).
 
 use actix_web::body::SizedStream;
 use actix_web::http::StatusCode;
@@ -25,7 +27,9 @@ use super::body::read_body;
 use super::errors::error_response;
 use super::stall;
 use super::validate::chat_request;
+use super::validate_text::keep_alive;
 use crate::error::ApiError;
+use crate::law::route::Route;
 use crate::messages::prefix::TurnKind;
 use crate::messages::{Notice, TurnEvent};
 use crate::warden::{TurnRequest, TurnWatch, Warden};
@@ -34,13 +38,16 @@ use crate::warden::{TurnRequest, TurnWatch, Warden};
 pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
     let bytes = match read_body(payload, warden.config().max_body_bytes, warden.config().body_timeout).await {
         Ok(b) => b,
-        Err(e) => return error_response(&e),
+        Err(e) => return refused(&warden, Route::Chat, &e),
     };
     let req = match chat_request(&bytes) {
         Ok(r) => r,
-        Err(e) => return error_response(&e),
+        Err(e) => return refused(&warden, Route::Chat, &e),
     };
-    let stream = req.stream;
+    let keep_alive = match keep_alive(req.keep_alive, &http) {
+        Ok(k) => k,
+        Err(e) => return refused(&warden, Route::Chat, &e),
+    };
     let header = |name: &str| {
         http.headers()
             .get(name)
@@ -52,14 +59,31 @@ pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payl
         Some("compaction") => TurnKind::Compaction,
         _ => TurnKind::Chat,
     };
-    let (mut rx, turn) = match warden.submit_watched(TurnRequest {
+    let turn = TurnRequest {
         model: req.model,
         body: req.body,
-        stream,
+        stream: req.stream,
         options: req.options,
         conversation: Some(header("X-Warden-Conversation").unwrap_or(req.conversation)),
         kind,
-    }) {
+        route: Route::Chat,
+        keep_alive,
+    };
+    respond(&warden, &http, turn).await
+}
+
+/// A request refused before the engine: counted, and its error response.
+pub(super) fn refused(warden: &Warden, route: Route, e: &ApiError) -> HttpResponse {
+    warden.metrics().refused(route, &e.code);
+    error_response(e)
+}
+
+/// Submits a turn and answers with it: an error before anything was said
+/// as a plain HTTP error, a whole body as the child sent it, anything else
+/// as an SSE stream. Every route through the engine answers this way.
+pub(super) async fn respond(warden: &Warden, http: &HttpRequest, req: TurnRequest) -> HttpResponse {
+    let stream = req.stream;
+    let (mut rx, turn) = match warden.submit_watched(req) {
         Ok(v) => v,
         Err(e) => return error_response(&e),
     };
@@ -83,11 +107,11 @@ pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payl
                 let len = body.len() as u64;
                 return r.body(SizedStream::new(
                     len,
-                    stall::watch(&http, stall::pieces(body), bound, None),
+                    stall::watch(http, stall::pieces(body), bound, None),
                 ));
             }
             TurnEvent::Notice(n) if !stream => notices.push(n),
-            first => return sse_response(&http, warden.config().client_stall_timeout, first, rx, turn),
+            first => return sse_response(http, warden.config().client_stall_timeout, first, rx, turn),
         }
     }
 }

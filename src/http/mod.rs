@@ -3,7 +3,10 @@
 //! | route | handler |
 //! |---|---|
 //! | `POST /v1/chat/completions` | `chat` |
+//! | `POST /v1/completions`, `POST /infill` | `text` (turns, as chat) |
+//! | `POST /tokenize`, `POST /detokenize` | `text` (beside turns when the model runs) |
 //! | `GET /v1/models` | `models` |
+//! | `GET /metrics` | `metrics` (Prometheus) |
 //! | `GET /health` | `warden_routes::health` |
 //! | `GET /warden/status` | `warden_routes::status` |
 //! | `POST /warden/load`, `POST /warden/unload` | `warden_routes` |
@@ -17,9 +20,12 @@ pub mod auth;
 pub mod body;
 pub mod chat;
 pub mod errors;
+pub mod metrics;
 pub mod models;
 pub mod stall;
+pub mod text;
 pub mod validate;
+pub mod validate_text;
 pub mod warden_routes;
 
 use actix_web::web;
@@ -27,6 +33,11 @@ use actix_web::web;
 /// Registers every route.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/v1/chat/completions", web::post().to(chat::chat_completions))
+        .route("/v1/completions", web::post().to(text::completions))
+        .route("/infill", web::post().to(text::infill))
+        .route("/tokenize", web::post().to(text::tokenize))
+        .route("/detokenize", web::post().to(text::detokenize))
+        .route("/metrics", web::get().to(metrics::metrics))
         .route("/v1/models", web::get().to(models::list_models))
         .route("/health", web::get().to(warden_routes::health))
         .route("/warden/status", web::get().to(warden_routes::status))

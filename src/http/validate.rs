@@ -24,17 +24,30 @@ pub struct ChatRequest {
     /// that message), which every later turn of the same conversation
     /// repeats. A client may name it instead (`X-Warden-Conversation`).
     pub conversation: String,
+    /// The keep-alive asked for in the body (removed from it).
+    pub keep_alive: Option<crate::law::keep_alive::KeepAlive>,
 }
 
 /// Roles OpenAI's chat API defines.
 const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool", "function"];
 
-fn invalid(code: &str, msg: impl Into<String>, param: &str) -> ApiError {
+pub(super) fn invalid(code: &str, msg: impl Into<String>, param: &str) -> ApiError {
     ApiError::invalid(code, msg, Some(param))
 }
 
 /// Parses and validates a request body.
 pub fn chat_request(bytes: &[u8]) -> Result<ChatRequest, ApiError> {
+    let mut body = json_object(bytes)?;
+    let model = model_field(&mut body)?;
+    let stream = stream_field(&body)?;
+    let keep_alive = super::validate_text::keep_alive_field(&mut body)?;
+    let mut r = chat_messages(body, model, stream)?;
+    r.keep_alive = keep_alive;
+    Ok(r)
+}
+
+/// A body as a JSON object, or the 400 that says what it is instead.
+pub fn json_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
     let value: Value = serde_json::from_slice(bytes).map_err(|e| {
         let what = if std::str::from_utf8(bytes).is_err() {
             "the request body is not valid UTF-8"
@@ -43,23 +56,36 @@ pub fn chat_request(bytes: &[u8]) -> Result<ChatRequest, ApiError> {
         };
         ApiError::invalid("invalid_json", format!("{what}: {e}"), None)
     })?;
-    let Value::Object(mut body) = value else {
+    let Value::Object(body) = value else {
         return Err(ApiError::invalid(
             "invalid_request",
             "the request body must be a JSON object",
             None,
         ));
     };
-    let model = match body.remove("model") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if !s.is_empty() => Some(s),
-        Some(_) => return Err(invalid("invalid_type", "'model' must be a non-empty string", "model")),
-    };
-    let stream = match body.get("stream") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(invalid("invalid_type", "'stream' must be a boolean", "stream")),
-    };
+    Ok(body)
+}
+
+/// `model`, removed from the body (the engine names the child itself).
+pub fn model_field(body: &mut Map<String, Value>) -> Result<Option<String>, ApiError> {
+    match body.remove("model") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s)),
+        Some(_) => Err(invalid("invalid_type", "'model' must be a non-empty string", "model")),
+    }
+}
+
+/// `stream`: absent or null is `false`.
+pub fn stream_field(body: &Map<String, Value>) -> Result<bool, ApiError> {
+    match body.get("stream") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(invalid("invalid_type", "'stream' must be a boolean", "stream")),
+    }
+}
+
+/// The chat-specific part: `messages`, the sampling fields, the options.
+fn chat_messages(body: Map<String, Value>, model: Option<String>, stream: bool) -> Result<ChatRequest, ApiError> {
     let messages = match body.get("messages") {
         Some(Value::Array(m)) if !m.is_empty() => m,
         Some(Value::Array(_)) => return Err(invalid("empty_messages", "'messages' must not be empty", "messages")),
@@ -106,6 +132,27 @@ pub fn chat_request(bytes: &[u8]) -> Result<ChatRequest, ApiError> {
             }
         }
     }
+    sampling(&body)?;
+    let conversation = fingerprint(messages);
+    Ok(ChatRequest {
+        model,
+        stream,
+        conversation,
+        keep_alive: None,
+        body,
+        options: TurnOptions {
+            // A conversation "already has messages" when it carries an
+            // earlier answer: then an idle reap's reload is worth saying.
+            announce_idle_reload: has_assistant,
+            stateful: true,
+        },
+    })
+}
+
+/// The sampling fields every generating route shares: counts are
+/// non-negative integers, `n` at most 1 (one sequence runs), the rest
+/// numbers. Anything else a child would refuse or misread.
+pub fn sampling(body: &Map<String, Value>) -> Result<(), ApiError> {
     for key in ["max_tokens", "max_completion_tokens", "seed", "n"] {
         match body.get(key) {
             None | Some(Value::Null) => {}
@@ -138,19 +185,7 @@ pub fn chat_request(bytes: &[u8]) -> Result<ChatRequest, ApiError> {
             Some(_) => return Err(invalid("invalid_type", format!("'{key}' must be a number"), key)),
         }
     }
-    let conversation = fingerprint(messages);
-    Ok(ChatRequest {
-        model,
-        stream,
-        conversation,
-        body,
-        options: TurnOptions {
-            // A conversation "already has messages" when it carries an
-            // earlier answer: then an idle reap's reload is worth saying.
-            announce_idle_reload: has_assistant,
-            stateful: true,
-        },
-    })
+    Ok(())
 }
 
 /// The opening of a conversation, hashed: what every turn of it repeats.

@@ -49,12 +49,25 @@ pub async fn logs(warden: web::Data<Warden>, q: web::Query<LogsQuery>) -> HttpRe
 pub struct LoadBody {
     /// The model id; absent: the default.
     pub model: Option<String>,
+    /// The keep-alive to set for it (seconds or a duration string).
+    pub keep_alive: Option<serde_json::Value>,
 }
 
-/// `POST /warden/load`: load (or switch to) a model now.
+/// `POST /warden/load`: load (or switch to) a model now, optionally with a
+/// keep-alive (as a turn's `keep_alive`, without the turn).
 pub async fn load(warden: web::Data<Warden>, body: Option<web::Json<LoadBody>>) -> HttpResponse {
-    let model = body.and_then(|b| b.into_inner().model);
-    match warden.engine().send(Load { model }).await {
+    let body = body.map(web::Json::into_inner).unwrap_or_default();
+    let keep_alive = match body.keep_alive.as_ref().filter(|v| !v.is_null()) {
+        None => None,
+        Some(v) => match crate::law::keep_alive::from_json(v) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                let e = crate::error::ApiError::invalid("invalid_value", format!("'keep_alive' {e}"), Some("keep_alive"));
+                return error_response(&e);
+            }
+        },
+    };
+    match warden.engine().send(Load { model: body.model, keep_alive }).await {
         Ok(Ok(status)) => HttpResponse::Ok().json(status),
         Ok(Err(e)) => error_response(&e),
         Err(_) => error_response(&crate::actors::engine::shutting_down()),

@@ -12,6 +12,8 @@
 //! | `mlx` | the MLX memory ceiling and bound, and `mlx_step` |
 //! | `pressure` | the Linux pressure level and paging evidence |
 //! | `reap` | the idle reap |
+//! | `keep_alive` | a request's keep-alive, parsed, and the idle timeout in force |
+//! | `route` | which routes an engine serves, and which generate |
 //! | `crash` | crash classification from the child's output tail |
 //! | `cuda` | the GPU choice, spawn matrix, OOM retry, placement, device check, spill, pre-flight |
 //! | `quant` | which GGUF of a directory is the model |
@@ -21,10 +23,12 @@ pub mod brake;
 pub mod caps;
 pub mod crash;
 pub mod cuda;
+pub mod keep_alive;
 pub mod kv;
 pub mod mlx;
 pub mod pressure;
 pub mod quant;
 pub mod reap;
+pub mod route;
 pub mod select;
 pub mod window;

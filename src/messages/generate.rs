@@ -1,5 +1,6 @@
 //! `Generate`: HTTP handler (or an embedding app) → `EngineActor`, once per
-//! chat turn. The engine resolves the model (loading or switching the child
+//! turn (a chat, a raw completion, an infill, or a tokenizer call that needs
+//! its model loaded first). The engine resolves the model (loading or switching the child
 //! as needed), streams the child's answer into `events`, and only then
 //! completes, so the mailbox stays closed for the whole turn.
 
@@ -32,6 +33,10 @@ pub struct Generate {
     pub conversation: Option<String>,
     /// The turn's kind (an Arena or compaction turn resets the prefix cache).
     pub kind: crate::messages::prefix::TurnKind,
+    /// The route to the child.
+    pub route: crate::law::route::Route,
+    /// The keep-alive the request asked for (`law::keep_alive`).
+    pub keep_alive: Option<crate::law::keep_alive::KeepAlive>,
     /// Arrival number, assigned when the turn was queued (FIFO proof in tests).
     pub seq: u64,
     /// Holds this turn's place in the queue bound until the turn is done.

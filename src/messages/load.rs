@@ -12,4 +12,6 @@ use crate::status::EngineStatus;
 pub struct Load {
     /// The catalog id; `None` means the default model.
     pub model: Option<String>,
+    /// The keep-alive to set for it (`law::keep_alive`).
+    pub keep_alive: Option<crate::law::keep_alive::KeepAlive>,
 }

@@ -222,6 +222,7 @@ pub fn chat(model: Option<&str>, max_tokens: u32, stream: bool) -> TurnRequest {
         },
         conversation: Some("test-conversation".into()),
         kind: Default::default(),
+        ..Default::default()
     }
 }
 

@@ -24,7 +24,9 @@ use crate::law::brake::{BrakeReload, BrakeState, BrakeView, Level, Remembered};
 use crate::law::crash::{self, EngineCode, Hints};
 use crate::messages::{ReadSensors, ReadVram};
 use crate::sensors::ram;
-use crate::status::{EngineState, EngineStatus, WardenEvent};
+use crate::law::keep_alive::{self, KeepAlive};
+use crate::metrics::Metrics;
+use crate::status::{EngineState, EngineStatus, TurnTimings, WardenEvent};
 
 /// The live child and what the engine knows of it.
 #[derive(Debug)]
@@ -77,6 +79,10 @@ pub struct Wiring {
     pub sensor_vram: Option<Recipient<ReadVram>>,
     /// The MLX prefix-cache owner.
     pub prefix: Option<Addr<PrefixCacheActor>>,
+    /// Where the side door to the live child is published.
+    pub door_tx: watch::Sender<Option<super::Door>>,
+    /// The counters every event feeds.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The engine's whole state.
@@ -134,6 +140,14 @@ pub struct EngineCore {
     pub(super) sensor_vram: Option<Recipient<ReadVram>>,
     /// The unreadable-gauge WARNING was given (re-armed by a good reading).
     pub(super) spill_gauge_warned: bool,
+    /// Where the side door is published.
+    pub(super) door_tx: watch::Sender<Option<super::Door>>,
+    /// The counters every event feeds.
+    pub(super) metrics: Arc<Metrics>,
+    /// The keep-alive a request set, and the model it holds for.
+    pub(super) keep_alive: Option<(String, KeepAlive)>,
+    /// The running turn's timings, set by the stream relay.
+    pub(super) timings: Option<TurnTimings>,
 }
 
 impl EngineCore {
@@ -145,6 +159,8 @@ impl EngineCore {
             sensor,
             sensor_vram,
             prefix,
+            door_tx,
+            metrics,
         } = wiring;
         let core = Self {
             cfg,
@@ -172,6 +188,10 @@ impl EngineCore {
             last_request_tokens: 0,
             sensor_vram,
             spill_gauge_warned: false,
+            door_tx,
+            metrics,
+            keep_alive: None,
+            timings: None,
         };
         core.publish();
         core
@@ -190,6 +210,8 @@ impl EngineCore {
                 .is_some_and(|a| crate::law::caps::matches_requested(a, bound)))
             .then_some(bound)
         });
+        let idle_timeout = self.idle_timeout();
+        self.publish_door();
         let status = EngineStatus {
             engine: self.backend.kind(),
             state: self.state,
@@ -213,6 +235,17 @@ impl EngineCore {
             last_used: self.last_used_wall.and_then(unix_millis),
             last_used_at: self.last_used,
             turns: self.turns,
+            idle_timeout_s: c.and(idle_timeout).map(|d| d.as_secs_f64()),
+            idle_deadline_ms: c.and(idle_timeout).and_then(|d| {
+                let from = self.last_used_wall.unwrap_or(c?.loaded_since);
+                unix_millis(from + d)
+            }),
+            keep_alive_s: c.and_then(|c| {
+                let (m, k) = self.keep_alive.as_ref()?;
+                (m == c.model_id()).then(|| k.as_secs_f64())
+            }),
+            idle_timeout,
+            memory_total_bytes: c.and_then(|c| c.plan.ram).map(|r| r.bytes),
             brake: BrakeView {
                 enabled: self.brake_off.is_none() && self.backend.brake_capable(),
                 off_reason: self.brake_off.clone(),
@@ -233,8 +266,34 @@ impl EngineCore {
         self.status_tx.send_replace(status);
     }
 
-    /// Sends a lifecycle event (nobody listening is fine).
+    /// The side door to the live child, republished only when the child
+    /// changed (a watch receiver then sees one change per child).
+    fn publish_door(&self) {
+        let now = self.child.as_ref().map(|c| (c.model_id(), c.port.port()));
+        self.door_tx.send_if_modified(|door| {
+            if door.as_ref().map(|d| (d.model.as_str(), d.port)) == now {
+                return false;
+            }
+            *door = self
+                .child
+                .as_ref()
+                .map(|c| super::Door::new(c.model_id().to_string(), c.port.port(), c.client.clone()));
+            true
+        });
+    }
+
+    /// The idle timeout in force for the loaded model (`None`: never).
+    pub(super) fn idle_timeout(&self) -> Option<std::time::Duration> {
+        keep_alive::effective_timeout(
+            self.keep_alive.as_ref().map(|(m, k)| (m.as_str(), *k)),
+            self.child.as_ref().map(|c| c.model_id()),
+            self.cfg.idle_timeout,
+        )
+    }
+
+    /// Sends a lifecycle event (nobody listening is fine) after counting it.
     pub(super) fn emit(&self, event: WardenEvent) {
+        self.metrics.observe(&event);
         let _ = self.events_tx.send(event);
     }
 

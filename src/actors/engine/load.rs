@@ -62,6 +62,10 @@ impl EngineCore {
             }
             self.stop_child("switch").await;
         }
+        // A keep-alive holds for its model until another model runs.
+        if self.keep_alive.as_ref().is_some_and(|(m, _)| *m != entry.id) {
+            self.keep_alive = None;
+        }
         self.load(entry.clone(), events).await
     }
 

@@ -13,10 +13,12 @@
 mod brake;
 mod core;
 mod cuda;
+mod door;
 mod load;
 mod mlx;
 mod outbox;
 mod reap;
+mod relay;
 mod turn;
 
 use std::future::Future;
@@ -25,6 +27,7 @@ use actix::prelude::*;
 use actix::{ActorFutureExt, WrapFuture};
 
 pub use self::core::{EngineCore, LiveChild, Wiring};
+pub use door::{Door, DoorError};
 pub use load::header_error_is_fatal;
 pub use turn::shutting_down;
 
@@ -92,7 +95,7 @@ impl Handler<Load> for EngineActor {
 
     fn handle(&mut self, msg: Load, _ctx: &mut Self::Context) -> Self::Result {
         self.atomic(|mut core| async move {
-            let r = core.load_request(msg.model.as_deref()).await;
+            let r = core.load_request(msg.model.as_deref(), msg.keep_alive).await;
             (core, r)
         })
     }

@@ -3,6 +3,7 @@
 
 use super::core::EngineCore;
 use crate::error::ApiError;
+use crate::law::keep_alive::KeepAlive;
 use crate::law::reap::should_reap;
 use crate::status::{EngineState, EngineStatus, WardenEvent};
 
@@ -11,31 +12,45 @@ impl EngineCore {
     /// the idle clock at that turn's end and leaves the model alone.
     pub async fn reap_tick(&mut self) {
         let idle_for = self.last_used.map(|t| t.elapsed()).unwrap_or_default();
-        let reaped = should_reap(self.child.is_some(), false, idle_for, self.cfg.idle_timeout);
+        let reaped = self
+            .idle_timeout()
+            .is_some_and(|t| should_reap(self.child.is_some(), false, idle_for, t));
         if reaped {
-            let id = self.child.as_ref().map(|c| c.model_id().to_string());
             tracing::info!(
                 idle_s = idle_for.as_secs(),
                 "model idle past {:?}; unloading",
-                self.cfg.idle_timeout
+                self.idle_timeout().unwrap_or_default()
             );
-            self.stop_child("idle").await;
-            // Left for the next turn to announce (the spec's `_idle_unload`).
-            self.idle_reload = id;
-            // A reap forgets the unload's record, never the window memory.
-            self.brake_reload = None;
-            self.brake = Default::default();
+            self.unload_idle().await;
         }
         self.emit(WardenEvent::ReapChecked { reaped });
     }
 
+    /// Unloads the model as the idle reap does (the reap, and a turn that
+    /// asked for `keep_alive: 0`).
+    pub(super) async fn unload_idle(&mut self) {
+        let id = self.child.as_ref().map(|c| c.model_id().to_string());
+        self.stop_child("idle").await;
+        // Left for the next turn to announce (the spec's `_idle_unload`).
+        self.idle_reload = id;
+        // A reap forgets the unload's record, never the window memory.
+        self.brake_reload = None;
+        self.brake = Default::default();
+    }
+
     /// `/warden/load`: loads (or switches to) a model outside a turn.
-    pub async fn load_request(&mut self, id: Option<&str>) -> Result<EngineStatus, ApiError> {
+    pub async fn load_request(&mut self, id: Option<&str>, keep_alive: Option<KeepAlive>) -> Result<EngineStatus, ApiError> {
         if self.shut_down {
             return Err(super::turn::shutting_down());
         }
         let entry = self.resolve(id)?;
         self.ensure_loaded(&entry, None).await.map_err(|e| e.to_api())?;
+        if let Some(k) = keep_alive {
+            self.keep_alive = Some((entry.id.clone(), k));
+        }
+        // A load is a use: the idle clock starts at its end.
+        self.touch();
+        self.publish();
         Ok(self.status_tx.borrow().clone())
     }
 

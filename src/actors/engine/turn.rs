@@ -1,31 +1,25 @@
-//! A chat turn: resolve the model, relay the child's answer to the caller,
-//! watch for a dead, hung or abandoned turn. Part of `EngineCore`; runs
-//! inside the atomic `Generate` handler, so nothing else touches the child
-//! until the turn's last event is sent.
+//! A turn: resolve the model, relay the child's answer to the caller
+//! (`relay`), watch for a dead, hung or abandoned turn, set the keep-alive
+//! the request asked for. Part of `EngineCore`; runs inside the atomic
+//! `Generate` handler, so nothing else touches the child until the turn's
+//! last event is sent.
 //!
-//! The relay passes the child's SSE events through byte for byte (the
-//! parser's zero-copy `raw` slice), so the warden adds no re-encoding to the
-//! stream. Watchdogs: the first event must arrive within
-//! `first_token_timeout` (llama-server sends its headers with the first
-//! token), each next one within `stall_timeout`; a child that misses either is
-//! stopped and the turn ends with `child_hung`. A non-streamed request, whose
-//! progress cannot be seen, is bounded by `request_timeout` as a whole.
-
-use std::time::Duration;
+//! A generating route (chat, completions, infill) takes the brake's
+//! `turn_start` and `turn_end` samples and its reload announcements; a
+//! tokenizer call that came through the queue (its model had to load)
+//! takes neither: it runs nothing the brake could measure.
 
 use bytes::Bytes;
-use futures::StreamExt;
-use tokio::time::Instant;
 
 use std::sync::Arc;
 
 use super::core::EngineCore;
-use super::outbox::{Outbox, Refused};
+use super::outbox::Outbox;
 use crate::catalog::ModelEntry;
-use crate::child::process;
-use crate::child::sse::SseParser;
-use crate::error::{ApiError, GenerationError};
+use crate::error::ApiError;
 use crate::law::brake::Point;
+use crate::law::keep_alive;
+use crate::law::route::Route;
 use crate::messages::prefix::TurnKind;
 use crate::messages::{Generate, Notice, TurnEvent, TurnOptions};
 use crate::status::{EngineState, WardenEvent};
@@ -52,12 +46,6 @@ pub enum Relayed {
     UpstreamError,
 }
 
-/// How long a broken stream waits for the child's exit before it is called a
-/// transport failure rather than a death (SIGKILL closes the socket first).
-const DEATH_GRACE: Duration = Duration::from_secs(1);
-/// Bound of reading an error body from the child.
-const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(5);
-
 impl EngineCore {
     /// Runs one turn to its end: the reload announcements and the brake's
     /// `turn_start` sample, the model, the relay, the brake's `turn_end`
@@ -72,16 +60,21 @@ impl EngineCore {
             options,
             conversation,
             kind,
+            route,
+            keep_alive,
             seq,
             ticket,
         } = msg;
+        self.timings = None;
         let mut out = Outbox::new(events, self.cfg.client_stall_timeout);
         if out.is_closed() {
             // The client left while the turn waited in the queue.
             drop(ticket);
             self.emit(WardenEvent::TurnEnded {
                 seq,
+                route,
                 outcome: "skipped",
+                timings: None,
             });
             return;
         }
@@ -90,12 +83,18 @@ impl EngineCore {
             Err(e) => ("failed", Finish::Event(TurnEvent::Error(e))),
             Ok(_) if self.shut_down => ("failed", Finish::Event(TurnEvent::Error(shutting_down()))),
             Ok(entry) => {
-                self.begin_turn(&entry.id, options, &mut out).await;
+                if route.generates() {
+                    self.begin_turn(&entry.id, options, &mut out).await;
+                }
                 let r = self
-                    .turn(&entry, body, stream, &mut out, conversation.as_deref(), kind)
+                    .turn(&entry, route, body, stream, &mut out, conversation.as_deref(), kind)
                     .await;
-                if self.child.as_ref().is_some_and(|c| c.model_id() == entry.id) {
+                let loaded = self.child.as_ref().is_some_and(|c| c.model_id() == entry.id);
+                if loaded && route.generates() {
                     self.brake_point(Point::TurnEnd).await;
+                    if let Some(k) = keep_alive {
+                        self.keep_alive = Some((entry.id.clone(), k));
+                    }
                 }
                 r
             }
@@ -151,7 +150,17 @@ impl EngineCore {
         // The queue place frees before the end is announced, so an observer
         // of the end never sees the turn still counted.
         drop(ticket);
-        self.emit(WardenEvent::TurnEnded { seq, outcome });
+        let timings = self.timings.take();
+        self.emit(WardenEvent::TurnEnded {
+            seq,
+            route,
+            outcome,
+            timings,
+        });
+        if route.generates() && keep_alive::unload_after_turn(keep_alive) && self.child.is_some() {
+            tracing::info!("the request asked for keep_alive 0; unloading after its turn");
+            self.unload_idle().await;
+        }
     }
 
     /// The start of a turn for `model`, before it is resolved: at most one
@@ -187,9 +196,11 @@ impl EngineCore {
 
     /// Loads the model and relays the answer; returns the outcome and the
     /// turn's final event, which the caller sends after the brake's turn end.
+    #[allow(clippy::too_many_arguments)]
     async fn turn(
         &mut self,
         entry: &Arc<ModelEntry>,
+        route: Route,
         mut body: serde_json::Map<String, serde_json::Value>,
         stream: bool,
         events: &mut Outbox,
@@ -201,9 +212,11 @@ impl EngineCore {
         }
         // MLX: the turn's conversation owns the prefix cache before its
         // request reaches the child (no-op on the llama.cpp engines).
-        self.claim_prefix(conversation, kind).await;
-        self.backend.adapt_request(&mut body, entry);
-        body.insert("stream".into(), serde_json::Value::Bool(stream));
+        if route.generates() {
+            self.claim_prefix(conversation, kind).await;
+            self.backend.adapt_request(&mut body, entry);
+            body.insert("stream".into(), serde_json::Value::Bool(stream));
+        }
         // A map of JSON values always serializes.
         let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON map serializes"));
         let max_tokens = body.get("max_tokens").and_then(|v| v.as_u64()).unwrap_or(0);
@@ -211,9 +224,9 @@ impl EngineCore {
         self.state = EngineState::Generating;
         self.publish();
         let relayed = if stream {
-            self.relay_stream(bytes, events).await
+            self.relay_stream(route, bytes, events).await
         } else {
-            self.relay_whole(bytes).await
+            self.relay_whole(route, bytes).await
         };
         match relayed {
             Ok(Relayed::Completed(finish)) => ("completed", finish),
@@ -226,164 +239,6 @@ impl EngineCore {
             Err(e) => ("failed", Finish::Event(TurnEvent::Error(e.to_api()))),
         }
     }
-
-    /// Relays a streamed answer event by event.
-    async fn relay_stream(&mut self, body: Bytes, events: &mut Outbox) -> Result<Relayed, GenerationError> {
-        let first_deadline = Instant::now() + self.cfg.first_token_timeout;
-        let child = self.child.as_ref().expect("a turn relays only after its model loaded");
-        let mut exit = child.process.exit_watch();
-        let resp = tokio::select! {
-            biased;
-            _ = events.closed() => return Ok(Relayed::Abandoned),
-            _ = exit.wait_for(Option::is_some) => return Err(self.broken_stream().await),
-            r = tokio::time::timeout_at(first_deadline, child.client.chat(body, true)) => match r {
-                Err(_) => return Err(self.hung("before the first token", self.cfg.first_token_timeout).await),
-                Ok(Err(_)) => return Err(self.broken_stream().await),
-                Ok(Ok(resp)) => resp,
-            },
-        };
-        if !resp.status().is_success() {
-            return Err(upstream(resp).await);
-        }
-        let mut body = resp.bytes_stream();
-        let mut parser = SseParser::new();
-        let mut batch = Vec::with_capacity(4);
-        let mut got_first = false;
-        let mut relayed_error = false;
-        loop {
-            let deadline = if got_first {
-                Instant::now() + self.cfg.stall_timeout
-            } else {
-                first_deadline
-            };
-            let next = tokio::select! {
-                biased;
-                _ = events.closed() => return Ok(Relayed::Abandoned),
-                r = tokio::time::timeout_at(deadline, body.next()) => r,
-            };
-            let chunk = match next {
-                Err(_) if got_first => return Err(self.hung("between tokens", self.cfg.stall_timeout).await),
-                Err(_) => return Err(self.hung("before the first token", self.cfg.first_token_timeout).await),
-                Ok(Some(Ok(chunk))) => chunk,
-                Ok(None) | Ok(Some(Err(_))) => break,
-            };
-            if parser.push(&chunk, &mut batch).is_err() {
-                return Err(GenerationError::Transport(
-                    "the model server sent an oversized event".into(),
-                ));
-            }
-            for ev in batch.drain(..) {
-                got_first = true;
-                if ev.is_done() {
-                    // The answer is read to its end (the chunked
-                    // terminator), so the connection ends cleanly rather
-                    // than half-read: see `child::client`.
-                    read_to_end(&mut body).await;
-                    // Held back: the brake's turn end and its notice come
-                    // before the stream's terminator.
-                    return Ok(Relayed::Completed(Finish::Stream(Some(ev.raw))));
-                }
-                relayed_error |= ev.is_error();
-                match events.send(TurnEvent::Chunk(ev.raw)).await {
-                    Ok(()) => {}
-                    // A stalled client is let go as one that disconnected:
-                    // dropping the response cancels the child's slot.
-                    Err(Refused::Gone | Refused::Stalled { .. }) => return Ok(Relayed::Abandoned),
-                }
-            }
-        }
-        if relayed_error {
-            // The child reported its own failure and closed the stream.
-            return Ok(Relayed::UpstreamError);
-        }
-        Err(self.broken_stream().await)
-    }
-
-    /// Relays a non-streamed answer whole (sent by the caller, last).
-    async fn relay_whole(&mut self, body: Bytes) -> Result<Relayed, GenerationError> {
-        let child = self.child.as_ref().expect("a turn relays only after its model loaded");
-        let mut exit = child.process.exit_watch();
-        let request = async {
-            let resp = child.client.chat(body, false).await?;
-            let status = resp.status().as_u16();
-            let bytes = resp.bytes().await?;
-            Ok::<_, reqwest::Error>((status, bytes))
-        };
-        let (status, bytes) = tokio::select! {
-            biased;
-            _ = exit.wait_for(Option::is_some) => return Err(self.broken_stream().await),
-            r = tokio::time::timeout(self.cfg.request_timeout, request) => match r {
-                Err(_) => return Err(self.hung("before the answer completed", self.cfg.request_timeout).await),
-                Ok(Err(_)) => return Err(self.broken_stream().await),
-                Ok(Ok(v)) => v,
-            },
-        };
-        if !(200..300).contains(&status) {
-            let json = serde_json::from_slice(&bytes).ok();
-            return Err(GenerationError::Upstream { status, body: json });
-        }
-        Ok(Relayed::Completed(Finish::Event(TurnEvent::Body {
-            status,
-            body: bytes,
-        })))
-    }
-
-    /// A stream that broke: the child's death (classified) when it exits
-    /// within `DEATH_GRACE`, else a transport failure.
-    async fn broken_stream(&mut self) -> GenerationError {
-        if let Some(c) = self.child.as_mut() {
-            let _ = tokio::time::timeout(DEATH_GRACE, c.process.wait()).await;
-        }
-        self.take_dead_child()
-            .unwrap_or_else(|| GenerationError::Transport("the stream ended before the answer completed".into()))
-    }
-
-    /// A child that missed a watchdog: stopped, and the turn's error.
-    async fn hung(&mut self, stage: &'static str, after: Duration) -> GenerationError {
-        let raw = self
-            .child
-            .as_ref()
-            .map(|c| c.process.output().raw_tail())
-            .unwrap_or_default();
-        tracing::warn!(
-            engine = self.backend.kind().tag(),
-            "the model server sent nothing for {after:?} ({stage}); stopping it"
-        );
-        if let Some(mut c) = self.child.take() {
-            process::terminate(&mut c.process, self.cfg.stop_grace).await;
-            self.emit(WardenEvent::Unloaded {
-                model: c.model_id().to_string(),
-                reason: "hung",
-            });
-        }
-        self.state = EngineState::Idle;
-        self.publish();
-        GenerationError::Hung { stage, after, raw }
-    }
-}
-
-/// How long the rest of an answer after its `[DONE]` may take to arrive
-/// (only the chunked terminator is left; llama-server sends it at once).
-const TAIL_READ_BOUND: Duration = Duration::from_secs(2);
-
-/// Reads what is left of a response after its last event, bounded.
-async fn read_to_end<S>(body: &mut S)
-where
-    S: futures::Stream<Item = Result<Bytes, reqwest::Error>> + Unpin,
-{
-    let deadline = Instant::now() + TAIL_READ_BOUND;
-    while let Ok(Some(Ok(_))) = tokio::time::timeout_at(deadline, body.next()).await {}
-}
-
-/// The child's error status and JSON body.
-async fn upstream(resp: reqwest::Response) -> GenerationError {
-    let status = resp.status().as_u16();
-    let body = tokio::time::timeout(ERROR_BODY_TIMEOUT, resp.bytes())
-        .await
-        .ok()
-        .and_then(|r| r.ok())
-        .and_then(|b| serde_json::from_slice(&b).ok());
-    GenerationError::Upstream { status, body }
 }
 
 /// The error a turn gets once the warden is shutting down.

@@ -1,0 +1,85 @@
+//! The routes beside chat, relayed to the child of the named (or default)
+//! model through the same engine: `POST /v1/completions` (a raw prompt,
+//! streamed or not) and `POST /infill` (fill in the middle) as turns, with
+//! chat's queue, load on demand, errors, notices and brake samples;
+//! `POST /tokenize` and `POST /detokenize` straight to a child that runs
+//! their model (they never wait behind a generation: `law::route`), or as a
+//! turn that loads it first when it does not.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+
+use super::body::read_body;
+use super::chat::{refused, respond};
+use super::errors::error_response;
+use super::validate_text::{keep_alive, text_request};
+use crate::law::route::Route;
+use crate::messages::TurnOptions;
+use crate::warden::{TurnRequest, Warden};
+
+/// `POST /v1/completions`.
+pub async fn completions(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
+    relay(&warden, &http, payload, Route::Completions).await
+}
+
+/// `POST /infill`.
+pub async fn infill(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
+    relay(&warden, &http, payload, Route::Infill).await
+}
+
+/// `POST /tokenize`.
+pub async fn tokenize(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
+    relay(&warden, &http, payload, Route::Tokenize).await
+}
+
+/// `POST /detokenize`.
+pub async fn detokenize(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
+    relay(&warden, &http, payload, Route::Detokenize).await
+}
+
+async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route: Route) -> HttpResponse {
+    let cfg = warden.config();
+    let bytes = match read_body(payload, cfg.max_body_bytes, cfg.body_timeout).await {
+        Ok(b) => b,
+        Err(e) => return refused(warden, route, &e),
+    };
+    let req = match text_request(route, &bytes) {
+        Ok(r) => r,
+        Err(e) => return refused(warden, route, &e),
+    };
+    if !route.generates() {
+        if !route.served_by(warden.engine_kind()) {
+            let e = crate::error::ApiError::unsupported_route(route, warden.engine_kind());
+            return refused(warden, route, &e);
+        }
+        let body = bytes::Bytes::from(serde_json::to_vec(&req.body).expect("a JSON map serializes"));
+        match warden.tokenize_now(route, req.model.as_deref(), body).await {
+            Some(Ok((status, body))) => {
+                return HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))
+                    .content_type("application/json")
+                    .body(body);
+            }
+            Some(Err(e)) => return error_response(&e),
+            // Its model is not running: a turn loads it first.
+            None => {}
+        }
+    }
+    let keep_alive = match keep_alive(req.keep_alive, http) {
+        Ok(k) => k,
+        Err(e) => return refused(warden, route, &e),
+    };
+    let turn = TurnRequest {
+        model: req.model,
+        body: req.body,
+        stream: req.stream,
+        options: TurnOptions {
+            announce_idle_reload: false,
+            stateful: route.generates(),
+        },
+        conversation: None,
+        kind: Default::default(),
+        route,
+        keep_alive: keep_alive.filter(|_| route.generates()),
+    };
+    respond(warden, http, turn).await
+}

@@ -1,0 +1,243 @@
+//! Request validation for the routes beside chat: `/v1/completions`,
+//! `/infill`, `/tokenize`, `/detokenize`, and the keep-alive every
+//! generating route accepts. As for chat, whatever would make the child fail
+//! or crash is refused with a 400 naming the field, and unknown fields pass.
+//!
+//! Fields checked here because llama-server b10883 mishandles them: an
+//! infill without `input_prefix`/`input_suffix` reaches `data.at(...)` after
+//! its own error (a 500 instead of a 400); a detokenize id that is negative
+//! or not an integer fails its JSON conversion. A completion's `prompt` is
+//! accepted as a string only: an array asks for several completions, which
+//! one slot serves one after another under a single turn's watchdogs.
+
+use actix_web::HttpRequest;
+use serde_json::{Map, Value};
+
+use super::validate::{invalid, json_object, model_field, sampling, stream_field};
+use crate::error::ApiError;
+use crate::law::keep_alive::{self, KeepAlive};
+use crate::law::route::Route;
+
+/// A validated request of one of these routes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextRequest {
+    /// The model id, when named.
+    pub model: Option<String>,
+    /// Whether to stream (always `false` for the tokenizer).
+    pub stream: bool,
+    /// The body for the child (`model` and `keep_alive` removed).
+    pub body: Map<String, Value>,
+    /// The keep-alive asked for in the body.
+    pub keep_alive: Option<KeepAlive>,
+}
+
+/// Parses and validates a body for `route` (not chat: see `validate`).
+pub fn text_request(route: Route, bytes: &[u8]) -> Result<TextRequest, ApiError> {
+    let mut body = json_object(bytes)?;
+    let model = model_field(&mut body)?;
+    let keep_alive = keep_alive_field(&mut body)?;
+    let stream = match route {
+        Route::Tokenize | Route::Detokenize => false,
+        _ => stream_field(&body)?,
+    };
+    match route {
+        Route::Completions => completion(&body)?,
+        Route::Infill => infill(&body)?,
+        Route::Tokenize => tokenize(&body)?,
+        Route::Detokenize => detokenize(&body)?,
+        Route::Chat => unreachable!("chat bodies are validated by `validate::chat_request`"),
+    }
+    if route.generates() {
+        sampling(&body)?;
+    }
+    Ok(TextRequest {
+        model,
+        stream,
+        body,
+        keep_alive,
+    })
+}
+
+/// `keep_alive`, removed from the body (the child would not know it).
+pub fn keep_alive_field(body: &mut Map<String, Value>) -> Result<Option<KeepAlive>, ApiError> {
+    match body.remove("keep_alive") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => keep_alive::from_json(&v)
+            .map(Some)
+            .map_err(|e| invalid("invalid_value", format!("'keep_alive' {e}"), "keep_alive")),
+    }
+}
+
+/// The request's keep-alive: the body's field, else the
+/// `X-Warden-Keep-Alive` header. The body wins because it is written per
+/// request, while a header is often set once in a client's configuration.
+pub fn keep_alive(body: Option<KeepAlive>, http: &HttpRequest) -> Result<Option<KeepAlive>, ApiError> {
+    if body.is_some() {
+        return Ok(body);
+    }
+    let Some(v) = http.headers().get("X-Warden-Keep-Alive") else {
+        return Ok(None);
+    };
+    let v = v.to_str().map_err(|_| {
+        ApiError::invalid("invalid_value", "the X-Warden-Keep-Alive header is not text", None)
+    })?;
+    keep_alive::parse(v)
+        .map(Some)
+        .map_err(|e| ApiError::invalid("invalid_value", format!("X-Warden-Keep-Alive: {e}"), None))
+}
+
+fn required_string(body: &Map<String, Value>, key: &str) -> Result<(), ApiError> {
+    match body.get(key) {
+        Some(Value::String(_)) => Ok(()),
+        None | Some(Value::Null) => Err(invalid(
+            "missing_required_parameter",
+            format!("'{key}' is required"),
+            key,
+        )),
+        Some(_) => Err(invalid("invalid_type", format!("'{key}' must be a string"), key)),
+    }
+}
+
+fn optional_string(body: &Map<String, Value>, key: &str) -> Result<(), ApiError> {
+    match body.get(key) {
+        None | Some(Value::Null | Value::String(_)) => Ok(()),
+        Some(_) => Err(invalid("invalid_type", format!("'{key}' must be a string"), key)),
+    }
+}
+
+fn completion(body: &Map<String, Value>) -> Result<(), ApiError> {
+    match body.get("prompt") {
+        Some(Value::String(_)) => Ok(()),
+        Some(Value::Array(_)) => Err(invalid(
+            "unsupported_value",
+            "'prompt' must be one string: the model server runs one sequence",
+            "prompt",
+        )),
+        None | Some(Value::Null) => Err(invalid(
+            "missing_required_parameter",
+            "'prompt' is required",
+            "prompt",
+        )),
+        Some(_) => Err(invalid("invalid_type", "'prompt' must be a string", "prompt")),
+    }?;
+    optional_string(body, "suffix")
+}
+
+fn infill(body: &Map<String, Value>) -> Result<(), ApiError> {
+    required_string(body, "input_prefix")?;
+    required_string(body, "input_suffix")?;
+    optional_string(body, "prompt")?;
+    match body.get("input_extra") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Array(chunks)) => {
+            for (i, c) in chunks.iter().enumerate() {
+                let param = format!("input_extra[{i}]");
+                let ok = c.get("text").is_some_and(Value::is_string)
+                    && c.get("filename").is_none_or(|f| f.is_string() || f.is_null());
+                if !ok {
+                    return Err(invalid(
+                        "invalid_type",
+                        format!("{param} must be {{\"text\": string, \"filename\"?: string}}"),
+                        &param,
+                    ));
+                }
+            }
+            Ok(())
+        }
+        Some(_) => Err(invalid("invalid_type", "'input_extra' must be an array", "input_extra")),
+    }
+}
+
+fn tokenize(body: &Map<String, Value>) -> Result<(), ApiError> {
+    required_string(body, "content")?;
+    for key in ["add_special", "parse_special", "with_pieces"] {
+        match body.get(key) {
+            None | Some(Value::Null | Value::Bool(_)) => {}
+            Some(_) => return Err(invalid("invalid_type", format!("'{key}' must be a boolean"), key)),
+        }
+    }
+    Ok(())
+}
+
+fn detokenize(body: &Map<String, Value>) -> Result<(), ApiError> {
+    let tokens = match body.get("tokens") {
+        Some(Value::Array(t)) => t,
+        None | Some(Value::Null) => {
+            return Err(invalid(
+                "missing_required_parameter",
+                "'tokens' is required",
+                "tokens",
+            ));
+        }
+        Some(_) => return Err(invalid("invalid_type", "'tokens' must be an array of token ids", "tokens")),
+    };
+    for (i, t) in tokens.iter().enumerate() {
+        if !t.as_u64().is_some_and(|id| id <= i32::MAX as u64) {
+            let param = format!("tokens[{i}]");
+            return Err(invalid(
+                "invalid_type",
+                format!("{param} must be a non-negative integer token id"),
+                &param,
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_bodies_are_refused_with_the_field_named() {
+        let rows: &[(Route, &str, &str, Option<&str>)] = &[
+            (Route::Completions, "{}", "missing_required_parameter", Some("prompt")),
+            (Route::Completions, r#"{"prompt": 5}"#, "invalid_type", Some("prompt")),
+            // why: several prompts would run under one turn's watchdogs
+            (Route::Completions, r#"{"prompt": ["a", "b"]}"#, "unsupported_value", Some("prompt")),
+            // why: the sampling fields are chat's
+            (Route::Completions, r#"{"prompt": "a", "max_tokens": -1}"#, "invalid_type", Some("max_tokens")),
+            (Route::Completions, r#"{"prompt": "a", "stream": 1}"#, "invalid_type", Some("stream")),
+            (Route::Completions, r#"{"prompt": "a", "keep_alive": "soon"}"#, "invalid_value", Some("keep_alive")),
+            // why: llama-server answers a missing prefix with a 500
+            (Route::Infill, r#"{"input_suffix": ""}"#, "missing_required_parameter", Some("input_prefix")),
+            (Route::Infill, r#"{"input_prefix": ""}"#, "missing_required_parameter", Some("input_suffix")),
+            (
+                Route::Infill,
+                r#"{"input_prefix": "", "input_suffix": "", "input_extra": [{"filename": "a"}]}"#,
+                "invalid_type",
+                Some("input_extra[0]"),
+            ),
+            (Route::Tokenize, "{}", "missing_required_parameter", Some("content")),
+            (Route::Tokenize, r#"{"content": "a", "with_pieces": "yes"}"#, "invalid_type", Some("with_pieces")),
+            (Route::Detokenize, "{}", "missing_required_parameter", Some("tokens")),
+            // why: a negative id fails the child's JSON conversion
+            (Route::Detokenize, r#"{"tokens": [1, -5]}"#, "invalid_type", Some("tokens[1]")),
+            (Route::Detokenize, r#"{"tokens": [1.5]}"#, "invalid_type", Some("tokens[0]")),
+            (Route::Tokenize, "[]", "invalid_request", None),
+        ];
+        for (i, (route, body, code, param)) in rows.iter().enumerate() {
+            let e = text_request(*route, body.as_bytes()).expect_err(&format!("row {i} should fail"));
+            assert_eq!((e.status, e.code.as_str(), e.param.as_deref()), (400, *code, *param), "row {i}");
+        }
+    }
+
+    #[test]
+    fn good_bodies_lose_model_and_keep_alive_only() {
+        let r = text_request(
+            Route::Completions,
+            br#"{"model": "m", "prompt": "a", "stream": true, "keep_alive": "5m", "mirostat": 2}"#,
+        )
+        .unwrap();
+        assert_eq!(r.model.as_deref(), Some("m"));
+        assert!(r.stream);
+        assert_eq!(r.keep_alive, Some(KeepAlive::For(std::time::Duration::from_secs(300))));
+        assert!(!r.body.contains_key("model") && !r.body.contains_key("keep_alive"));
+        assert!(r.body.contains_key("mirostat"));
+        // why: the tokenizer never streams, whatever the body says
+        let t = text_request(Route::Tokenize, br#"{"content": "hi", "stream": true}"#).unwrap();
+        assert!(!t.stream);
+        let d = text_request(Route::Detokenize, br#"{"tokens": [0, 1, 2]}"#).unwrap();
+        assert!(d.model.is_none() && d.keep_alive.is_none());
+    }
+}
