@@ -10,7 +10,10 @@
 # mlx   a Python environment with mlx-vlm for the MLX engine (mlx[cpu] on
 #       Linux), plus the GGUF -> MLX conversion of the default model.
 # clients  a Python environment with OpenAI's official client library, which
-#       the test suite drives the warden with (openai==3.57.0).
+#       the test suite drives the warden with (openai==3.57.0), Prometheus'
+#       own text parser (prometheus-client==0.26.0) that reads /metrics, and
+#       gguf-py (gguf==0.19.0), which gives a test model fill-in-the-middle
+#       tokens for /infill.
 # --rebuild  throw the cached build of the flavour away and build it again
 #       (a build that crashes here: "illegal_instruction" from the warden).
 #
@@ -277,19 +280,20 @@ link_models() {
   ln -sfn "$cache/models" "$repo/artifacts/models"
 }
 
-OPENAI_PKG="openai==3.57.0"
+CLIENT_PKGS="openai==3.57.0 prometheus-client==0.26.0 gguf==0.19.0"
 
 build_clients() {
   local venv="$cache/py-clients"
-  if [ -f "$venv/.complete" ] && grep -qx "$OPENAI_PKG" "$venv/.complete"; then
-    say "OpenAI client environment: cached at $venv"
+  if [ -f "$venv/.complete" ] && grep -qx "$CLIENT_PKGS" "$venv/.complete"; then
+    say "Client environment: cached at $venv"
     return
   fi
-  say "Creating the OpenAI client environment ($OPENAI_PKG) at $venv"
+  say "Creating the client environment ($CLIENT_PKGS) at $venv"
   "$PY" -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$OPENAI_PKG" \
-    || die "could not install $OPENAI_PKG"
-  echo "$OPENAI_PKG" >"$venv/.complete"
+  # shellcheck disable=SC2086 # one word per package
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check $CLIENT_PKGS \
+    || die "could not install $CLIENT_PKGS"
+  echo "$CLIENT_PKGS" >"$venv/.complete"
 }
 
 build_mlx() {

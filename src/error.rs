@@ -330,6 +330,19 @@ fn upstream_error(status: u16, body: Option<&serde_json::Value>) -> ApiError {
         .unwrap_or("the model server refused the request")
         .to_string();
     let upstream_type = err.get("type").and_then(|t| t.as_str()).unwrap_or("");
+    // llama-server answers an id beyond its tables (a `/detokenize` token
+    // past the vocabulary, measured on b10883) with a 500 carrying the C++
+    // `vector::_M_range_check` text: the request was wrong, not the server.
+    if status == 500 && message.contains("_M_range_check") {
+        return ApiError {
+            status: 400,
+            message: format!("an id in the request is out of range for this model ({message})"),
+            kind: "invalid_request_error",
+            code: "invalid_value".into(),
+            param: None,
+            raw: None,
+        };
+    }
     let code = match upstream_type {
         "exceed_context_size_error" => "context_length_exceeded".to_string(),
         "" => format!("upstream_{status}"),

@@ -1,25 +1,14 @@
 //! OpenAI's official Python client library, unchanged, against the warden
-//! serving the real SmolLM2: a streamed and a non-streamed completion, the
-//! model list, and a mid-stream failure raised as the library's APIError.
+//! serving the real SmolLM2: a streamed and a non-streamed chat completion
+//! and raw completion (`completions.create`), the model list, and refusals
+//! raised as the library's own error types.
 //! The warden's notices (SSE comments) must not disturb the library.
 
 mod support;
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use support::*;
-
-/// The client environment build-llama.sh makes (`clients` flavour).
-fn client_python() -> Option<PathBuf> {
-    let cfg = llm_warden::WardenConfig::from_env().ok()?;
-    let py = cfg.cache_dir.join("py-clients/bin/python");
-    if py.is_file() {
-        Some(py)
-    } else {
-        skip_or_fail(&format!("{} missing (run ./build-llama.sh clients)", py.display()))
-    }
-}
 
 const SCRIPT: &str = r#"
 import sys, openai
@@ -41,6 +30,20 @@ try:
     raise SystemExit("an unknown model must raise")
 except openai.NotFoundError as e:
     assert e.body["code"] == "model_not_found", e.body
+done = client.completions.create(
+    model="smollm2", prompt="The capital of France is", max_tokens=8, temperature=0)
+assert done.object == "text_completion" and done.choices[0].text.strip(), done
+assert done.usage.completion_tokens > 0, done.usage
+pieces = [c.choices[0].text for c in client.completions.create(
+    model="smollm2", prompt="The capital of France is", max_tokens=8, temperature=0, stream=True)
+    if c.choices]
+# why: greedy decoding gives the same text streamed and whole
+assert "".join(pieces) == done.choices[0].text, (pieces, done.choices[0].text)
+try:
+    client.completions.create(model="smollm2", prompt=["a", "b"], max_tokens=2)
+    raise SystemExit("several prompts must be refused")
+except openai.BadRequestError as e:
+    assert e.body["code"] == "unsupported_value", e.body
 print("OK", "".join(parts))
 "#;
 

@@ -13,6 +13,7 @@ use super::body::read_body;
 use super::chat::{refused, respond};
 use super::errors::error_response;
 use super::validate_text::{keep_alive, text_request};
+use crate::error::GenerationError;
 use crate::law::route::Route;
 use crate::messages::TurnOptions;
 use crate::warden::{TurnRequest, Warden};
@@ -54,12 +55,22 @@ async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route
         }
         let body = bytes::Bytes::from(serde_json::to_vec(&req.body).expect("a JSON map serializes"));
         match warden.tokenize_now(route, req.model.as_deref(), body).await {
-            Some(Ok((status, body))) => {
+            Some(Ok((status, body))) if (200..300).contains(&status) => {
+                warden.metrics().direct(route, "completed");
                 return HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))
                     .content_type("application/json")
                     .body(body);
             }
-            Some(Err(e)) => return error_response(&e),
+            // The child's refusal, in the shape every other route uses.
+            Some(Ok((status, body))) => {
+                warden.metrics().direct(route, "failed");
+                let body = serde_json::from_slice(&body).ok();
+                return error_response(&GenerationError::Upstream { status, body }.to_api());
+            }
+            Some(Err(e)) => {
+                warden.metrics().direct(route, "failed");
+                return error_response(&e);
+            }
             // Its model is not running: a turn loads it first.
             None => {}
         }

@@ -154,6 +154,13 @@ impl Metrics {
         }
     }
 
+    /// Counts a tokenizer call answered beside the queue (no turn, so no
+    /// event): it shows in `warden_turns_total` with its route like any
+    /// other request.
+    pub fn direct(&self, route: Route, outcome: &'static str) {
+        *self.lock().turns.entry((route.tag(), outcome)).or_default() += 1;
+    }
+
     /// Counts a request refused before the engine (unknown model, full
     /// queue, bad body, unsupported route).
     pub fn refused(&self, route: Route, code: &str) {

@@ -486,3 +486,15 @@ impl Drop for MemCgroup {
         }
     }
 }
+
+/// The Python of the client environment build-llama.sh makes (`clients`
+/// flavour: OpenAI's client, prometheus-client, gguf-py).
+pub fn client_python() -> Option<PathBuf> {
+    let cfg = WardenConfig::from_env().ok()?;
+    let py = cfg.cache_dir.join("py-clients/bin/python");
+    if py.is_file() {
+        Some(py)
+    } else {
+        skip_or_fail(&format!("{} missing (run ./build-llama.sh clients)", py.display()))
+    }
+}

@@ -94,6 +94,9 @@ impl EngineCore {
                     self.brake_point(Point::TurnEnd).await;
                     if let Some(k) = keep_alive {
                         self.keep_alive = Some((entry.id.clone(), k));
+                        // Published before the answer's end reaches the
+                        // client, so its next look at the status sees it.
+                        self.publish();
                     }
                 }
                 r
