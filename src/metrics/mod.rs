@@ -20,7 +20,7 @@
 //! they took (llama-server and mlx_vlm.server send one event per token),
 //! observed for streamed turns of at least two events; a restart is a child
 //! that became ready for the same model as the child that ended just before
-//! it, labelled with why that one ended.
+//! it, labelled with why that one ended, or a brake respawn (`brake`).
 
 mod histogram;
 pub mod render;
@@ -148,6 +148,11 @@ impl Metrics {
             }
             WardenEvent::Brake { level, action, .. } => {
                 *c.brake_actions.entry((level, action.clone())).or_default() += 1;
+                // A respawn replaces the child in place (no unload event):
+                // its new child is a restart for the brake.
+                if action.ends_with("+respawn") {
+                    *c.restarts.entry("brake").or_default() += 1;
+                }
             }
             WardenEvent::ClientStalled { .. } => c.client_stalls += 1,
             _ => {}
