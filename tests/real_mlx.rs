@@ -84,6 +84,21 @@ async fn load_answer_and_the_memory_bound() {
         child_max_kv_size(s.child_pid.unwrap(), s.port.unwrap()).await,
         Some(bound as u64)
     );
+    // mlx_vlm.server has no raw completion or tokenizer: refused before the
+    // queue (501), and the child is untouched.
+    let mut raw = chat(None, 4, false);
+    raw.route = llm_warden::law::route::Route::Completions;
+    let e = w.submit(raw).expect_err("no completions on MLX");
+    assert_eq!((e.status, e.code.as_str()), (501, "unsupported_route"));
+    let base = serve_http(&w);
+    let r = reqwest::Client::new()
+        .post(format!("{base}/tokenize"))
+        .json(&serde_json::json!({"content": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 501);
+    assert_eq!(w.status().child_pid, s.child_pid);
     w.shutdown().await;
 }
 
