@@ -15,6 +15,9 @@
 //!    |  its mailbox is the spec's generation lock (AtomicResponse handlers)
 //!    |-- asks --> SensorActor (RAM pressure, paging, footprints, VRAM spill)
 //!    |-- asks --> PrefixCacheActor (MLX only: who owns the child's KV)
+//!    |-- publishes Door (watch): /tokenize, /detokenize and the child's
+//!    |   /metrics reach the live child beside a turn, nothing else can
+//!    |-- emit --> metrics::Metrics (counted) + WardenEvent (broadcast)
 //!    |-- law::*      pure decisions (windows, caps, brakes, crash codes, CUDA, MLX)
 //!    |-- engines::*  per backend: CPU and CUDA llama-server, MLX mlx_vlm.server
 //!    |-- gguf::*     header-only model facts
@@ -27,11 +30,16 @@
 //! - `server`: the binary's HTTP server (`bind`).
 //! - `messages`: one file per actor message.
 //! - `actors`: `EngineActor` (its state is `EngineCore`: `load`, `turn`,
+//!   `relay` (the child's answer, streamed or whole, and its timings),
 //!   `outbox` (every hand-over to a caller bounded by the client stall
-//!   bound), `brake`, `mlx`, `cuda`, `reap`), `IdleTimer`, `SensorActor`,
+//!   bound), `door` (the tokenizer's and metrics' way to the live child
+//!   beside a turn), `brake`, `mlx`, `cuda`, `reap`), `IdleTimer`, `SensorActor`,
 //!   `PrefixCacheActor`.
-//! - `http`: the actix-web routes; `http::stall` closes the connection of a
-//!   client that stopped reading.
+//! - `http`: the actix-web routes (chat, completions, infill, the
+//!   tokenizer, `/metrics`, the warden's own); `http::stall` closes the
+//!   connection of a client that stopped reading.
+//! - `metrics`: Prometheus counters fed by every engine event, and the text
+//!   format.
 //! - `catalog`: the models a warden serves.
 //! - `config`: every `WARDEN_*` variable, read once.
 //! - `error`: `EngineError`, `ModelLoadError`, `GenerationError`, `ApiError`.

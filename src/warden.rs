@@ -19,8 +19,8 @@ use crate::error::{ApiError, EngineError};
 use crate::law::keep_alive::KeepAlive;
 use crate::law::route::Route;
 use crate::law::select::{self, Platform};
-use crate::metrics::Metrics;
 use crate::messages::{Generate, ReadSensors, ReadVram, Shutdown, TurnEvent, TurnOptions};
+use crate::metrics::Metrics;
 use crate::queue::QueueGauge;
 use crate::status::{EngineKind, EngineStatus, WardenEvent};
 
@@ -397,7 +397,10 @@ impl Warden {
             Err(DoorError::Transport(_)) => None,
             Err(DoorError::Timeout) => Some(Err(ApiError {
                 status: 504,
-                message: format!("the model server did not answer {} within {TOKENIZER_TIMEOUT:?}", route.path()),
+                message: format!(
+                    "the model server did not answer {} within {TOKENIZER_TIMEOUT:?}",
+                    route.path()
+                ),
                 kind: "server_error",
                 code: "upstream_timeout".into(),
                 param: None,

@@ -228,7 +228,15 @@ async fn load_status_unload() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", json!({"props_ctx": 6144}));
     let w = fake_warden(dir.path(), test_config());
-    let s = w.engine().send(Load { model: None, keep_alive: None }).await.unwrap().unwrap();
+    let s = w
+        .engine()
+        .send(Load {
+            model: None,
+            keep_alive: None,
+        })
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(s.context_tokens, Some(6144));
     let pid = s.child_pid.unwrap();
     assert!(alive(pid));

@@ -77,7 +77,15 @@ async fn the_cuda_engine_on_a_real_gpu() {
     for id in ["big", "small"] {
         let w = start(cfg.clone(), &dir);
         let before = nvml::snapshot().unwrap();
-        let s = w.engine().send(Load { model: Some(id.into()), keep_alive: None }).await.unwrap().unwrap();
+        let s = w
+            .engine()
+            .send(Load {
+                model: Some(id.into()),
+                keep_alive: None,
+            })
+            .await
+            .unwrap()
+            .unwrap();
         let pid = s.child_pid.unwrap();
         let facts = llm_warden::gguf::read_model_facts(&dir.join(format!("{id}.gguf"))).unwrap();
         let shape = window::shape_of(&facts, 0);

@@ -54,7 +54,12 @@ async fn scrape(base: &str, py: &std::path::Path, key: Option<&str>) -> Scrape {
     }
     let r = r.send().await.unwrap();
     assert_eq!(r.status(), 200);
-    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
     let text = r.text().await.unwrap();
     let py = py.to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
@@ -71,7 +76,11 @@ async fn scrape(base: &str, py: &std::path::Path, key: Option<&str>) -> Scrape {
     })
     .await
     .unwrap();
-    assert!(out.status.success(), "the parser refused it: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "the parser refused it: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let samples = v["samples"]
         .as_array()
@@ -124,7 +133,10 @@ async fn metrics_parse_and_move_as_the_warden_works() {
     assert_eq!(r.status(), 401, "the same key as every route");
 
     let before = scrape(&base, &py, Some(key)).await;
-    assert_eq!(before.get("warden_turns_total", &[("route", "chat"), ("outcome", "completed")]), 0.0);
+    assert_eq!(
+        before.get("warden_turns_total", &[("route", "chat"), ("outcome", "completed")]),
+        0.0
+    );
     assert_eq!(before.get("warden_model_loaded", &[]), 0.0);
     assert_eq!(before.types["warden_time_to_first_token_seconds"], "histogram");
     assert_eq!(before.types["warden_turns"], "counter");
@@ -153,21 +165,37 @@ async fn metrics_parse_and_move_as_the_warden_works() {
     let during = scrape(&base, &py, Some(key)).await;
     let turns = |s: &Scrape, route, outcome| s.get("warden_turns_total", &[("route", route), ("outcome", outcome)]);
     assert_eq!(turns(&during, "chat", "completed"), 3.0);
-    assert_eq!(turns(&during, "tokenize", "completed"), 1.0, "a tokenizer call beside the queue counts");
     assert_eq!(
-        during.get("warden_requests_refused_total", &[("route", "chat"), ("code", "model_not_found")]),
+        turns(&during, "tokenize", "completed"),
+        1.0,
+        "a tokenizer call beside the queue counts"
+    );
+    assert_eq!(
+        during.get(
+            "warden_requests_refused_total",
+            &[("route", "chat"), ("code", "model_not_found")]
+        ),
         1.0
     );
     // why: only the two streamed turns have a first-token time
     assert_eq!(during.get("warden_time_to_first_token_seconds_count", &[]), 2.0);
-    assert_eq!(during.get("warden_time_to_first_token_seconds_bucket", &[("le", "+Inf")]), 2.0);
+    assert_eq!(
+        during.get("warden_time_to_first_token_seconds_bucket", &[("le", "+Inf")]),
+        2.0
+    );
     assert!(during.get("warden_time_to_first_token_seconds_sum", &[]) > 0.0);
     assert_eq!(during.get("warden_decode_tokens_per_second_count", &[]), 2.0);
     assert!(during.get("warden_completion_tokens_total", &[("route", "chat")]) >= 2.0);
     assert_eq!(during.get("warden_load_duration_seconds_count", &[]), 1.0);
-    assert_eq!(during.get("warden_model_loaded", &[("model", "smollm2"), ("engine", "cpu")]), 1.0);
+    assert_eq!(
+        during.get("warden_model_loaded", &[("model", "smollm2"), ("engine", "cpu")]),
+        1.0
+    );
     assert_eq!(during.get("warden_queue_depth", &[]), 0.0);
-    assert_eq!(during.get("warden_context_tokens", &[]), f64::from(w.status().context_tokens.unwrap()));
+    assert_eq!(
+        during.get("warden_context_tokens", &[]),
+        f64::from(w.status().context_tokens.unwrap())
+    );
     assert!(during.get("warden_child_footprint_bytes", &[]) > 0.0);
     assert!(during.get("warden_memory_total_bytes", &[]) > 0.0);
     assert!(during.get("warden_idle_deadline_seconds", &[]) > 0.0);
@@ -185,7 +213,10 @@ async fn metrics_parse_and_move_as_the_warden_works() {
     let after = scrape(&base, &py, Some(key)).await;
     assert_eq!(after.get("warden_unloads_total", &[("reason", "manual")]), 1.0);
     assert_eq!(after.get("warden_model_loaded", &[]), 0.0);
-    assert!(!after.has("llamacpp:tokens_predicted_total"), "no child, no child series");
+    assert!(
+        !after.has("llamacpp:tokens_predicted_total"),
+        "no child, no child series"
+    );
     assert!(!after.has("warden_child_metrics_up"));
     w.shutdown().await;
 }
@@ -209,7 +240,10 @@ async fn brake_actions_and_restarts_are_counted() {
     assert!(t.done, "{t:?}");
     let s = scrape(&base, &py, None).await;
     assert_eq!(
-        s.get("warden_brake_actions_total", &[("level", "critical"), ("action", "shrink+respawn")]),
+        s.get(
+            "warden_brake_actions_total",
+            &[("level", "critical"), ("action", "shrink+respawn")]
+        ),
         1.0
     );
     assert_eq!(s.get("warden_child_restarts_total", &[("reason", "brake")]), 1.0);

@@ -23,7 +23,15 @@ async fn load_stream_nonstream_props_unload() {
     let Some((w, _dir)) = real_smollm_warden(test_config()) else {
         return;
     };
-    let s = w.engine().send(Load { model: None, keep_alive: None }).await.unwrap().unwrap();
+    let s = w
+        .engine()
+        .send(Load {
+            model: None,
+            keep_alive: None,
+        })
+        .await
+        .unwrap()
+        .unwrap();
     // SmolLM2's trained window fits this machine: the law gives it whole.
     assert_eq!(s.context_tokens, Some(8192));
     assert_eq!(s.requested_context, Some(8192));

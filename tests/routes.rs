@@ -114,9 +114,14 @@ async fn completions_infill_and_the_tokenizer_answer_through_the_warden() {
 
     // SmolLM2 has no FIM tokens: llama-server's own 501, coded, and the
     // warden serves the next request.
-    let fim = json!({"input_prefix": "def add(a, b):\n    return ", "input_suffix": "\n", "n_predict": 8, "temperature": 0});
+    let fim =
+        json!({"input_prefix": "def add(a, b):\n    return ", "input_suffix": "\n", "n_predict": 8, "temperature": 0});
     let (s, e) = post(&base, "/infill", fim.clone()).await;
-    assert_eq!((s, e["error"]["code"].as_str()), (501, Some("not_supported_error")), "{e}");
+    assert_eq!(
+        (s, e["error"]["code"].as_str()),
+        (501, Some("not_supported_error")),
+        "{e}"
+    );
     let (s, _) = post(&base, "/v1/completions", prompt.clone()).await;
     assert_eq!(s, 200);
     let (s, e) = post(&base, "/infill", json!({"input_suffix": ""})).await;
@@ -126,7 +131,10 @@ async fn completions_infill_and_the_tokenizer_answer_through_the_warden() {
     on_fim["model"] = json!("smollm2-fim");
     let (s, a) = post(&base, "/infill", on_fim).await;
     assert_eq!(s, 200, "{a}");
-    assert!(a["content"].is_string() && a["tokens_predicted"].as_u64() > Some(0), "{a}");
+    assert!(
+        a["content"].is_string() && a["tokens_predicted"].as_u64() > Some(0),
+        "{a}"
+    );
     assert_eq!(w.status().model.as_deref(), Some("smollm2-fim"));
     w.shutdown().await;
 }
@@ -155,7 +163,12 @@ async fn the_tokenizer_never_waits_behind_a_generation() {
     // Past the loading notice (an SSE comment) to the first token.
     while !body.next().await.unwrap().unwrap().windows(6).any(|w| w == b"data: ") {}
     assert_eq!(w.status().state, EngineState::Generating);
-    let (s, t) = post(&base, "/tokenize", json!({"content": "Hello world", "with_pieces": true})).await;
+    let (s, t) = post(
+        &base,
+        "/tokenize",
+        json!({"content": "Hello world", "with_pieces": true}),
+    )
+    .await;
     assert_eq!(s, 200, "{t}");
     assert_eq!(t["tokens"][0]["piece"], "Hello");
     assert_eq!(w.status().state, EngineState::Generating, "the turn was still running");
@@ -181,7 +194,13 @@ async fn keep_alive_per_request_sets_the_idle_deadline() {
     let hi = json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2});
     let status = || w.status();
 
-    let (s, _) = post_with(&base, "/v1/chat/completions", hi.clone(), &[("X-Warden-Keep-Alive", "1h")]).await;
+    let (s, _) = post_with(
+        &base,
+        "/v1/chat/completions",
+        hi.clone(),
+        &[("X-Warden-Keep-Alive", "1h")],
+    )
+    .await;
     assert_eq!(s, 200);
     let st = status();
     assert_eq!((st.idle_timeout_s, st.keep_alive_s), (Some(3600.0), Some(3600.0)));
@@ -195,7 +214,10 @@ async fn keep_alive_per_request_sets_the_idle_deadline() {
     forever["keep_alive"] = json!(-1);
     post_with(&base, "/v1/chat/completions", forever, &[("X-Warden-Keep-Alive", "0")]).await;
     let st = status();
-    assert_eq!((st.idle_timeout_s, st.idle_deadline_ms, st.keep_alive_s), (None, None, Some(-1.0)));
+    assert_eq!(
+        (st.idle_timeout_s, st.idle_deadline_ms, st.keep_alive_s),
+        (None, None, Some(-1.0))
+    );
     let pid = st.child_pid.unwrap();
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(status().child_pid, Some(pid), "kept forever through six idle ticks");
@@ -228,7 +250,13 @@ async fn keep_alive_per_request_sets_the_idle_deadline() {
     bad["keep_alive"] = json!("soon");
     let (s, e) = post(&base, "/v1/chat/completions", bad).await;
     assert_eq!((s, e["error"]["param"].as_str()), (400, Some("keep_alive")), "{e}");
-    let (s, e) = post_with(&base, "/v1/chat/completions", hi.clone(), &[("X-Warden-Keep-Alive", "5 min")]).await;
+    let (s, e) = post_with(
+        &base,
+        "/v1/chat/completions",
+        hi.clone(),
+        &[("X-Warden-Keep-Alive", "5 min")],
+    )
+    .await;
     assert_eq!((s, e["error"]["code"].as_str()), (400, Some("invalid_value")), "{e}");
     let (s, _) = post(&base, "/warden/load", json!({"keep_alive": true})).await;
     assert_eq!(s, 400);

@@ -46,7 +46,14 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if a.preload {
         let w = warden.clone();
         actix_web::rt::spawn(async move {
-            match w.engine().send(Load { model: None, keep_alive: None }).await {
+            match w
+                .engine()
+                .send(Load {
+                    model: None,
+                    keep_alive: None,
+                })
+                .await
+            {
                 Ok(Ok(s)) => tracing::info!(model = ?s.model, context_tokens = ?s.context_tokens, "preloaded"),
                 Ok(Err(e)) => tracing::error!(code = %e.code, "preload failed: {}", e.message),
                 Err(_) => {}

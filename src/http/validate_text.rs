@@ -78,9 +78,9 @@ pub fn keep_alive(body: Option<KeepAlive>, http: &HttpRequest) -> Result<Option<
     let Some(v) = http.headers().get("X-Warden-Keep-Alive") else {
         return Ok(None);
     };
-    let v = v.to_str().map_err(|_| {
-        ApiError::invalid("invalid_value", "the X-Warden-Keep-Alive header is not text", None)
-    })?;
+    let v = v
+        .to_str()
+        .map_err(|_| ApiError::invalid("invalid_value", "the X-Warden-Keep-Alive header is not text", None))?;
     keep_alive::parse(v)
         .map(Some)
         .map_err(|e| ApiError::invalid("invalid_value", format!("X-Warden-Keep-Alive: {e}"), None))
@@ -113,11 +113,7 @@ fn completion(body: &Map<String, Value>) -> Result<(), ApiError> {
             "'prompt' must be one string: the model server runs one sequence",
             "prompt",
         )),
-        None | Some(Value::Null) => Err(invalid(
-            "missing_required_parameter",
-            "'prompt' is required",
-            "prompt",
-        )),
+        None | Some(Value::Null) => Err(invalid("missing_required_parameter", "'prompt' is required", "prompt")),
         Some(_) => Err(invalid("invalid_type", "'prompt' must be a string", "prompt")),
     }?;
     optional_string(body, "suffix")
@@ -163,16 +159,18 @@ fn detokenize(body: &Map<String, Value>) -> Result<(), ApiError> {
     let tokens = match body.get("tokens") {
         Some(Value::Array(t)) => t,
         None | Some(Value::Null) => {
+            return Err(invalid("missing_required_parameter", "'tokens' is required", "tokens"));
+        }
+        Some(_) => {
             return Err(invalid(
-                "missing_required_parameter",
-                "'tokens' is required",
+                "invalid_type",
+                "'tokens' must be an array of token ids",
                 "tokens",
             ));
         }
-        Some(_) => return Err(invalid("invalid_type", "'tokens' must be an array of token ids", "tokens")),
     };
     for (i, t) in tokens.iter().enumerate() {
-        if !t.as_u64().is_some_and(|id| id <= i32::MAX as u64) {
+        if t.as_u64().is_none_or(|id| id > i32::MAX as u64) {
             let param = format!("tokens[{i}]");
             return Err(invalid(
                 "invalid_type",
@@ -194,14 +192,44 @@ mod tests {
             (Route::Completions, "{}", "missing_required_parameter", Some("prompt")),
             (Route::Completions, r#"{"prompt": 5}"#, "invalid_type", Some("prompt")),
             // why: several prompts would run under one turn's watchdogs
-            (Route::Completions, r#"{"prompt": ["a", "b"]}"#, "unsupported_value", Some("prompt")),
+            (
+                Route::Completions,
+                r#"{"prompt": ["a", "b"]}"#,
+                "unsupported_value",
+                Some("prompt"),
+            ),
             // why: the sampling fields are chat's
-            (Route::Completions, r#"{"prompt": "a", "max_tokens": -1}"#, "invalid_type", Some("max_tokens")),
-            (Route::Completions, r#"{"prompt": "a", "stream": 1}"#, "invalid_type", Some("stream")),
-            (Route::Completions, r#"{"prompt": "a", "keep_alive": "soon"}"#, "invalid_value", Some("keep_alive")),
+            (
+                Route::Completions,
+                r#"{"prompt": "a", "max_tokens": -1}"#,
+                "invalid_type",
+                Some("max_tokens"),
+            ),
+            (
+                Route::Completions,
+                r#"{"prompt": "a", "stream": 1}"#,
+                "invalid_type",
+                Some("stream"),
+            ),
+            (
+                Route::Completions,
+                r#"{"prompt": "a", "keep_alive": "soon"}"#,
+                "invalid_value",
+                Some("keep_alive"),
+            ),
             // why: llama-server answers a missing prefix with a 500
-            (Route::Infill, r#"{"input_suffix": ""}"#, "missing_required_parameter", Some("input_prefix")),
-            (Route::Infill, r#"{"input_prefix": ""}"#, "missing_required_parameter", Some("input_suffix")),
+            (
+                Route::Infill,
+                r#"{"input_suffix": ""}"#,
+                "missing_required_parameter",
+                Some("input_prefix"),
+            ),
+            (
+                Route::Infill,
+                r#"{"input_prefix": ""}"#,
+                "missing_required_parameter",
+                Some("input_suffix"),
+            ),
             (
                 Route::Infill,
                 r#"{"input_prefix": "", "input_suffix": "", "input_extra": [{"filename": "a"}]}"#,
@@ -209,16 +237,35 @@ mod tests {
                 Some("input_extra[0]"),
             ),
             (Route::Tokenize, "{}", "missing_required_parameter", Some("content")),
-            (Route::Tokenize, r#"{"content": "a", "with_pieces": "yes"}"#, "invalid_type", Some("with_pieces")),
+            (
+                Route::Tokenize,
+                r#"{"content": "a", "with_pieces": "yes"}"#,
+                "invalid_type",
+                Some("with_pieces"),
+            ),
             (Route::Detokenize, "{}", "missing_required_parameter", Some("tokens")),
             // why: a negative id fails the child's JSON conversion
-            (Route::Detokenize, r#"{"tokens": [1, -5]}"#, "invalid_type", Some("tokens[1]")),
-            (Route::Detokenize, r#"{"tokens": [1.5]}"#, "invalid_type", Some("tokens[0]")),
+            (
+                Route::Detokenize,
+                r#"{"tokens": [1, -5]}"#,
+                "invalid_type",
+                Some("tokens[1]"),
+            ),
+            (
+                Route::Detokenize,
+                r#"{"tokens": [1.5]}"#,
+                "invalid_type",
+                Some("tokens[0]"),
+            ),
             (Route::Tokenize, "[]", "invalid_request", None),
         ];
         for (i, (route, body, code, param)) in rows.iter().enumerate() {
             let e = text_request(*route, body.as_bytes()).expect_err(&format!("row {i} should fail"));
-            assert_eq!((e.status, e.code.as_str(), e.param.as_deref()), (400, *code, *param), "row {i}");
+            assert_eq!(
+                (e.status, e.code.as_str(), e.param.as_deref()),
+                (400, *code, *param),
+                "row {i}"
+            );
         }
     }
 

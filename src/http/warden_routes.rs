@@ -62,12 +62,20 @@ pub async fn load(warden: web::Data<Warden>, body: Option<web::Json<LoadBody>>) 
         Some(v) => match crate::law::keep_alive::from_json(v) {
             Ok(k) => Some(k),
             Err(e) => {
-                let e = crate::error::ApiError::invalid("invalid_value", format!("'keep_alive' {e}"), Some("keep_alive"));
+                let e =
+                    crate::error::ApiError::invalid("invalid_value", format!("'keep_alive' {e}"), Some("keep_alive"));
                 return error_response(&e);
             }
         },
     };
-    match warden.engine().send(Load { model: body.model, keep_alive }).await {
+    match warden
+        .engine()
+        .send(Load {
+            model: body.model,
+            keep_alive,
+        })
+        .await
+    {
         Ok(Ok(status)) => HttpResponse::Ok().json(status),
         Ok(Err(e)) => error_response(&e),
         Err(_) => error_response(&crate::actors::engine::shutting_down()),

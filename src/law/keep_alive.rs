@@ -42,7 +42,11 @@ impl KeepAlive {
 
 /// The idle timeout in force: the request's keep-alive for `model` when one
 /// was set for it, else the configured one.
-pub fn effective_timeout(set: Option<(&str, KeepAlive)>, model: Option<&str>, configured: Duration) -> Option<Duration> {
+pub fn effective_timeout(
+    set: Option<(&str, KeepAlive)>,
+    model: Option<&str>,
+    configured: Duration,
+) -> Option<Duration> {
     match (set, model) {
         (Some((for_model, k)), Some(m)) if for_model == m => k.timeout(),
         _ => Some(configured),
@@ -90,7 +94,9 @@ pub fn parse(s: &str) -> Result<KeepAlive, String> {
             .ok_or_else(|| bad(s))?;
         let n: f64 = rest[..digits].parse().map_err(|_| bad(s))?;
         let after = &rest[digits..];
-        let unit_len = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
         let scale = match &after[..unit_len] {
             "ms" => 0.001,
             "s" => 1.0,

@@ -46,7 +46,13 @@ fn esc(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-fn counter_map<K: Ord>(out: &mut String, name: &str, help: &str, map: &BTreeMap<K, u64>, labels: impl Fn(&K) -> String) {
+fn counter_map<K: Ord>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    map: &BTreeMap<K, u64>,
+    labels: impl Fn(&K) -> String,
+) {
     head(out, name, "counter", help);
     for (k, v) in map {
         let _ = writeln!(out, "{name}{{{}}} {v}", labels(k));
@@ -87,46 +93,163 @@ fn counters(out: &mut String, c: &Counters) {
     for r in Route::ALL {
         turns.entry((r.tag(), "completed")).or_default();
     }
-    counter_map(out, "warden_turns_total", "Turns the engine ran, by route and outcome.", &turns, |(r, o)| {
-        format!("route=\"{r}\",outcome=\"{o}\"")
-    });
-    counter_map(out, "warden_requests_refused_total", "Requests refused before the engine (bad body, unknown model, full queue, unsupported route), by route and error code.", &c.refused, |(r, code)| {
-        format!("route=\"{r}\",code=\"{}\"", esc(code))
-    });
-    counter_map(out, "warden_completion_tokens_total", "Streamed events relayed from the child (one per token), by route.", &c.completion_tokens, |r| format!("route=\"{r}\""));
-    histogram(out, "warden_time_to_first_token_seconds", "From the relay of a streamed request to the child to its first event.", &c.ttft);
-    histogram(out, "warden_decode_tokens_per_second", "Decode speed of a streamed turn: events after the first over the time they took.", &c.decode);
-    histogram(out, "warden_load_duration_seconds", "Child spawn to ready, per load that succeeded.", &c.load_seconds);
-    counter_map(out, "warden_load_failures_total", "Loads that failed, by error code.", &c.load_failures, |k| format!("code=\"{}\"", esc(k)));
-    counter_map(out, "warden_unloads_total", "Children the warden stopped, by reason (idle, brake, manual, switch, hung, shutdown).", &c.unloads, |k| format!("reason=\"{k}\""));
-    counter_map(out, "warden_child_crashes_total", "Children that died on their own, by crash code.", &c.crashes, |k| format!("code=\"{}\"", esc(k)));
-    counter_map(out, "warden_child_restarts_total", "Children started again for the model whose child had just ended, by why it ended.", &c.restarts, |k| format!("reason=\"{k}\""));
-    counter_map(out, "warden_brake_actions_total", "Memory brake actions, by pressure level and action.", &c.brake_actions, |(l, a)| {
-        format!("level=\"{l}\",action=\"{}\"", esc(a))
-    });
-    head(out, "warden_client_stalls_total", "counter", "Clients whose connection was closed because they stopped reading their answer.");
+    counter_map(
+        out,
+        "warden_turns_total",
+        "Turns the engine ran, by route and outcome.",
+        &turns,
+        |(r, o)| format!("route=\"{r}\",outcome=\"{o}\""),
+    );
+    counter_map(
+        out,
+        "warden_requests_refused_total",
+        "Requests refused before the engine (bad body, unknown model, full queue, unsupported route), by route and error code.",
+        &c.refused,
+        |(r, code)| format!("route=\"{r}\",code=\"{}\"", esc(code)),
+    );
+    counter_map(
+        out,
+        "warden_completion_tokens_total",
+        "Streamed events relayed from the child (one per token), by route.",
+        &c.completion_tokens,
+        |r| format!("route=\"{r}\""),
+    );
+    histogram(
+        out,
+        "warden_time_to_first_token_seconds",
+        "From the relay of a streamed request to the child to its first event.",
+        &c.ttft,
+    );
+    histogram(
+        out,
+        "warden_decode_tokens_per_second",
+        "Decode speed of a streamed turn: events after the first over the time they took.",
+        &c.decode,
+    );
+    histogram(
+        out,
+        "warden_load_duration_seconds",
+        "Child spawn to ready, per load that succeeded.",
+        &c.load_seconds,
+    );
+    counter_map(
+        out,
+        "warden_load_failures_total",
+        "Loads that failed, by error code.",
+        &c.load_failures,
+        |k| format!("code=\"{}\"", esc(k)),
+    );
+    counter_map(
+        out,
+        "warden_unloads_total",
+        "Children the warden stopped, by reason (idle, brake, manual, switch, hung, shutdown).",
+        &c.unloads,
+        |k| format!("reason=\"{k}\""),
+    );
+    counter_map(
+        out,
+        "warden_child_crashes_total",
+        "Children that died on their own, by crash code.",
+        &c.crashes,
+        |k| format!("code=\"{}\"", esc(k)),
+    );
+    counter_map(
+        out,
+        "warden_child_restarts_total",
+        "Children started again for the model whose child had just ended, by why it ended.",
+        &c.restarts,
+        |k| format!("reason=\"{k}\""),
+    );
+    counter_map(
+        out,
+        "warden_brake_actions_total",
+        "Memory brake actions, by pressure level and action.",
+        &c.brake_actions,
+        |(l, a)| format!("level=\"{l}\",action=\"{}\"", esc(a)),
+    );
+    head(
+        out,
+        "warden_client_stalls_total",
+        "counter",
+        "Clients whose connection was closed because they stopped reading their answer.",
+    );
     let _ = writeln!(out, "warden_client_stalls_total {}", c.client_stalls);
 }
 
 fn gauges(out: &mut String, g: &Gauges) {
-    head(out, "warden_model_loaded", "gauge", "1 while a child runs the labelled model.");
+    head(
+        out,
+        "warden_model_loaded",
+        "gauge",
+        "1 while a child runs the labelled model.",
+    );
     match &g.model {
         Some(m) => {
-            let _ = writeln!(out, "warden_model_loaded{{engine=\"{}\",model=\"{}\"}} 1", g.engine, esc(m));
+            let _ = writeln!(
+                out,
+                "warden_model_loaded{{engine=\"{}\",model=\"{}\"}} 1",
+                g.engine,
+                esc(m)
+            );
         }
         None => {
             let _ = writeln!(out, "warden_model_loaded{{engine=\"{}\",model=\"\"}} 0", g.engine);
         }
     }
-    gauge(out, "warden_queue_depth", "Turns waiting or running.", Some(g.queue_depth as f64));
-    gauge(out, "warden_queue_limit", "The queue bound (WARDEN_MAX_QUEUE).", Some(g.max_queue as f64));
-    gauge(out, "warden_context_tokens", "The loaded child's allocated window.", g.context_tokens.map(f64::from));
-    gauge(out, "warden_memory_bound_tokens", "The window's bound, when memory rather than the trained window set it.", g.memory_bound_tokens.map(f64::from));
-    gauge(out, "warden_memory_total_bytes", "The RAM the window was sized against (cgroup-bounded).", g.memory_total_bytes.map(|b| b as f64));
-    gauge(out, "warden_child_footprint_bytes", "The child's anonymous memory (its weights' page cache excluded).", g.child_footprint_bytes.map(|b| b as f64));
-    gauge(out, "warden_brake_level", "The memory brake's last pressure level (0 calm, 1 warning, 2 critical).", g.brake_level.map(f64::from));
-    gauge(out, "warden_idle_deadline_seconds", "Seconds until the idle reap may unload the model (negative: due at the next tick).", g.idle_deadline_seconds);
-    gauge(out, "warden_child_metrics_up", "Whether the child's own metrics were read for this scrape.", g.child_metrics_up.map(|u| if u { 1.0 } else { 0.0 }));
+    gauge(
+        out,
+        "warden_queue_depth",
+        "Turns waiting or running.",
+        Some(g.queue_depth as f64),
+    );
+    gauge(
+        out,
+        "warden_queue_limit",
+        "The queue bound (WARDEN_MAX_QUEUE).",
+        Some(g.max_queue as f64),
+    );
+    gauge(
+        out,
+        "warden_context_tokens",
+        "The loaded child's allocated window.",
+        g.context_tokens.map(f64::from),
+    );
+    gauge(
+        out,
+        "warden_memory_bound_tokens",
+        "The window's bound, when memory rather than the trained window set it.",
+        g.memory_bound_tokens.map(f64::from),
+    );
+    gauge(
+        out,
+        "warden_memory_total_bytes",
+        "The RAM the window was sized against (cgroup-bounded).",
+        g.memory_total_bytes.map(|b| b as f64),
+    );
+    gauge(
+        out,
+        "warden_child_footprint_bytes",
+        "The child's anonymous memory (its weights' page cache excluded).",
+        g.child_footprint_bytes.map(|b| b as f64),
+    );
+    gauge(
+        out,
+        "warden_brake_level",
+        "The memory brake's last pressure level (0 calm, 1 warning, 2 critical).",
+        g.brake_level.map(f64::from),
+    );
+    gauge(
+        out,
+        "warden_idle_deadline_seconds",
+        "Seconds until the idle reap may unload the model (negative: due at the next tick).",
+        g.idle_deadline_seconds,
+    );
+    gauge(
+        out,
+        "warden_child_metrics_up",
+        "Whether the child's own metrics were read for this scrape.",
+        g.child_metrics_up.map(|u| if u { 1.0 } else { 0.0 }),
+    );
 }
 
 /// The child's exposition with `model="<id>"` added to every sample, its
@@ -164,7 +287,10 @@ mod tests {
     fn child_samples_get_the_model_label() {
         let rows = [
             // why: a bare sample gets a label set
-            ("llamacpp:tokens_predicted_total 7", "llamacpp:tokens_predicted_total{model=\"m\"} 7"),
+            (
+                "llamacpp:tokens_predicted_total 7",
+                "llamacpp:tokens_predicted_total{model=\"m\"} 7",
+            ),
             // why: an existing label set gets the label first
             ("x{a=\"1\"} 2", "x{model=\"m\",a=\"1\"} 2"),
             ("x{} 2", "x{model=\"m\"} 2"),
@@ -182,7 +308,10 @@ mod tests {
     fn every_route_has_a_completed_series_and_absent_gauges_are_omitted() {
         let text = render(&Counters::default(), &Gauges::default(), None);
         for r in Route::ALL {
-            assert!(text.contains(&format!("warden_turns_total{{route=\"{}\",outcome=\"completed\"}} 0", r.tag())));
+            assert!(text.contains(&format!(
+                "warden_turns_total{{route=\"{}\",outcome=\"completed\"}} 0",
+                r.tag()
+            )));
         }
         assert!(text.contains("warden_time_to_first_token_seconds_bucket{le=\"+Inf\"} 0"));
         assert!(!text.contains("warden_context_tokens"));

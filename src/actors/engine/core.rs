@@ -22,10 +22,10 @@ use crate::engines::{Backend, SpawnPlan};
 use crate::error::{ApiError, GenerationError};
 use crate::law::brake::{BrakeReload, BrakeState, BrakeView, Level, Remembered};
 use crate::law::crash::{self, EngineCode, Hints};
-use crate::messages::{ReadSensors, ReadVram};
-use crate::sensors::ram;
 use crate::law::keep_alive::{self, KeepAlive};
+use crate::messages::{ReadSensors, ReadVram};
 use crate::metrics::Metrics;
+use crate::sensors::ram;
 use crate::status::{EngineState, EngineStatus, TurnTimings, WardenEvent};
 
 /// The live child and what the engine knows of it.

@@ -39,7 +39,11 @@ impl EngineCore {
     }
 
     /// `/warden/load`: loads (or switches to) a model outside a turn.
-    pub async fn load_request(&mut self, id: Option<&str>, keep_alive: Option<KeepAlive>) -> Result<EngineStatus, ApiError> {
+    pub async fn load_request(
+        &mut self,
+        id: Option<&str>,
+        keep_alive: Option<KeepAlive>,
+    ) -> Result<EngineStatus, ApiError> {
         if self.shut_down {
             return Err(super::turn::shutting_down());
         }

@@ -237,4 +237,3 @@ async fn upstream(resp: reqwest::Response) -> GenerationError {
         .and_then(|b| serde_json::from_slice(&b).ok());
     GenerationError::Upstream { status, body }
 }
-
