@@ -84,6 +84,9 @@ pub struct WardenConfig {
     /// trickled in slower is refused with 408 before any turn exists.
     /// 30 s: a 16 MiB body at 0.5 MiB/s; a chat body is a few KiB.
     pub body_timeout: Duration,
+    /// `WARDEN_UI_SAMPLE_S`: the period of the dashboard's memory history
+    /// (`sensors::history`; 5 s, 360 samples = 30 minutes; 0: none).
+    pub ui_sample: Duration,
     /// `WARDEN_MAX_CONNECTIONS`: open client connections the HTTP server
     /// serves at once (more wait in the listen backlog). 4096: far above
     /// any desktop's tools, and within the file descriptors the server
@@ -149,6 +152,7 @@ impl Default for WardenConfig {
             request_timeout: Duration::from_secs(900),
             client_stall_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
+            ui_sample: Duration::from_secs(5),
             max_connections: 4096,
             stop_grace: Duration::from_secs(5),
             max_queue: 256,
@@ -209,6 +213,7 @@ impl WardenConfig {
         secs("WARDEN_REQUEST_TIMEOUT_S", &mut c.request_timeout)?;
         secs("WARDEN_CLIENT_STALL_TIMEOUT_S", &mut c.client_stall_timeout)?;
         secs("WARDEN_BODY_TIMEOUT_S", &mut c.body_timeout)?;
+        secs("WARDEN_UI_SAMPLE_S", &mut c.ui_sample)?;
         if let Some(n) = parse(&var, "WARDEN_MAX_CONNECTIONS", "a positive count")? {
             if n == 0 {
                 return Err(bad("WARDEN_MAX_CONNECTIONS", "0", "a positive count"));

@@ -21,6 +21,7 @@ use crate::law::route::Route;
 use crate::law::select::{self, Platform};
 use crate::messages::{Generate, ReadSensors, ReadVram, Shutdown, TurnEvent, TurnOptions};
 use crate::metrics::Metrics;
+use crate::sensors::history::{self, History};
 use crate::queue::QueueGauge;
 use crate::status::{EngineKind, EngineStatus, WardenEvent};
 
@@ -63,6 +64,7 @@ struct Inner {
     engine_note: Option<String>,
     door: watch::Receiver<Option<Door>>,
     metrics: Arc<Metrics>,
+    history: Arc<History>,
 }
 
 /// A chat turn to submit.
@@ -227,6 +229,8 @@ impl Warden {
             config.brake_tick,
         )
         .start();
+        let history = Arc::new(History::new(config.ui_sample));
+        history::start(&history, status_rx.clone(), config.force_pressure);
         tracing::info!(
             engine = status_rx.borrow().engine.tag(),
             models = catalog.entries().len(),
@@ -246,6 +250,7 @@ impl Warden {
                 engine_note: note,
                 door: door_rx,
                 metrics,
+                history,
             }),
         }
     }
@@ -356,6 +361,11 @@ impl Warden {
         });
         drop(next);
         Ok((rx, watch))
+    }
+
+    /// The memory history behind `/warden/ui`'s chart.
+    pub fn history(&self) -> &History {
+        &self.inner.history
     }
 
     /// The counters behind `/metrics`.

@@ -12,6 +12,7 @@
 //! | `POST /warden/load`, `POST /warden/unload` | `warden_routes` |
 //! | `GET /warden/events` | `warden_routes::events` |
 //! | `GET /warden/logs` | `warden_routes::logs` |
+//! | `GET /warden/ui` (+ `app.js`, `app.css`), `GET /warden/samples` | `ui` (the dashboard) |
 //!
 //! `configure` mounts them on any actix-web `App` that holds a
 //! `web::Data<Warden>`; an embedding application adds its own routes beside.
@@ -24,6 +25,7 @@ pub mod metrics;
 pub mod models;
 pub mod stall;
 pub mod text;
+pub mod ui;
 pub mod validate;
 pub mod validate_text;
 pub mod warden_routes;
@@ -44,5 +46,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/warden/load", web::post().to(warden_routes::load))
         .route("/warden/unload", web::post().to(warden_routes::unload))
         .route("/warden/events", web::get().to(warden_routes::events))
-        .route("/warden/logs", web::get().to(warden_routes::logs));
+        .route("/warden/logs", web::get().to(warden_routes::logs))
+        .route("/warden/ui", web::get().to(ui::page))
+        .route("/warden/ui/app.js", web::get().to(ui::script))
+        .route("/warden/ui/app.css", web::get().to(ui::style))
+        .route("/warden/samples", web::get().to(ui::samples));
 }

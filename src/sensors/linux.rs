@@ -139,6 +139,10 @@ impl PressureProvider for LinuxProvider {
             .map(|pages| pages * PAGE_BYTES);
         RamSample { level, swapout_bytes }
     }
+
+    fn available_bytes(&self) -> Option<u64> {
+        self.available().map(|(available, _)| available)
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! one per OS.
 
 pub mod footprint;
+pub mod history;
 #[cfg(target_os = "linux")]
 pub mod linux;
 #[cfg(target_os = "macos")]

@@ -21,6 +21,12 @@ pub trait PressureProvider: Send {
     fn name(&self) -> &'static str;
     /// Takes one sample.
     fn sample(&mut self) -> RamSample;
+    /// The memory available now (the cgroup's when it bounds the process),
+    /// for the dashboard's chart; `None` where the platform's reading is a
+    /// level only.
+    fn available_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// This platform's provider, if it has one.

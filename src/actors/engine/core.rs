@@ -246,6 +246,10 @@ impl EngineCore {
             }),
             idle_timeout,
             memory_total_bytes: c.and_then(|c| c.plan.ram).map(|r| r.bytes),
+            memory_budget_bytes: c
+                .and_then(|c| c.plan.ram)
+                .filter(|_| self.backend.kind() == crate::status::EngineKind::Cpu)
+                .map(|r| (r.bytes as f64 * crate::law::window::CPU_RAM_FRACTION) as u64),
             brake: BrakeView {
                 enabled: self.brake_off.is_none() && self.backend.brake_capable(),
                 off_reason: self.brake_off.clone(),

@@ -1,0 +1,319 @@
+// llm-warden's dashboard: the status every 2 s, the memory history for the
+// chart, lifecycle events live from /warden/events, and a chat box that
+// streams through /v1/chat/completions. No dependencies; every failure shows
+// as a state on the page, never as an exception.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const SVG = "http://www.w3.org/2000/svg";
+const WINDOW_MS = 30 * 60 * 1000;
+const TIMELINE_MAX = 60;
+
+const state = { status: null, samples: [], trained: {}, brakes: [], chat: [], sending: false };
+
+function bytes(n) {
+  if (n == null) return "–";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${n.toFixed(i === 0 ? 0 : 1)} ${units[i]}`;
+}
+
+function duration(ms) {
+  if (ms <= 0) return "due now";
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${s % 60} s`;
+  return `${Math.floor(m / 60)} h ${m % 60} min`;
+}
+
+function clock(t) {
+  return new Date(t).toLocaleTimeString([], { hour12: false });
+}
+
+async function getJson(path) {
+  const r = await fetch(path, { cache: "no-store" });
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  return r.json();
+}
+
+function setConn(text, cls) {
+  const c = $("conn");
+  c.textContent = text;
+  c.className = `pill ${cls}`;
+}
+
+async function refresh() {
+  try {
+    const [status, history] = await Promise.all([getJson("/warden/status"), getJson("/warden/samples")]);
+    state.status = status;
+    state.samples = history.samples;
+    if (status.model && !(status.model in state.trained)) await loadModels();
+    renderCards();
+    renderChart();
+  } catch (e) {
+    setConn("warden unreachable", "bad");
+    $("state").textContent = `cannot read the status (${e.message}); retrying`;
+  }
+}
+
+async function loadModels() {
+  try {
+    const m = await getJson("/v1/models");
+    for (const d of m.data) state.trained[d.id] = d.facts ? d.facts.trained_window : null;
+  } catch (e) {
+    $("window-note").textContent = `model list unavailable (${e.message})`;
+  }
+}
+
+function renderCards() {
+  const s = state.status;
+  $("engine").textContent = `${s.engine} engine`;
+  if (!s.model) {
+    $("model").textContent = "No model loaded";
+    $("state").textContent = s.state === "stopped" ? "the warden is stopping" : "the next request loads one";
+    $("window").textContent = "–";
+    $("window-note").textContent = "";
+    $("window-bar").style.width = "0";
+    $("footprint").textContent = "–";
+    $("footprint-bar").style.width = "0";
+  } else {
+    $("model").textContent = s.model;
+    $("state").textContent = `${s.state}${s.child_pid ? ` · pid ${s.child_pid}` : ""} · ${s.turns} turns`;
+    const trained = state.trained[s.model];
+    const win = s.context_tokens;
+    $("window").textContent = win ? `${win.toLocaleString()} tokens` : "unknown";
+    const notes = [];
+    if (trained) notes.push(`trained ${trained.toLocaleString()}`);
+    if (s.memory_bound_tokens) notes.push(`memory bound ${s.memory_bound_tokens.toLocaleString()}`);
+    if (s.brake && s.brake.state && s.brake.state.cap) notes.push(`brake cap ${s.brake.state.cap.toLocaleString()}`);
+    $("window-note").textContent = notes.join(" · ");
+    $("window-bar").style.width = win && trained ? `${Math.min(100, (100 * win) / trained)}%` : "0";
+    const last = state.samples.length ? state.samples[state.samples.length - 1] : null;
+    const fp = last ? last.footprint_bytes : null;
+    const budget = s.memory_budget_bytes || s.memory_total_bytes;
+    $("footprint").textContent = fp != null ? bytes(fp) : "–";
+    const pct = fp != null && budget ? Math.min(100, (100 * fp) / budget) : 0;
+    $("footprint-bar").style.width = `${pct}%`;
+    $("footprint-bar").className = pct > 80 ? "high" : "";
+  }
+  const brake = s.brake || {};
+  let mem = "";
+  if (!brake.enabled) mem = `memory sensor off: ${brake.off_reason || "not available on this engine"}`;
+  else mem = `pressure ${brake.level || "not read yet"}`;
+  if (s.memory_budget_bytes) mem += ` · budget ${bytes(s.memory_budget_bytes)} of ${bytes(s.memory_total_bytes)}`;
+  else if (s.memory_total_bytes) mem += ` · RAM ${bytes(s.memory_total_bytes)}`;
+  $("memory-note").textContent = mem;
+  $("queue").textContent = `${s.queue_depth} / ${s.max_queue}`;
+  if (!s.model) $("deadline").textContent = "nothing loaded";
+  else if (s.idle_deadline_ms == null) $("deadline").textContent = "never (kept loaded)";
+  else $("deadline").textContent = `in ${duration(s.idle_deadline_ms - Date.now())}${s.keep_alive_s != null ? " (keep_alive)" : ""}`;
+}
+
+function el(name, attrs, parent) {
+  const e = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+function renderChart() {
+  const svg = $("chart");
+  while (svg.firstChild) svg.removeChild(svg.firstChild);
+  const W = 900, H = 260, L = 64, R = 64, T = 10, B = 24;
+  const now = Date.now();
+  const samples = state.samples.filter((p) => p.t_ms >= now - WINDOW_MS);
+  const t0 = samples.length ? Math.min(samples[0].t_ms, now - 60 * 1000) : now - 60 * 1000;
+  const x = (t) => L + ((t - t0) / Math.max(1, now - t0)) * (W - L - R);
+  if (!samples.length) {
+    el("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, svg).textContent = "no samples yet";
+    $("chart-note").textContent = "The warden samples memory every few seconds; the chart fills as it runs.";
+    return;
+  }
+  const byteMax = Math.max(1, ...samples.flatMap((p) => [p.available_bytes || 0, p.footprint_bytes || 0])) * 1.1;
+  const tokMax = Math.max(1, ...samples.map((p) => p.context_tokens || 0)) * 1.15;
+  const yb = (v) => H - B - (v / byteMax) * (H - T - B);
+  const yt = (v) => H - B - (v / tokMax) * (H - T - B);
+  // Pressure bands behind everything.
+  const levels = [];
+  samples.forEach((p, i) => {
+    levels.push(p.level || "none");
+    if (p.level !== "warning" && p.level !== "critical") return;
+    const end = i + 1 < samples.length ? samples[i + 1].t_ms : now;
+    el("rect", { x: x(p.t_ms), y: T, width: Math.max(1, x(end) - x(p.t_ms)), height: H - T - B,
+      style: `fill: var(--${p.level})`, class: `band ${p.level}` }, svg);
+  });
+  svg.setAttribute("data-levels", [...new Set(levels)].join(","));
+  el("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#ccd" }, svg);
+  for (const f of [0.5, 1]) {
+    el("text", { x: L - 6, y: yb((byteMax / 1.1) * f) + 4, "text-anchor": "end" }, svg).textContent = bytes((byteMax / 1.1) * f);
+  }
+  el("text", { x: W - R + 6, y: yt(tokMax / 1.15) + 4 }, svg).textContent = `${Math.round(tokMax / 1.15)} tok`;
+  el("text", { x: L, y: H - 6 }, svg).textContent = clock(t0);
+  el("text", { x: W - R, y: H - 6, "text-anchor": "end" }, svg).textContent = clock(now);
+  const line = (key, y, color, id) => {
+    const pts = samples.filter((p) => p[key] != null).map((p) => `${x(p.t_ms).toFixed(1)},${y(p[key]).toFixed(1)}`);
+    if (pts.length) el("polyline", { points: pts.join(" "), fill: "none", style: `stroke: ${color}`, "stroke-width": 2, id }, svg);
+  };
+  line("available_bytes", yb, "var(--available)", "available-line");
+  line("footprint_bytes", yb, "var(--footprint)", "footprint-line");
+  // The window as a step line: flat until the sample where it changed.
+  const steps = [];
+  const windows = [];
+  let prev = null;
+  for (const p of samples) {
+    const w = p.context_tokens;
+    if (w == null) { prev = null; continue; }
+    if (prev !== null && w !== prev) steps.push(`${x(p.t_ms).toFixed(1)},${yt(prev).toFixed(1)}`);
+    steps.push(`${x(p.t_ms).toFixed(1)},${yt(w).toFixed(1)}`);
+    if (windows[windows.length - 1] !== w) windows.push(w);
+    prev = w;
+  }
+  if (prev !== null) steps.push(`${x(now).toFixed(1)},${yt(prev).toFixed(1)}`);
+  if (steps.length) {
+    const wl = el("polyline", { points: steps.join(" "), fill: "none", style: "stroke: var(--window)", "stroke-width": 2.5, id: "window-line" }, svg);
+    wl.setAttribute("data-windows", windows.join(","));
+  }
+  for (const b of state.brakes) {
+    if (b.t < t0) continue;
+    el("line", { x1: x(b.t), y1: T, x2: x(b.t), y2: H - B, stroke: "#b42318", "stroke-dasharray": "3 3", class: "brake-mark" }, svg);
+  }
+  const sensorless = samples.every((p) => p.level == null);
+  $("chart-note").textContent = sensorless
+    ? "No memory pressure sensor here: only the footprint and the window are drawn."
+    : `${samples.length} samples; dashed red lines mark memory brake actions.`;
+}
+
+const KINDS = ["loading", "ready", "load_failed", "turn_ended", "unloaded", "child_exited", "client_stalled",
+  "reap_checked", "brake", "prefix_reset", "notice"];
+
+function describe(kind, e) {
+  switch (kind) {
+    case "loading": return `loading ${e.model} (port ${e.port})`;
+    case "ready": return `${e.model} ready in ${e.load_ms} ms, window ${e.context_tokens ?? "?"}`;
+    case "load_failed": return `load of ${e.model} failed: ${e.code}`;
+    case "turn_ended": {
+      let t = `turn ${e.seq} (${e.route}) ${e.outcome}`;
+      if (e.timings) {
+        t += ` · ${e.timings.events} tokens`;
+        if (e.timings.ttft_s != null) t += ` · first token ${(e.timings.ttft_s * 1000).toFixed(0)} ms`;
+        if (e.timings.decode_tokens_per_s != null) t += ` · ${e.timings.decode_tokens_per_s.toFixed(0)} tok/s`;
+      }
+      return t;
+    }
+    case "unloaded": return `${e.model} unloaded (${e.reason === "idle" ? "idle reap" : e.reason})`;
+    case "child_exited": return `${e.model} crashed: ${e.code} (pid ${e.pid})`;
+    case "client_stalled": return `turn ${e.seq}: client stopped reading (${e.waited_ms} ms)`;
+    case "reap_checked": return e.reaped ? "idle reap" : null;
+    case "brake": return `memory brake ${e.action} at ${e.level} (${e.point}), window ${e.window_from ?? "?"} → ${e.window_to ?? "unloaded"}`;
+    case "prefix_reset": return `prefix cache reset (${e.reason})`;
+    case "notice": return `notice: ${e.notice.t}${e.notice.reason ? ` (${e.notice.reason})` : ""}`;
+    default: return null;
+  }
+}
+
+function addEvent(kind, e) {
+  const text = describe(kind, e);
+  if (!text) return;
+  if (kind === "brake") state.brakes.push({ t: Date.now() });
+  const li = document.createElement("li");
+  li.dataset.kind = kind;
+  const time = document.createElement("time");
+  time.textContent = clock(Date.now());
+  const span = document.createElement("span");
+  span.textContent = text;
+  li.append(time, span);
+  const list = $("timeline");
+  list.prepend(li);
+  while (list.children.length > TIMELINE_MAX) list.removeChild(list.lastChild);
+  $("timeline-empty").style.display = "none";
+  if (["ready", "unloaded", "brake", "child_exited", "turn_ended"].includes(kind)) refresh();
+}
+
+function connectEvents() {
+  const es = new EventSource("/warden/events");
+  es.onopen = () => setConn("live", "ok");
+  // EventSource reconnects by itself; the page says so meanwhile.
+  es.onerror = () => setConn("event stream lost, reconnecting…", "bad");
+  for (const kind of KINDS) {
+    es.addEventListener(kind, (m) => {
+      try { addEvent(kind, JSON.parse(m.data)); } catch (err) { setConn(`bad event (${err.message})`, "bad"); }
+    });
+  }
+}
+
+function chatLine(cls, text) {
+  const d = document.createElement("div");
+  d.className = `msg ${cls}`;
+  d.textContent = text;
+  $("chat-log").appendChild(d);
+  d.scrollIntoView({ block: "nearest" });
+  return d;
+}
+
+async function send(ev) {
+  ev.preventDefault();
+  const text = $("chat-input").value.trim();
+  if (!text || state.sending) return;
+  state.sending = true;
+  $("chat-send").disabled = true;
+  $("chat-input").value = "";
+  state.chat.push({ role: "user", content: text });
+  chatLine("user", text);
+  const out = chatLine("assistant", "");
+  out.id = "chat-answer";
+  let answer = "";
+  try {
+    const r = await fetch("/v1/chat/completions", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ messages: state.chat, stream: true, max_tokens: 128 }),
+    });
+    if (!r.ok) {
+      const body = await r.json().catch(() => ({}));
+      throw new Error(body.error ? `${body.error.code}: ${body.error.message}` : `HTTP ${r.status}`);
+    }
+    const reader = r.body.getReader();
+    const dec = new TextDecoder();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += dec.decode(value, { stream: true });
+      let cut;
+      while ((cut = buf.indexOf("\n\n")) >= 0) {
+        const event = buf.slice(0, cut);
+        buf = buf.slice(cut + 2);
+        for (const line of event.split("\n")) {
+          if (line.startsWith(": warden ")) {
+            const n = JSON.parse(line.slice(9));
+            chatLine("notice", `${n.t.replace("_", " ")}${n.model ? ` ${n.model}` : ""}${n.reason ? ` (${n.reason})` : ""}`);
+          } else if (line.startsWith("data: ") && line !== "data: [DONE]") {
+            const d = JSON.parse(line.slice(6));
+            if (d.error) throw new Error(`${d.error.code}: ${d.error.message}`);
+            const delta = d.choices && d.choices[0] && d.choices[0].delta ? d.choices[0].delta.content : null;
+            if (delta) { answer += delta; out.textContent = answer; }
+          }
+        }
+      }
+    }
+    state.chat.push({ role: "assistant", content: answer });
+  } catch (e) {
+    chatLine("error", e.message);
+    state.chat.pop();
+  } finally {
+    out.removeAttribute("id");
+    out.dataset.done = "1";
+    state.sending = false;
+    $("chat-send").disabled = false;
+  }
+}
+
+$("chat-form").addEventListener("submit", send);
+$("chat-input").addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && !e.shiftKey) send(e);
+});
+connectEvents();
+refresh();
+setInterval(refresh, 2000);
