@@ -104,6 +104,11 @@ pub struct WardenConfig {
     pub force_pressure: Option<ForcedPressure>,
     /// `WARDEN_API_KEY`: when set, a bearer token the warden's own routes require.
     pub api_key: Option<String>,
+    /// `WARDEN_CORS_ORIGINS` (comma-separated; `serve --cors-origin` replaces
+    /// it): the web origins (`http://host:port`) whose pages may call the
+    /// warden from a browser. Empty, the default: no CORS headers at all, so
+    /// browsers keep every other site's pages out. `*` admits any origin.
+    pub cors_origins: Vec<String>,
     /// `WARDEN_MLX_PYTHON`: the Python of the MLX environment.
     pub mlx_python: Option<PathBuf>,
     /// `WARDEN_CHILD_VERBOSITY`: llama-server's `-lv` (default 3, its own).
@@ -157,6 +162,7 @@ impl Default for WardenConfig {
             vram_override_bytes: None,
             force_pressure: None,
             api_key: None,
+            cors_origins: Vec::new(),
             mlx_python: None,
             child_verbosity: 3,
             cuda_visible_devices: None,
@@ -239,6 +245,9 @@ impl WardenConfig {
             });
         }
         c.api_key = var("WARDEN_API_KEY");
+        if let Some(v) = var("WARDEN_CORS_ORIGINS") {
+            c.cors_origins = cors_origins("WARDEN_CORS_ORIGINS", v.split(','))?;
+        }
         c.mlx_python = var("WARDEN_MLX_PYTHON").map(PathBuf::from);
         if let Some(n) = parse(&var, "WARDEN_CHILD_VERBOSITY", "0 to 5")? {
             c.child_verbosity = n;
@@ -252,6 +261,36 @@ impl WardenConfig {
     pub fn models_dir(&self) -> PathBuf {
         self.cache_dir.join("models")
     }
+}
+
+/// Checks and normalises origins as a browser sends them in `Origin`
+/// (`scheme://host[:port]`, lowercase, no path): a trailing slash or capital
+/// would otherwise never match and fail silently in the browser. `*` passes
+/// as is. Blank items (`a,,b`, a trailing comma) are skipped.
+pub fn cors_origins<'a>(
+    name: &'static str,
+    items: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<String>, ConfigError> {
+    const EXPECTED: &str =
+        "origins like http://localhost:5173 or https://app.example.com (scheme, host, optional port; no path), or *";
+    let mut out = Vec::new();
+    for item in items.into_iter().map(str::trim).filter(|i| !i.is_empty()) {
+        let o = item.strip_suffix('/').unwrap_or(item).to_ascii_lowercase();
+        let ok = o == "*"
+            || o.split_once("://").is_some_and(|(scheme, rest)| {
+                matches!(scheme, "http" | "https")
+                    && !rest.is_empty()
+                    && !rest.contains(['/', '?', '#', '@', ' ', '*'])
+                    && actix_web::http::header::HeaderValue::from_str(&o).is_ok()
+            });
+        if !ok {
+            return Err(bad(name, item, EXPECTED));
+        }
+        if !out.contains(&o) {
+            out.push(o);
+        }
+    }
+    Ok(out)
 }
 
 fn bad(name: &'static str, value: impl Into<String>, expected: &'static str) -> ConfigError {
@@ -338,6 +377,41 @@ mod tests {
             ("WARDEN_FORCE_MEMORY_PRESSURE", "high"),
         ] {
             assert!(cfg(&[(k, v)]).is_err(), "{k}={v} should be refused");
+        }
+    }
+
+    /// Origins are normalised to what a browser sends, and a value no
+    /// browser could send is refused instead of silently never matching.
+    #[test]
+    fn cors_origins_are_normalised_or_refused() {
+        let rows: &[(&str, Option<&[&str]>)] = &[
+            // why: unset and blank mean no CORS at all
+            ("", Some(&[])),
+            // why: the plain case, two origins, spaces around the comma
+            (
+                "http://localhost:5173, https://app.example.com",
+                Some(&["http://localhost:5173", "https://app.example.com"]),
+            ),
+            // why: a trailing slash or capitals would never equal a browser's Origin
+            ("HTTP://LocalHost:8080/", Some(&["http://localhost:8080"])),
+            // why: `*` is any origin; duplicates and empty items collapse
+            ("*,*,", Some(&["*"])),
+            // why: a path is not part of an origin
+            ("http://localhost:8080/app", None),
+            // why: no scheme: the browser always sends one
+            ("localhost:8080", None),
+            // why: only web schemes make CORS requests
+            ("file:///tmp", None),
+            // why: a wildcard inside a host is not supported by the middleware
+            ("https://*.example.com", None),
+        ];
+        for (i, (v, want)) in rows.iter().enumerate() {
+            let got = cfg(&[("WARDEN_CORS_ORIGINS", v)]).map(|c| c.cors_origins);
+            match (want, &got) {
+                (Some(w), Ok(g)) => assert_eq!(g, w, "row {i}: {v:?}"),
+                (None, Err(_)) => {}
+                _ => panic!("row {i}: {v:?}: want {want:?}, got {got:?}"),
+            }
         }
     }
 }
