@@ -7,6 +7,7 @@
 //! header is ever sent and browsers keep other sites' pages out, as before.
 
 use actix_cors::Cors;
+use actix_web::http::header;
 use actix_web::middleware::Condition;
 
 /// Request headers a browser client sends: the key, a JSON body and the
@@ -28,6 +29,23 @@ pub const PREFLIGHT_MAX_AGE_S: usize = 3600;
 /// Whether `origins` admit any web page (`*`).
 pub fn allows_any(origins: &[String]) -> bool {
     origins.iter().any(|o| o == "*")
+}
+
+/// `item` as a browser sends it in `Origin` (`scheme://host[:port]`,
+/// lowercase, no path), or `None` when no browser could send it: a trailing
+/// slash or a capital would otherwise never match, and the browser would
+/// fail the fetch with nothing said. `*` passes as is.
+pub fn normalise_origin(item: &str) -> Option<String> {
+    let item = item.trim();
+    let o = item.strip_suffix('/').unwrap_or(item).to_ascii_lowercase();
+    let ok = o == "*"
+        || o.split_once("://").is_some_and(|(scheme, rest)| {
+            matches!(scheme, "http" | "https")
+                && !rest.is_empty()
+                && !rest.contains(['/', '?', '#', '@', ' ', '*'])
+                && header::HeaderValue::from_str(&o).is_ok()
+        });
+    ok.then_some(o)
 }
 
 /// The middleware for `origins` (as `config::cors_origins` normalised them);
@@ -56,13 +74,41 @@ pub fn layer(origins: &[String]) -> Condition<Cors> {
 
 #[cfg(test)]
 mod tests {
-    use actix_web::http::{Method, StatusCode, header};
+    use actix_web::http::{Method, StatusCode};
     use actix_web::test::{TestRequest, call_service, init_service};
     use actix_web::{App, HttpResponse, web};
 
     use super::*;
 
     const PAGE: &str = "http://localhost:5173";
+
+    /// Origins are normalised to what a browser sends, and a value no
+    /// browser could send is refused instead of silently never matching.
+    #[test]
+    fn origins_normalise_or_refuse() {
+        let rows: &[(&str, Option<&str>)] = &[
+            // why: the plain case
+            ("http://localhost:5173", Some("http://localhost:5173")),
+            ("https://app.example.com", Some("https://app.example.com")),
+            // why: a trailing slash or capitals would never equal a browser's Origin
+            ("HTTP://LocalHost:8080/", Some("http://localhost:8080")),
+            ("http://[::1]:8080", Some("http://[::1]:8080")),
+            // why: `*` is any origin
+            ("*", Some("*")),
+            // why: a path is not part of an origin
+            ("http://localhost:8080/app", None),
+            // why: no scheme: the browser always sends one
+            ("localhost:8080", None),
+            // why: only web schemes make CORS requests
+            ("file:///tmp", None),
+            ("http://", None),
+            // why: a wildcard inside a host is not supported by the middleware
+            ("https://*.example.com", None),
+        ];
+        for (i, (item, want)) in rows.iter().enumerate() {
+            assert_eq!(normalise_origin(item).as_deref(), *want, "row {i}: {item:?}");
+        }
+    }
 
     fn preflight(origin: &str) -> TestRequest {
         TestRequest::default()
