@@ -1,7 +1,9 @@
 //! The warden's configuration: every `WARDEN_*` environment variable is read
 //! here, once, at start, into plain values the rest of the crate is handed.
 //! Nothing else reads the environment (the law cannot; the actors must not,
-//! so a test can build a config by hand).
+//! so a test can build a config by hand). The binary's client commands
+//! (`cli::client`) read `WARDEN_URL` and `WARDEN_API_KEY` themselves: they
+//! configure a client of some warden, not this one.
 
 use std::path::PathBuf;
 use std::time::Duration;
