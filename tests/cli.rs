@@ -67,8 +67,8 @@ fn ps_row(r: &Run) -> Vec<String> {
         .collect()
 }
 
-/// ps, load, ps, ps --json, models, unload, ps print what the server holds,
-/// through `--url` and `WARDEN_URL` alike.
+/// ps, load (with a keep-alive), ps --json, ps, models, unload, ps and status
+/// print what the server holds, through `--url` and `WARDEN_URL` alike.
 #[actix_rt::test]
 async fn ps_load_models_unload_show_what_the_server_holds() {
     let (Some(server), Some(_)) = (real_llama_server(), real_model(SMOLLM2)) else {
@@ -85,13 +85,14 @@ async fn ps_load_models_unload_show_what_the_server_holds() {
         "nothing loaded yet: {row:?}"
     );
 
-    let r = cli(&base, Via::Flag, key, &["load", MODEL]).await;
+    let r = cli(&base, Via::Flag, key, &["load", MODEL, "--keep-alive", "10m"]).await;
     assert!(r.ok, "load failed: {}", r.stderr);
     assert!(
         r.stdout.starts_with(&format!("loaded {MODEL}: window ")),
         "{}",
         r.stdout
     );
+    assert!(r.stdout.contains("keep-alive 10m"), "{}", r.stdout);
 
     let json = cli(&base, Via::Env, key, &["ps", "--json"]).await;
     assert!(json.ok, "{}", json.stderr);
@@ -103,6 +104,12 @@ async fn ps_load_models_unload_show_what_the_server_holds() {
     assert_eq!(row[0], MODEL, "{row:?}");
     assert_eq!(row[2], "ready", "{row:?}");
     assert_eq!(row[3], window.to_string(), "ps shows the window: {row:?}");
+    assert_eq!(row[4], "8192", "SmolLM2's trained window: {row:?}");
+    assert!(
+        row[7].starts_with("in 9m") || row[7] == "in 10m 0s",
+        "the reap deadline: {row:?}"
+    );
+    assert_eq!(row[8], "10m", "the keep-alive load set: {row:?}");
 
     let r = cli(&base, Via::Env, key, &["models"]).await;
     assert!(r.ok, "{}", r.stderr);

@@ -69,8 +69,8 @@ pub fn format_loaded(s: &Value) -> String {
     if let Some(pid) = s.get("child_pid").filter(|p| !p.is_null()) {
         line.push_str(&format!(", pid {pid}"));
     }
-    if let Some(k) = s.get("keep_alive").filter(|k| !k.is_null()) {
-        line.push_str(&format!(", keep-alive {}", cell(Some(k))));
+    if s.get("keep_alive_s").is_some_and(|k| !k.is_null()) || s.get("keep_alive").is_some_and(|k| !k.is_null()) {
+        line.push_str(&format!(", keep-alive {}", super::ps::keep_alive(s)));
     }
     line.push(')');
     line
@@ -105,7 +105,8 @@ mod tests {
     fn loaded_lines() {
         let s = json!({"model": "m", "context_tokens": 8192, "engine": "cpu", "child_pid": 42});
         assert_eq!(format_loaded(&s), "loaded m: window 8192 tokens (cpu engine, pid 42)");
-        let s = json!({"model": "m", "context_tokens": 8192, "engine": "cpu", "child_pid": null, "keep_alive": "10m"});
+        let s =
+            json!({"model": "m", "context_tokens": 8192, "engine": "cpu", "child_pid": null, "keep_alive_s": 600.0});
         assert_eq!(
             format_loaded(&s),
             "loaded m: window 8192 tokens (cpu engine, keep-alive 10m)"

@@ -23,9 +23,16 @@ pub async fn run(a: PsArgs) -> anyhow::Result<ExitCode> {
     let status = server.get("/warden/status").await?;
     if a.server.json {
         println!("{}", serde_json::to_string_pretty(&status)?);
-    } else {
-        print!("{}", format_ps(&status, unix_now_ms()));
+        return Ok(ExitCode::SUCCESS);
     }
+    // The status has no trained window (yet): the model list's header facts
+    // do. A list that fails costs only that column.
+    let models = if status.get("trained_window").is_none() && status.get("model").is_some_and(|m| !m.is_null()) {
+        server.get("/v1/models").await.ok()
+    } else {
+        None
+    };
+    print!("{}", format_ps(&status, models.as_ref(), unix_now_ms()));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -49,22 +56,54 @@ const HEADERS: [&str; 10] = [
     "QUEUE",
 ];
 
-/// The status as a one-row table, seen at `now_ms`.
-pub fn format_ps(s: &Value, now_ms: u64) -> String {
+/// The status as a one-row table, seen at `now_ms`; `models` (the
+/// `/v1/models` list) supplies the trained window when the status lacks it.
+pub fn format_ps(s: &Value, models: Option<&Value>, now_ms: u64) -> String {
     let loaded = s.get("model").is_some_and(|m| !m.is_null());
     let row = vec![
         cell(s.get("model")),
         cell(s.get("engine")),
         cell(s.get("state")),
         cell(s.get("context_tokens")),
-        cell(s.get("trained_window")),
+        trained(s, models),
         cell(s.get("memory_bound_tokens")),
         bytes_cell(s.get("footprint_bytes")),
         deadline(s.get("idle_deadline_ms"), loaded, now_ms),
-        cell(s.get("keep_alive")),
+        keep_alive(s),
         queue(s),
     ];
     table::render(&HEADERS, &[row])
+}
+
+/// The status's trained window, else the loaded entry's in the model list.
+fn trained(s: &Value, models: Option<&Value>) -> String {
+    if let Some(t) = s.get("trained_window") {
+        return cell(Some(t));
+    }
+    let loaded = models
+        .and_then(|m| m.get("data"))
+        .and_then(Value::as_array)
+        .and_then(|d| {
+            d.iter()
+                .find(|e| e.get("id").is_some() && e.get("id") == s.get("model"))
+        });
+    cell(loaded.and_then(|e| e.pointer("/facts/trained_window")))
+}
+
+/// The keep-alive a request set (`keep_alive_s`, seconds, -1 never), else
+/// the idle timeout in force, marked as the configured one.
+pub fn keep_alive(s: &Value) -> String {
+    let secs = |k: &str| s.get(k).and_then(Value::as_f64);
+    if let Some(k) = secs("keep_alive_s") {
+        return table::human_secs(k);
+    }
+    if let Some(k) = s.get("keep_alive").filter(|k| !k.is_null()) {
+        return cell(Some(k));
+    }
+    match secs("idle_timeout_s") {
+        Some(t) => format!("{} (default)", table::human_secs(t)),
+        None => NONE.into(),
+    }
 }
 
 /// `idle_deadline_ms`: null with a model loaded means the reaper never
@@ -97,7 +136,7 @@ mod tests {
 
     /// The second line of the table, split into its cells by column.
     fn row(s: &Value) -> Vec<String> {
-        let text = format_ps(s, NOW);
+        let text = format_ps(s, None, NOW);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         lines[1]
@@ -163,5 +202,22 @@ mod tests {
         for (i, (status, want)) in rows.iter().enumerate() {
             assert_eq!(row(status), *want, "row {i}: {status}");
         }
+    }
+
+    /// Without a trained window in the status, the model list's is shown.
+    #[test]
+    fn trained_window_from_the_model_list() {
+        let s = json!({"model": "b", "state": "ready"});
+        let models = json!({"data": [
+            {"id": "a", "facts": {"trained_window": 2048}},
+            {"id": "b", "facts": {"trained_window": 8192}},
+        ]});
+        let text = format_ps(&s, Some(&models), NOW);
+        assert!(text.lines().nth(1).unwrap().contains("8192"), "{text}");
+        assert_eq!(
+            trained(&json!({"model": null}), Some(&models)),
+            "-",
+            "nothing loaded: no match"
+        );
     }
 }

@@ -70,6 +70,26 @@ pub fn human_until(deadline_ms: u64, now_ms: u64) -> String {
     }
 }
 
+/// A keep-alive or timeout in seconds, as Ollama users write it: `10m`,
+/// `1h 30m`, `250ms`; negative is `never` (the warden's `-1`).
+pub fn human_secs(secs: f64) -> String {
+    if secs < 0.0 {
+        return "never".into();
+    }
+    if secs > 0.0 && secs < 1.0 {
+        return format!("{}ms", (secs * 1000.0).round());
+    }
+    let mut s = secs.round() as u64;
+    let mut parts = Vec::new();
+    for (unit, size) in [("d", 86400), ("h", 3600), ("m", 60), ("s", 1)] {
+        if s >= size {
+            parts.push(format!("{}{unit}", s / size));
+            s %= size;
+        }
+    }
+    if parts.is_empty() { "0s".into() } else { parts.join(" ") }
+}
+
 /// A JSON scalar as a cell: strings bare, numbers and booleans as written,
 /// null or absent as `-`; objects and arrays compact.
 pub fn cell(v: Option<&Value>) -> String {
@@ -127,6 +147,25 @@ mod tests {
         ];
         for (i, (deadline, want)) in rows.iter().enumerate() {
             assert_eq!(human_until(*deadline, now), *want, "row {i}");
+        }
+    }
+
+    /// Durations drop the units that are zero.
+    #[test]
+    fn human_secs_table() {
+        let rows: &[(f64, &str)] = &[
+            // why: the warden's "never reap"
+            (-1.0, "never"),
+            // why: zero unloads right after the turn: say so exactly
+            (0.0, "0s"),
+            (0.25, "250ms"),
+            (90.0, "1m 30s"),
+            (600.0, "10m"),
+            (5400.0, "1h 30m"),
+            (86400.0, "1d"),
+        ];
+        for (i, (secs, want)) in rows.iter().enumerate() {
+            assert_eq!(human_secs(*secs), *want, "row {i}");
         }
     }
 
