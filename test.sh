@@ -3,13 +3,29 @@
 # through build-llama.sh (cached after the first run: llama-server, the two
 # default models, the MLX environment), then runs every test: law tables,
 # property tests, scripted actor tests with a fake child, and tests against
-# the real llama-server and mlx_vlm.server with the real models.
+# the real llama-server and mlx_vlm.server with the real models, and the
+# CORS test in a headless Chromium (installed from Debian when missing).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
 ./build-llama.sh
 ./build-llama.sh mlx --no-models
 ./build-llama.sh clients --no-models
+
+# tests/cors.rs drives a real browser; under WARDEN_REQUIRE_REAL=1 it fails
+# without one rather than pass by skipping.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 \
+  && ! command -v google-chrome >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> Installing chromium from Debian (for the CORS browser test)" >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+      || echo "==> apt-get could not install chromium: the CORS browser test will fail" >&2
+  else
+    echo "==> No Chromium found: the CORS browser test will fail. Install it with" >&2
+    echo "    sudo apt-get install chromium   (or your distribution's chromium / google-chrome)" >&2
+  fi
+fi
+
 export WARDEN_REQUIRE_REAL=1
 echo "==> Running the test suite" >&2
 cargo test --all-targets "$@"

@@ -1,7 +1,9 @@
 //! The warden's configuration: every `WARDEN_*` environment variable is read
 //! here, once, at start, into plain values the rest of the crate is handed.
 //! Nothing else reads the environment (the law cannot; the actors must not,
-//! so a test can build a config by hand).
+//! so a test can build a config by hand). The binary's client commands
+//! (`cli::client`) read `WARDEN_URL` and `WARDEN_API_KEY` themselves: they
+//! configure a client of some warden, not this one.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -107,6 +109,11 @@ pub struct WardenConfig {
     pub force_pressure: Option<ForcedPressure>,
     /// `WARDEN_API_KEY`: when set, a bearer token the warden's own routes require.
     pub api_key: Option<String>,
+    /// `WARDEN_CORS_ORIGINS` (comma-separated; `serve --cors-origin` replaces
+    /// it): the web origins (`http://host:port`) whose pages may call the
+    /// warden from a browser. Empty, the default: no CORS headers at all, so
+    /// browsers keep every other site's pages out. `*` admits any origin.
+    pub cors_origins: Vec<String>,
     /// `WARDEN_MLX_PYTHON`: the Python of the MLX environment.
     pub mlx_python: Option<PathBuf>,
     /// `WARDEN_CHILD_VERBOSITY`: llama-server's `-lv` (default 3, its own).
@@ -161,6 +168,7 @@ impl Default for WardenConfig {
             vram_override_bytes: None,
             force_pressure: None,
             api_key: None,
+            cors_origins: Vec::new(),
             mlx_python: None,
             child_verbosity: 3,
             cuda_visible_devices: None,
@@ -244,6 +252,9 @@ impl WardenConfig {
             });
         }
         c.api_key = var("WARDEN_API_KEY");
+        if let Some(v) = var("WARDEN_CORS_ORIGINS") {
+            c.cors_origins = cors_origins("WARDEN_CORS_ORIGINS", v.split(','))?;
+        }
         c.mlx_python = var("WARDEN_MLX_PYTHON").map(PathBuf::from);
         if let Some(n) = parse(&var, "WARDEN_CHILD_VERBOSITY", "0 to 5")? {
             c.child_verbosity = n;
@@ -257,6 +268,26 @@ impl WardenConfig {
     pub fn models_dir(&self) -> PathBuf {
         self.cache_dir.join("models")
     }
+}
+
+/// The origins of a list (`WARDEN_CORS_ORIGINS`, `serve --cors-origin`),
+/// each normalised to what a browser sends (`http::cors::normalise_origin`);
+/// one no browser could send refuses the start instead of never matching.
+/// Blank items (`a,,b`, a trailing comma) are skipped, repeats dropped.
+pub fn cors_origins<'a>(
+    name: &'static str,
+    items: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<String>, ConfigError> {
+    const EXPECTED: &str =
+        "origins like http://localhost:5173 or https://app.example.com (scheme, host, optional port; no path), or *";
+    let mut out = Vec::new();
+    for item in items.into_iter().map(str::trim).filter(|i| !i.is_empty()) {
+        let o = crate::http::cors::normalise_origin(item).ok_or_else(|| bad(name, item, EXPECTED))?;
+        if !out.contains(&o) {
+            out.push(o);
+        }
+    }
+    Ok(out)
 }
 
 fn bad(name: &'static str, value: impl Into<String>, expected: &'static str) -> ConfigError {
@@ -344,5 +375,18 @@ mod tests {
         ] {
             assert!(cfg(&[(k, v)]).is_err(), "{k}={v} should be refused");
         }
+    }
+
+    /// A list of origins: blanks and repeats go, a bad item refuses the start.
+    #[test]
+    fn cors_origin_lists() {
+        let c = cfg(&[(
+            "WARDEN_CORS_ORIGINS",
+            "http://a.example, ,HTTP://A.example/,https://b.example:8443,",
+        )])
+        .unwrap();
+        assert_eq!(c.cors_origins, ["http://a.example", "https://b.example:8443"]);
+        assert!(cfg(&[]).unwrap().cors_origins.is_empty(), "unset: no CORS");
+        assert!(cfg(&[("WARDEN_CORS_ORIGINS", "http://a.example,localhost:3000")]).is_err());
     }
 }

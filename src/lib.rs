@@ -37,7 +37,8 @@
 //!   `PrefixCacheActor`.
 //! - `http`: the actix-web routes (chat, completions, infill, the
 //!   tokenizer, `/metrics`, the warden's own); `http::stall` closes the
-//!   connection of a client that stopped reading.
+//!   connection of a client that stopped reading; `http::cors` lets listed
+//!   browser origins in.
 //! - `metrics`: Prometheus counters fed by every engine event, and the text
 //!   format.
 //! - `catalog`: the models a warden serves.

@@ -1,6 +1,7 @@
 //! The `llm-warden` binary: `serve` (the HTTP server), `chat` (a streamed
 //! answer in the terminal), `inspect` (a model's facts and the window the
-//! warden would give it here) and `status` (a running server's snapshot).
+//! warden would give it here), and for a running server `status` (its whole
+//! snapshot), `ps` (what is loaded), `load`, `unload` and `models`.
 
 mod cli;
 
@@ -25,8 +26,17 @@ enum Command {
     Chat(cli::chat::ChatArgs),
     /// Show a model's facts and the window the warden would choose here.
     Inspect(cli::inspect::InspectArgs),
-    /// Show a running server's status.
+    /// Show a running server's whole status.
     Status(cli::status::StatusArgs),
+    /// Show what a running server has loaded: model, window, memory, when
+    /// it unloads, the queue.
+    Ps(cli::ps::PsArgs),
+    /// Load (or switch to) a model now, and wait until it is ready.
+    Load(cli::load::LoadArgs),
+    /// Unload the model now, freeing its memory.
+    Unload(cli::unload::UnloadArgs),
+    /// List the models a running server offers.
+    Models(cli::models::ModelsArgs),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +48,10 @@ fn main() -> ExitCode {
             Command::Chat(a) => cli::chat::run(a).await,
             Command::Inspect(a) => cli::inspect::run(a),
             Command::Status(a) => cli::status::run(a).await,
+            Command::Ps(a) => cli::ps::run(a).await,
+            Command::Load(a) => cli::load::run(a).await,
+            Command::Unload(a) => cli::unload::run(a).await,
+            Command::Models(a) => cli::models::run(a).await,
         }
     });
     match result {

@@ -10,6 +10,9 @@
 //! (`http::stall`). The process's soft limit on open files is raised to its
 //! hard limit at bind, so the connection limit, not EMFILE, is what a flood
 //! meets (many desktops start processes with a soft limit of 1024).
+//!
+//! Middleware, outermost first: CORS (`http::cors`, only with configured
+//! origins), then the key check (`http::auth`), then the routes.
 
 use std::net::TcpListener;
 
@@ -64,11 +67,23 @@ pub fn bind(warden: Warden, host: &str, port: Option<u16>) -> std::io::Result<Bo
         );
         max = fit;
     }
+    let origins = warden.config().cors_origins.clone();
+    if http::cors::allows_any(&origins) {
+        tracing::warn!(
+            "CORS origin `*`: any web page open in a browser that can reach this server can drive it (list the origins you trust instead)"
+        );
+    } else if !origins.is_empty() {
+        tracing::info!(origins = %origins.join(", "), "CORS: browser pages from these origins may call the server");
+    }
     let data = web::Data::new(warden);
     let server = HttpServer::new(move || {
         App::new()
             .app_data(data.clone())
             .wrap(from_fn(http::auth::require_key))
+            // In actix the last `wrap` is outermost: CORS answers a
+            // preflight before the key check (browsers never send the key
+            // on one) and adds its headers to a 401 too.
+            .wrap(http::cors::layer(&origins))
             .configure(http::configure)
             .default_service(web::to(http::errors::not_found))
     })

@@ -1,9 +1,22 @@
 //! The binary's subcommands, one file each, and what they share.
+//!
+//! - `serve` runs the server; `chat` asks it (or an in-process warden) one
+//!   question; `inspect` reads a model file, no server involved.
+//! - The client subcommands `status`, `ps`, `load`, `unload` and `models`
+//!   call a running server through `client` (which server, the key, errors
+//!   that say what to do) and print with `table` (pure formatting, tested
+//!   row by row), or the server's JSON with `--json`.
 
 pub mod chat;
+pub mod client;
 pub mod inspect;
+pub mod load;
+pub mod models;
+pub mod ps;
 pub mod serve;
 pub mod status;
+pub mod table;
+pub mod unload;
 
 use std::path::PathBuf;
 

@@ -26,10 +26,19 @@ pub struct ServeArgs {
     /// Load the default model at start instead of at the first request.
     #[arg(long)]
     preload: bool,
+    /// A web origin (`http://localhost:5173`) whose pages may call this
+    /// server from a browser; repeat for more. `*` admits every page the
+    /// browser opens. Replaces WARDEN_CORS_ORIGINS; none: no CORS headers.
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    cors_origins: Vec<String>,
 }
 
 pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
-    let cfg = WardenConfig::from_env()?;
+    let mut cfg = WardenConfig::from_env()?;
+    if !a.cors_origins.is_empty() {
+        cfg.cors_origins =
+            llm_warden::config::cors_origins("--cors-origin", a.cors_origins.iter().map(String::as_str))?;
+    }
     let catalog = super::build_catalog(&cfg, a.models_dir, a.model)?;
     let loopback = matches!(a.host.as_str(), "127.0.0.1" | "localhost" | "::1");
     if !loopback && cfg.api_key.is_none() {

@@ -16,10 +16,13 @@
 //!
 //! `configure` mounts them on any actix-web `App` that holds a
 //! `web::Data<Warden>`; an embedding application adds its own routes beside.
+//! Middleware: `auth` (the optional bearer key), `cors` (browser origins),
+//! `stall` (a client that stopped reading).
 
 pub mod auth;
 pub mod body;
 pub mod chat;
+pub mod cors;
 pub mod errors;
 pub mod metrics;
 pub mod models;

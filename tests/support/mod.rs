@@ -343,8 +343,14 @@ pub async fn wait_gone(pid: u32, secs: u64) -> bool {
 /// Starts the `llm-warden serve` binary on a free port with `envs`; returns
 /// the process and its base URL once it listens.
 pub async fn spawn_warden_binary(envs: &[(&str, &str)]) -> (tokio::process::Child, String) {
+    spawn_warden_binary_with(&[], envs).await
+}
+
+/// As `spawn_warden_binary`, with more `serve` arguments (`--cors-origin ...`).
+pub async fn spawn_warden_binary_with(args: &[&str], envs: &[(&str, &str)]) -> (tokio::process::Child, String) {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-warden"));
     cmd.args(["serve", "--port", "0"])
+        .args(args)
         .envs(envs.iter().copied())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

@@ -1,0 +1,223 @@
+//! `llm-warden ps`: what a running server has loaded, from `/warden/status`:
+//! the model, its state, its window (and what bounds it), its memory, when
+//! the idle reaper will unload it, and the queue. Fields a server does not
+//! send (an older one) show as `-`.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::Value;
+
+use super::client::{Server, ServerArgs};
+use super::table::{self, NONE, bytes_cell, cell};
+
+/// `ps`'s options.
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+pub async fn run(a: PsArgs) -> anyhow::Result<ExitCode> {
+    let server = Server::find(&a.server).await?;
+    let status = server.get("/warden/status").await?;
+    if a.server.json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The status has no trained window (yet): the model list's header facts
+    // do. A list that fails costs only that column.
+    let models = if status.get("trained_window").is_none() && status.get("model").is_some_and(|m| !m.is_null()) {
+        server.get("/v1/models").await.ok()
+    } else {
+        None
+    };
+    print!("{}", format_ps(&status, models.as_ref(), unix_now_ms()));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The wall clock in Unix milliseconds (the unit of `idle_deadline_ms`).
+pub fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+const HEADERS: [&str; 10] = [
+    "MODEL",
+    "ENGINE",
+    "STATE",
+    "WINDOW",
+    "TRAINED",
+    "MEM-BOUND",
+    "FOOTPRINT",
+    "UNLOADS",
+    "KEEP-ALIVE",
+    "QUEUE",
+];
+
+/// The status as a one-row table, seen at `now_ms`; `models` (the
+/// `/v1/models` list) supplies the trained window when the status lacks it.
+pub fn format_ps(s: &Value, models: Option<&Value>, now_ms: u64) -> String {
+    let loaded = s.get("model").is_some_and(|m| !m.is_null());
+    let row = vec![
+        cell(s.get("model")),
+        cell(s.get("engine")),
+        cell(s.get("state")),
+        cell(s.get("context_tokens")),
+        trained(s, models),
+        cell(s.get("memory_bound_tokens")),
+        bytes_cell(s.get("footprint_bytes")),
+        deadline(s.get("idle_deadline_ms"), loaded, now_ms),
+        keep_alive(s),
+        queue(s),
+    ];
+    table::render(&HEADERS, &[row])
+}
+
+/// The status's trained window, else the loaded entry's in the model list.
+fn trained(s: &Value, models: Option<&Value>) -> String {
+    if let Some(t) = s.get("trained_window") {
+        return cell(Some(t));
+    }
+    let loaded = models
+        .and_then(|m| m.get("data"))
+        .and_then(Value::as_array)
+        .and_then(|d| {
+            d.iter()
+                .find(|e| e.get("id").is_some() && e.get("id") == s.get("model"))
+        });
+    cell(loaded.and_then(|e| e.pointer("/facts/trained_window")))
+}
+
+/// The keep-alive a request set (`keep_alive_s`, seconds, -1 never), else
+/// the idle timeout in force, marked as the configured one.
+pub fn keep_alive(s: &Value) -> String {
+    let secs = |k: &str| s.get(k).and_then(Value::as_f64);
+    if let Some(k) = secs("keep_alive_s") {
+        return table::human_secs(k);
+    }
+    if let Some(k) = s.get("keep_alive").filter(|k| !k.is_null()) {
+        return cell(Some(k));
+    }
+    match secs("idle_timeout_s") {
+        Some(t) => format!("{} (default)", table::human_secs(t)),
+        None => NONE.into(),
+    }
+}
+
+/// `idle_deadline_ms`: null with a model loaded means the reaper never
+/// takes it (keep-alive forever, or no idle timeout); with none loaded
+/// there is nothing to take.
+fn deadline(v: Option<&Value>, loaded: bool, now_ms: u64) -> String {
+    match v {
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .map_or_else(|| NONE.into(), |d| table::human_until(d, now_ms)),
+        Some(Value::Null) if loaded => "never".into(),
+        _ => NONE.into(),
+    }
+}
+
+fn queue(s: &Value) -> String {
+    match (s.get("queue_depth"), s.get("max_queue")) {
+        (Some(d), Some(m)) if !d.is_null() => format!("{}/{}", cell(Some(d)), cell(Some(m))),
+        _ => NONE.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    /// The second line of the table, split into its cells by column.
+    fn row(s: &Value) -> Vec<String> {
+        let text = format_ps(s, None, NOW);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        lines[1]
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(String::from)
+            .collect()
+    }
+
+    /// Every status shape a server sends reads as the row a person expects.
+    #[test]
+    fn ps_rows() {
+        let rows: Vec<(Value, Vec<&str>)> = vec![
+            // why: nothing loaded: no deadline to show, even when the server says null
+            (
+                json!({"engine": "cpu", "state": "idle", "model": null, "context_tokens": null,
+                       "idle_deadline_ms": null, "queue_depth": 0, "max_queue": 256}),
+                vec!["-", "cpu", "idle", "-", "-", "-", "-", "-", "-", "0/256"],
+            ),
+            // why: loaded, every new field present
+            (
+                json!({"engine": "cpu", "state": "ready", "model": "SmolLM2", "context_tokens": 8192,
+                       "trained_window": 8192, "memory_bound_tokens": null, "footprint_bytes": 1_288_490_189u64,
+                       "idle_deadline_ms": NOW + 252_000, "keep_alive": "5m", "queue_depth": 1, "max_queue": 256}),
+                vec![
+                    "SmolLM2",
+                    "cpu",
+                    "ready",
+                    "8192",
+                    "8192",
+                    "-",
+                    "1.2 GiB",
+                    "in 4m 12s",
+                    "5m",
+                    "1/256",
+                ],
+            ),
+            // why: loaded and never reaped: null deadline means never
+            (
+                json!({"engine": "cuda", "state": "generating", "model": "g", "context_tokens": 4096,
+                       "memory_bound_tokens": 4096, "idle_deadline_ms": null, "keep_alive": -1,
+                       "queue_depth": 2, "max_queue": 8}),
+                vec![
+                    "g",
+                    "cuda",
+                    "generating",
+                    "4096",
+                    "-",
+                    "4096",
+                    "-",
+                    "never",
+                    "-1",
+                    "2/8",
+                ],
+            ),
+            // why: an older server without the new fields: dashes, not errors
+            (
+                json!({"engine": "cpu", "state": "ready", "model": "m", "context_tokens": 2048}),
+                vec!["m", "cpu", "ready", "2048", "-", "-", "-", "-", "-", "-"],
+            ),
+        ];
+        for (i, (status, want)) in rows.iter().enumerate() {
+            assert_eq!(row(status), *want, "row {i}: {status}");
+        }
+    }
+
+    /// Without a trained window in the status, the model list's is shown.
+    #[test]
+    fn trained_window_from_the_model_list() {
+        let s = json!({"model": "b", "state": "ready"});
+        let models = json!({"data": [
+            {"id": "a", "facts": {"trained_window": 2048}},
+            {"id": "b", "facts": {"trained_window": 8192}},
+        ]});
+        let text = format_ps(&s, Some(&models), NOW);
+        assert!(text.lines().nth(1).unwrap().contains("8192"), "{text}");
+        assert_eq!(
+            trained(&json!({"model": null}), Some(&models)),
+            "-",
+            "nothing loaded: no match"
+        );
+    }
+}
