@@ -111,9 +111,18 @@ function renderCards() {
   else $("deadline").textContent = `in ${duration(s.idle_deadline_ms - Date.now())}${s.keep_alive_s != null ? " (keep_alive)" : ""}`;
 }
 
+// A `style` entry ("prop: value") goes through the CSSOM: the page's
+// Content-Security-Policy refuses style attributes, not style properties.
 function el(name, attrs, parent) {
   const e = document.createElementNS(SVG, name);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "style") {
+      const [prop, value] = v.split(/:\s*/);
+      e.style.setProperty(prop, value);
+    } else {
+      e.setAttribute(k, v);
+    }
+  }
   if (parent) parent.appendChild(e);
   return e;
 }
@@ -243,11 +252,12 @@ function connectEvents() {
   }
 }
 
-function chatLine(cls, text) {
+// A notice goes above the answer it came with (`before`), the rest below.
+function chatLine(cls, text, before) {
   const d = document.createElement("div");
   d.className = `msg ${cls}`;
   d.textContent = text;
-  $("chat-log").appendChild(d);
+  $("chat-log").insertBefore(d, before || null);
   d.scrollIntoView({ block: "nearest" });
   return d;
 }
@@ -288,7 +298,7 @@ async function send(ev) {
         for (const line of event.split("\n")) {
           if (line.startsWith(": warden ")) {
             const n = JSON.parse(line.slice(9));
-            chatLine("notice", `${n.t.replace("_", " ")}${n.model ? ` ${n.model}` : ""}${n.reason ? ` (${n.reason})` : ""}`);
+            chatLine("notice", `${n.t.replace("_", " ")}${n.model ? ` ${n.model}` : ""}${n.reason ? ` (${n.reason})` : ""}`, out);
           } else if (line.startsWith("data: ") && line !== "data: [DONE]") {
             const d = JSON.parse(line.slice(6));
             if (d.error) throw new Error(`${d.error.code}: ${d.error.message}`);

@@ -1,6 +1,13 @@
 //! The optional bearer token of the warden's own routes (`WARDEN_API_KEY`),
 //! for a warden bound beyond loopback. `/health` stays open (liveness probes).
 //! Compared in constant time.
+//!
+//! A browser cannot attach a bearer token to a page it navigates to, so the
+//! key is also accepted as HTTP Basic credentials (any user name, the key
+//! as password), and a refused request that carried no credentials is
+//! answered with a Basic challenge: the browser asks once for `/warden/ui`
+//! and then sends the same credentials with the page's own requests. API
+//! clients keep sending `Authorization: Bearer`.
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -16,6 +23,20 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The key an `Authorization` header presents: a bearer token, or the
+/// password of Basic credentials.
+fn presented_key(header: &str) -> Option<String> {
+    if let Some(token) = header.strip_prefix("Bearer ") {
+        return Some(token.to_string());
+    }
+    use base64::Engine;
+    let encoded = header.strip_prefix("Basic ")?;
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (_user, password) = text.split_once(':')?;
+    Some(password.to_string())
+}
+
 /// The middleware.
 pub async fn require_key(
     req: ServiceRequest,
@@ -27,12 +48,11 @@ pub async fn require_key(
     if let Some(expected) = expected
         && req.path() != "/health"
     {
-        let given = req
+        let header = req
             .headers()
             .get(actix_web::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
+            .and_then(|v| v.to_str().ok());
+        let given = header.and_then(presented_key).unwrap_or_default();
         if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
             let e = ApiError {
                 status: 401,
@@ -42,8 +62,38 @@ pub async fn require_key(
                 param: None,
                 raw: None,
             };
-            return Ok(req.into_response(error_response(&e)));
+            let mut resp = error_response(&e);
+            if header.is_none() {
+                resp.headers_mut().insert(
+                    actix_web::http::header::WWW_AUTHENTICATE,
+                    actix_web::http::header::HeaderValue::from_static("Basic realm=\"llm-warden\", charset=\"UTF-8\""),
+                );
+            }
+            return Ok(req.into_response(resp));
         }
     }
     Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_comes_as_a_bearer_token_or_a_basic_password() {
+        let rows = [
+            ("Bearer k1", Some("k1")),
+            // why: a browser's Basic credentials, any user name ("u:k1")
+            ("Basic dTprMQ==", Some("k1")),
+            // why: an empty user name is what many prompts send (":k1")
+            ("Basic Omsx", Some("k1")),
+            ("Basic not-base64!", None),
+            // why: no colon is no credentials ("k1")
+            ("Basic azE=", None),
+            ("Digest k1", None),
+        ];
+        for (h, want) in rows {
+            assert_eq!(presented_key(h).as_deref(), want, "{h}");
+        }
+    }
 }

@@ -3,6 +3,8 @@
 //! models, starting a warden, and `recv_or_fail`.
 #![allow(dead_code)]
 
+pub mod webdriver;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,0 +1,155 @@
+//! `/warden/ui` in a real headless Chromium (Debian's, driven over
+//! WebDriver by chromedriver) against the real llama-server and SmolLM2:
+//! the page loads with no console error and says nothing is loaded; a chat
+//! turn sent from the page's own box streams an answer and shows in the
+//! timeline; forced critical pressure on a memory-bound window makes the
+//! brake shrink it, the brake action appears and the chart's window line
+//! steps down. A screenshot is kept under the test's output directory
+//! (`WARDEN_UPDATE_DOCS=1` also writes docs/dashboard.png). Plus the page's
+//! auth: Basic credentials carry the key a browser cannot send as a bearer.
+
+mod support;
+
+use std::time::Duration;
+
+use llm_warden::WardenConfig;
+use llm_warden::config::ForcedPressure;
+use serde_json::Value;
+use support::webdriver::Browser;
+use support::*;
+
+/// Console entries at SEVERE (errors and failed loads).
+fn errors(entries: &[Value]) -> Vec<String> {
+    entries
+        .iter()
+        .filter(|e| e["level"] == "SEVERE")
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[actix_rt::test]
+async fn the_dashboard_shows_a_turn_and_a_brake_step_in_a_real_browser() {
+    let cfg = WardenConfig {
+        ram_override_bytes: Some((0.65 * (1u64 << 30) as f64) as u64),
+        force_pressure: Some(ForcedPressure::Critical),
+        ui_sample: Duration::from_millis(250),
+        ..test_config()
+    };
+    let Some((w, _dir)) = real_smollm_warden(cfg) else {
+        return;
+    };
+    let Some(b) = Browser::start().await else {
+        w.shutdown().await;
+        return;
+    };
+    let base = serve_http(&w);
+    b.go(&format!("{base}/warden/ui")).await;
+    b.wait_for("the first status", "return document.getElementById('model').textContent === 'No model loaded';", 20)
+        .await;
+    b.wait_for("the live event stream", "return document.getElementById('conn').textContent === 'live';", 20)
+        .await;
+    assert_eq!(b.eval("return document.getElementById('deadline').textContent;").await, "nothing loaded");
+    let first = b.console().await;
+    assert!(errors(&first).is_empty(), "console errors on load: {first:?}");
+
+    b.type_into("#chat-input", "What is the capital of France?").await;
+    b.click("#chat-send").await;
+    let answer = b
+        .wait_for(
+            "the streamed answer",
+            "const a = document.querySelector('.msg.assistant[data-done]'); return a && a.textContent;",
+            120,
+        )
+        .await;
+    assert!(!answer.as_str().unwrap().trim().is_empty());
+    let turn = b
+        .wait_for(
+            "the turn in the timeline",
+            "const t = document.querySelector('#timeline li[data-kind=\"turn_ended\"]'); return t && t.textContent;",
+            30,
+        )
+        .await;
+    assert!(turn.as_str().unwrap().contains("(chat) completed"), "{turn}");
+    let brake = b
+        .wait_for(
+            "the brake action in the timeline",
+            "const t = document.querySelector('#timeline li[data-kind=\"brake\"]'); return t && t.textContent;",
+            60,
+        )
+        .await;
+    assert!(brake.as_str().unwrap().contains("shrink+respawn at critical"), "{brake}");
+    // The chart: the window line steps from the memory-bound window down to
+    // the brake's cap, over a critical band.
+    let windows = b
+        .wait_for(
+            "the window line's step",
+            "const l = document.getElementById('window-line'); const w = l && l.dataset.windows; return w && w.includes(',') && w;",
+            30,
+        )
+        .await;
+    let steps: Vec<u32> = windows.as_str().unwrap().split(',').map(|s| s.parse().unwrap()).collect();
+    assert_eq!(steps, [6400, 4096], "the window before and after the shrink");
+    let levels = b.eval("return document.getElementById('chart').dataset.levels;").await;
+    assert_eq!(levels, "critical");
+    assert_eq!(b.eval("return document.querySelectorAll('.brake-mark').length;").await, 1);
+    let model = b.eval("return document.getElementById('model').textContent;").await;
+    assert_eq!(model, "smollm2");
+    let rest = b.console().await;
+    assert!(errors(&rest).is_empty(), "console errors after the turn: {rest:?}");
+
+    let png = b.screenshot().await;
+    assert!(png.starts_with(b"\x89PNG"));
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
+    std::fs::write(&out, &png).unwrap();
+    eprintln!("screenshot: {}", out.display());
+    if std::env::var("WARDEN_UPDATE_DOCS").as_deref() == Ok("1") {
+        std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/dashboard.png"), &png).unwrap();
+    }
+    b.quit().await;
+    w.shutdown().await;
+}
+
+/// A browser cannot send a bearer token with a page it navigates to: the
+/// page asks for Basic credentials and takes the key as the password.
+#[actix_rt::test]
+async fn the_page_takes_the_key_as_basic_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "m", serde_json::json!({}));
+    let cfg = WardenConfig {
+        api_key: Some("ui-key".into()),
+        ..test_config()
+    };
+    let w = fake_warden(dir.path(), cfg);
+    let base = serve_http(&w);
+    let http = reqwest::Client::new();
+    let r = http.get(format!("{base}/warden/ui")).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(r.headers()["www-authenticate"].to_str().unwrap().starts_with("Basic realm=\"llm-warden\""));
+    let r = http
+        .get(format!("{base}/warden/ui"))
+        .basic_auth("anyone", Some("ui-key"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers()["content-security-policy"].to_str().unwrap().contains("default-src 'self'"));
+    assert!(r.text().await.unwrap().contains("/warden/ui/app.js"));
+    let r = http
+        .get(format!("{base}/warden/samples"))
+        .basic_auth("", Some("wrong"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().get("www-authenticate").is_none(), "wrong credentials are not asked for again");
+    let r = http
+        .get(format!("{base}/warden/samples"))
+        .bearer_auth("ui-key")
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["capacity"], 360);
+    assert!(v["samples"].is_array());
+    w.shutdown().await;
+}
