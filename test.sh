@@ -4,7 +4,8 @@
 # default models, the MLX environment), then runs every test: law tables,
 # property tests, scripted actor tests with a fake child, and tests against
 # the real llama-server and mlx_vlm.server with the real models, and the
-# CORS test in a headless Chromium (installed from Debian when missing).
+# CORS and dashboard tests in a headless Chromium (installed from Debian
+# when missing).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -12,17 +13,21 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 ./build-llama.sh mlx --no-models
 ./build-llama.sh clients --no-models
 
-# tests/cors.rs drives a real browser; under WARDEN_REQUIRE_REAL=1 it fails
+# tests/cors.rs and tests/ui.rs drive a real browser (Chromium, and
+# chromedriver for the dashboard); under WARDEN_REQUIRE_REAL=1 they fail
 # without one rather than pass by skipping.
-if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1 \
-  && ! command -v google-chrome >/dev/null 2>&1; then
+have_chromium() {
+  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
+    || command -v google-chrome >/dev/null 2>&1
+}
+if ! have_chromium || ! command -v chromedriver >/dev/null 2>&1; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "==> Installing chromium from Debian (for the CORS browser test)" >&2
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
-      || echo "==> apt-get could not install chromium: the CORS browser test will fail" >&2
+    echo "==> Installing chromium and chromium-driver from Debian (for the browser tests)" >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+      || echo "==> apt-get could not install chromium: the browser tests will fail" >&2
   else
-    echo "==> No Chromium found: the CORS browser test will fail. Install it with" >&2
-    echo "    sudo apt-get install chromium   (or your distribution's chromium / google-chrome)" >&2
+    echo "==> No Chromium or chromedriver found: the browser tests will fail. Install them with" >&2
+    echo "    sudo apt-get install chromium chromium-driver   (or your distribution's packages)" >&2
   fi
 fi
 

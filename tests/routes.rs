@@ -260,6 +260,9 @@ async fn keep_alive_per_request_sets_the_idle_deadline() {
     assert_eq!((s, e["error"]["code"].as_str()), (400, Some("invalid_value")), "{e}");
     let (s, _) = post(&base, "/warden/load", json!({"keep_alive": true})).await;
     assert_eq!(s, 400);
+    // why: a malformed load request once loaded the default model silently
+    let (s, e) = post(&base, "/warden/load", json!({"model": 5})).await;
+    assert_eq!((s, e["error"]["code"].as_str()), (400, Some("invalid_request")), "{e}");
     assert_eq!(status().keep_alive_s, Some(600.0), "a refused value changes nothing");
     w.shutdown().await;
 }

@@ -1,5 +1,5 @@
 //! The warden's own routes: `/health`, `/warden/status` (the watch snapshot,
-//! never queued behind a turn), `/warden/load`, `/warden/unload` and
+//! never queued behind a turn, plus the child's footprint read now), `/warden/load`, `/warden/unload` and
 //! `/warden/events` (lifecycle events as SSE).
 
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -20,6 +20,10 @@ pub async fn health() -> HttpResponse {
 /// `GET /warden/status`.
 pub async fn status(warden: web::Data<Warden>) -> HttpResponse {
     let mut v = serde_json::to_value(warden.status()).unwrap_or_default();
+    // Read now (one /proc file, a few ms), like the metrics' gauge: the
+    // engine's own readings are only taken at brake samples.
+    let pid = warden.status().child_pid;
+    v["footprint_bytes"] = json!(pid.and_then(crate::sensors::footprint::anon_bytes));
     v["queue_depth"] = json!(warden.queue_depth());
     v["max_queue"] = json!(warden.config().max_queue);
     if let Some(note) = warden.engine_note() {
@@ -55,8 +59,24 @@ pub struct LoadBody {
 
 /// `POST /warden/load`: load (or switch to) a model now, optionally with a
 /// keep-alive (as a turn's `keep_alive`, without the turn).
-pub async fn load(warden: web::Data<Warden>, body: Option<web::Json<LoadBody>>) -> HttpResponse {
-    let body = body.map(web::Json::into_inner).unwrap_or_default();
+pub async fn load(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
+    // An empty body loads the default; a body that is not a load request is
+    // refused rather than read as an empty one (it named something).
+    let body: LoadBody = if body.iter().all(u8::is_ascii_whitespace) {
+        LoadBody::default()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(b) => b,
+            Err(e) => {
+                let e = crate::error::ApiError::invalid(
+                    "invalid_request",
+                    format!("the body must be {{\"model\": ID, \"keep_alive\": V}} ({e})"),
+                    None,
+                );
+                return error_response(&e);
+            }
+        }
+    };
     let keep_alive = match body.keep_alive.as_ref().filter(|v| !v.is_null()) {
         None => None,
         Some(v) => match crate::law::keep_alive::from_json(v) {
