@@ -76,10 +76,17 @@ pub fn bind(warden: Warden, host: &str, port: Option<u16>) -> std::io::Result<Bo
         tracing::info!(origins = %origins.join(", "), "CORS: browser pages from these origins may call the server");
     }
     let data = web::Data::new(warden);
+    let guard = web::Data::new(http::origin::Guard {
+        loopback: http::origin::is_loopback_bind(host),
+    });
     let server = HttpServer::new(move || {
         App::new()
             .app_data(data.clone())
+            .app_data(guard.clone())
             .wrap(from_fn(http::auth::require_key))
+            // Before the key: an uninvited page or a rebinding Host is
+            // refused whatever it presents (`http::origin`).
+            .wrap(from_fn(http::origin::guard))
             // In actix the last `wrap` is outermost: CORS answers a
             // preflight before the key check (browsers never send the key
             // on one) and adds its headers to a 401 too.

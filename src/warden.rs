@@ -21,8 +21,8 @@ use crate::law::route::Route;
 use crate::law::select::{self, Platform};
 use crate::messages::{Generate, ReadSensors, ReadVram, Shutdown, TurnEvent, TurnOptions};
 use crate::metrics::Metrics;
-use crate::sensors::history::{self, History};
 use crate::queue::QueueGauge;
+use crate::sensors::history::{self, History};
 use crate::status::{EngineKind, EngineStatus, WardenEvent};
 
 /// Events buffered per turn between the engine and its caller. Small: the

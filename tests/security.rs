@@ -186,3 +186,45 @@ async fn the_key_never_leaks_and_the_child_env_is_explicit() {
     );
     assert!(!bodies.contains("warden-secret-token"));
 }
+
+/// A page from another site cannot drive a loopback warden (a form-like
+/// POST needs no preflight), and a page whose name was rebound to
+/// 127.0.0.1 is told apart by its Host; the dashboard's own same-site
+/// requests and clients without an Origin pass.
+#[actix_rt::test]
+async fn uninvited_pages_and_rebound_hosts_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "m", serde_json::json!({}));
+    let w = fake_warden(dir.path(), test_config());
+    let base = serve_http(&w);
+    let port = base.rsplit(':').next().unwrap().to_string();
+    let http = reqwest::Client::new();
+    let chat = |origin: Option<String>, host: Option<String>| {
+        let mut r = http
+            .post(format!("{base}/v1/chat/completions"))
+            .header("Content-Type", "text/plain")
+            .body(r#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}"#);
+        if let Some(o) = origin {
+            r = r.header("Origin", o);
+        }
+        if let Some(h) = host {
+            r = r.header("Host", h);
+        }
+        r.send()
+    };
+    let mut ev = w.subscribe();
+    let r = chat(Some("https://evil.example".into()), None).await.unwrap();
+    assert_eq!(r.status(), 403);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "cross_origin_refused");
+    let r = chat(None, Some(format!("evil.example:{port}"))).await.unwrap();
+    assert_eq!(r.status(), 403);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "host_refused");
+    assert!(ev.try_recv().is_err(), "no turn ran for either");
+    let r = chat(Some(format!("http://127.0.0.1:{port}")), None).await.unwrap();
+    assert_eq!(r.status(), 200, "the same site (the dashboard) passes");
+    let r = chat(None, None).await.unwrap();
+    assert_eq!(r.status(), 200, "a client without an Origin passes");
+    w.shutdown().await;
+}

@@ -44,11 +44,22 @@ async fn the_dashboard_shows_a_turn_and_a_brake_step_in_a_real_browser() {
     };
     let base = serve_http(&w);
     b.go(&format!("{base}/warden/ui")).await;
-    b.wait_for("the first status", "return document.getElementById('model').textContent === 'No model loaded';", 20)
-        .await;
-    b.wait_for("the live event stream", "return document.getElementById('conn').textContent === 'live';", 20)
-        .await;
-    assert_eq!(b.eval("return document.getElementById('deadline').textContent;").await, "nothing loaded");
+    b.wait_for(
+        "the first status",
+        "return document.getElementById('model').textContent === 'No model loaded';",
+        20,
+    )
+    .await;
+    b.wait_for(
+        "the live event stream",
+        "return document.getElementById('conn').textContent === 'live';",
+        20,
+    )
+    .await;
+    assert_eq!(
+        b.eval("return document.getElementById('deadline').textContent;").await,
+        "nothing loaded"
+    );
     let first = b.console().await;
     assert!(errors(&first).is_empty(), "console errors on load: {first:?}");
 
@@ -77,7 +88,10 @@ async fn the_dashboard_shows_a_turn_and_a_brake_step_in_a_real_browser() {
             60,
         )
         .await;
-    assert!(brake.as_str().unwrap().contains("shrink+respawn at critical"), "{brake}");
+    assert!(
+        brake.as_str().unwrap().contains("shrink+respawn at critical"),
+        "{brake}"
+    );
     // The chart: the window line steps from the memory-bound window down to
     // the brake's cap, over a critical band.
     let windows = b
@@ -87,11 +101,19 @@ async fn the_dashboard_shows_a_turn_and_a_brake_step_in_a_real_browser() {
             30,
         )
         .await;
-    let steps: Vec<u32> = windows.as_str().unwrap().split(',').map(|s| s.parse().unwrap()).collect();
+    let steps: Vec<u32> = windows
+        .as_str()
+        .unwrap()
+        .split(',')
+        .map(|s| s.parse().unwrap())
+        .collect();
     assert_eq!(steps, [6400, 4096], "the window before and after the shrink");
     let levels = b.eval("return document.getElementById('chart').dataset.levels;").await;
     assert_eq!(levels, "critical");
-    assert_eq!(b.eval("return document.querySelectorAll('.brake-mark').length;").await, 1);
+    assert_eq!(
+        b.eval("return document.querySelectorAll('.brake-mark').length;").await,
+        1
+    );
     let model = b.eval("return document.getElementById('model').textContent;").await;
     assert_eq!(model, "smollm2");
     let rest = b.console().await;
@@ -124,7 +146,12 @@ async fn the_page_takes_the_key_as_basic_credentials() {
     let http = reqwest::Client::new();
     let r = http.get(format!("{base}/warden/ui")).send().await.unwrap();
     assert_eq!(r.status(), 401);
-    assert!(r.headers()["www-authenticate"].to_str().unwrap().starts_with("Basic realm=\"llm-warden\""));
+    assert!(
+        r.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .starts_with("Basic realm=\"llm-warden\"")
+    );
     let r = http
         .get(format!("{base}/warden/ui"))
         .basic_auth("anyone", Some("ui-key"))
@@ -132,7 +159,12 @@ async fn the_page_takes_the_key_as_basic_credentials() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    assert!(r.headers()["content-security-policy"].to_str().unwrap().contains("default-src 'self'"));
+    assert!(
+        r.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("default-src 'self'")
+    );
     assert!(r.text().await.unwrap().contains("/warden/ui/app.js"));
     let r = http
         .get(format!("{base}/warden/samples"))
@@ -141,7 +173,10 @@ async fn the_page_takes_the_key_as_basic_credentials() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
-    assert!(r.headers().get("www-authenticate").is_none(), "wrong credentials are not asked for again");
+    assert!(
+        r.headers().get("www-authenticate").is_none(),
+        "wrong credentials are not asked for again"
+    );
     let r = http
         .get(format!("{base}/warden/samples"))
         .bearer_auth("ui-key")

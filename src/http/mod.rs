@@ -26,6 +26,7 @@ pub mod cors;
 pub mod errors;
 pub mod metrics;
 pub mod models;
+pub mod origin;
 pub mod stall;
 pub mod text;
 pub mod ui;

@@ -167,7 +167,10 @@ mod tests {
         }
         let s = h.snapshot();
         assert_eq!(s.len(), HISTORY_CAPACITY);
-        assert_eq!((s[0].t_ms, s[HISTORY_CAPACITY - 1].t_ms), (10, HISTORY_CAPACITY as u64 + 9));
+        assert_eq!(
+            (s[0].t_ms, s[HISTORY_CAPACITY - 1].t_ms),
+            (10, HISTORY_CAPACITY as u64 + 9)
+        );
     }
 
     #[test]

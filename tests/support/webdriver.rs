@@ -38,7 +38,11 @@ impl Browser {
         let Some(driver_bin) = on_path(&["chromedriver"]) else {
             return super::skip_or_fail("no chromedriver on PATH (Debian: apt-get install chromium-driver)");
         };
-        let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
         let driver = tokio::process::Command::new(driver_bin)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
@@ -97,7 +101,8 @@ impl Browser {
 
     /// Navigates to `url`.
     pub async fn go(&self, url: &str) {
-        self.call(reqwest::Method::POST, "/url", Some(json!({ "url": url }))).await;
+        self.call(reqwest::Method::POST, "/url", Some(json!({ "url": url })))
+            .await;
     }
 
     /// Runs `script` in the page (`return ...;`) and gives its value.
@@ -116,9 +121,8 @@ impl Browser {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
         loop {
             let v = self.eval(script).await;
-            let truthy = !matches!(&v, Value::Null | Value::Bool(false))
-                && v.as_str() != Some("")
-                && v.as_f64() != Some(0.0);
+            let truthy =
+                !matches!(&v, Value::Null | Value::Bool(false)) && v.as_str() != Some("") && v.as_f64() != Some(0.0);
             if truthy {
                 return v;
             }
