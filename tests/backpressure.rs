@@ -102,7 +102,7 @@ fn send_long_chat(sock: &mut TcpStream, max_tokens: u32) {
     .to_string();
     write!(
         sock,
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -303,7 +303,7 @@ async fn a_trickled_body_gets_408_without_a_turn() {
         let mut s = TcpStream::connect(addr).unwrap();
         write!(
             s,
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{{"
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n{{"
         )
         .unwrap();
         s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
@@ -375,7 +375,7 @@ async fn an_events_subscriber_that_never_reads_does_not_slow_the_engine() {
     };
     let (w, base, http) = (&rig.w, &rig.base, &rig.http);
     let mut sub = tiny_reader(base);
-    write!(sub, "GET /warden/events HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    write!(sub, "GET /warden/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
     for i in 0..40 {
         let r = tokio::time::timeout(Duration::from_secs(60), short_chat(http, base))
             .await

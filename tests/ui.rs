@@ -188,3 +188,47 @@ async fn the_page_takes_the_key_as_basic_credentials() {
     assert!(v["samples"].is_array());
     w.shutdown().await;
 }
+
+/// The page outlives its server: with the HTTP server gone it says the
+/// event stream is lost, and once a server listens again on the same port
+/// the browser's EventSource reconnects and the page is live again. While
+/// the server is down the only console entries are the failed requests
+/// themselves, never a script error.
+#[actix_rt::test]
+async fn a_lost_event_stream_is_said_and_reconnects() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "m", serde_json::json!({}));
+    let w = fake_warden(dir.path(), test_config());
+    let Some(b) = Browser::start().await else {
+        w.shutdown().await;
+        return;
+    };
+    let bound = llm_warden::server::bind(w.clone(), "127.0.0.1", Some(0)).unwrap();
+    let port = bound.port;
+    let handle = bound.server.handle();
+    actix_rt::spawn(bound.server);
+    b.go(&format!("http://127.0.0.1:{port}/warden/ui")).await;
+    b.wait_for("the live stream", "return document.getElementById('conn').textContent === 'live';", 20)
+        .await;
+    handle.stop(false).await;
+    b.wait_for(
+        "the lost stream said",
+        "const t = document.getElementById('conn').textContent; return t.includes('lost') || t.includes('unreachable');",
+        20,
+    )
+    .await;
+    let again = llm_warden::server::bind(w.clone(), "127.0.0.1", Some(port)).unwrap();
+    let handle = again.server.handle();
+    actix_rt::spawn(again.server);
+    b.wait_for("the reconnected stream", "return document.getElementById('conn').textContent === 'live';", 30)
+        .await;
+    let entries = b.console().await;
+    let scripted: Vec<_> = errors(&entries)
+        .into_iter()
+        .filter(|m| !m.contains("net::ERR_") && !m.contains("Failed to fetch") && !m.contains("Failed to load resource"))
+        .collect();
+    assert!(scripted.is_empty(), "script errors while the server was away: {entries:?}");
+    b.quit().await;
+    handle.stop(false).await;
+    w.shutdown().await;
+}

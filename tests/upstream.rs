@@ -47,7 +47,7 @@ fn raw_turn(addr: &str, stream: bool) -> Result<(), String> {
     let b = body(stream);
     write!(
         s,
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
         b.len()
     )
     .map_err(|e| e.to_string())?;

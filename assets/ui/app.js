@@ -243,8 +243,13 @@ function addEvent(kind, e) {
 function connectEvents() {
   const es = new EventSource("/warden/events");
   es.onopen = () => setConn("live", "ok");
-  // EventSource reconnects by itself; the page says so meanwhile.
-  es.onerror = () => setConn("event stream lost, reconnecting…", "bad");
+  // EventSource reconnects by itself after a network error; after an HTTP
+  // error it gives up (CLOSED), so the page starts a new one. Either way the
+  // page says so meanwhile.
+  es.onerror = () => {
+    setConn("event stream lost, reconnecting…", "bad");
+    if (es.readyState === EventSource.CLOSED) setTimeout(connectEvents, 3000);
+  };
   for (const kind of KINDS) {
     es.addEventListener(kind, (m) => {
       try { addEvent(kind, JSON.parse(m.data)); } catch (err) { setConn(`bad event (${err.message})`, "bad"); }
