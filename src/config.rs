@@ -89,6 +89,14 @@ pub struct WardenConfig {
     /// `WARDEN_UI_SAMPLE_S`: the period of the dashboard's memory history
     /// (`sensors::history`; 5 s, 360 samples = 30 minutes; 0: none).
     pub ui_sample: Duration,
+    /// `WARDEN_KV_SAVE` (`0` turns it off): keep conversations' KV caches on
+    /// disk across the warden's own interruptions (`law::kv_save`).
+    pub kv_save: bool,
+    /// `WARDEN_KV_SAVE_DIR`: where (default `<cache>/kv-saves`).
+    pub kv_save_dir: Option<PathBuf>,
+    /// `WARDEN_KV_SAVE_MAX_GB`: the store's cap (default 5 % of the free
+    /// disk, at most 8 GiB).
+    pub kv_save_max_bytes: Option<u64>,
     /// `WARDEN_MAX_CONNECTIONS`: open client connections the HTTP server
     /// serves at once (more wait in the listen backlog). 4096: far above
     /// any desktop's tools, and within the file descriptors the server
@@ -160,6 +168,9 @@ impl Default for WardenConfig {
             client_stall_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
             ui_sample: Duration::from_secs(5),
+            kv_save: true,
+            kv_save_dir: None,
+            kv_save_max_bytes: None,
             max_connections: 4096,
             stop_grace: Duration::from_secs(5),
             max_queue: 256,
@@ -256,6 +267,11 @@ impl WardenConfig {
             c.cors_origins = cors_origins("WARDEN_CORS_ORIGINS", v.split(','))?;
         }
         c.mlx_python = var("WARDEN_MLX_PYTHON").map(PathBuf::from);
+        c.kv_save = var("WARDEN_KV_SAVE").is_none_or(|v| v.trim() != "0");
+        c.kv_save_dir = var("WARDEN_KV_SAVE_DIR").map(PathBuf::from);
+        if let Some(g) = parse::<f64>(&var, "WARDEN_KV_SAVE_MAX_GB", "a size in GiB, e.g. 2")? {
+            c.kv_save_max_bytes = Some(gib(g.max(0.0)));
+        }
         if let Some(n) = parse(&var, "WARDEN_CHILD_VERBOSITY", "0 to 5")? {
             c.child_verbosity = n;
         }

@@ -54,6 +54,7 @@ pub mod engines;
 pub mod error;
 pub mod gguf;
 pub mod http;
+pub mod kv_store;
 pub mod law;
 pub mod messages;
 pub mod metrics;

@@ -103,6 +103,8 @@ pub struct EngineStatus {
     pub idle_timeout: Option<std::time::Duration>,
     /// The RAM the loaded child's window was sized against (cgroup-bounded).
     pub memory_total_bytes: Option<u64>,
+    /// The saved KV caches (`kv_store`), `None` when the feature is off.
+    pub kv_saves: Option<crate::kv_store::StoreView>,
     /// CPU engine: the share of that RAM the window rule sizes within
     /// (0.75 x RAM, `law::window::CPU_RAM_FRACTION`).
     pub memory_budget_bytes: Option<u64>,

@@ -24,6 +24,7 @@ pub mod caps;
 pub mod crash;
 pub mod cuda;
 pub mod keep_alive;
+pub mod kv_save;
 pub mod kv;
 pub mod mlx;
 pub mod pressure;

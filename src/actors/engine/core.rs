@@ -57,6 +57,9 @@ pub struct LiveChild {
     pub brake_off: Option<String>,
     /// CUDA: the Shared GPU memory baseline (spill platforms).
     pub spill_baseline: Option<u64>,
+    /// The conversation whose KV its slot holds, and about how many tokens
+    /// (`kv`); `None` for a fresh slot or one a keyless turn used.
+    pub slot: Option<(String, u32)>,
 }
 
 impl LiveChild {
@@ -148,6 +151,11 @@ pub struct EngineCore {
     pub(super) keep_alive: Option<(String, KeepAlive)>,
     /// The running turn's timings, set by the stream relay.
     pub(super) timings: Option<TurnTimings>,
+    /// The saved KV caches (`None`: `WARDEN_KV_SAVE=0`, or an engine
+    /// without slot files).
+    pub(super) kv: Option<crate::kv_store::KvStore>,
+    /// The store as status shows it (refreshed after each change).
+    pub(super) kv_view: Option<crate::kv_store::StoreView>,
 }
 
 impl EngineCore {
@@ -162,7 +170,8 @@ impl EngineCore {
             door_tx,
             metrics,
         } = wiring;
-        let core = Self {
+        let kv = super::kv::open_store(&cfg, &backend);
+        let mut core = Self {
             cfg,
             backend,
             catalog,
@@ -192,7 +201,11 @@ impl EngineCore {
             metrics,
             keep_alive: None,
             timings: None,
+            kv: None,
+            kv_view: None,
         };
+        core.kv_view = kv.as_ref().map(|s| s.view());
+        core.kv = kv;
         core.publish();
         core
     }
@@ -246,6 +259,7 @@ impl EngineCore {
             }),
             idle_timeout,
             memory_total_bytes: c.and_then(|c| c.plan.ram).map(|r| r.bytes),
+            kv_saves: self.kv_view.clone(),
             memory_budget_bytes: c
                 .and_then(|c| c.plan.ram)
                 .filter(|_| self.backend.kind() == crate::status::EngineKind::Cpu)
@@ -324,6 +338,10 @@ impl EngineCore {
 
     /// Stops the child, if any, through `terminate`.
     pub(super) async fn stop_child(&mut self, reason: &'static str) -> bool {
+        // A stop the warden chose keeps the conversation's KV on disk.
+        if matches!(reason, "idle" | "request" | "switch") {
+            self.save_slot(reason).await;
+        }
         let Some(mut c) = self.child.take() else {
             return false;
         };

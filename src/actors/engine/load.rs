@@ -229,7 +229,12 @@ impl EngineCore {
             })?;
             let port = lease.port();
             let key = ApiKey::mint();
-            let spec = self.backend.spawn_spec(&plan, port, &key);
+            let mut spec = self.backend.spawn_spec(&plan, port, &key);
+            if let Some(store) = &self.kv {
+                // llama-server writes and reads slot files only here.
+                spec.args.push("--slot-save-path".into());
+                spec.args.push(store.dir().as_os_str().to_owned());
+            }
             let oom_before = ram::oom_kill_count();
             let started = Instant::now();
             let mut proc = process::spawn(&spec).map_err(|source| EngineError::Spawn {
@@ -259,6 +264,7 @@ impl EngineCore {
                         offload: None,
                         brake_off: None,
                         spill_baseline: None,
+                        slot: None,
                         plan,
                     };
                     if child.plan.cuda.is_some() {

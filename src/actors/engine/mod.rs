@@ -14,6 +14,7 @@ mod brake;
 mod core;
 mod cuda;
 mod door;
+mod kv;
 mod load;
 mod mlx;
 mod outbox;

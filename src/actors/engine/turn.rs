@@ -224,6 +224,12 @@ impl EngineCore {
         let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON map serializes"));
         let max_tokens = body.get("max_tokens").and_then(|v| v.as_u64()).unwrap_or(0);
         self.last_request_tokens = (bytes.len() as u64 / 4 + max_tokens).min(u32::MAX as u64) as u32;
+        if route.generates() {
+            // The single slot changes hands: a conversation's KV is kept
+            // (`kv`); a raw completion or infill holds no conversation.
+            let owner = if route == Route::Chat { conversation } else { None };
+            self.claim_slot(owner, self.last_request_tokens).await;
+        }
         self.state = EngineState::Generating;
         self.publish();
         let relayed = if stream {
