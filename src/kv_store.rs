@@ -124,7 +124,10 @@ impl KvStore {
         };
         for r in store.records() {
             if model_identity(&r.model_path).as_deref() != Some(r.model_identity.as_str()) {
-                tracing::info!(model = r.model, "kv: the model file changed or is gone; its saved cache is removed");
+                tracing::info!(
+                    model = r.model,
+                    "kv: the model file changed or is gone; its saved cache is removed"
+                );
                 store.remove(&r.name);
             }
         }
@@ -213,9 +216,16 @@ impl KvStore {
 
     fn enforce_cap(&self) {
         let records = self.records();
-        let saves: Vec<_> = records.iter().map(|r| (r.name.as_str(), r.bytes, r.saved_at_ms)).collect();
+        let saves: Vec<_> = records
+            .iter()
+            .map(|r| (r.name.as_str(), r.bytes, r.saved_at_ms))
+            .collect();
         for name in kv_save::evict(&saves, self.cap) {
-            tracing::info!(name, cap_bytes = self.cap, "kv: the store is over its cap; the oldest save is evicted");
+            tracing::info!(
+                name,
+                cap_bytes = self.cap,
+                "kv: the store is over its cap; the oldest save is evicted"
+            );
             self.remove(name);
         }
     }
@@ -284,6 +294,9 @@ mod tests {
         std::fs::write(&model, b"other weights").unwrap();
         let reopened = KvStore::open(store.dir(), Some(25)).unwrap();
         assert_eq!(reopened.view().count, 0);
-        assert_ne!(KvStore::name(&a.model_identity, "c"), KvStore::name(&a.model_identity, "d"));
+        assert_ne!(
+            KvStore::name(&a.model_identity, "c"),
+            KvStore::name(&a.model_identity, "d")
+        );
     }
 }

@@ -21,7 +21,8 @@
 //!    |-- law::*      pure decisions (windows, caps, brakes, crash codes, CUDA, MLX)
 //!    |-- engines::*  per backend: CPU and CUDA llama-server, MLX mlx_vlm.server
 //!    |-- gguf::*     header-only model facts
-//!    |-- sensors::*  RAM total and cgroup, footprints, pressure providers, NVML
+//!    |-- sensors::*  RAM total and cgroup, footprints, pressure providers, NVML,
+//!    |               the dashboard's memory history (its own sampler thread)
 //!    `-- status::*   EngineStatus (watch) and WardenEvent (broadcast)
 //! ```
 //!
@@ -33,7 +34,9 @@
 //!   `relay` (the child's answer, streamed or whole, and its timings),
 //!   `outbox` (every hand-over to a caller bounded by the client stall
 //!   bound), `door` (the tokenizer's and metrics' way to the live child
-//!   beside a turn), `brake`, `mlx`, `cuda`, `reap`), `IdleTimer`, `SensorActor`,
+//!   beside a turn), `kv` (a conversation's KV saved and restored across
+//!   the warden's own interruptions), `brake`, `mlx`, `cuda`, `reap`),
+//!   `IdleTimer`, `SensorActor`,
 //!   `PrefixCacheActor`.
 //! - `http`: the actix-web routes (chat, completions, infill, the
 //!   tokenizer, `/metrics`, the warden's own); `http::stall` closes the
@@ -41,6 +44,7 @@
 //!   browser origins in.
 //! - `metrics`: Prometheus counters fed by every engine event, and the text
 //!   format.
+//! - `kv_store`: the on-disk store of saved KV caches (bounded, 0600).
 //! - `catalog`: the models a warden serves.
 //! - `config`: every `WARDEN_*` variable, read once.
 //! - `error`: `EngineError`, `ModelLoadError`, `GenerationError`, `ApiError`.

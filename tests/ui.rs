@@ -208,8 +208,12 @@ async fn a_lost_event_stream_is_said_and_reconnects() {
     let handle = bound.server.handle();
     actix_rt::spawn(bound.server);
     b.go(&format!("http://127.0.0.1:{port}/warden/ui")).await;
-    b.wait_for("the live stream", "return document.getElementById('conn').textContent === 'live';", 20)
-        .await;
+    b.wait_for(
+        "the live stream",
+        "return document.getElementById('conn').textContent === 'live';",
+        20,
+    )
+    .await;
     handle.stop(false).await;
     b.wait_for(
         "the lost stream said",
@@ -220,14 +224,23 @@ async fn a_lost_event_stream_is_said_and_reconnects() {
     let again = llm_warden::server::bind(w.clone(), "127.0.0.1", Some(port)).unwrap();
     let handle = again.server.handle();
     actix_rt::spawn(again.server);
-    b.wait_for("the reconnected stream", "return document.getElementById('conn').textContent === 'live';", 30)
-        .await;
+    b.wait_for(
+        "the reconnected stream",
+        "return document.getElementById('conn').textContent === 'live';",
+        30,
+    )
+    .await;
     let entries = b.console().await;
     let scripted: Vec<_> = errors(&entries)
         .into_iter()
-        .filter(|m| !m.contains("net::ERR_") && !m.contains("Failed to fetch") && !m.contains("Failed to load resource"))
+        .filter(|m| {
+            !m.contains("net::ERR_") && !m.contains("Failed to fetch") && !m.contains("Failed to load resource")
+        })
         .collect();
-    assert!(scripted.is_empty(), "script errors while the server was away: {entries:?}");
+    assert!(
+        scripted.is_empty(),
+        "script errors while the server was away: {entries:?}"
+    );
     b.quit().await;
     handle.stop(false).await;
     w.shutdown().await;

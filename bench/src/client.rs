@@ -33,6 +33,8 @@ pub struct Target {
     pub base: String,
     /// `Bearer KEY`, when the server wants one.
     pub bearer: Option<String>,
+    /// `X-Warden-Conversation`, for the kv phase's conversations.
+    pub conversation: Option<String>,
 }
 
 impl Target {
@@ -44,6 +46,9 @@ impl Target {
             .body(body);
         if let Some(b) = &self.bearer {
             r = r.header(reqwest::header::AUTHORIZATION, b);
+        }
+        if let Some(c) = &self.conversation {
+            r = r.header("X-Warden-Conversation", c);
         }
         r
     }

@@ -34,6 +34,7 @@ mod brake;
 mod client;
 mod cold;
 mod gguf;
+mod kv;
 mod memory;
 mod pairs;
 mod procs;
@@ -81,11 +82,11 @@ struct Args {
     /// `WARDEN_RAM_OVERRIDE_GB` of the brake phase.
     #[arg(long, default_value = "0.65")]
     brake_ram_gb: String,
-    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake.
+    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake,kv.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake"
+        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake,kv"
     )]
     phases: Vec<String>,
     /// The llm-warden binary (default: next to this one).
@@ -322,6 +323,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 let rt = Target {
                     base: format!("http://127.0.0.1:{}", relay::spawn(addr)?),
                     bearer: dt.bearer.clone(),
+                    conversation: None,
                 };
                 let side = pairs::Side {
                     target: &rt,
@@ -444,6 +446,15 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 lines.extend(brake::lines(&rounds, restart_ms));
             }
             Err(e) => errors.push(format!("brake: {e:#}")),
+        }
+    }
+
+    if on("kv") {
+        let rounds = args.rounds.min(3);
+        eprintln!("== kv: the next turn after a reap and a switch, restored or re-read ({rounds} rounds)");
+        match kv::run(&http, &setup, rounds, &mut raw).await {
+            Ok(l) => lines.extend(l),
+            Err(e) => errors.push(format!("kv: {e:#}")),
         }
     }
 

@@ -233,6 +233,7 @@ impl Direct {
         crate::client::Target {
             base: self.base.clone(),
             bearer: Some(self.key.bearer()),
+            conversation: None,
         }
     }
 
@@ -266,6 +267,7 @@ impl WardenProc {
         crate::client::Target {
             base: self.base.clone(),
             bearer: None,
+            conversation: None,
         }
     }
 
@@ -349,6 +351,22 @@ impl WardenProc {
             }
             if Instant::now() > deadline {
                 bail!("the warden has no ready model after 120 s: {s}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until the warden has no model loaded (after a `keep_alive: 0`
+    /// turn, whose unload runs after its answer).
+    pub async fn wait_unloaded(&self, http: &reqwest::Client) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = self.status(http).await?;
+            if s["model"].is_null() && s["state"] == "idle" {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("the model is still loaded 30 s after a keep_alive 0 turn: {s}");
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

@@ -1,5 +1,5 @@
 //! The warden's own routes: `/health`, `/warden/status` (the watch snapshot,
-//! never queued behind a turn, plus the child's footprint read now), `/warden/load`, `/warden/unload` and
+//! never queued behind a turn, plus the child's latest sampled footprint), `/warden/load`, `/warden/unload` and
 //! `/warden/events` (lifecycle events as SSE).
 
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -20,10 +20,16 @@ pub async fn health() -> HttpResponse {
 /// `GET /warden/status`.
 pub async fn status(warden: web::Data<Warden>) -> HttpResponse {
     let mut v = serde_json::to_value(warden.status()).unwrap_or_default();
-    // Read now (one /proc file, a few ms), like the metrics' gauge: the
-    // engine's own readings are only taken at brake samples.
-    let pid = warden.status().child_pid;
-    v["footprint_bytes"] = json!(pid.and_then(crate::sensors::footprint::anon_bytes));
+    // The memory history's latest reading of the child (at most one
+    // WARDEN_UI_SAMPLE_S old): the status route reads no /proc file of its
+    // own, so its latency stays the watch's.
+    let model = warden.status().model;
+    let footprint = warden
+        .history()
+        .latest()
+        .filter(|s| s.model.is_some() && s.model == model)
+        .and_then(|s| s.footprint_bytes);
+    v["footprint_bytes"] = json!(footprint);
     v["queue_depth"] = json!(warden.queue_depth());
     v["max_queue"] = json!(warden.config().max_queue);
     if let Some(note) = warden.engine_note() {

@@ -13,6 +13,7 @@
 //! | `pressure` | the Linux pressure level and paging evidence |
 //! | `reap` | the idle reap |
 //! | `keep_alive` | a request's keep-alive, parsed, and the idle timeout in force |
+//! | `kv_save` | when a slot is saved, whether a save fits, the store's cap and eviction |
 //! | `route` | which routes an engine serves, and which generate |
 //! | `crash` | crash classification from the child's output tail |
 //! | `cuda` | the GPU choice, spawn matrix, OOM retry, placement, device check, spill, pre-flight |
@@ -24,8 +25,8 @@ pub mod caps;
 pub mod crash;
 pub mod cuda;
 pub mod keep_alive;
-pub mod kv_save;
 pub mod kv;
+pub mod kv_save;
 pub mod mlx;
 pub mod pressure;
 pub mod quant;

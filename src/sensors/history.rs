@@ -65,6 +65,11 @@ impl History {
         self.lock().iter().cloned().collect()
     }
 
+    /// The newest sample.
+    pub fn latest(&self) -> Option<Sample> {
+        self.lock().back().cloned()
+    }
+
     /// Adds a sample, dropping the oldest past the capacity.
     pub fn push(&self, s: Sample) {
         let mut r = self.lock();

@@ -151,7 +151,7 @@ impl EngineCore {
     /// timeout. The model, the idle clock and the brake state are kept; a
     /// failed respawn degrades into an unload, recorded for the next spawn.
     async fn brake_respawn(&mut self, point: Point, r: &Readings, action: Action, cap: u32, facts: WindowFacts) {
-        self.save_slot("brake").await;
+        self.save_slot("memory brake").await;
         let Some(mut old) = self.child.take() else { return };
         let started = Instant::now();
         process::terminate(&mut old.process, self.cfg.stop_grace).await;
@@ -199,7 +199,7 @@ impl EngineCore {
     /// The emergency unload: the child stops; its episode and cap are
     /// carried to the model's next spawn.
     async fn brake_unload(&mut self, point: Point, r: &Readings, allocated: u32) {
-        self.save_slot("brake").await;
+        self.save_slot("memory brake").await;
         let Some(mut old) = self.child.take() else { return };
         let id = old.model_id().to_string();
         process::terminate(&mut old.process, self.cfg.stop_grace).await;

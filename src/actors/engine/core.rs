@@ -339,8 +339,11 @@ impl EngineCore {
     /// Stops the child, if any, through `terminate`.
     pub(super) async fn stop_child(&mut self, reason: &'static str) -> bool {
         // A stop the warden chose keeps the conversation's KV on disk.
-        if matches!(reason, "idle" | "request" | "switch") {
-            self.save_slot(reason).await;
+        match reason {
+            "idle" => self.save_slot("idle unload").await,
+            "request" => self.save_slot("manual unload").await,
+            "switch" => self.save_slot("switch to another model").await,
+            _ => {}
         }
         let Some(mut c) = self.child.take() else {
             return false;
@@ -353,15 +356,17 @@ impl EngineCore {
             reason,
             "model unloaded ({info})"
         );
-        self.emit(WardenEvent::Unloaded {
-            model: c.model_id().to_string(),
-            reason,
-        });
         // The brake state belongs to the child; the window memory (written
         // through on every change) outlives it.
         self.brake = BrakeState::default();
         self.state = EngineState::Idle;
+        // Published before the event, so an observer of the unload sees a
+        // status without the model.
         self.publish();
+        self.emit(WardenEvent::Unloaded {
+            model: c.model_id().to_string(),
+            reason,
+        });
         true
     }
 

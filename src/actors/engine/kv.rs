@@ -29,7 +29,10 @@ pub(super) fn open_store(cfg: &WardenConfig, backend: &Backend) -> Option<KvStor
     if !cfg.kv_save || matches!(backend, Backend::Mlx(_)) {
         return None;
     }
-    let dir = cfg.kv_save_dir.clone().unwrap_or_else(|| cfg.cache_dir.join("kv-saves"));
+    let dir = cfg
+        .kv_save_dir
+        .clone()
+        .unwrap_or_else(|| cfg.cache_dir.join("kv-saves"));
     match KvStore::open(&dir, cfg.kv_save_max_bytes) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -81,11 +84,15 @@ impl EngineCore {
     pub(super) async fn save_slot(&mut self, why: &'static str) {
         let Some(store) = self.kv.clone() else { return };
         let Some(c) = self.child.as_mut() else { return };
-        let Some((conversation, tokens)) = c.slot.take() else { return };
+        let Some((conversation, tokens)) = c.slot.take() else {
+            return;
+        };
         if !kv_save::worth_saving(tokens) {
             return;
         }
-        let Some((name, identity)) = self.save_name(&conversation) else { return };
+        let Some((name, identity)) = self.save_name(&conversation) else {
+            return;
+        };
         let c = self.child.as_ref().expect("checked above");
         let (model, model_path) = (c.model_id().to_string(), c.plan.entry.path.clone());
         match self.slot_action("save", &KvStore::temp_file(&name)).await {
@@ -151,8 +158,14 @@ impl EngineCore {
     /// fits the window.
     async fn restore_slot(&mut self, conversation: &str) {
         let Some(store) = self.kv.clone() else { return };
-        let Some((name, _)) = self.save_name(conversation) else { return };
-        let Some(record) = store.find(&name) else { return };
+        let Some((name, _)) = self.save_name(conversation) else {
+            return;
+        };
+        let Some(record) = store.find(&name) else {
+            // `find` may have removed a truncated save.
+            self.kv_view = Some(store.view());
+            return;
+        };
         let window = self.child.as_ref().and_then(|c| c.allocated);
         if !kv_save::fits(record.tokens, window) {
             tracing::info!(
