@@ -26,8 +26,10 @@
 //!    `-- status::*   EngineStatus (watch) and WardenEvent (broadcast)
 //! ```
 //!
-//! - `warden`: the embedding API (`Warden::start`, `submit`, `shutdown`),
-//!   engine selection and the CUDA pre-flight.
+//! - `warden`: the embedding API (`Warden::start`, `submit`, `shutdown`,
+//!   the tokenizer's side door, metrics, the memory history).
+//! - `engines`: per backend; `engines::preflight` selects the engine and
+//!   runs the CUDA pre-flight.
 //! - `server`: the binary's HTTP server (`bind`).
 //! - `messages`: one file per actor message.
 //! - `actors`: `EngineActor` (its state is `EngineCore`: `load`, `turn`,

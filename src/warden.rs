@@ -18,7 +18,6 @@ use crate::engines::{self, Backend};
 use crate::error::{ApiError, EngineError};
 use crate::law::keep_alive::KeepAlive;
 use crate::law::route::Route;
-use crate::law::select::{self, Platform};
 use crate::messages::{Generate, ReadSensors, ReadVram, Shutdown, TurnEvent, TurnOptions};
 use crate::metrics::Metrics;
 use crate::queue::QueueGauge;
@@ -99,55 +98,13 @@ impl TurnWatch {
     }
 }
 
-/// What the platform looks like to selection, read once at start.
-fn platform() -> Platform {
-    Platform {
-        os: std::env::consts::OS,
-        arm: std::env::consts::ARCH == "aarch64",
-        nvidia_devices: crate::sensors::nvml::device_count(),
-    }
-}
-
-/// The CUDA pre-flight: the CUDA backend, or the reason this machine cannot
-/// run it (no device the child may see, no CUDA build, a driver older than
-/// the build's CUDA).
-fn cuda_preflight(cfg: &WardenConfig) -> Result<Backend, String> {
-    let snap = crate::sensors::nvml::snapshot()?;
-    let visible = crate::law::cuda::visible(&snap.devices, cfg.cuda_visible_devices.as_deref()).len() as u32;
-    let server = cfg
-        .llama_server
-        .clone()
-        .or_else(|| crate::engines::llama::find_flavour(cfg, crate::engines::llama::Flavour::Cuda).ok());
-    let build_cuda = server.as_deref().and_then(crate::engines::cuda::build_cuda_version);
-    if let Some(reason) = crate::law::cuda::preflight(visible, snap.driver_cuda, build_cuda, server.is_some()) {
-        return Err(reason);
-    }
-    engines::build(cfg, EngineKind::Cuda).map_err(|e| e.to_string())
-}
-
 impl Warden {
     /// Starts the warden. Must run inside an actix `System`. Selection
     /// decides the engine; a CUDA machine that fails the pre-flight gets one
     /// clear notice (also in `/warden/status`) and the CPU engine.
     pub fn start(config: WardenConfig, catalog: Catalog) -> Result<Self, StartError> {
         let config = Arc::new(config);
-        let selection = select::select(platform(), config.engine, config.force_cpu);
-        if let Some(n) = &selection.note {
-            tracing::warn!("{n}");
-        }
-        let mut note = selection.note.clone();
-        let backend = match selection.kind {
-            EngineKind::Cuda => match cuda_preflight(&config) {
-                Ok(b) => b,
-                Err(reason) => {
-                    let msg = format!("the CUDA engine cannot run here: {reason}; using the CPU engine");
-                    tracing::warn!("{msg}");
-                    note = Some(msg);
-                    engines::build(&config, EngineKind::Cpu)?
-                }
-            },
-            kind => engines::build(&config, kind)?,
-        };
+        let (backend, note) = engines::preflight::choose(&config)?;
         Ok(Self::start_with(config, catalog, backend, note))
     }
 

@@ -7,12 +7,16 @@
 //! | CPU | `llama-server -ngl 0` | 27200-27299 | `law::window::cpu` |
 //! | CUDA | `llama-server -ngl -1 -fitt 1024` | 27200-27299 | `law::window::cuda` |
 //! | MLX | `python mlx_runner.py` (mlx_vlm.server) | 27300-27399 | trained, memory bound by PATCH |
+//!
+//! `preflight` decides which of them runs here (selection and the CUDA
+//! pre-flight).
 
 pub mod cpu;
 pub mod cuda;
 pub mod env;
 pub mod llama;
 pub mod mlx;
+pub mod preflight;
 
 use std::ops::RangeInclusive;
 use std::sync::Arc;

@@ -20,9 +20,9 @@ use crate::child::process::{self, ChildProcess};
 use crate::config::WardenConfig;
 use crate::engines::{Backend, SpawnPlan};
 use crate::error::{ApiError, GenerationError};
-use crate::law::brake::{BrakeReload, BrakeState, BrakeView, Level, Remembered};
+use crate::law::brake::{BrakeReload, BrakeState, Level, Remembered};
 use crate::law::crash::{self, EngineCode, Hints};
-use crate::law::keep_alive::{self, KeepAlive};
+use crate::law::keep_alive::KeepAlive;
 use crate::messages::{ReadSensors, ReadVram};
 use crate::metrics::Metrics;
 use crate::sensors::ram;
@@ -210,105 +210,6 @@ impl EngineCore {
         core
     }
 
-    /// Publishes the status snapshot (after every change).
-    pub(super) fn publish(&self) {
-        let c = self.child.as_ref();
-        let memory_bound = c.and_then(|c| {
-            if c.memory_bound.is_some() {
-                return c.memory_bound; // MLX: the bound the child enforces
-            }
-            let bound = c.plan.window.memory_bound()?;
-            // The bound is reported only while the child enforces it.
-            (c.allocated
-                .is_some_and(|a| crate::law::caps::matches_requested(a, bound)))
-            .then_some(bound)
-        });
-        let idle_timeout = self.idle_timeout();
-        self.publish_door();
-        let status = EngineStatus {
-            engine: self.backend.kind(),
-            state: self.state,
-            model: c.map(|c| c.model_id().to_string()),
-            model_path: c.map(|c| c.plan.entry.path.display().to_string()),
-            declared_ceiling: self.cfg.ctx_pin,
-            context_tokens: c.and_then(|c| c.allocated),
-            requested_context: c.and_then(|c| c.plan.window.ctx()),
-            memory_bound_tokens: memory_bound,
-            memory_bound_footprint_bytes: memory_bound.and_then(|b| {
-                let c = c?;
-                match (c.plan.shape, c.plan.mlx, c.base_bytes) {
-                    (Some(s), _, _) => Some(crate::law::window::footprint_bytes(&s, b)),
-                    (None, Some(m), Some(base)) => Some(base + b as u64 * m.kv_per_token),
-                    _ => None,
-                }
-            }),
-            child_pid: c.map(|c| c.process.pid()),
-            port: c.map(|c| c.port.port()),
-            loaded_since: c.and_then(|c| unix_secs(c.loaded_since)),
-            last_used: self.last_used_wall.and_then(unix_millis),
-            last_used_at: self.last_used,
-            turns: self.turns,
-            idle_timeout_s: c.and(idle_timeout).map(|d| d.as_secs_f64()),
-            idle_deadline_ms: c.and(idle_timeout).and_then(|d| {
-                let from = self.last_used_wall.unwrap_or(c?.loaded_since);
-                unix_millis(from + d)
-            }),
-            keep_alive_s: c.and_then(|c| {
-                let (m, k) = self.keep_alive.as_ref()?;
-                (m == c.model_id()).then(|| k.as_secs_f64())
-            }),
-            idle_timeout,
-            memory_total_bytes: c.and_then(|c| c.plan.ram).map(|r| r.bytes),
-            kv_saves: self.kv_view.clone(),
-            memory_budget_bytes: c
-                .and_then(|c| c.plan.ram)
-                .filter(|_| self.backend.kind() == crate::status::EngineKind::Cpu)
-                .map(|r| (r.bytes as f64 * crate::law::window::CPU_RAM_FRACTION) as u64),
-            brake: BrakeView {
-                enabled: self.brake_off.is_none() && self.backend.brake_capable(),
-                off_reason: self.brake_off.clone(),
-                level: self.brake_level,
-                state: self.brake,
-                last_action: self.brake_last_action.clone(),
-                reload_pending: self.brake_reload.as_ref().map(|r| r.model.clone()),
-            },
-            child_output: c.map(|c| c.process.output().clone()),
-            gpu: c.and_then(|c| match &c.plan.cuda.as_ref()?.placement {
-                crate::law::cuda::CudaPlacement::Sized { device, .. } => {
-                    Some(format!("{} ({})", device.name, device.uuid))
-                }
-                _ => None,
-            }),
-            offload: c.and_then(|c| c.offload),
-        };
-        self.status_tx.send_replace(status);
-    }
-
-    /// The side door to the live child, republished only when the child
-    /// changed (a watch receiver then sees one change per child).
-    fn publish_door(&self) {
-        let now = self.child.as_ref().map(|c| (c.model_id(), c.port.port()));
-        self.door_tx.send_if_modified(|door| {
-            if door.as_ref().map(|d| (d.model.as_str(), d.port)) == now {
-                return false;
-            }
-            *door = self
-                .child
-                .as_ref()
-                .map(|c| super::Door::new(c.model_id().to_string(), c.port.port(), c.client.clone()));
-            true
-        });
-    }
-
-    /// The idle timeout in force for the loaded model (`None`: never).
-    pub(super) fn idle_timeout(&self) -> Option<std::time::Duration> {
-        keep_alive::effective_timeout(
-            self.keep_alive.as_ref().map(|(m, k)| (m.as_str(), *k)),
-            self.child.as_ref().map(|c| c.model_id()),
-            self.cfg.idle_timeout,
-        )
-    }
-
     /// Sends a lifecycle event (nobody listening is fine) after counting it.
     pub(super) fn emit(&self, event: WardenEvent) {
         self.metrics.observe(&event);
@@ -412,14 +313,4 @@ pub(super) fn classify_exit(c: &LiveChild, info: process::ExitInfo) -> EngineCod
         info.kind(),
         hints,
     )
-}
-
-fn unix_secs(t: SystemTime) -> Option<u64> {
-    t.duration_since(SystemTime::UNIX_EPOCH).ok().map(|d| d.as_secs())
-}
-
-fn unix_millis(t: SystemTime) -> Option<u64> {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .ok()
-        .map(|d| d.as_millis() as u64)
 }

@@ -18,6 +18,7 @@ mod kv;
 mod load;
 mod mlx;
 mod outbox;
+mod publish;
 mod reap;
 mod relay;
 mod turn;
