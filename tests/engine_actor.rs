@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use llm_warden::messages::{Load, ReapTick, Unload};
+use llm_warden::messages::{ReapTick, Unload};
 use llm_warden::status::WardenEvent;
 use serde_json::json;
 use support::*;
@@ -228,15 +228,7 @@ async fn load_status_unload() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", json!({"props_ctx": 6144}));
     let w = fake_warden(dir.path(), test_config());
-    let s = w
-        .engine()
-        .send(Load {
-            model: None,
-            keep_alive: None,
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    let s = load_default(&w).await;
     assert_eq!(s.context_tokens, Some(6144));
     let pid = s.child_pid.unwrap();
     assert!(alive(pid));

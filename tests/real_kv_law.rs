@@ -13,7 +13,6 @@ use llm_warden::WardenConfig;
 use llm_warden::child::process::{self, SpawnSpec};
 use llm_warden::gguf;
 use llm_warden::law::{kv, window};
-use llm_warden::messages::Load;
 use support::*;
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -137,15 +136,7 @@ async fn a_memory_bound_window_is_passed_and_read_back() {
     let Some((w, _dir)) = real_smollm_warden(cfg) else {
         return;
     };
-    let s = w
-        .engine()
-        .send(Load {
-            model: None,
-            keep_alive: None,
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    let s = load_default(&w).await;
     assert_eq!(s.requested_context, Some(6400));
     assert_eq!(s.context_tokens, Some(6400));
     assert_eq!(s.memory_bound_tokens, Some(6400));
@@ -165,15 +156,7 @@ async fn a_pinned_window_is_the_declared_ceiling() {
     let Some((w, _dir)) = real_smollm_warden(cfg) else {
         return;
     };
-    let s = w
-        .engine()
-        .send(Load {
-            model: None,
-            keep_alive: None,
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    let s = load_default(&w).await;
     assert_eq!(s.declared_ceiling, Some(5000));
     assert_eq!(s.requested_context, Some(5000));
     assert_eq!(s.context_tokens.map(llm_warden::law::caps::pad), Some(5120));

@@ -12,7 +12,7 @@ use std::time::Duration;
 use llm_warden::WardenConfig;
 use llm_warden::child::process::{self, SpawnSpec};
 use llm_warden::law::crash::{self, EngineCode, Hints};
-use llm_warden::messages::{Load, Unload};
+use llm_warden::messages::Unload;
 use llm_warden::status::WardenEvent;
 use support::*;
 
@@ -23,15 +23,7 @@ async fn load_stream_nonstream_props_unload() {
     let Some((w, _dir)) = real_smollm_warden(test_config()) else {
         return;
     };
-    let s = w
-        .engine()
-        .send(Load {
-            model: None,
-            keep_alive: None,
-        })
-        .await
-        .unwrap()
-        .unwrap();
+    let s = load_default(&w).await;
     // SmolLM2's trained window fits this machine: the law gives it whole.
     assert_eq!(s.context_tokens, Some(8192));
     assert_eq!(s.requested_context, Some(8192));

@@ -7,7 +7,7 @@ use crate::error::ApiError;
 use crate::status::EngineStatus;
 
 /// Load (or switch to) a model.
-#[derive(Debug, Message)]
+#[derive(Debug, Default, Message)]
 #[rtype(result = "Result<EngineStatus, ApiError>")]
 pub struct Load {
     /// The catalog id; `None` means the default model.

@@ -197,6 +197,22 @@ mod tests {
         }
     }
 
+    fn ready(model: &str, load_ms: u64) -> WardenEvent {
+        WardenEvent::Ready {
+            model: model.into(),
+            pid: 1,
+            context_tokens: None,
+            load_ms,
+        }
+    }
+
+    fn unloaded(model: &str, reason: &'static str) -> WardenEvent {
+        WardenEvent::Unloaded {
+            model: model.into(),
+            reason,
+        }
+    }
+
     #[test]
     fn events_move_the_counters() {
         let m = Metrics::default();
@@ -208,45 +224,19 @@ mod tests {
         m.observe(&ended(Route::Chat, "completed", Some(t)));
         m.observe(&ended(Route::Chat, "completed", None));
         m.observe(&ended(Route::Completions, "failed", None));
-        m.observe(&WardenEvent::Ready {
-            model: "a".into(),
-            pid: 1,
-            context_tokens: None,
-            load_ms: 1500,
-        });
+        m.observe(&ready("a", 1500));
         // why: the same model ready again after a brake stop is a restart
-        m.observe(&WardenEvent::Unloaded {
-            model: "a".into(),
-            reason: "brake",
-        });
-        m.observe(&WardenEvent::Ready {
-            model: "a".into(),
-            pid: 2,
-            context_tokens: None,
-            load_ms: 700,
-        });
+        m.observe(&unloaded("a", "brake"));
+        m.observe(&ready("a", 700));
         // why: a manual unload then another model is no restart
-        m.observe(&WardenEvent::Unloaded {
-            model: "a".into(),
-            reason: "request",
-        });
-        m.observe(&WardenEvent::Ready {
-            model: "b".into(),
-            pid: 3,
-            context_tokens: None,
-            load_ms: 700,
-        });
+        m.observe(&unloaded("a", "request"));
+        m.observe(&ready("b", 700));
         m.observe(&WardenEvent::ChildExited {
             model: "b".into(),
             pid: 3,
             code: "out_of_memory".into(),
         });
-        m.observe(&WardenEvent::Ready {
-            model: "b".into(),
-            pid: 4,
-            context_tokens: None,
-            load_ms: 700,
-        });
+        m.observe(&ready("b", 700));
         m.refused(Route::Chat, "queue_full");
         let c = m.snapshot();
         assert_eq!(c.turns[&("chat", "completed")], 2);

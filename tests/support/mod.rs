@@ -506,3 +506,12 @@ pub fn client_python() -> Option<PathBuf> {
         skip_or_fail(&format!("{} missing (run ./build-llama.sh clients)", py.display()))
     }
 }
+
+/// Loads the default model now (`Load`), and the status after it.
+pub async fn load_default(w: &Warden) -> llm_warden::status::EngineStatus {
+    w.engine()
+        .send(llm_warden::messages::Load::default())
+        .await
+        .expect("the engine answers")
+        .expect("the default model loads")
+}
