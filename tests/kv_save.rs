@@ -14,7 +14,6 @@ mod support;
 
 use std::path::Path;
 
-use llm_warden::config::ForcedPressure;
 use llm_warden::{Warden, WardenConfig};
 use serde_json::{Value, json};
 use support::*;
@@ -195,11 +194,7 @@ async fn two_conversations_taking_turns_keep_their_reuse_and_the_cap_evicts() {
 async fn a_brake_respawn_restores_what_fits_and_drops_what_does_not() {
     let _one = serial();
     let kv = tempfile::tempdir().unwrap();
-    let cfg = WardenConfig {
-        ram_override_bytes: Some((0.65 * (1u64 << 30) as f64) as u64),
-        force_pressure: Some(ForcedPressure::Critical),
-        ..kv_cfg(kv.path())
-    };
+    let cfg = forced_critical(kv_cfg(kv.path()));
     let Some((w, _dir)) = real_smollm_warden(cfg) else {
         return;
     };

@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::process::Command;
 
 use llm_warden::WardenConfig;
-use llm_warden::config::ForcedPressure;
 use serde_json::{Value, json};
 use support::*;
 
@@ -227,11 +226,7 @@ async fn metrics_parse_and_move_as_the_warden_works() {
 #[actix_rt::test]
 async fn brake_actions_and_restarts_are_counted() {
     let Some(py) = client_python() else { return };
-    let cfg = WardenConfig {
-        ram_override_bytes: Some((0.65 * (1u64 << 30) as f64) as u64),
-        force_pressure: Some(ForcedPressure::Critical),
-        ..test_config()
-    };
+    let cfg = forced_critical(test_config());
     let Some((w, _dir)) = real_smollm_warden(cfg) else {
         return;
     };

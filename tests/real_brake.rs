@@ -12,19 +12,13 @@ mod support;
 
 use std::time::Duration;
 
-use llm_warden::WardenConfig;
-use llm_warden::config::ForcedPressure;
 use llm_warden::messages::Notice;
 use support::*;
 
 /// Forced critical on a memory-bound SmolLM2: shrink + respawn at turn end.
 #[actix_rt::test]
 async fn forced_critical_shrinks_a_real_child_at_turn_end() {
-    let cfg = WardenConfig {
-        ram_override_bytes: Some((0.65 * (1u64 << 30) as f64) as u64),
-        force_pressure: Some(ForcedPressure::Critical),
-        ..test_config()
-    };
+    let cfg = forced_critical(test_config());
     let Some((w, _dir)) = real_smollm_warden(cfg) else {
         return;
     };

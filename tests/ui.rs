@@ -13,7 +13,6 @@ mod support;
 use std::time::Duration;
 
 use llm_warden::WardenConfig;
-use llm_warden::config::ForcedPressure;
 use serde_json::Value;
 use support::webdriver::Browser;
 use support::*;
@@ -30,10 +29,8 @@ fn errors(entries: &[Value]) -> Vec<String> {
 #[actix_rt::test]
 async fn the_dashboard_shows_a_turn_and_a_brake_step_in_a_real_browser() {
     let cfg = WardenConfig {
-        ram_override_bytes: Some((0.65 * (1u64 << 30) as f64) as u64),
-        force_pressure: Some(ForcedPressure::Critical),
         ui_sample: Duration::from_millis(250),
-        ..test_config()
+        ..forced_critical(test_config())
     };
     let Some((w, _dir)) = real_smollm_warden(cfg) else {
         return;

@@ -515,3 +515,14 @@ pub async fn load_default(w: &Warden) -> llm_warden::status::EngineStatus {
         .expect("the engine answers")
         .expect("the default model loads")
 }
+
+/// `base` under forced critical pressure with 0.65 GiB of RAM standing in
+/// for the machine's: SmolLM2 loads memory-bound at 6,400 tokens and the
+/// brake shrinks it to the 4,096 floor at the first turn's end.
+pub fn forced_critical(base: WardenConfig) -> WardenConfig {
+    WardenConfig {
+        ram_override_bytes: Some((0.65 * (1u64 << 30) as f64) as u64),
+        force_pressure: Some(llm_warden::config::ForcedPressure::Critical),
+        ..base
+    }
+}
