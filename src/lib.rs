@@ -41,9 +41,10 @@
 //!   `IdleTimer`, `SensorActor`,
 //!   `PrefixCacheActor`.
 //! - `http`: the actix-web routes (chat, completions, infill, the
-//!   tokenizer, `/metrics`, the warden's own); `http::stall` closes the
-//!   connection of a client that stopped reading; `http::cors` lets listed
-//!   browser origins in.
+//!   tokenizer, `/metrics`, the dashboard `ui`, the warden's own);
+//!   `http::stall` closes the connection of a client that stopped reading;
+//!   `http::cors` lets listed browser origins in; `http::origin` refuses
+//!   uninvited pages and rebound hosts.
 //! - `metrics`: Prometheus counters fed by every engine event, and the text
 //!   format.
 //! - `kv_store`: the on-disk store of saved KV caches (bounded, 0600).

@@ -16,8 +16,9 @@
 //!
 //! `configure` mounts them on any actix-web `App` that holds a
 //! `web::Data<Warden>`; an embedding application adds its own routes beside.
-//! Middleware: `auth` (the optional bearer key), `cors` (browser origins),
-//! `stall` (a client that stopped reading).
+//! Middleware, outermost first: `cors` (invited browser origins), `origin`
+//! (uninvited pages and DNS-rebound hosts refused), `auth` (the optional
+//! key, bearer or Basic); and `stall` (a client that stopped reading).
 
 pub mod auth;
 pub mod body;
