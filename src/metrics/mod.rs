@@ -143,6 +143,9 @@ impl Metrics {
                 c.last_end = Some((model.clone(), unload_label(reason)));
             }
             WardenEvent::ChildExited { model, code, .. } => {
+                // A crash ends the model's residence like an unload does:
+                // `warden_unloads_total{reason="crash"}` beside the code.
+                *c.unloads.entry("crash").or_default() += 1;
                 *c.crashes.entry(code.clone()).or_default() += 1;
                 c.last_end = Some((model.clone(), "crash"));
             }
@@ -246,6 +249,7 @@ mod tests {
         assert_eq!(c.unloads["brake"], 1);
         assert_eq!(c.unloads["manual"], 1);
         assert_eq!(c.crashes["out_of_memory"], 1);
+        assert_eq!(c.unloads["crash"], 1);
         assert_eq!(c.restarts.get("brake"), Some(&1));
         assert_eq!(c.restarts.get("crash"), Some(&1));
         assert_eq!(c.restarts.get("manual"), None);

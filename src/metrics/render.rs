@@ -142,7 +142,7 @@ fn counters(out: &mut String, c: &Counters) {
     counter_map(
         out,
         "warden_unloads_total",
-        "Children the warden stopped, by reason (idle, brake, manual, switch, hung, shutdown).",
+        "Children that ended, by reason (idle, brake, manual, switch, hung, shutdown, crash).",
         &c.unloads,
         |k| format!("reason=\"{k}\""),
     );
