@@ -1,9 +1,9 @@
 //! The RAM total bounded by the warden's own memory cgroup, for real: the
 //! `inspect` binary run inside a cgroup (v1 on these machines, v2 where the
 //! unified hierarchy holds the memory controller) with a 2 GiB limit reports
-//! that limit as its RAM and sizes the window on it. Skipped (with a note)
-//! where the test cannot create a cgroup (not root, or no writable
-//! controller).
+//! that limit as its RAM and sizes the window on it. Where the test cannot
+//! create a cgroup (not root, or no writable controller) it is skipped with
+//! a note, and fails under `WARDEN_REQUIRE_REAL=1` (`./test.sh`).
 
 use std::process::Command;
 
@@ -14,7 +14,8 @@ use support::MemCgroup;
 #[test]
 fn inspect_inside_a_limited_cgroup_reports_the_limit() {
     let Some(group) = MemCgroup::new("llm-warden-test", 2 << 30) else {
-        eprintln!("SKIPPED: cannot create a memory cgroup here (not root?)");
+        // Under WARDEN_REQUIRE_REAL=1 (./test.sh) a missing cgroup fails.
+        support::skip_or_fail::<()>("cannot create a memory cgroup here (not root?)");
         return;
     };
     let model = llm_warden::WardenConfig::from_env()
@@ -22,7 +23,7 @@ fn inspect_inside_a_limited_cgroup_reports_the_limit() {
         .models_dir()
         .join("SmolLM2-135M-Instruct.Q4_1.gguf");
     if !model.is_file() {
-        eprintln!("SKIPPED: {} missing (run ./build-llama.sh)", model.display());
+        support::skip_or_fail::<()>(&format!("{} missing (run ./build-llama.sh)", model.display()));
         return;
     }
     // The shell moves itself into the group, then becomes the warden.
