@@ -43,10 +43,13 @@ impl Browser {
             .local_addr()
             .ok()?
             .port();
+        // Its own process group, which the browser it starts inherits: a
+        // test that panics before `quit` still takes both down (`Drop`).
         let driver = tokio::process::Command::new(driver_bin)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .expect("chromedriver starts");
@@ -185,5 +188,16 @@ impl Browser {
     pub async fn quit(mut self) {
         let _ = self.http.delete(&self.url).send().await;
         let _ = self.driver.kill().await;
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Some(pid) = self.driver.id() {
+            // SAFETY: signals the driver's own process group (set at spawn).
+            unsafe {
+                libc::killpg(pid as libc::pid_t, libc::SIGKILL);
+            }
+        }
     }
 }
