@@ -123,14 +123,14 @@ pub fn start(history: &Arc<History>, mut status: watch::Receiver<EngineStatus>, 
                 if !due {
                     continue;
                 }
-                let level = forced_level(forced).or_else(|| {
-                    let p = provider.as_mut()?;
-                    p.sample().level.ok().map(|l| l.as_str())
-                });
+                // One reading gives both the level and the available memory.
+                let reading = provider.as_mut().map(|p| p.sample());
+                let level = forced_level(forced)
+                    .or_else(|| reading.as_ref().and_then(|r| r.level.as_ref().ok()).map(|l| l.as_str()));
                 history.push(Sample {
                     t_ms: unix_ms(),
                     level,
-                    available_bytes: provider.as_ref().and_then(|p| p.available_bytes()),
+                    available_bytes: reading.and_then(|r| r.available_bytes),
                     footprint_bytes: pid.and_then(crate::sensors::footprint::anon_bytes),
                     context_tokens: window,
                     model: model.clone(),

@@ -137,11 +137,11 @@ impl PressureProvider for LinuxProvider {
             .read("vmstat")
             .and_then(|t| parse_counter(&t, "pswpout"))
             .map(|pages| pages * PAGE_BYTES);
-        RamSample { level, swapout_bytes }
-    }
-
-    fn available_bytes(&self) -> Option<u64> {
-        self.available().map(|(available, _)| available)
+        RamSample {
+            level,
+            swapout_bytes,
+            available_bytes: available.map(|(a, _)| a),
+        }
     }
 }
 

@@ -52,6 +52,7 @@ impl PressureProvider for MacProvider {
         RamSample {
             level,
             swapout_bytes: None,
+            available_bytes: None,
         }
     }
 }

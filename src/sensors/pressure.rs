@@ -13,6 +13,9 @@ pub struct RamSample {
     pub level: Result<Level, String>,
     /// The system's cumulative swap-outs in bytes, when readable.
     pub swapout_bytes: Option<u64>,
+    /// The memory available now (the cgroup's when it bounds the process),
+    /// where the platform's reading has it (the dashboard's chart).
+    pub available_bytes: Option<u64>,
 }
 
 /// A source of RAM pressure readings.
@@ -21,12 +24,6 @@ pub trait PressureProvider: Send {
     fn name(&self) -> &'static str;
     /// Takes one sample.
     fn sample(&mut self) -> RamSample;
-    /// The memory available now (the cgroup's when it bounds the process),
-    /// for the dashboard's chart; `None` where the platform's reading is a
-    /// level only.
-    fn available_bytes(&self) -> Option<u64> {
-        None
-    }
 }
 
 /// This platform's provider, if it has one.

@@ -48,6 +48,8 @@ impl PressureProvider for WindowsProvider {
         RamSample {
             level,
             swapout_bytes: None,
+            // ullAvailPhys: what the chart draws on the other platforms.
+            available_bytes: ok.then_some(st.ullAvailPhys),
         }
     }
 }
