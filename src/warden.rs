@@ -351,13 +351,17 @@ impl Warden {
     /// (beside any running turn: see `law::route`), else `None` and the
     /// caller queues it as a turn, which loads the model first. A child that
     /// stops between the look and the call is also answered through the
-    /// queue.
+    /// queue, and so is a route this engine's child does not serve (the
+    /// queue's own check refuses it).
     pub async fn tokenize_now(
         &self,
         route: Route,
         model: Option<&str>,
         body: bytes::Bytes,
     ) -> Option<Result<(u16, bytes::Bytes), ApiError>> {
+        if !route.served_by(self.engine_kind()) {
+            return None;
+        }
         let door = self.door_for(model)?;
         match door.tokenizer(route, body, TOKENIZER_TIMEOUT).await {
             Ok(v) => Some(Ok(v)),

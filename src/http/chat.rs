@@ -97,23 +97,35 @@ pub(super) async fn respond(warden: &Warden, http: &HttpRequest, req: TurnReques
         match first {
             TurnEvent::Error(e) => return error_response(&e),
             TurnEvent::Body { status, body } => {
-                let mut r = HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
-                r.content_type("application/json");
-                if !notices.is_empty() {
-                    r.insert_header(("X-Warden-Notices", serde_json::to_string(&notices).unwrap_or_default()));
-                }
-                let bound = warden.config().client_stall_timeout;
-                // Sized, so the answer keeps its Content-Length.
-                let len = body.len() as u64;
-                return r.body(SizedStream::new(
-                    len,
-                    stall::watch(http, stall::pieces(body), bound, None),
-                ));
+                return whole_body(http, status, body, &notices, warden.config().client_stall_timeout);
             }
             TurnEvent::Notice(n) if !stream => notices.push(n),
             first => return sse_response(http, warden.config().client_stall_timeout, first, rx, turn),
         }
     }
+}
+
+/// A whole JSON answer of the child, as it sent it (its notices, if any, in
+/// `X-Warden-Notices`), in pieces the stall watch can cut off: a client that
+/// stops reading a large body loses its connection after `stall_bound`.
+pub(super) fn whole_body(
+    http: &HttpRequest,
+    status: u16,
+    body: Bytes,
+    notices: &[Notice],
+    stall_bound: std::time::Duration,
+) -> HttpResponse {
+    let mut r = HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
+    r.content_type("application/json");
+    if !notices.is_empty() {
+        r.insert_header(("X-Warden-Notices", serde_json::to_string(notices).unwrap_or_default()));
+    }
+    // Sized, so the answer keeps its Content-Length.
+    let len = body.len() as u64;
+    r.body(SizedStream::new(
+        len,
+        stall::watch(http, stall::pieces(body), stall_bound, None),
+    ))
 }
 
 /// The engine dropped the turn without a word (it stopped).

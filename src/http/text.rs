@@ -6,11 +6,10 @@
 //! their model (they never wait behind a generation: `law::route`), or as a
 //! turn that loads it first when it does not.
 
-use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 
 use super::body::read_body;
-use super::chat::{refused, respond};
+use super::chat::{refused, respond, whole_body};
 use super::errors::error_response;
 use super::validate_text::{keep_alive, text_request};
 use crate::error::GenerationError;
@@ -49,17 +48,11 @@ async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route
         Err(e) => return refused(warden, route, &e),
     };
     if !route.generates() {
-        if !route.served_by(warden.engine_kind()) {
-            let e = crate::error::ApiError::unsupported_route(route, warden.engine_kind());
-            return refused(warden, route, &e);
-        }
         let body = bytes::Bytes::from(serde_json::to_vec(&req.body).expect("a JSON map serializes"));
         match warden.tokenize_now(route, req.model.as_deref(), body).await {
             Some(Ok((status, body))) if (200..300).contains(&status) => {
                 warden.metrics().direct(route, "completed");
-                return HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))
-                    .content_type("application/json")
-                    .body(body);
+                return whole_body(http, status, body, &[], cfg.client_stall_timeout);
             }
             // The child's refusal, in the shape every other route uses.
             Some(Ok((status, body))) => {
