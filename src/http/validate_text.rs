@@ -60,9 +60,14 @@ pub fn text_request(route: Route, bytes: &[u8]) -> Result<TextRequest, ApiError>
 
 /// `keep_alive`, removed from the body (the child would not know it).
 pub fn keep_alive_field(body: &mut Map<String, Value>) -> Result<Option<KeepAlive>, ApiError> {
-    match body.remove("keep_alive") {
+    keep_alive_value(body.remove("keep_alive").as_ref())
+}
+
+/// A `keep_alive` value (absent or null: none), or the 400 naming it.
+pub fn keep_alive_value(v: Option<&Value>) -> Result<Option<KeepAlive>, ApiError> {
+    match v {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => keep_alive::from_json(&v)
+        Some(v) => keep_alive::from_json(v)
             .map(Some)
             .map_err(|e| invalid("invalid_value", format!("'keep_alive' {e}"), "keep_alive")),
     }

@@ -83,16 +83,9 @@ pub async fn load(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
             }
         }
     };
-    let keep_alive = match body.keep_alive.as_ref().filter(|v| !v.is_null()) {
-        None => None,
-        Some(v) => match crate::law::keep_alive::from_json(v) {
-            Ok(k) => Some(k),
-            Err(e) => {
-                let e =
-                    crate::error::ApiError::invalid("invalid_value", format!("'keep_alive' {e}"), Some("keep_alive"));
-                return error_response(&e);
-            }
-        },
+    let keep_alive = match super::validate_text::keep_alive_value(body.keep_alive.as_ref()) {
+        Ok(k) => k,
+        Err(e) => return error_response(&e),
     };
     match warden
         .engine()
