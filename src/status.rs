@@ -98,9 +98,6 @@ pub struct EngineStatus {
     /// The keep-alive a request set for the loaded model (seconds, `-1`
     /// never), `None` when the configured timeout applies.
     pub keep_alive_s: Option<f64>,
-    /// The idle timeout in force, for the idle timer (`None`: never reap).
-    #[serde(skip)]
-    pub idle_timeout: Option<std::time::Duration>,
     /// The RAM the loaded child's window was sized against (cgroup-bounded).
     pub memory_total_bytes: Option<u64>,
     /// The saved KV caches (`kv_store`), `None` when the feature is off.

@@ -61,7 +61,7 @@ impl Actor for IdleTimer {
                 let s = act.status.borrow();
                 let idle_for = s.last_used_at.map(|t| t.elapsed()).unwrap_or_default();
                 let busy = matches!(s.state, EngineState::Generating | EngineState::Loading);
-                if let Some(timeout) = s.idle_timeout
+                if let Some(timeout) = s.idle_timeout_s.map(Duration::from_secs_f64)
                     && should_reap(s.model.is_some(), busy, idle_for, timeout)
                 {
                     act.reap.do_send(ReapTick);

@@ -57,7 +57,6 @@ impl EngineCore {
                 let (m, k) = self.keep_alive.as_ref()?;
                 (m == c.model_id()).then(|| k.as_secs_f64())
             }),
-            idle_timeout,
             memory_total_bytes: c.and_then(|c| c.plan.ram).map(|r| r.bytes),
             kv_saves: self.kv_view.clone(),
             memory_budget_bytes: c
