@@ -143,6 +143,8 @@ impl EngineCore {
         }
         if let Some(conv) = conversation {
             self.restore_slot(conv).await;
+            // A restore may have dropped a save (truncated, refused, too big).
+            self.kv_view = self.kv.as_ref().map(|s| s.view());
         }
         self.set_slot(conversation, tokens);
     }
@@ -162,8 +164,6 @@ impl EngineCore {
             return;
         };
         let Some(record) = store.find(&name) else {
-            // `find` may have removed a truncated save.
-            self.kv_view = Some(store.view());
             return;
         };
         let window = self.child.as_ref().and_then(|c| c.allocated);
@@ -174,7 +174,6 @@ impl EngineCore {
                 "kv: the conversation's saved cache does not fit the window any more; it is dropped and the conversation re-read"
             );
             store.remove(&name);
-            self.kv_view = Some(store.view());
             return;
         }
         match self.slot_action("restore", &KvStore::data_file(&name)).await {
@@ -186,7 +185,6 @@ impl EngineCore {
             Err(e) => {
                 tracing::warn!("kv: the saved cache was refused ({e}); it is removed and the conversation re-read");
                 store.remove(&name);
-                self.kv_view = Some(store.view());
             }
         }
     }
