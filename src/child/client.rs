@@ -149,12 +149,6 @@ impl ChildClient {
             .await
     }
 
-    /// POSTs a chat request body (already encoded) to `/v1/chat/completions`;
-    /// `stream` marks a streamed one, whose connection the child closes.
-    pub async fn chat(&self, body: Bytes, stream: bool) -> Result<reqwest::Response, reqwest::Error> {
-        self.send_retrying("/v1/chat/completions", body, stream).await
-    }
-
     /// POSTs `body` to `path` (with `Connection: close` when `close`); a send
     /// that never reached the child is tried once more on a fresh connection
     /// (never one from the pool).
