@@ -1,5 +1,5 @@
-//! The HTTP client to one child: `/health`, `/props`, the readiness ping and
-//! the chat request. Every call carries the child's bearer key (llama-server
+//! The HTTP client to one child: `/health`, `/props`, the readiness ping,
+//! the turns' requests (`send_retrying`) and the slot actions (`post_json`). Every call carries the child's bearer key (llama-server
 //! ignores it on `/health`; mlx-vlm needs it there) and never logs it.
 //!
 //! One `reqwest::Client` is shared by every child (loopback, keep-alive, no

@@ -53,10 +53,7 @@ impl EngineCore {
         let send = async {
             let r = child
                 .client
-                .request(reqwest::Method::POST, &format!("/slots/0?action={action}"))
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body)
-                .send()
+                .post_json(&format!("/slots/0?action={action}"), body)
                 .await
                 .map_err(|e| e.without_url().to_string())?;
             let status = r.status();
