@@ -24,6 +24,15 @@ pub enum EngineKind {
 }
 
 impl EngineKind {
+    /// The lowercase name the status and the metrics' labels use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cpu => "cpu",
+            Self::Cuda => "cuda",
+            Self::Mlx => "mlx",
+        }
+    }
+
     /// The spec's log tag (`[CPU_Engine] Memory brake: ...`).
     pub fn tag(self) -> &'static str {
         match self {
@@ -228,4 +237,16 @@ pub enum WardenEvent {
         /// The notice.
         notice: Notice,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_engine_names_itself_as_its_status_does() {
+        for k in [EngineKind::Cpu, EngineKind::Cuda, EngineKind::Mlx] {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.name());
+        }
+    }
 }

@@ -30,11 +30,7 @@ pub async fn metrics(warden: web::Data<Warden>) -> HttpResponse {
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i128);
     let gauges = Gauges {
-        engine: match s.engine {
-            EngineKind::Cpu => "cpu",
-            EngineKind::Cuda => "cuda",
-            EngineKind::Mlx => "mlx",
-        },
+        engine: s.engine.name(),
         model: s.model.clone(),
         queue_depth: warden.queue_depth(),
         max_queue: warden.config().max_queue,
