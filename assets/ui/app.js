@@ -44,7 +44,23 @@ function setConn(text, cls) {
   c.className = `pill ${cls}`;
 }
 
+// At most one refresh in flight and one more queued: a burst of events
+// (hundreds of turns ending) costs two status reads, not hundreds.
+let refreshing = false;
+let refreshAgain = false;
+
 async function refresh() {
+  if (refreshing) { refreshAgain = true; return; }
+  refreshing = true;
+  try {
+    await refreshNow();
+  } finally {
+    refreshing = false;
+    if (refreshAgain) { refreshAgain = false; refresh(); }
+  }
+}
+
+async function refreshNow() {
   try {
     const [status, history] = await Promise.all([getJson("/warden/status"), getJson("/warden/samples")]);
     state.status = status;
