@@ -29,9 +29,15 @@ pub struct Guard {
     pub loopback: bool,
 }
 
+/// Whether `host` (a name or address, no port, no brackets) is loopback.
+fn is_loopback_name(host: &str) -> bool {
+    let h = host.to_ascii_lowercase();
+    matches!(h.as_str(), "localhost" | "::1") || h.starts_with("127.")
+}
+
 /// Whether `addr` (a bind address) is loopback.
 pub fn is_loopback_bind(addr: &str) -> bool {
-    matches!(addr, "127.0.0.1" | "localhost" | "::1" | "[::1]") || addr.starts_with("127.")
+    is_loopback_name(addr.trim_start_matches('[').trim_end_matches(']'))
 }
 
 /// The host part of a `Host` header or an origin's authority (no port).
@@ -46,11 +52,7 @@ fn host_of(authority: &str) -> &str {
 pub fn verdict(guard: Guard, cors_on: bool, host: Option<&str>, origin: Option<&str>) -> Option<&'static str> {
     if guard.loopback
         && let Some(h) = host
-        && !matches!(
-            host_of(h).to_ascii_lowercase().as_str(),
-            "127.0.0.1" | "localhost" | "::1"
-        )
-        && !host_of(h).starts_with("127.")
+        && !is_loopback_name(host_of(h))
     {
         return Some("host_refused");
     }
