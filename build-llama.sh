@@ -28,6 +28,7 @@
 #
 # Exposes (git-ignored):
 #   artifacts/llama-cpp/<flavour>/bin/llama-server
+#   artifacts/llama-cpp/<flavour>/bin/ggml-rpc-server  (the worker's child)
 #   artifacts/models/*.gguf
 set -euo pipefail
 
@@ -141,11 +142,11 @@ hash8() { "$PY" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.r
 # smoke BIN: runs BIN on the default model for one token; names the signal
 # of a crash. The model is SmolLM2 unless WARDEN_SMOKE_MODEL names another.
 smoke() {
-  local bin="$1" model="${WARDEN_SMOKE_MODEL:-$cache/models/$SMOLLM_FILE}"
+  local bin="$1" rpc_bin="${2:-}" model="${WARDEN_SMOKE_MODEL:-$cache/models/$SMOLLM_FILE}"
   [ -s "$model" ] || fetch_smollm
   mkdir -p "$cache/build"
-  say "Smoke test: $bin answers one token on $(basename "$model")"
-  "$PY" "$repo/scripts/smoke_llama_server.py" "$bin" "$model" "$cache/build/smoke.log"
+  say "Smoke test: $bin answers one token on $(basename "$model")${rpc_bin:+ with its layers on ggml-rpc-server}"
+  "$PY" "$repo/scripts/smoke_llama_server.py" "$bin" "$model" "$cache/build/smoke.log" ${rpc_bin:+"$rpc_bin"}
 }
 
 build_llama() {
@@ -154,6 +155,11 @@ build_llama() {
     -DBUILD_SHARED_LIBS=OFF
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
+    # Every flavour carries llama.cpp's RPC backend: the same build is the
+    # warden's llama-server (--rpc to workers) and a worker's ggml-rpc-server,
+    # so a machine builds once whichever role it plays, and a warden and its
+    # workers built from this script always speak the same RPC protocol.
+    -DGGML_RPC=ON
   )
   local o
   while IFS= read -r o; do opts+=("$o"); done < <(cpu_isa_opts)
@@ -182,7 +188,7 @@ build_llama() {
   if [ -f "$prefix/.complete" ]; then
     say "llama-server $key: cached at $prefix"
     if [ ! -f "$checked" ]; then
-      smoke "$prefix/bin/llama-server" \
+      smoke "$prefix/bin/llama-server" "$prefix/bin/ggml-rpc-server" \
         || die "the cached llama-server does not run on this machine (above); rebuild it here with ./build-llama.sh --rebuild${flavour:+ $flavour}"
       touch "$checked"
     fi
@@ -204,17 +210,19 @@ build_llama() {
     # Every option is in opts; nothing is patched in the source.
     cmake -S "$src" -B "$build" -G Ninja "${opts[@]}" >"$cache/build/$key.configure.log" 2>&1 \
       || { tail -30 "$cache/build/$key.configure.log" >&2; die "cmake configure failed (log: $cache/build/$key.configure.log)"; }
-    say "Building llama-server ($key; 10-25 min on 2 cores the first time, progress below)"
-    ninja -C "$build" llama-server
-    local bin="$build/bin/llama-server"
+    say "Building llama-server and ggml-rpc-server ($key; 10-25 min on 2 cores the first time, progress below)"
+    ninja -C "$build" llama-server ggml-rpc-server
+    local bin="$build/bin/llama-server" rpc_bin="$build/bin/ggml-rpc-server"
     if [ "$flavour" = cpu ]; then
-      say "Checking that the binary holds no AMX instruction (objdump)"
-      "$repo/scripts/no-amx.sh" "$bin" || die "the build holds AMX code, which crashes on AMX CPUs; not installed (a bug in build-llama.sh's flags)"
+      say "Checking that the binaries hold no AMX instruction (objdump)"
+      "$repo/scripts/no-amx.sh" "$bin" && "$repo/scripts/no-amx.sh" "$rpc_bin" \
+        || die "the build holds AMX code, which crashes on AMX CPUs; not installed (a bug in build-llama.sh's flags)"
     fi
-    smoke "$bin" \
+    smoke "$bin" "$rpc_bin" \
       || die "the fresh llama-server does not run on this machine (above); it was not installed. A SIGILL means the build uses instructions this CPU cannot run: report it with the CPU's flags (grep -m1 flags /proc/cpuinfo)"
     mkdir -p "$prefix/bin"
     cp "$bin" "$prefix/bin/llama-server"
+    cp "$rpc_bin" "$prefix/bin/ggml-rpc-server"
     local cuda_note=""
     if [ "$flavour" = cuda ]; then
       # Recorded for the warden's pre-flight (driver too old for the build?).

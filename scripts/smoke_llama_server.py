@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""smoke_llama_server.py BIN MODEL LOG: proves a llama-server build runs here.
+"""smoke_llama_server.py BIN MODEL LOG [RPC_BIN]: proves a llama-server build runs here.
 
 Starts BIN on MODEL (127.0.0.1, a free port, a 512-token window), waits for
-/health, asks /completion for one token, and stops it. build-llama.sh runs
+/health, asks /completion for one token, and stops it. With RPC_BIN (the
+build's ggml-rpc-server) it first starts that on another free port and gives
+llama-server `--rpc` to it with every layer offloaded, so the token is
+computed across both binaries: the worker side is proved with the server. build-llama.sh runs
 it after every build and on every cache hit not yet checked on this CPU, so
 a binary that cannot run on this machine (SIGILL: instructions this CPU or
 kernel refuses) fails the build at once instead of at a user's first chat.
@@ -49,13 +52,55 @@ def death(rc):
     return f"exited with status {rc}"
 
 
+def start_rpc(rpc_bin, log_path):
+    """Starts ggml-rpc-server on a free loopback port; returns (proc, port, problem)."""
+    port = free_port()
+    log = open(log_path + ".rpc", "w")
+    proc = subprocess.Popen(
+        [rpc_bin, "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return proc, port, f"ggml-rpc-server {death(proc.returncode)} at start\n{tail(log_path + '.rpc')}"
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return proc, port, None
+        except OSError:
+            time.sleep(0.2)
+    return proc, port, "ggml-rpc-server did not listen within 30 s"
+
+
+def stop(proc):
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def main():
     binary, model, log_path = sys.argv[1:4]
+    rpc_bin = sys.argv[4] if len(sys.argv) > 4 else None
+    rpc, extra = None, []
+    if rpc_bin:
+        rpc, rpc_port, problem = start_rpc(rpc_bin, log_path)
+        if problem:
+            stop(rpc)
+            print(problem, file=sys.stderr)
+            return 1
+        extra = ["--rpc", f"127.0.0.1:{rpc_port}", "-ngl", "99"]
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-c", "512", "-np", "1", "--no-webui"],
+            [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port), "-c", "512", "-np", "1", "--no-webui"]
+            + extra,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -93,14 +138,11 @@ def main():
                     problem = f"llama-server {death(proc.returncode)} on its first token"
                 else:
                     problem = f"llama-server failed its first token ({e})"
+        if problem is None and rpc is not None and rpc.poll() is not None:
+            problem = f"ggml-rpc-server {death(rpc.returncode)} while serving the token"
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)
+        stop(rpc)
     if problem is None:
         return 0
     print(problem, file=sys.stderr)

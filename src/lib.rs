@@ -66,6 +66,7 @@ pub mod law;
 pub mod messages;
 pub mod metrics;
 pub mod queue;
+pub mod rpc;
 pub mod sensors;
 pub mod server;
 pub mod status;
