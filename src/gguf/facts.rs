@@ -67,6 +67,10 @@ pub struct ModelFacts {
     /// Bytes of MoE expert tensors (names containing `_exps`), which can be
     /// left in host memory.
     pub expert_bytes: u64,
+    /// Bytes of the `output.weight` tensor; 0 for a tied model, whose output
+    /// layer reuses `token_embd.weight` (and llama.cpp copies it to the
+    /// device that runs the output layer).
+    pub output_bytes: u64,
     /// Tensors over all parts.
     pub tensor_count: u64,
     /// The files read, in order (one, or every part of a split family).
@@ -102,6 +106,7 @@ pub fn read_model_facts(path: &Path) -> Result<ModelFacts, GgufError> {
         facts.tensor_count = sum(facts.tensor_count, h.tensor_count)?;
         facts.expert_bytes = sum(facts.expert_bytes, h.expert_bytes)?;
         facts.token_embd_bytes = facts.token_embd_bytes.max(h.token_embd_bytes);
+        facts.output_bytes = facts.output_bytes.max(h.output_bytes);
         facts.parts.push(p.clone());
     }
     Ok(facts)
@@ -247,6 +252,7 @@ fn facts_from_metadata(path: &Path, meta: &Metadata) -> Result<ModelFacts, GgufE
         weights_bytes: 0,
         token_embd_bytes: 0,
         expert_bytes: 0,
+        output_bytes: 0,
         tensor_count: 0,
         parts: Vec::new(),
         architecture: keys.arch,

@@ -47,6 +47,9 @@ pub struct GgufHeader {
     pub token_embd_bytes: u64,
     /// Bytes of MoE expert tensors (names containing `_exps`) in this file.
     pub expert_bytes: u64,
+    /// Bytes of `output.weight` in this file (0 if not here: a tied model
+    /// reuses `token_embd.weight`).
+    pub output_bytes: u64,
     /// Bytes actually read from the file: proves the data was not touched.
     pub bytes_read: u64,
 }
@@ -100,6 +103,7 @@ pub fn read_header(path: &Path) -> Result<GgufHeader, GgufError> {
         file_size: src.size,
         token_embd_bytes: tensors.token_embd_bytes,
         expert_bytes: tensors.expert_bytes,
+        output_bytes: tensors.output_bytes,
         bytes_read: src.bytes_read(),
     })
 }
@@ -155,6 +159,8 @@ struct TensorTotals {
     token_embd_bytes: u64,
     /// Bytes of tensors whose name contains `_exps`.
     expert_bytes: u64,
+    /// Bytes of `output.weight`.
+    output_bytes: u64,
 }
 
 /// Reads every tensor info, sizing each from its type and dims; nothing is
@@ -164,6 +170,7 @@ fn read_tensor_infos(src: &mut Source<'_>, count: u64, alignment: u64) -> Result
         max_end: 0,
         token_embd_bytes: 0,
         expert_bytes: 0,
+        output_bytes: 0,
     };
     let mut name = Vec::with_capacity(MAX_TENSOR_NAME as usize);
     for i in 0..count {
@@ -192,6 +199,9 @@ fn read_tensor_infos(src: &mut Source<'_>, count: u64, alignment: u64) -> Result
         totals.max_end = totals.max_end.max(end);
         if name == b"token_embd.weight" {
             totals.token_embd_bytes = bytes;
+        }
+        if name == b"output.weight" {
+            totals.output_bytes = bytes;
         }
         if name.windows(5).any(|w| w == b"_exps") {
             totals.expert_bytes = totals

@@ -33,4 +33,5 @@ pub mod quant;
 pub mod reap;
 pub mod route;
 pub mod select;
+pub mod split;
 pub mod window;
