@@ -117,6 +117,13 @@ pub struct WardenConfig {
     pub force_pressure: Option<ForcedPressure>,
     /// `WARDEN_API_KEY`: when set, a bearer token the warden's own routes require.
     pub api_key: Option<String>,
+    /// `WARDEN_WORKERS` (comma-separated `HOST:PORT`, or `serve --worker`):
+    /// llama.cpp RPC workers (`llm-warden worker`) the CPU engine splits
+    /// models over.
+    pub workers: Vec<crate::rpc::remote::WorkerAddr>,
+    /// `WARDEN_WORKER_KEY`: the key that reads the workers' status; unset,
+    /// the key file a worker on this machine wrote (`<cache>/worker.key`).
+    pub worker_key: Option<String>,
     /// `WARDEN_CORS_ORIGINS` (comma-separated; `serve --cors-origin` replaces
     /// it): the web origins (`http://host:port`) whose pages may call the
     /// warden from a browser. Empty, the default: no CORS headers at all, so
@@ -179,6 +186,8 @@ impl Default for WardenConfig {
             vram_override_bytes: None,
             force_pressure: None,
             api_key: None,
+            workers: Vec::new(),
+            worker_key: None,
             cors_origins: Vec::new(),
             mlx_python: None,
             child_verbosity: 3,
@@ -263,6 +272,15 @@ impl WardenConfig {
             });
         }
         c.api_key = var("WARDEN_API_KEY");
+        if let Some(v) = var("WARDEN_WORKERS") {
+            c.workers = workers("WARDEN_WORKERS", v.split(','))?;
+        }
+        c.worker_key = var("WARDEN_WORKER_KEY").or_else(|| {
+            std::fs::read_to_string(c.cache_dir.join("worker.key"))
+                .ok()
+                .map(|k| k.trim().to_string())
+                .filter(|k| !k.is_empty())
+        });
         if let Some(v) = var("WARDEN_CORS_ORIGINS") {
             c.cors_origins = cors_origins("WARDEN_CORS_ORIGINS", v.split(','))?;
         }
@@ -284,6 +302,24 @@ impl WardenConfig {
     pub fn models_dir(&self) -> PathBuf {
         self.cache_dir.join("models")
     }
+}
+
+/// The worker addresses of a list (`WARDEN_WORKERS`, `serve --worker`);
+/// blank items are skipped, repeats dropped, a bad one refuses the start.
+pub fn workers<'a>(
+    name: &'static str,
+    items: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<crate::rpc::remote::WorkerAddr>, ConfigError> {
+    let mut out = Vec::new();
+    for item in items.into_iter().map(str::trim).filter(|i| !i.is_empty()) {
+        let a = item
+            .parse()
+            .map_err(|_| bad(name, item.to_string(), "HOST:PORT of an llm-warden worker, e.g. 10.0.0.2:50053"))?;
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    Ok(out)
 }
 
 /// The origins of a list (`WARDEN_CORS_ORIGINS`, `serve --cors-origin`),

@@ -191,6 +191,26 @@ pub enum ModelLoadError {
     /// The engine itself failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// A worker's llama.cpp build is not the warden's (refused before any spawn).
+    #[error("cannot load '{id}' across the workers: {detail}")]
+    WorkerBuildMismatch {
+        /// The model id.
+        id: String,
+        /// Which worker, and both builds.
+        detail: String,
+    },
+    /// With workers configured, the devices that answer cannot hold the
+    /// model even at the window floor.
+    #[error("'{id}' does not fit the devices that answer, even at a {window}-token window: {detail}")]
+    DoesNotFit {
+        /// The model id.
+        id: String,
+        /// The window tried.
+        window: u32,
+        /// Each device's planned share against its limit, and the workers
+        /// left out.
+        detail: String,
+    },
 }
 
 impl ModelLoadError {
@@ -203,6 +223,8 @@ impl ModelLoadError {
             Self::TimedOut { .. } => EngineCode::LoadTimeout.as_str().into(),
             Self::PingFailed { .. } => "ready_ping_failed".into(),
             Self::Engine(e) => e.code().into(),
+            Self::WorkerBuildMismatch { .. } => "worker_build_mismatch".into(),
+            Self::DoesNotFit { .. } => "model_does_not_fit".into(),
         }
     }
 
@@ -222,6 +244,9 @@ impl ModelLoadError {
             Self::Invalid(_) | Self::WrongFormat { .. } => (422, "model_load_error"),
             Self::Engine(EngineError::NoFreePort { .. }) => (503, "engine_error"),
             Self::Engine(_) => (500, "engine_error"),
+            // The machines, not the request, are short: another model or
+            // the missing worker back fixes it.
+            Self::WorkerBuildMismatch { .. } | Self::DoesNotFit { .. } => (503, "model_load_error"),
             _ => (500, "model_load_error"),
         };
         ApiError {
@@ -271,6 +296,19 @@ pub enum GenerationError {
     /// The stream from the child broke in a way that is not a death.
     #[error("the connection to the model server failed ({0})")]
     Transport(String),
+    /// An RPC worker the child ran layers on stopped answering, or its
+    /// rpc-server restarted; the child was stopped.
+    #[error(
+        "the RPC worker {worker} was lost during generation ({why}); the model was unloaded, and the next request loads it without that worker if it still fits"
+    )]
+    WorkerLost {
+        /// The worker's address.
+        worker: String,
+        /// What the watch saw.
+        why: String,
+        /// The child's output tail.
+        raw: String,
+    },
     /// Resolving the model failed.
     #[error(transparent)]
     Load(#[from] ModelLoadError),
@@ -309,6 +347,14 @@ impl GenerationError {
                 code: "upstream_transport".into(),
                 param: None,
                 raw: None,
+            },
+            Self::WorkerLost { raw, .. } => ApiError {
+                status: 502,
+                message: self.to_string(),
+                kind: "generation_error",
+                code: "worker_lost".into(),
+                param: None,
+                raw: Some(raw.clone()),
             },
         }
     }

@@ -23,6 +23,8 @@ pub const RAW_TAIL_LINES: usize = 20;
 /// Substrings that mark a line the engine reads after load.
 const KEPT_MARKERS: &[&str] = &[
     "KV buffer size",
+    // A split over RPC workers: what each device's weights got.
+    "model buffer size",
     "compute buffer size",
     "Flash Attention",
     "flash_attn",

@@ -1,5 +1,6 @@
 //! The CPU engine: llama-server with `-ngl 0`, its window sized by the warden
-//! (`law::window::cpu`) against the RAM total, passed as `-c`.
+//! (`law::window::cpu`) against the RAM total, passed as `-c`; over RPC
+//! workers, the layers and the window of `law::split` (`engines::rpc`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -19,11 +20,20 @@ impl CpuEngine {
     /// The engine's argv for a plan (the fixed flags come after, from `llama`).
     pub fn argv(&self, plan: &SpawnPlan) -> Vec<OsString> {
         let mut a = super::llama::model_args(plan);
-        a.push("-ngl".into());
-        a.push("0".into());
-        if self.verbosity != 3 {
+        let verbosity = match &plan.rpc {
+            Some(rpc) => {
+                a.extend(super::rpc::argv(rpc));
+                self.verbosity.max(super::rpc::RPC_CHILD_VERBOSITY)
+            }
+            None => {
+                a.push("-ngl".into());
+                a.push("0".into());
+                self.verbosity
+            }
+        };
+        if verbosity != 3 {
             a.push("-lv".into());
-            a.push(self.verbosity.to_string().into());
+            a.push(verbosity.to_string().into());
         }
         a
     }

@@ -17,6 +17,7 @@ pub mod env;
 pub mod llama;
 pub mod mlx;
 pub mod preflight;
+pub mod rpc;
 
 use std::ops::RangeInclusive;
 use std::sync::Arc;
@@ -58,6 +59,8 @@ pub struct SpawnPlan {
     /// The user's `CUDA_VISIBLE_DEVICES`, passed on untouched when the warden
     /// does not pin the child itself.
     pub user_visible: Option<String>,
+    /// The split over RPC workers (CPU engine with `WARDEN_WORKERS`).
+    pub rpc: Option<rpc::RpcPlan>,
 }
 
 /// The engine in use.
@@ -160,6 +163,7 @@ impl Backend {
                     mlx: None,
                     cuda: None,
                     user_visible: None,
+                    rpc: None,
                 }
             }
             Self::Cuda(e) => {
@@ -181,6 +185,7 @@ impl Backend {
                     mlx: None,
                     cuda: Some(spawn),
                     user_visible: cfg.cuda_visible_devices.clone(),
+                    rpc: None,
                 }
             }
             // MLX runs the trained window; memory bounds it after the load
@@ -195,6 +200,7 @@ impl Backend {
                 cap,
                 cuda: None,
                 user_visible: None,
+                rpc: None,
             },
         }
     }

@@ -35,3 +35,4 @@ pub mod route;
 pub mod select;
 pub mod split;
 pub mod window;
+pub mod workers;

@@ -9,6 +9,7 @@
 //! | `ReapTick` | `IdleTimer` (every 30 s) | `EngineActor` | `()` |
 //! | `BrakeTick` | `IdleTimer` (every 60 s) | `EngineActor` | `()` |
 //! | `Shutdown` | `Warden::shutdown` | `EngineActor` | `()` |
+//! | `WorkerCheck` | the worker watch (`rpc::remote`) | `EngineActor` | `()` |
 //! | `ReadSensors` | `EngineActor` (brake samples) | `SensorActor` | `Result<Readings, BrakeOff>` |
 //! | `ReadVram` | `EngineActor` (CUDA spill samples) | `SensorActor` | `Result<u64, String>` |
 //! | `ClaimPrefix`, `PrefixAbandoned`, `PrefixChildChanged`, `ReleaseCache` | `EngineActor` (MLX) | `PrefixCacheActor` | see `prefix` |
@@ -22,6 +23,7 @@ pub mod read_vram;
 pub mod reap_tick;
 pub mod shutdown;
 pub mod unload;
+pub mod worker_check;
 
 pub use brake_tick::BrakeTick;
 pub use generate::{Generate, Notice, TurnEvent, TurnOptions};
@@ -31,3 +33,4 @@ pub use read_vram::ReadVram;
 pub use reap_tick::ReapTick;
 pub use shutdown::Shutdown;
 pub use unload::Unload;
+pub use worker_check::WorkerCheck;

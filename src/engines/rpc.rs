@@ -1,0 +1,300 @@
+//! The CPU engine over llama.cpp RPC workers: the plan from the workers'
+//! readings (`law::workers`, `law::split`), the argv that carries it out
+//! (`-ngl`, `--rpc`, `--tensor-split`, `--fit off`), and what llama-server
+//! says each device was given, read back from its load lines.
+//!
+//! `--fit off`: b10883's fit adjusts "unset" arguments to the devices' free
+//! memory, and rpc-server reports its host's physical RAM, not the worker's
+//! cgroup; the split is the warden's, so fit must not touch it. `-lv 4`:
+//! the per-device buffer lines are not printed at llama-server's default
+//! verbosity (measured: 23 more lines per request at 4, none per token).
+
+use std::ffi::OsString;
+
+use serde::Serialize;
+
+use super::SpawnPlan;
+use crate::error::ModelLoadError;
+use crate::law::split::{self, Device, SplitPlan};
+use crate::law::window::Window;
+use crate::law::workers;
+use crate::rpc::remote::WorkerAddr;
+use crate::rpc::status::{WorkerBuild, WorkerStatus};
+
+/// The child's verbosity when it runs over workers (see the module doc).
+pub const RPC_CHILD_VERBOSITY: u8 = 4;
+
+/// The split part of a spawn plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RpcPlan {
+    /// The window and every device's share (the local machine first).
+    pub split: SplitPlan,
+    /// The workers the child connects to, in `--rpc` order.
+    pub used: Vec<RpcUse>,
+    /// Configured workers left out of this load, and why.
+    pub left_out: Vec<LeftOut>,
+    /// The window all configured workers would have given (their last good
+    /// readings), when some were left out and it was larger.
+    pub full_window: Option<u32>,
+}
+
+/// One worker a child uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RpcUse {
+    /// Its status address.
+    pub addr: String,
+    /// Its rpc-server endpoint (`--rpc`).
+    pub endpoint: String,
+    /// Its rpc-server's start count when planned: a change means the
+    /// child's connection died with the old process.
+    pub starts: u64,
+    /// Its devices' indices in `split.shares`.
+    pub shares: std::ops::Range<usize>,
+    /// Its machine's memory (the brake's "is it ours" test).
+    pub total_bytes: u64,
+}
+
+/// A worker left out of a load.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LeftOut {
+    /// Its status address.
+    pub addr: String,
+    /// Why.
+    pub why: String,
+}
+
+/// One reading of a configured worker before a load, with its last good
+/// reading from the watch (for the window it would have given).
+#[derive(Debug, Clone)]
+pub struct Reading {
+    /// The worker.
+    pub addr: WorkerAddr,
+    /// What it answered now.
+    pub now: Result<WorkerStatus, String>,
+    /// Its last good reading.
+    pub last_good: Option<WorkerStatus>,
+}
+
+/// The plan of `base` (the CPU engine's one-machine plan) over the workers
+/// that answer. Refuses a worker of another build, and a model the devices
+/// cannot hold even at the floor.
+pub fn plan(
+    base: SpawnPlan,
+    readings: &[Reading],
+    ours: &WorkerBuild,
+    pin: Option<u32>,
+) -> Result<SpawnPlan, ModelLoadError> {
+    let id = base.entry.id.clone();
+    let (Some(facts), Some(shape), Some(ram)) = (base.facts.clone(), base.shape, base.ram) else {
+        tracing::warn!(model = %id, "the header could not be read: loading without the workers");
+        return Ok(base);
+    };
+    let mut left_out = Vec::new();
+    let mut joined: Vec<(&WorkerAddr, &WorkerStatus)> = Vec::new();
+    for r in readings {
+        let addr = r.addr.to_string();
+        match &r.now {
+            Ok(s) if s.rpc.up => {
+                workers::check_build(&addr, ours, &s.build).map_err(|detail| ModelLoadError::WorkerBuildMismatch {
+                    id: id.clone(),
+                    detail,
+                })?;
+                joined.push((&r.addr, s));
+            }
+            Ok(s) => left_out.push(LeftOut {
+                addr,
+                why: format!(
+                    "its rpc-server is down ({})",
+                    s.rpc.last_exit.as_deref().unwrap_or("starting")
+                ),
+            }),
+            Err(e) => left_out.push(LeftOut { addr, why: e.clone() }),
+        }
+    }
+    let costs = split::layer_costs(&facts, shape.kv_per_token);
+    let local = Device {
+        name: "local".into(),
+        limit_bytes: split::ram_limit(ram.bytes),
+    };
+    let mut devices = vec![local.clone()];
+    let mut used = Vec::new();
+    for (addr, s) in &joined {
+        let start = devices.len();
+        devices.extend(workers::devices_of(&addr.to_string(), s));
+        used.push(RpcUse {
+            addr: addr.to_string(),
+            endpoint: addr.rpc_endpoint(s.rpc.port),
+            starts: s.rpc.starts,
+            shares: start..devices.len(),
+            total_bytes: s.devices.iter().map(|d| d.total_bytes).sum(),
+        });
+    }
+    let sized = !shape.mla;
+    let plan = split::split(&costs, shape.trained, &devices, base.cap, pin, sized);
+    if !plan.fits {
+        return Err(ModelLoadError::DoesNotFit {
+            id,
+            window: plan.window.ctx().unwrap_or(0),
+            detail: describe(&plan, &left_out),
+        });
+    }
+    let full_window = (!left_out.is_empty())
+        .then(|| {
+            let mut all = vec![local];
+            for r in readings {
+                let s = r.now.as_ref().ok().filter(|s| s.rpc.up).or(r.last_good.as_ref())?;
+                all.extend(workers::devices_of(&r.addr.to_string(), s));
+            }
+            split::split(&costs, shape.trained, &all, base.cap, pin, sized).window.ctx()
+        })
+        .flatten()
+        .filter(|&w| plan.window.ctx().is_some_and(|ours| w > ours));
+    // A worker the split gave nothing is left out of --rpc.
+    used.retain(|u| plan.shares[u.shares.clone()].iter().any(|s| s.layers > 0 || s.output));
+    Ok(SpawnPlan {
+        window: plan.window,
+        rpc: Some(RpcPlan {
+            split: plan,
+            used,
+            left_out,
+            full_window,
+        }),
+        ..base
+    })
+}
+
+/// Each device's share against its limit, and who was left out (an error's
+/// detail, a log line).
+pub fn describe(plan: &SplitPlan, left_out: &[LeftOut]) -> String {
+    let mib = |b: u64| b >> 20;
+    let mut parts: Vec<String> = plan
+        .shares
+        .iter()
+        .map(|s| {
+            format!(
+                "{}: {} layers{}, {} MiB weights + {} MiB KV + {} MiB compute = {} MiB of {} MiB",
+                s.name,
+                s.layers,
+                if s.output { " + output" } else { "" },
+                mib(s.weights_bytes),
+                mib(s.kv_bytes),
+                mib(s.compute_bytes),
+                mib(s.total_bytes()),
+                s.limit_bytes.max(0) >> 20
+            )
+        })
+        .collect();
+    for l in left_out {
+        parts.push(format!("{} left out: {}", l.addr, l.why));
+    }
+    parts.join("; ")
+}
+
+/// The argv part that places the layers: `-ngl`, `--rpc`, `--tensor-split`,
+/// `--fit off`.
+pub fn argv(rpc: &RpcPlan) -> Vec<OsString> {
+    let mut a: Vec<OsString> = vec!["-ngl".into(), rpc.split.gpu_layers().to_string().into()];
+    if !rpc.used.is_empty() {
+        let endpoints: Vec<&str> = rpc.used.iter().map(|u| u.endpoint.as_str()).collect();
+        let split: Vec<String> = rpc
+            .used
+            .iter()
+            .flat_map(|u| rpc.split.shares[u.shares.clone()].iter())
+            .map(|s| (s.layers + u32::from(s.output)).to_string())
+            .collect();
+        a.extend(["--rpc".into(), endpoints.join(",").into()]);
+        a.extend(["--tensor-split".into(), split.join(",").into()]);
+    }
+    a.extend(["--fit".into(), "off".into()]);
+    a
+}
+
+/// What llama-server says one device was given.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Given {
+    /// The plan's device name.
+    pub device: String,
+    /// Model buffers (bytes).
+    pub model_bytes: u64,
+    /// KV cache buffers (bytes).
+    pub kv_bytes: u64,
+    /// Compute buffers (bytes).
+    pub compute_bytes: u64,
+}
+
+/// Reads the per-device buffer lines of a child's load (`model buffer
+/// size`, `KV buffer size`, `compute buffer size`), one `Given` per device
+/// of the plan. The local machine's model line is `CPU_Mapped`: the mapped
+/// file, which holds every layer's weights whatever was copied away.
+pub fn given(lines: &[String], rpc: &RpcPlan) -> Vec<Given> {
+    let mut out: Vec<Given> = rpc
+        .split
+        .shares
+        .iter()
+        .map(|s| Given {
+            device: s.name.clone(),
+            ..Given::default()
+        })
+        .collect();
+    for line in lines {
+        let Some((device, kind, bytes)) = buffer_line(line) else { continue };
+        let Some(i) = device_index(device, rpc) else { continue };
+        let g = &mut out[i];
+        match kind {
+            Buffer::Model => g.model_bytes += bytes,
+            Buffer::Kv => g.kv_bytes += bytes,
+            Buffer::Compute => g.compute_bytes += bytes,
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Buffer {
+    Model,
+    Kv,
+    Compute,
+}
+
+/// `(device, kind, bytes)` of one buffer line.
+fn buffer_line(line: &str) -> Option<(&str, Buffer, u64)> {
+    let (head, kind, tail) = [
+        (" model buffer size = ", Buffer::Model),
+        (" KV buffer size = ", Buffer::Kv),
+        (" compute buffer size = ", Buffer::Compute),
+    ]
+    .into_iter()
+    .find_map(|(m, k)| line.split_once(m).map(|(h, t)| (h, k, t)))?;
+    let device = head.split_whitespace().last()?;
+    let mib: f64 = tail.trim().strip_suffix("MiB")?.trim().parse().ok()?;
+    Some((device, kind, (mib * 1024.0 * 1024.0).round() as u64))
+}
+
+/// The plan's device a buffer line names: `RPC<n>[endpoint]` is device `n`
+/// of that worker; `CPU`, `CPU_Mapped`, `CPU_REPACK` are the local machine.
+fn device_index(device: &str, rpc: &RpcPlan) -> Option<usize> {
+    if device.starts_with("CPU") {
+        return Some(0);
+    }
+    let rest = device.strip_prefix("RPC")?;
+    let (n, endpoint) = rest.split_once('[')?;
+    let endpoint = endpoint.strip_suffix(']')?;
+    let n: usize = n.parse().ok()?;
+    let u = rpc.used.iter().find(|u| u.endpoint == endpoint)?;
+    let i = u.shares.start + n;
+    (i < u.shares.end).then_some(i)
+}
+
+/// The one-line summary of a split for the load log.
+pub fn summary(rpc: &RpcPlan, window: Window) -> String {
+    format!(
+        "window {} over {} device(s): {}",
+        window.ctx().map_or("unsized".into(), |c| c.to_string()),
+        rpc.split.shares.len(),
+        describe(&rpc.split, &rpc.left_out)
+    )
+}
+
+#[cfg(test)]
+#[path = "rpc_tests.rs"]
+mod tests;

@@ -1,0 +1,243 @@
+//! The warden's side of its workers: their addresses, one reading of a
+//! worker's status, and the watch that polls every worker so a lost one is
+//! known within a second (`law::workers::is_lost`). The key that reads a
+//! worker's status is `WARDEN_WORKER_KEY` (or the worker's own key file on
+//! a shared machine); it is never logged.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use actix::Recipient;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use super::status::{DEFAULT_STATUS_PORT, STATUS_PATH, WorkerStatus};
+use crate::messages::WorkerCheck;
+
+/// How often the watch reads every worker.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
+/// Bound of one reading on the watch (a LAN answers in a millisecond).
+pub const POLL_TIMEOUT: Duration = Duration::from_millis(300);
+/// Bound of the readings before a load.
+pub const LOAD_READ_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A worker's status address, `HOST:PORT` (`[v6]:PORT`; the port defaults
+/// to 50053).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WorkerAddr {
+    /// Host name or address (no brackets).
+    pub host: String,
+    /// The status port.
+    pub port: u16,
+}
+
+impl FromStr for WorkerAddr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let bad = || format!("'{s}' is not a worker address: expected HOST:PORT, e.g. 10.0.0.2:50053");
+        let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+            let (h, tail) = rest.split_once(']').ok_or_else(bad)?;
+            (h, tail.strip_prefix(':'))
+        } else if s.matches(':').count() == 1 {
+            let (h, p) = s.split_once(':').ok_or_else(bad)?;
+            (h, Some(p))
+        } else if s.contains(':') {
+            return Err(bad());
+        } else {
+            (s, None)
+        };
+        if host.is_empty() || host.contains(char::is_whitespace) {
+            return Err(bad());
+        }
+        let port = match port {
+            None => DEFAULT_STATUS_PORT,
+            Some(p) => p.parse().ok().filter(|&p| p != 0).ok_or_else(bad)?,
+        };
+        Ok(Self {
+            host: host.to_string(),
+            port,
+        })
+    }
+}
+
+impl fmt::Display for WorkerAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.bracketed(), self.port)
+    }
+}
+
+impl WorkerAddr {
+    fn bracketed(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        }
+    }
+
+    /// The rpc-server endpoint for llama-server's `--rpc` on this host.
+    pub fn rpc_endpoint(&self, rpc_port: u16) -> String {
+        format!("{}:{rpc_port}", self.bracketed())
+    }
+}
+
+/// Reads workers' statuses.
+#[derive(Clone)]
+pub struct Remote {
+    http: reqwest::Client,
+    key: Option<String>,
+}
+
+impl fmt::Debug for Remote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Remote").field("key", &self.key.as_ref().map(|_| "<redacted>")).finish()
+    }
+}
+
+impl Remote {
+    /// A reader with the workers' key.
+    pub fn new(key: Option<String>) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .pool_max_idle_per_host(1)
+                .build()
+                .expect("a plain HTTP client builds"),
+            key,
+        }
+    }
+
+    /// One reading of `addr`, bounded by `timeout`; `Err` says why, for a
+    /// person (never with the key).
+    pub async fn read(&self, addr: &WorkerAddr, timeout: Duration) -> Result<WorkerStatus, String> {
+        let url = format!("http://{addr}{STATUS_PATH}");
+        let mut req = self.http.get(&url).timeout(timeout);
+        if let Some(k) = &self.key {
+            req = req.bearer_auth(k);
+        }
+        let resp = req.send().await.map_err(|e| {
+            if e.is_timeout() {
+                format!("no answer within {} ms", timeout.as_millis())
+            } else if e.is_connect() {
+                "connection refused or unreachable".to_string()
+            } else {
+                "the connection failed".to_string()
+            }
+        })?;
+        match resp.status().as_u16() {
+            200 => resp
+                .json::<WorkerStatus>()
+                .await
+                .map_err(|_| "its status is not a worker's status (another program on that port?)".into()),
+            401 => Err("it refused the key: set WARDEN_WORKER_KEY to the worker's key".into()),
+            s => Err(format!("it answered HTTP {s}")),
+        }
+    }
+
+    /// Every worker's reading, concurrently.
+    pub async fn read_all(&self, addrs: &[WorkerAddr], timeout: Duration) -> Vec<Result<WorkerStatus, String>> {
+        futures::future::join_all(addrs.iter().map(|a| self.read(a, timeout))).await
+    }
+}
+
+/// What the watch knows of one worker.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkerView {
+    /// Its address.
+    pub addr: String,
+    /// The last good reading.
+    pub status: Option<WorkerStatus>,
+    /// Failed readings in a row.
+    pub misses: u32,
+    /// Why the last reading failed.
+    pub error: Option<String>,
+}
+
+/// Starts the watch: every `POLL_INTERVAL` each worker is read and the views
+/// published; `check` is told whenever a worker's reading fails or changes
+/// its rpc-server, so an engine with no turn running retires a child whose
+/// worker is gone. Must run inside a tokio runtime (the actix System).
+pub fn start_watch(
+    remote: Remote,
+    addrs: Vec<WorkerAddr>,
+    tx: watch::Sender<Vec<WorkerView>>,
+    check: Recipient<WorkerCheck>,
+) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(POLL_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let readings = remote.read_all(&addrs, POLL_TIMEOUT).await;
+            let mut changed = false;
+            tx.send_modify(|views| {
+                for (v, r) in views.iter_mut().zip(readings) {
+                    match r {
+                        Ok(s) => {
+                            changed |= v.misses > 0 || v.status.as_ref().is_none_or(|o| o.rpc != s.rpc);
+                            v.status = Some(s);
+                            v.misses = 0;
+                            v.error = None;
+                        }
+                        Err(e) => {
+                            changed = true;
+                            v.misses = v.misses.saturating_add(1);
+                            v.error = Some(e);
+                        }
+                    }
+                }
+            });
+            if tx.is_closed() {
+                return;
+            }
+            if changed {
+                check.do_send(WorkerCheck);
+            }
+        }
+    });
+}
+
+/// The views before any reading.
+pub fn initial_views(addrs: &[WorkerAddr]) -> Vec<WorkerView> {
+    addrs
+        .iter()
+        .map(|a| WorkerView {
+            addr: a.to_string(),
+            status: None,
+            misses: 0,
+            error: None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addr_rows() {
+        let rows = [
+            // why: the usual form
+            ("10.0.0.2:50053", Some(("10.0.0.2", 50053))),
+            // why: the port defaults to the worker's
+            ("gpu-box", Some(("gpu-box", 50053))),
+            // why: IPv6 in brackets
+            ("[fd00::2]:6000", Some(("fd00::2", 6000))),
+            // why: bare IPv6 is ambiguous about the port
+            ("fd00::2", None),
+            ("host:0", None),
+            ("host:x", None),
+            (":50053", None),
+        ];
+        for (i, (text, want)) in rows.iter().enumerate() {
+            let got = text.parse::<WorkerAddr>().ok().map(|a| (a.host.clone(), a.port));
+            assert_eq!(got, want.map(|(h, p)| (h.to_string(), p)), "row {i}");
+        }
+        let a: WorkerAddr = "[fd00::2]:6000".parse().unwrap();
+        assert_eq!(a.to_string(), "[fd00::2]:6000");
+        assert_eq!(a.rpc_endpoint(50052), "[fd00::2]:50052");
+    }
+}
