@@ -60,6 +60,17 @@ pub enum EngineState {
     Stopped,
 }
 
+/// The workers part of the status.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkersStatus {
+    /// Each configured worker as the watch last saw it.
+    pub workers: Vec<crate::rpc::remote::WorkerView>,
+    /// The live child's split (window, each device's share, who was left out).
+    pub split: Option<crate::engines::rpc::RpcPlan>,
+    /// What llama-server says each device was given.
+    pub given: Vec<crate::engines::rpc::Given>,
+}
+
 /// The snapshot `/warden/status` returns. Never holds the child's API key.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EngineStatus {
@@ -120,6 +131,9 @@ pub struct EngineStatus {
     pub gpu: Option<String>,
     /// CUDA: what fit did with the layers.
     pub offload: Option<crate::law::cuda::Offload>,
+    /// RPC workers, when configured: what the watch sees of each, and the
+    /// live child's split with what each device was given.
+    pub workers: Option<WorkersStatus>,
     /// The live child's captured output (read by `/warden/logs` and
     /// diagnostics without the mailbox; never serialized into a status).
     #[serde(skip)]

@@ -64,6 +64,9 @@ struct Inner {
     door: watch::Receiver<Option<Door>>,
     metrics: Arc<Metrics>,
     history: Arc<History>,
+    /// The worker watch's live views (status overlays them: the engine
+    /// publishes only on changes of its own).
+    worker_views: Option<watch::Receiver<Vec<crate::rpc::remote::WorkerView>>>,
 }
 
 /// A chat turn to submit.
@@ -163,6 +166,8 @@ impl Warden {
         let metrics = Arc::new(Metrics::default());
         // The prefix cache has an owner only on the MLX engine.
         let prefix = matches!(backend, Backend::Mlx(_)).then(|| PrefixCacheActor::new(events_tx.clone()).start());
+        let (workers, views_tx) = workers_link(&config, &backend);
+        let worker_views = workers.as_ref().map(|w| w.views.clone());
         let core = EngineCore::new(
             config.clone(),
             backend,
@@ -175,9 +180,14 @@ impl Warden {
                 prefix,
                 door_tx,
                 metrics: metrics.clone(),
+                workers,
             },
         );
         let engine = EngineActor::start_in_arbiter(&arbiter, move |_| EngineActor::new(core));
+        if let Some(tx) = views_tx {
+            let remote = crate::rpc::remote::Remote::new(config.worker_key.clone());
+            crate::rpc::remote::start_watch(remote, config.workers.clone(), tx, engine.clone().recipient());
+        }
         let timer = IdleTimer::new(
             engine.clone().recipient(),
             engine.clone().recipient(),
@@ -208,6 +218,7 @@ impl Warden {
                 door: door_rx,
                 metrics,
                 history,
+                worker_views,
             }),
         }
     }
@@ -217,9 +228,14 @@ impl Warden {
         &self.inner.engine
     }
 
-    /// The latest status snapshot (never waits for a turn).
+    /// The latest status snapshot (never waits for a turn), with the
+    /// workers as the watch sees them now.
     pub fn status(&self) -> EngineStatus {
-        self.inner.status.borrow().clone()
+        let mut s = self.inner.status.borrow().clone();
+        if let (Some(w), Some(rx)) = (s.workers.as_mut(), &self.inner.worker_views) {
+            w.workers = rx.borrow().clone();
+        }
+        s
     }
 
     /// The live child's last `lines` lines of output (redacted as captured),
@@ -390,4 +406,42 @@ impl Warden {
         }
         self.inner.arbiter.stop();
     }
+}
+
+/// The engine's link to its RPC workers and the sender of the watch's views,
+/// when workers are configured. Only the CPU engine splits over workers (a
+/// CUDA or MLX engine ignores them, with one WARNING): llama.cpp's layer
+/// split across a local GPU and remote devices needs the CUDA law per
+/// device, which this warden does not run yet.
+fn workers_link(
+    config: &WardenConfig,
+    backend: &Backend,
+) -> (
+    Option<crate::actors::engine::WorkersLink>,
+    Option<watch::Sender<Vec<crate::rpc::remote::WorkerView>>>,
+) {
+    if config.workers.is_empty() {
+        return (None, None);
+    }
+    let Backend::Cpu(cpu) = backend else {
+        tracing::warn!(
+            "RPC workers are configured but the {} engine does not split over workers; they are not used (WARDEN_ENGINE=cpu uses them)",
+            backend.kind().tag()
+        );
+        return (None, None);
+    };
+    let (tx, rx) = watch::channel(crate::rpc::remote::initial_views(&config.workers));
+    let ours = crate::rpc::build::of_binary(&cpu.server);
+    tracing::info!(
+        workers = %config.workers.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        build = ?ours.llama_cpp,
+        "splitting models over RPC workers"
+    );
+    let link = crate::actors::engine::WorkersLink {
+        addrs: config.workers.clone(),
+        remote: crate::rpc::remote::Remote::new(config.worker_key.clone()),
+        views: rx,
+        ours,
+    };
+    (Some(link), Some(tx))
 }

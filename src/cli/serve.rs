@@ -31,6 +31,11 @@ pub struct ServeArgs {
     /// browser opens. Replaces WARDEN_CORS_ORIGINS; none: no CORS headers.
     #[arg(long = "cors-origin", value_name = "ORIGIN")]
     cors_origins: Vec<String>,
+    /// An `llm-warden worker` (HOST:PORT of its status endpoint) whose
+    /// devices take a share of the model's layers and KV cache over
+    /// llama.cpp RPC; repeat for more. Replaces WARDEN_WORKERS.
+    #[arg(long = "worker", value_name = "HOST:PORT")]
+    workers: Vec<String>,
 }
 
 pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -38,6 +43,9 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if !a.cors_origins.is_empty() {
         cfg.cors_origins =
             llm_warden::config::cors_origins("--cors-origin", a.cors_origins.iter().map(String::as_str))?;
+    }
+    if !a.workers.is_empty() {
+        cfg.workers = llm_warden::config::workers("--worker", a.workers.iter().map(String::as_str))?;
     }
     let catalog = super::build_catalog(&cfg, a.models_dir, a.model)?;
     let loopback = matches!(a.host.as_str(), "127.0.0.1" | "localhost" | "::1");

@@ -285,6 +285,23 @@ fn device_index(device: &str, rpc: &RpcPlan) -> Option<usize> {
     (i < u.shares.end).then_some(i)
 }
 
+/// The window the plan's devices would give without the brake's cap (the
+/// brake's growth bound).
+pub fn uncapped(plan: &SpawnPlan) -> Option<u32> {
+    let (rpc, facts, shape) = (plan.rpc.as_ref()?, plan.facts.as_ref()?, plan.shape?);
+    let devices: Vec<Device> = rpc
+        .split
+        .shares
+        .iter()
+        .map(|s| Device {
+            name: s.name.clone(),
+            limit_bytes: s.limit_bytes,
+        })
+        .collect();
+    let costs = split::layer_costs(facts, shape.kv_per_token);
+    split::split(&costs, shape.trained, &devices, None, None, !shape.mla).window.ctx()
+}
+
 /// The one-line summary of a split for the load log.
 pub fn summary(rpc: &RpcPlan, window: Window) -> String {
     format!(

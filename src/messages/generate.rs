@@ -95,4 +95,14 @@ pub enum Notice {
         /// `acted` or `external`.
         reason: &'static str,
     },
+    /// The model was loaded without some configured RPC workers (they did
+    /// not answer, or their rpc-server was down).
+    WorkerMissing {
+        /// The workers left out.
+        workers: Vec<String>,
+        /// The window loaded.
+        window: Option<u32>,
+        /// The window every worker would have given, when larger.
+        full_window: Option<u32>,
+    },
 }

@@ -183,7 +183,8 @@ pub fn start_watch(
                             v.error = None;
                         }
                         Err(e) => {
-                            changed = true;
+                            // Told on the way to lost, not at every miss after.
+                            changed |= v.misses < crate::law::workers::LOST_AFTER_MISSES;
                             v.misses = v.misses.saturating_add(1);
                             v.error = Some(e);
                         }

@@ -87,7 +87,11 @@ impl EngineCore {
             })
             .await
         {
-            Ok(Ok(r)) => Some((r, facts)),
+            Ok(Ok(r)) => {
+                // A worker under pressure counts like this machine.
+                let (level, facts) = crate::law::workers::combine(r.level, facts, &self.worker_pressure());
+                Some((Readings { level, ..r }, facts))
+            }
             Ok(Err(BrakeOff(why))) => {
                 tracing::warn!("{}: the memory brake is off: {why}", self.backend.kind().tag());
                 self.brake_off = Some(why);
@@ -120,7 +124,11 @@ impl EngineCore {
             allocated,
             kv_per_token: shape.kv_per_token,
             ram_bytes,
-            uncapped: window::cpu(&shape, ram_bytes, None, None).ctx().unwrap_or(allocated),
+            uncapped: match &c.plan.rpc {
+                Some(_) => crate::engines::rpc::uncapped(&c.plan),
+                None => window::cpu(&shape, ram_bytes, None, None).ctx(),
+            }
+            .unwrap_or(allocated),
             pinned: self.cfg.ctx_pin.is_some(),
         })
     }
@@ -157,9 +165,18 @@ impl EngineCore {
         process::terminate(&mut old.process, self.cfg.stop_grace).await;
         let entry = old.plan.entry.clone();
         let plan = self.backend.respawn_plan(&self.cfg, &old.plan, cap);
+        let plan = match old.plan.rpc {
+            // Over workers the split is planned again, from the watch.
+            Some(_) => self.replan_from_views(plan),
+            None => Ok(plan),
+        };
         drop(old); // frees its port lease for the new child
         let tag = self.backend.kind().tag();
-        match self.spawn_ready(plan, self.cfg.respawn_timeout, true).await {
+        let spawned = match plan {
+            Ok(plan) => self.spawn_ready(plan, self.cfg.respawn_timeout, true).await,
+            Err(e) => Err(e),
+        };
+        match spawned {
             Ok(child) => {
                 let to = child.allocated.unwrap_or(cap);
                 self.brake = brake::after_respawn(&self.brake, action, cap, true, facts.pinned);

@@ -60,6 +60,8 @@ pub struct LiveChild {
     /// The conversation whose KV its slot holds, and about how many tokens
     /// (`kv`); `None` for a fresh slot or one a keyless turn used.
     pub slot: Option<(String, u32)>,
+    /// Over RPC workers: what llama-server says each device was given.
+    pub given: Vec<crate::engines::rpc::Given>,
 }
 
 impl LiveChild {
@@ -86,6 +88,8 @@ pub struct Wiring {
     pub door_tx: watch::Sender<Option<super::Door>>,
     /// The counters every event feeds.
     pub metrics: Arc<Metrics>,
+    /// The RPC workers, when configured (CPU engine).
+    pub workers: Option<super::workers::WorkersLink>,
 }
 
 /// The engine's whole state.
@@ -156,6 +160,8 @@ pub struct EngineCore {
     pub(super) kv: Option<crate::kv_store::KvStore>,
     /// The store as status shows it (refreshed after each change).
     pub(super) kv_view: Option<crate::kv_store::StoreView>,
+    /// The RPC workers, when configured.
+    pub(super) workers: Option<super::workers::WorkersLink>,
 }
 
 impl EngineCore {
@@ -169,6 +175,7 @@ impl EngineCore {
             prefix,
             door_tx,
             metrics,
+            workers,
         } = wiring;
         let kv = super::kv::open_store(&cfg, &backend);
         let mut core = Self {
@@ -203,6 +210,7 @@ impl EngineCore {
             timings: None,
             kv: None,
             kv_view: None,
+            workers,
         };
         core.kv_view = kv.as_ref().map(|s| s.view());
         core.kv = kv;

@@ -86,6 +86,11 @@ impl EngineCore {
         // cap folds into the window.
         let seed = self.brake_seed(&entry.id);
         let plan = self.backend.plan(&self.cfg, entry.clone(), facts, seed.cap);
+        let mut events = events;
+        let plan = match self.plan_over_workers(plan, events.as_deref_mut()).await {
+            Ok(p) => p,
+            Err(e) => return Err(self.load_failed(&entry.id, e)),
+        };
         self.log_plan(&plan);
         if let Some(out) = events {
             // A refusal is seen by the relay, which checks the outbox again.
@@ -120,17 +125,20 @@ impl EngineCore {
                 self.install(child);
                 Ok(())
             }
-            Err(e) => {
-                self.state = EngineState::Idle;
-                self.publish();
-                self.emit(WardenEvent::LoadFailed {
-                    model: entry.id.clone(),
-                    code: e.code(),
-                });
-                tracing::error!(engine = self.backend.kind().tag(), model = %entry.id, code = %e.code(), "load failed: {e}");
-                Err(e)
-            }
+            Err(e) => Err(self.load_failed(&entry.id, e)),
         }
+    }
+
+    /// A failed load: published, counted, logged, and handed back.
+    fn load_failed(&mut self, id: &str, e: ModelLoadError) -> ModelLoadError {
+        self.state = EngineState::Idle;
+        self.publish();
+        self.emit(WardenEvent::LoadFailed {
+            model: id.to_string(),
+            code: e.code(),
+        });
+        tracing::error!(engine = self.backend.kind().tag(), model = %id, code = %e.code(), "load failed: {e}");
+        e
     }
 
     /// Whether a failed CUDA load is retried at the floor: sized by the
@@ -265,6 +273,7 @@ impl EngineCore {
                         brake_off: None,
                         spill_baseline: None,
                         slot: None,
+                        given: Vec::new(),
                         plan,
                     };
                     if child.plan.cuda.is_some() {
@@ -274,6 +283,10 @@ impl EngineCore {
                         if let Some(p) = &self.prefix {
                             p.do_send(crate::messages::prefix::PrefixChildChanged);
                         }
+                    } else if child.plan.rpc.is_some() {
+                        // The prediction is of a whole model here; over
+                        // workers each device's share is read back instead.
+                        self.read_given(&mut child);
                     } else {
                         self.post_load_check(&child);
                     }

@@ -22,6 +22,7 @@ mod publish;
 mod reap;
 mod relay;
 mod turn;
+mod workers;
 
 use std::future::Future;
 
@@ -32,9 +33,10 @@ pub use self::core::{EngineCore, LiveChild, Wiring};
 pub use door::{Door, DoorError};
 pub use load::header_error_is_fatal;
 pub use turn::shutting_down;
+pub use workers::WorkersLink;
 
 use crate::error::ApiError;
-use crate::messages::{BrakeTick, Generate, Load, ReapTick, Shutdown, Unload};
+use crate::messages::{BrakeTick, Generate, Load, ReapTick, Shutdown, Unload, WorkerCheck};
 use crate::status::EngineStatus;
 
 /// Mailbox capacity. The queue bound is `WARDEN_MAX_QUEUE`, enforced before
@@ -142,6 +144,17 @@ impl Handler<Shutdown> for EngineActor {
     fn handle(&mut self, _msg: Shutdown, _ctx: &mut Self::Context) -> Self::Result {
         self.atomic(|mut core| async move {
             core.shutdown().await;
+            (core, ())
+        })
+    }
+}
+
+impl Handler<WorkerCheck> for EngineActor {
+    type Result = AtomicResponse<Self, ()>;
+
+    fn handle(&mut self, _msg: WorkerCheck, _ctx: &mut Self::Context) -> Self::Result {
+        self.atomic(|mut core| async move {
+            core.worker_check().await;
             (core, ())
         })
     }

@@ -79,6 +79,11 @@ impl EngineCore {
                 _ => None,
             }),
             offload: c.and_then(|c| c.offload),
+            workers: self.workers.as_ref().map(|w| crate::status::WorkersStatus {
+                workers: w.views.borrow().clone(),
+                split: c.and_then(|c| c.plan.rpc.clone()),
+                given: c.map(|c| c.given.clone()).unwrap_or_default(),
+            }),
         };
         self.status_tx.send_replace(status);
     }

@@ -43,11 +43,13 @@ impl EngineCore {
     ) -> Result<Relayed, GenerationError> {
         let sent_at = Instant::now();
         let first_deadline = sent_at + self.cfg.first_token_timeout;
+        let mut loss = self.worker_loss();
         let child = self.child.as_ref().expect("a turn relays only after its model loaded");
         let mut exit = child.process.exit_watch();
         let resp = tokio::select! {
             biased;
             _ = events.closed() => return Ok(Relayed::Abandoned),
+            lost = &mut loss => return Err(self.retire_for_worker(lost).await),
             _ = exit.wait_for(Option::is_some) => return Err(self.broken_stream().await),
             r = tokio::time::timeout_at(first_deadline, child.client.send_retrying(route.path(), body, true)) => match r {
                 Err(_) => return Err(self.hung("before the first token", self.cfg.first_token_timeout).await),
@@ -73,6 +75,7 @@ impl EngineCore {
             let next = tokio::select! {
                 biased;
                 _ = events.closed() => return Ok(Relayed::Abandoned),
+                lost = &mut loss => return Err(self.retire_for_worker(lost).await),
                 r = tokio::time::timeout_at(deadline, body.next()) => r,
             };
             let chunk = match next {
@@ -117,6 +120,7 @@ impl EngineCore {
 
     /// Relays a non-streamed answer whole (sent by the caller, last).
     pub(super) async fn relay_whole(&mut self, route: Route, body: Bytes) -> Result<Relayed, GenerationError> {
+        let mut loss = self.worker_loss();
         let child = self.child.as_ref().expect("a turn relays only after its model loaded");
         let mut exit = child.process.exit_watch();
         let request = async {
@@ -127,6 +131,7 @@ impl EngineCore {
         };
         let (status, bytes) = tokio::select! {
             biased;
+            lost = &mut loss => return Err(self.retire_for_worker(lost).await),
             _ = exit.wait_for(Option::is_some) => return Err(self.broken_stream().await),
             r = tokio::time::timeout(self.cfg.request_timeout, request) => match r {
                 Err(_) => return Err(self.hung("before the answer completed", self.cfg.request_timeout).await),
@@ -145,10 +150,15 @@ impl EngineCore {
     }
 
     /// A stream that broke: the child's death (classified) when it exits
-    /// within `DEATH_GRACE`, else a transport failure.
+    /// within `DEATH_GRACE`, else a transport failure. Over RPC workers, a
+    /// worker the watch then calls lost is the cause (llama-server aborts
+    /// with "Remote RPC server crashed", which names no worker).
     pub(super) async fn broken_stream(&mut self) -> GenerationError {
         if let Some(c) = self.child.as_mut() {
             let _ = tokio::time::timeout(DEATH_GRACE, c.process.wait()).await;
+        }
+        if let Some(lost) = self.loss_behind_death().await {
+            return self.retire_for_worker(lost).await;
         }
         self.take_dead_child()
             .unwrap_or_else(|| GenerationError::Transport("the stream ended before the answer completed".into()))

@@ -1,0 +1,248 @@
+//! The engine over RPC workers: reading every worker before a load and
+//! planning the split (`engines::rpc`), the notice when a worker is left
+//! out, what each device was given, a worker lost during a turn or while
+//! idle (`worker_lost`), and the workers' pressure in brake samples. Part of
+//! `EngineCore`; the watch's views are read without a round trip, and the
+//! child's client never leaves the engine.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use tokio::sync::watch;
+
+use super::core::{EngineCore, LiveChild};
+use super::outbox::Outbox;
+use crate::child::process;
+use crate::engines::SpawnPlan;
+use crate::engines::rpc::{self, Reading, RpcUse};
+use crate::error::{GenerationError, ModelLoadError};
+use crate::law::workers::{self, WorkerPressure};
+use crate::messages::{Notice, TurnEvent};
+use crate::rpc::remote::{self, Remote, WorkerAddr, WorkerView};
+use crate::rpc::status::WorkerBuild;
+use crate::status::{EngineState, WardenEvent};
+
+/// How long a child that died over workers waits for the watch to name the
+/// worker that took it down (the watch calls one lost within ~0.5 s).
+const LOSS_NAMING_BOUND: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// What the engine holds of its workers.
+#[derive(Debug)]
+pub struct WorkersLink {
+    /// The configured workers, in `--rpc` order.
+    pub addrs: Vec<WorkerAddr>,
+    /// Reads their status.
+    pub remote: Remote,
+    /// The watch's latest views.
+    pub views: watch::Receiver<Vec<WorkerView>>,
+    /// The warden's own llama.cpp build.
+    pub ours: WorkerBuild,
+}
+
+/// A lost worker: its address and what the watch saw.
+pub type Lost = (String, String);
+
+/// The first worker of `used` the views call lost.
+fn first_lost(views: &[WorkerView], used: &[RpcUse]) -> Option<Lost> {
+    used.iter().find_map(|u| {
+        let v = views.iter().find(|v| v.addr == u.addr)?;
+        workers::is_lost(v.misses, v.status.as_ref(), Some(u.starts)).then(|| {
+            let why = match (&v.error, &v.status) {
+                (Some(e), _) if v.misses > 0 => e.clone(),
+                (_, Some(s)) if !s.rpc.up => "its rpc-server stopped".to_string(),
+                _ => "its rpc-server restarted".to_string(),
+            };
+            (u.addr.clone(), why)
+        })
+    })
+}
+
+impl EngineCore {
+    /// The CPU plan `plan` split over the workers that answer now (each read
+    /// before the load); a notice when one was left out and the window is
+    /// smaller for it.
+    pub(super) async fn plan_over_workers(
+        &self,
+        plan: SpawnPlan,
+        events: Option<&mut Outbox>,
+    ) -> Result<SpawnPlan, ModelLoadError> {
+        let Some(link) = &self.workers else { return Ok(plan) };
+        let now = link.remote.read_all(&link.addrs, remote::LOAD_READ_TIMEOUT).await;
+        let views = link.views.borrow().clone();
+        let readings: Vec<Reading> = link
+            .addrs
+            .iter()
+            .zip(now)
+            .map(|(addr, now)| Reading {
+                last_good: views
+                    .iter()
+                    .find(|v| v.addr == addr.to_string())
+                    .and_then(|v| v.status.clone()),
+                addr: addr.clone(),
+                now,
+            })
+            .collect();
+        let plan = rpc::plan(plan, &readings, &link.ours, self.cfg.ctx_pin)?;
+        let Some(r) = &plan.rpc else { return Ok(plan) };
+        tracing::info!(model = %plan.entry.id, "split: {}", rpc::summary(r, plan.window));
+        if !r.left_out.is_empty() {
+            let names: Vec<String> = r.left_out.iter().map(|l| format!("{} ({})", l.addr, l.why)).collect();
+            tracing::warn!(
+                model = %plan.entry.id,
+                "loading without {}: window {:?} (all workers would give {:?})",
+                names.join(", "),
+                plan.window.ctx(),
+                r.full_window
+            );
+            if let Some(out) = events {
+                let _ = out
+                    .send(TurnEvent::Notice(Notice::WorkerMissing {
+                        workers: r.left_out.iter().map(|l| l.addr.clone()).collect(),
+                        window: plan.window.ctx(),
+                        full_window: r.full_window,
+                    }))
+                    .await;
+            }
+        }
+        Ok(plan)
+    }
+
+    /// A brake respawn's plan over the watch's latest readings (no new
+    /// reading inside a safe point's handler beyond the views).
+    pub(super) fn replan_from_views(&self, plan: SpawnPlan) -> Result<SpawnPlan, ModelLoadError> {
+        let Some(link) = &self.workers else { return Ok(plan) };
+        let views = link.views.borrow().clone();
+        let readings: Vec<Reading> = link
+            .addrs
+            .iter()
+            .map(|addr| {
+                let v = views.iter().find(|v| v.addr == addr.to_string());
+                let lost = v.is_none_or(|v| v.misses >= workers::LOST_AFTER_MISSES);
+                Reading {
+                    addr: addr.clone(),
+                    now: match v.and_then(|v| v.status.clone()) {
+                        Some(s) if !lost => Ok(s),
+                        _ => Err(v.and_then(|v| v.error.clone()).unwrap_or_else(|| "not read yet".into())),
+                    },
+                    last_good: v.and_then(|v| v.status.clone()),
+                }
+            })
+            .collect();
+        rpc::plan(plan, &readings, &link.ours, self.cfg.ctx_pin)
+    }
+
+    /// Records what each device was given, from the child's load lines.
+    pub(super) fn read_given(&self, child: &mut LiveChild) {
+        let Some(r) = &child.plan.rpc else { return };
+        child.given = rpc::given(&child.process.output().kept(), r);
+        for g in &child.given {
+            tracing::info!(
+                model = child.model_id(),
+                device = %g.device,
+                "given: {} MiB model, {} MiB KV, {} MiB compute",
+                g.model_bytes >> 20,
+                g.kv_bytes >> 20,
+                g.compute_bytes >> 20
+            );
+        }
+    }
+
+    /// The first worker of the live child that the watch calls lost.
+    pub(super) fn lost_worker(&self) -> Option<Lost> {
+        let used = &self.child.as_ref()?.plan.rpc.as_ref()?.used;
+        first_lost(&self.workers.as_ref()?.views.borrow(), used)
+    }
+
+    /// Resolves when a worker of the live child is lost (never without one).
+    pub(super) fn worker_loss(&self) -> Pin<Box<dyn Future<Output = Lost> + Send + 'static>> {
+        let used = self
+            .child
+            .as_ref()
+            .and_then(|c| c.plan.rpc.as_ref())
+            .map(|r| r.used.clone())
+            .filter(|u| !u.is_empty());
+        let (Some(used), Some(link)) = (used, &self.workers) else {
+            return Box::pin(std::future::pending());
+        };
+        let mut views = link.views.clone();
+        Box::pin(async move {
+            loop {
+                if let Some(l) = first_lost(&views.borrow_and_update(), &used) {
+                    return l;
+                }
+                if views.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        })
+    }
+
+    /// After a child over workers died: the worker that took it down, once
+    /// the watch names one (bounded).
+    pub(super) async fn loss_behind_death(&self) -> Option<Lost> {
+        self.child.as_ref()?.plan.rpc.as_ref()?;
+        tokio::time::timeout(LOSS_NAMING_BOUND, self.worker_loss()).await.ok()
+    }
+
+    /// Stops the child whose worker `lost` is gone, and the turn's error.
+    pub(super) async fn retire_for_worker(&mut self, lost: Lost) -> GenerationError {
+        let (worker, why) = lost;
+        let raw = self.child.as_ref().map(|c| c.process.output().raw_tail()).unwrap_or_default();
+        if let Some(mut c) = self.child.take() {
+            tracing::warn!(
+                model = c.model_id(),
+                worker = %worker,
+                "the RPC worker {worker} was lost ({why}); stopping the model server"
+            );
+            process::terminate(&mut c.process, self.cfg.stop_grace).await;
+            self.emit(WardenEvent::Unloaded {
+                model: c.model_id().to_string(),
+                reason: "worker_lost",
+            });
+        }
+        self.brake = Default::default();
+        self.state = EngineState::Idle;
+        self.publish();
+        GenerationError::WorkerLost { worker, why, raw }
+    }
+
+    /// `WorkerCheck` with no turn running: a child whose worker is gone is
+    /// retired now, so the next request reloads instead of meeting an abort.
+    pub(super) async fn worker_check(&mut self) {
+        self.publish();
+        if let Some(lost) = self.lost_worker() {
+            let _ = self.retire_for_worker(lost).await;
+        }
+    }
+
+    /// The used workers' pressure for a brake sample.
+    pub(super) fn worker_pressure(&self) -> Vec<WorkerPressure> {
+        let (Some(c), Some(link)) = (self.child.as_ref(), &self.workers) else {
+            return Vec::new();
+        };
+        let Some(r) = &c.plan.rpc else { return Vec::new() };
+        let views = link.views.borrow();
+        r.used
+            .iter()
+            .map(|u| {
+                let level = views
+                    .iter()
+                    .find(|v| v.addr == u.addr && v.misses == 0)
+                    .and_then(|v| v.status.as_ref()?.pressure);
+                let layers: u32 = r.split.shares[u.shares.clone()].iter().map(|s| s.layers).sum();
+                let per_layer = c
+                    .plan
+                    .facts
+                    .as_ref()
+                    .zip(c.plan.shape)
+                    .map(|(f, s)| crate::law::split::layer_costs(f, s.kv_per_token).kv_per_token_layer)
+                    .unwrap_or(0);
+                WorkerPressure {
+                    level,
+                    total_bytes: u.total_bytes,
+                    kv_per_token: per_layer * layers as u64,
+                }
+            })
+            .collect()
+    }
+}
