@@ -46,7 +46,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(a) => cli::serve::run(a).await,
             Command::Chat(a) => cli::chat::run(a).await,
-            Command::Inspect(a) => cli::inspect::run(a),
+            Command::Inspect(a) => cli::inspect::run(a).await,
             Command::Status(a) => cli::status::run(a).await,
             Command::Ps(a) => cli::ps::run(a).await,
             Command::Load(a) => cli::load::run(a).await,

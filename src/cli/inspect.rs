@@ -1,6 +1,8 @@
 //! `llm-warden inspect <model>`: what the warden reads from a model's header
 //! and the window it would give the model on this machine (CPU law), as a
-//! table or `--json`. A broken file is an error with its code (exit 2).
+//! table or `--json`; with `--worker` (or `WARDEN_WORKERS`) also the plan
+//! over those RPC workers, per device (`inspect_workers`). A broken file is
+//! an error with its code (exit 2).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,10 +26,17 @@ pub struct InspectArgs {
     /// The models directory (for ids).
     #[arg(long)]
     models_dir: Option<PathBuf>,
+    /// An `llm-warden worker` (HOST:PORT) to plan the split over; repeat for
+    /// more. Replaces WARDEN_WORKERS.
+    #[arg(long = "worker", value_name = "HOST:PORT")]
+    workers: Vec<String>,
 }
 
-pub fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
-    let cfg = WardenConfig::from_env()?;
+pub async fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
+    let mut cfg = WardenConfig::from_env()?;
+    if !a.workers.is_empty() {
+        cfg.workers = llm_warden::config::workers("--worker", a.workers.iter().map(String::as_str))?;
+    }
     let path = PathBuf::from(&a.model);
     let entry = if path.exists() {
         catalog::entry_for(&path)
@@ -62,10 +71,22 @@ pub fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
         .and_then(|p| std::fs::metadata(p).ok())
         .map_or(0, |m| m.len());
     let report = Report::new(&cfg, facts, mmproj_bytes);
+    let split = if cfg.workers.is_empty() {
+        None
+    } else {
+        Some(super::inspect_workers::plan(&cfg, &model_path, report.facts.clone(), report.shape, report.ram).await)
+    };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+        let mut j = report.to_json();
+        if let Some(s) = &split {
+            j["workers"] = super::inspect_workers::to_json(s);
+        }
+        println!("{}", serde_json::to_string_pretty(&j)?);
     } else {
         report.print_table(&model_path);
+        if let Some(s) = &split {
+            super::inspect_workers::print(s);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -10,6 +10,7 @@
 pub mod chat;
 pub mod client;
 pub mod inspect;
+pub mod inspect_workers;
 pub mod load;
 pub mod models;
 pub mod ps;
