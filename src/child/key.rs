@@ -26,8 +26,9 @@ impl ApiKey {
         Self(secret)
     }
 
-    /// The secret itself, for the two places that must send it: the child's
-    /// environment and the `Authorization` header.
+    /// The secret itself, for the places that must send or keep it: the
+    /// child's environment, the `Authorization` header, the RPC worker's key
+    /// file.
     pub fn expose(&self) -> &str {
         &self.0
     }

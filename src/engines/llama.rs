@@ -106,22 +106,11 @@ pub fn find_flavour_binary(cfg: &WardenConfig, f: Flavour, exe: &str) -> Result<
     let mut candidates: Vec<PathBuf> = cfg
         .artifact_roots
         .iter()
-        .map(|root| {
-            root.join("artifacts/llama-cpp")
-                .join(f.dir())
-                .join("bin")
-                .join(exe)
-        })
+        .map(|root| root.join("artifacts/llama-cpp").join(f.dir()).join("bin").join(exe))
         .collect();
     // build-llama.sh points `<cache>/llama-cpp/<flavour>` at the build it
     // installed last (its directory is keyed by the cmake options' hash).
-    candidates.push(
-        cfg.cache_dir
-            .join("llama-cpp")
-            .join(f.dir())
-            .join("bin")
-            .join(exe),
-    );
+    candidates.push(cfg.cache_dir.join("llama-cpp").join(f.dir()).join("bin").join(exe));
     match candidates.iter().find(|c| is_executable(c)) {
         Some(c) => Ok(c.clone()),
         None => Err(candidates.iter().map(|c| c.display().to_string()).collect()),

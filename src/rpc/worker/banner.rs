@@ -40,7 +40,9 @@ pub struct BannerDevice {
 pub fn protocol(lines: &[String]) -> Option<String> {
     lines.iter().find_map(|l| {
         let v = l.trim().strip_prefix("Starting RPC server v")?.trim();
-        let ok = !v.is_empty() && v.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        let ok = !v.is_empty()
+            && v.split('.')
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
         ok.then(|| v.to_string())
     })
 }

@@ -129,8 +129,15 @@ mod tests {
     #[test]
     fn a_binary_without_build_info_has_no_identity() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(read_build_info(&dir.path().join("bin/ggml-rpc-server")), BuildInfo::default());
-        std::fs::write(dir.path().join("BUILD_INFO"), "llama.cpp b7 (x), flavour cpu, built now\n").unwrap();
+        assert_eq!(
+            read_build_info(&dir.path().join("bin/ggml-rpc-server")),
+            BuildInfo::default()
+        );
+        std::fs::write(
+            dir.path().join("BUILD_INFO"),
+            "llama.cpp b7 (x), flavour cpu, built now\n",
+        )
+        .unwrap();
         let got = read_build_info(&dir.path().join("bin/ggml-rpc-server"));
         assert_eq!(got.llama_cpp.as_deref(), Some("b7"));
     }

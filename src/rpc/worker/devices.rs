@@ -131,6 +131,9 @@ mod tests {
         }
     }
 
+    /// (banner, RAM, NVML's GPUs, the status's devices)
+    type Row<'a> = (Vec<BannerDevice>, Ram, Option<&'a [&'a GpuDevice]>, Vec<WorkerDevice>);
+
     #[test]
     fn assemble_rows() {
         use DeviceKind::{Cpu, Cuda};
@@ -140,7 +143,7 @@ mod tests {
         };
         let (g0, g1) = (gpu(0, 100, 60), gpu(1, 200, 10));
         let both = [&g0, &g1];
-        let rows: Vec<(Vec<BannerDevice>, Ram, Option<&[&GpuDevice]>, Vec<WorkerDevice>)> = vec![
+        let rows: Vec<Row> = vec![
             // why: the CPU device is the cgroup-bounded RAM, not rpc-server's 24152 MiB
             (
                 vec![dev("CPU", Some(Cpu), 24152, 24152)],
@@ -170,10 +173,18 @@ mod tests {
             ),
             // why: GPUs take NVML's VRAM by CUDA index, in the banner's order
             (
-                vec![dev("CUDA1", Some(Cuda), 1, 1), dev("CUDA0", Some(Cuda), 1, 1), dev("CPU", Some(Cpu), 1, 1)],
+                vec![
+                    dev("CUDA1", Some(Cuda), 1, 1),
+                    dev("CUDA0", Some(Cuda), 1, 1),
+                    dev("CPU", Some(Cpu), 1, 1),
+                ],
                 ram,
                 Some(&both),
-                vec![out("CUDA1", Cuda, 200, 10), out("CUDA0", Cuda, 100, 60), out("CPU", Cpu, 4 * MIB, 3 * MIB)],
+                vec![
+                    out("CUDA1", Cuda, 200, 10),
+                    out("CUDA0", Cuda, 100, 60),
+                    out("CPU", Cpu, 4 * MIB, 3 * MIB),
+                ],
             ),
             // why: without NVML, rpc-server's own figures stand in
             (

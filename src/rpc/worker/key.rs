@@ -93,7 +93,10 @@ fn read_existing(path: &Path) -> Result<(ApiKey, KeySource), KeyError> {
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(read)?;
         }
     }
-    Ok((ApiKey::from_secret(secret.to_string()), KeySource::File(path.to_path_buf())))
+    Ok((
+        ApiKey::from_secret(secret.to_string()),
+        KeySource::File(path.to_path_buf()),
+    ))
 }
 
 #[cfg(test)]

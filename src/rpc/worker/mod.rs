@@ -190,7 +190,14 @@ pub fn describe_devices(devices: &[WorkerDevice]) -> String {
     }
     devices
         .iter()
-        .map(|d| format!("{} {:.1} GiB ({:.1} GiB free)", d.name, gib(d.total_bytes), gib(d.free_bytes)))
+        .map(|d| {
+            format!(
+                "{} {:.1} GiB ({:.1} GiB free)",
+                d.name,
+                gib(d.total_bytes),
+                gib(d.free_bytes)
+            )
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -202,7 +209,12 @@ mod tests {
 
     #[test]
     fn url_host_and_device_rows() {
-        let rows = [("127.0.0.1", "127.0.0.1"), ("::1", "[::1]"), ("[::1]", "[::1]"), ("box.lan", "box.lan")];
+        let rows = [
+            ("127.0.0.1", "127.0.0.1"),
+            ("::1", "[::1]"),
+            ("[::1]", "[::1]"),
+            ("box.lan", "box.lan"),
+        ];
         for (i, (h, want)) in rows.iter().enumerate() {
             assert_eq!(url_host(h), *want, "row {i}");
         }

@@ -105,14 +105,44 @@ mod tests {
                 &[false, false, false, false, true, false],
             ),
             // why: a healthy run (60 s up) starts over at the minimum
-            (&[ms(10), ms(10), s(60)], &[ms(500), s(1), ms(500)], &[false, false, false]),
+            (
+                &[ms(10), ms(10), s(60)],
+                &[ms(500), s(1), ms(500)],
+                &[false, false, false],
+            ),
             // why: a run just short of healthy still counts as short
             (&[s(59), s(59)], &[ms(500), s(1)], &[false, false]),
             // why: failing again after a healthy run says so again, once
             (
-                &[ms(1), ms(1), ms(1), ms(1), ms(1), s(120), ms(1), ms(1), ms(1), ms(1), ms(1)],
-                &[ms(500), s(1), s(2), s(4), s(10), ms(500), s(1), s(2), s(4), s(10), s(10)],
-                &[false, false, false, false, true, false, false, false, false, true, false],
+                &[
+                    ms(1),
+                    ms(1),
+                    ms(1),
+                    ms(1),
+                    ms(1),
+                    s(120),
+                    ms(1),
+                    ms(1),
+                    ms(1),
+                    ms(1),
+                    ms(1),
+                ],
+                &[
+                    ms(500),
+                    s(1),
+                    s(2),
+                    s(4),
+                    s(10),
+                    ms(500),
+                    s(1),
+                    s(2),
+                    s(4),
+                    s(10),
+                    s(10),
+                ],
+                &[
+                    false, false, false, false, true, false, false, false, false, true, false,
+                ],
             ),
         ];
         for (i, (runs, delays, failing)) in rows.iter().enumerate() {
@@ -162,7 +192,12 @@ mod tests {
                 "unknown_device",
             ),
             // why: `kill -9` from outside, no OOM kill on record
-            (&["Accepted client connection"], sig(libc::SIGKILL), none, "child_killed"),
+            (
+                &["Accepted client connection"],
+                sig(libc::SIGKILL),
+                none,
+                "child_killed",
+            ),
             // why: the same with the cgroup's OOM counter moved
             (
                 &[],
@@ -207,6 +242,9 @@ mod tests {
             assert_eq!(describe_exit(code, *exit, "127.0.0.1:1"), *want, "row {i}");
         }
         let busy = describe_exit("port_in_use", clean, "127.0.0.1:50052");
-        assert!(busy.starts_with("port_in_use (could not bind 127.0.0.1:50052"), "{busy}");
+        assert!(
+            busy.starts_with("port_in_use (could not bind 127.0.0.1:50052"),
+            "{busy}"
+        );
     }
 }

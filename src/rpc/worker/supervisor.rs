@@ -75,7 +75,12 @@ pub struct RpcLaunch {
 
 /// rpc-server's argv (no secrets: it takes none).
 pub fn args(l: &RpcLaunch) -> Vec<OsString> {
-    let mut a: Vec<OsString> = vec!["-H".into(), l.host.clone().into(), "-p".into(), l.port.to_string().into()];
+    let mut a: Vec<OsString> = vec![
+        "-H".into(),
+        l.host.clone().into(),
+        "-p".into(),
+        l.port.to_string().into(),
+    ];
     if let Some(t) = l.threads {
         a.push("-t".into());
         a.push(t.to_string().into());
@@ -188,6 +193,9 @@ impl Run {
                 );
             } else if backoff.short_runs < restart::FAILING_AFTER {
                 tracing::warn!(endpoint = %self.endpoint, "rpc-server ended: {last_exit}; restarting in {:?}", retry.delay);
+            } else {
+                // Said once at ERROR already; the status carries each one.
+                tracing::debug!(endpoint = %self.endpoint, "rpc-server ended again: {last_exit}");
             }
             tokio::select! {
                 _ = tokio::time::sleep(retry.delay) => {}
@@ -261,7 +269,12 @@ async fn probe_until_up(child: &ChildProcess, (host, port): &(String, u16)) -> b
         if child.exit().is_some() {
             return false;
         }
-        if child.output().tail(OUTPUT_RING_LINES).iter().any(|l| l == ACCEPTED_LINE) {
+        if child
+            .output()
+            .tail(OUTPUT_RING_LINES)
+            .iter()
+            .any(|l| l == ACCEPTED_LINE)
+        {
             return true;
         }
         let connect = tokio::net::TcpStream::connect((host.as_str(), *port));
