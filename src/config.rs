@@ -312,9 +312,13 @@ pub fn workers<'a>(
 ) -> Result<Vec<crate::rpc::remote::WorkerAddr>, ConfigError> {
     let mut out = Vec::new();
     for item in items.into_iter().map(str::trim).filter(|i| !i.is_empty()) {
-        let a = item
-            .parse()
-            .map_err(|_| bad(name, item.to_string(), "HOST:PORT of an llm-warden worker, e.g. 10.0.0.2:50053"))?;
+        let a = item.parse().map_err(|_| {
+            bad(
+                name,
+                item.to_string(),
+                "HOST:PORT of an llm-warden worker, e.g. 10.0.0.2:50053",
+            )
+        })?;
         if !out.contains(&a) {
             out.push(a);
         }

@@ -52,6 +52,9 @@
 //! - `config`: every `WARDEN_*` variable, read once.
 //! - `error`: `EngineError`, `ModelLoadError`, `GenerationError`, `ApiError`.
 //! - `queue`: the queue bound.
+//! - `rpc`: llama.cpp RPC workers: the status wire type both sides share,
+//!   and `rpc::worker` (`llm-warden worker`: rpc-server supervised, its
+//!   keyed `/worker/status`).
 
 pub mod actors;
 pub mod catalog;

@@ -1,7 +1,9 @@
 //! The `llm-warden` binary: `serve` (the HTTP server), `chat` (a streamed
 //! answer in the terminal), `inspect` (a model's facts and the window the
 //! warden would give it here), and for a running server `status` (its whole
-//! snapshot), `ps` (what is loaded), `load`, `unload` and `models`.
+//! snapshot), `ps` (what is loaded), `load`, `unload` and `models`; and
+//! `worker` (this machine's devices lent to a warden through llama.cpp's
+//! rpc-server).
 
 mod cli;
 
@@ -37,6 +39,9 @@ enum Command {
     Unload(cli::unload::UnloadArgs),
     /// List the models a running server offers.
     Models(cli::models::ModelsArgs),
+    /// Lend this machine's devices to a warden: supervise llama.cpp's
+    /// ggml-rpc-server and answer its status at /worker/status.
+    Worker(cli::worker::WorkerArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +57,7 @@ fn main() -> ExitCode {
             Command::Load(a) => cli::load::run(a).await,
             Command::Unload(a) => cli::unload::run(a).await,
             Command::Models(a) => cli::models::run(a).await,
+            Command::Worker(a) => cli::worker::run(a).await,
         }
     });
     match result {

@@ -20,8 +20,15 @@ impl ApiKey {
         Self(hex::encode(bytes))
     }
 
-    /// The secret itself, for the two places that must send it: the child's
-    /// environment and the `Authorization` header.
+    /// A key given from outside (the RPC worker's `WARDEN_WORKER_KEY` or its
+    /// key file), wrapped so it prints as redacted like a minted one.
+    pub fn from_secret(secret: String) -> Self {
+        Self(secret)
+    }
+
+    /// The secret itself, for the places that must send or keep it: the
+    /// child's environment, the `Authorization` header, the RPC worker's key
+    /// file.
     pub fn expose(&self) -> &str {
         &self.0
     }

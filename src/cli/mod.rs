@@ -6,6 +6,7 @@
 //!   call a running server through `client` (which server, the key, errors
 //!   that say what to do) and print with `table` (pure formatting, tested
 //!   row by row), or the server's JSON with `--json`.
+//! - `worker` runs this machine as an RPC worker of some warden.
 
 pub mod chat;
 pub mod client;
@@ -18,6 +19,7 @@ pub mod serve;
 pub mod status;
 pub mod table;
 pub mod unload;
+pub mod worker;
 
 use std::path::PathBuf;
 

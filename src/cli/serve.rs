@@ -97,8 +97,9 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Waits for SIGINT (Ctrl-C) or SIGTERM; names the one that came.
-async fn stop_signal() -> &'static str {
+/// Waits for SIGINT (Ctrl-C) or SIGTERM; names the one that came (`worker`
+/// stops on the same two).
+pub async fn stop_signal() -> &'static str {
     #[cfg(unix)]
     {
         use actix_web::rt::signal::unix::{SignalKind, signal};

@@ -96,32 +96,29 @@ pub fn find_llama_server(cfg: &WardenConfig, flavour: Flavour) -> Result<PathBuf
 /// The build of one flavour only (the CUDA pre-flight asks whether a CUDA
 /// build exists): the artifact roots, then the cache. `Err` lists the places.
 pub fn find_flavour(cfg: &WardenConfig, f: Flavour) -> Result<PathBuf, Vec<String>> {
+    find_flavour_binary(cfg, f, exe_name())
+}
+
+/// As `find_flavour`, for another executable of the same build (`exe`, with
+/// its platform suffix): the RPC worker's `ggml-rpc-server` sits beside
+/// llama-server in every flavour.
+pub fn find_flavour_binary(cfg: &WardenConfig, f: Flavour, exe: &str) -> Result<PathBuf, Vec<String>> {
     let mut candidates: Vec<PathBuf> = cfg
         .artifact_roots
         .iter()
-        .map(|root| {
-            root.join("artifacts/llama-cpp")
-                .join(f.dir())
-                .join("bin")
-                .join(exe_name())
-        })
+        .map(|root| root.join("artifacts/llama-cpp").join(f.dir()).join("bin").join(exe))
         .collect();
     // build-llama.sh points `<cache>/llama-cpp/<flavour>` at the build it
     // installed last (its directory is keyed by the cmake options' hash).
-    candidates.push(
-        cfg.cache_dir
-            .join("llama-cpp")
-            .join(f.dir())
-            .join("bin")
-            .join(exe_name()),
-    );
+    candidates.push(cfg.cache_dir.join("llama-cpp").join(f.dir()).join("bin").join(exe));
     match candidates.iter().find(|c| is_executable(c)) {
         Some(c) => Ok(c.clone()),
         None => Err(candidates.iter().map(|c| c.display().to_string()).collect()),
     }
 }
 
-fn is_executable(p: &Path) -> bool {
+/// Whether `p` is a file this process may execute.
+pub(crate) fn is_executable(p: &Path) -> bool {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

@@ -95,10 +95,8 @@ pub fn plan(
         let addr = r.addr.to_string();
         match &r.now {
             Ok(s) if s.rpc.up => {
-                workers::check_build(&addr, ours, &s.build).map_err(|detail| ModelLoadError::WorkerBuildMismatch {
-                    id: id.clone(),
-                    detail,
-                })?;
+                workers::check_build(&addr, ours, &s.build)
+                    .map_err(|detail| ModelLoadError::WorkerBuildMismatch { id: id.clone(), detail })?;
                 joined.push((&r.addr, s));
             }
             Ok(s) => left_out.push(LeftOut {
@@ -145,7 +143,9 @@ pub fn plan(
                 let s = r.now.as_ref().ok().filter(|s| s.rpc.up).or(r.last_good.as_ref())?;
                 all.extend(workers::devices_of(&r.addr.to_string(), s));
             }
-            split::split(&costs, shape.trained, &all, base.cap, pin, sized).window.ctx()
+            split::split(&costs, shape.trained, &all, base.cap, pin, sized)
+                .window
+                .ctx()
         })
         .flatten()
         .filter(|&w| plan.window.ctx().is_some_and(|ours| w > ours));
@@ -237,7 +237,9 @@ pub fn given(lines: &[String], rpc: &RpcPlan) -> Vec<Given> {
         })
         .collect();
     for line in lines {
-        let Some((device, kind, bytes)) = buffer_line(line) else { continue };
+        let Some((device, kind, bytes)) = buffer_line(line) else {
+            continue;
+        };
         let Some(i) = device_index(device, rpc) else { continue };
         let g = &mut out[i];
         match kind {
@@ -299,7 +301,9 @@ pub fn uncapped(plan: &SpawnPlan) -> Option<u32> {
         })
         .collect();
     let costs = split::layer_costs(facts, shape.kv_per_token);
-    split::split(&costs, shape.trained, &devices, None, None, !shape.mla).window.ctx()
+    split::split(&costs, shape.trained, &devices, None, None, !shape.mla)
+        .window
+        .ctx()
 }
 
 /// The one-line summary of a split for the load log.

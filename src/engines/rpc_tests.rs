@@ -106,7 +106,10 @@ fn a_worker_of_another_build_is_refused_before_any_spawn() {
     let r = [reading(1, Ok(worker(50061, 512, "b9999", true)), None)];
     let e = plan(base(600), &r, &build("b10883"), None).unwrap_err();
     assert_eq!(e.code(), "worker_build_mismatch");
-    assert!(e.to_string().contains("b9999") && e.to_string().contains("127.0.0.1:1"), "{e}");
+    assert!(
+        e.to_string().contains("b9999") && e.to_string().contains("127.0.0.1:1"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -116,7 +119,11 @@ fn an_unreachable_worker_is_left_out_and_the_smaller_window_said() {
     // knows the window both would have given
     let r = [
         reading(1, Ok(worker(50061, 512, "b10883", true)), None),
-        reading(2, Err("connection refused".into()), Some(worker(50062, 512, "b10883", true))),
+        reading(
+            2,
+            Err("connection refused".into()),
+            Some(worker(50062, 512, "b10883", true)),
+        ),
     ];
     let p = plan(base(560), &r, &build("b10883"), None).unwrap();
     let rpc = p.rpc.unwrap();
@@ -134,7 +141,10 @@ fn a_model_the_devices_cannot_hold_fails_with_the_arithmetic() {
     let e = plan(base(300), &r, &build("b10883"), None).unwrap_err();
     assert_eq!(e.code(), "model_does_not_fit");
     let text = e.to_string();
-    assert!(text.contains("local: 30 layers") && text.contains("of 225 MiB"), "{text}");
+    assert!(
+        text.contains("local: 30 layers") && text.contains("of 225 MiB"),
+        "{text}"
+    );
     assert!(text.contains("127.0.0.1:1 left out: connection refused"), "{text}");
 }
 
@@ -164,8 +174,14 @@ fn what_each_device_was_given_is_read_from_the_load_lines() {
     let g = given(&lines, p.rpc.as_ref().unwrap());
     let mib = |m: f64| (m * MIB as f64).round() as u64;
     assert_eq!(g.len(), 3);
-    assert_eq!((g[0].model_bytes, g[0].kv_bytes, g[0].compute_bytes), (mib(92.10), mib(30.0), mib(17.51)));
+    assert_eq!(
+        (g[0].model_bytes, g[0].kv_bytes, g[0].compute_bytes),
+        (mib(92.10), mib(30.0), mib(17.51))
+    );
     assert_eq!(g[1].device, "127.0.0.1:1/CPU");
-    assert_eq!((g[1].model_bytes, g[1].kv_bytes, g[1].compute_bytes), (mib(21.14), mib(30.0), mib(15.26)));
+    assert_eq!(
+        (g[1].model_bytes, g[1].kv_bytes, g[1].compute_bytes),
+        (mib(21.14), mib(30.0), mib(15.26))
+    );
     assert_eq!((g[2].model_bytes, g[2].kv_bytes), (mib(49.83), mib(30.0)));
 }

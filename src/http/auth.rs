@@ -18,8 +18,9 @@ use super::errors::error_response;
 use crate::error::ApiError;
 use crate::warden::Warden;
 
-/// Whether two byte strings are equal, in time independent of where they differ.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Whether two byte strings are equal, in time independent of where they
+/// differ (also the RPC worker's key check).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -153,11 +153,7 @@ impl SplitPlan {
     /// llama-server's `-ngl`: every layer not on the local CPU, the output
     /// layer included.
     pub fn gpu_layers(&self) -> u32 {
-        self.shares
-            .iter()
-            .skip(1)
-            .map(|s| s.layers + u32::from(s.output))
-            .sum()
+        self.shares.iter().skip(1).map(|s| s.layers + u32::from(s.output)).sum()
     }
 
     /// The `--tensor-split` value of each worker device (its layers, the
@@ -250,7 +246,11 @@ fn share(c: &LayerCosts, d: &Device, local: bool, layers: u32, output: bool, ctx
         weights += c.input_bytes;
     }
     if output {
-        weights += if local { c.output_local_bytes } else { c.output_remote_bytes };
+        weights += if local {
+            c.output_local_bytes
+        } else {
+            c.output_remote_bytes
+        };
     }
     Share {
         name: d.name.clone(),
@@ -275,11 +275,11 @@ fn capacity(c: &LayerCosts, limit: i64, fixed: u64, ctx: u32) -> Option<u32> {
         return None;
     }
     let per_layer = c.layer_bytes + ctx as u64 * c.kv_per_token_layer;
-    Some(if per_layer == 0 {
-        c.layers
-    } else {
-        (room as u64 / per_layer).min(c.layers as u64) as u32
-    })
+    Some(
+        (room as u64)
+            .checked_div(per_layer)
+            .map_or(c.layers, |n| n.min(c.layers as u64) as u32),
+    )
 }
 
 /// `(layers, runs the output)` per device when every share fits at `ctx`.
@@ -320,7 +320,10 @@ fn fallback(c: &LayerCosts, devices: &[Device]) -> Vec<(u32, bool)> {
     } else {
         weights
     };
-    let mut out: Vec<(u32, bool)> = proportional_to(c.layers, &weights).into_iter().map(|n| (n, false)).collect();
+    let mut out: Vec<(u32, bool)> = proportional_to(c.layers, &weights)
+        .into_iter()
+        .map(|n| (n, false))
+        .collect();
     let last = out.len() - 1;
     out[last].1 = true;
     out

@@ -31,7 +31,11 @@ fn smollm2_costs_match_what_llama_server_printed() {
     // why: 10 layers on RPC0 printed "model buffer size = 21.14 MiB" (2.11 MiB
     // each); the file's rest over 30 layers is within 3 % of it
     assert_eq!(c.layers, 30);
-    assert!((c.layer_bytes as f64 / MIB as f64 - 2.11).abs() < 0.07, "{}", c.layer_bytes);
+    assert!(
+        (c.layer_bytes as f64 / MIB as f64 - 2.11).abs() < 0.07,
+        "{}",
+        c.layer_bytes
+    );
     // why: RPC1 ran the output layer: 49.83 - 21.14 = 28.69 MiB, the token_embd copy
     assert_eq!(c.output_remote_bytes, 30_081_024);
     assert_eq!(c.output_local_bytes, 0);
@@ -43,7 +47,16 @@ fn smollm2_costs_match_what_llama_server_printed() {
 fn split_rows() {
     let c = smol();
     // (limits MiB, trained, cap, pin, ctx, layers per device, fits)
-    let rows: &[(&[i64], Option<u32>, Option<u32>, Option<u32>, Window, &[(u32, bool)], bool)] = &[
+    type Row<'a> = (
+        &'a [i64],
+        Option<u32>,
+        Option<u32>,
+        Option<u32>,
+        Window,
+        &'a [(u32, bool)],
+        bool,
+    );
+    let rows: &[Row] = &[
         // why: room everywhere: the trained window, layers by capacity, the
         // output on the last worker
         (
@@ -124,10 +137,18 @@ fn split_rows() {
         assert_eq!(p.window, *window, "row {i}: window");
         assert_eq!(layers(&p), *want, "row {i}: layers");
         assert_eq!(p.fits, *fits, "row {i}: fits");
-        assert_eq!(p.shares.iter().map(|s| s.layers).sum::<u32>(), 30, "row {i}: every layer placed");
+        assert_eq!(
+            p.shares.iter().map(|s| s.layers).sum::<u32>(),
+            30,
+            "row {i}: every layer placed"
+        );
         if *fits {
             for s in &p.shares {
-                assert!(s.total_bytes() as i64 <= s.limit_bytes, "row {i}: {} over its limit", s.name);
+                assert!(
+                    s.total_bytes() as i64 <= s.limit_bytes,
+                    "row {i}: {} over its limit",
+                    s.name
+                );
             }
         }
     }
@@ -150,7 +171,10 @@ fn the_window_is_the_largest_that_fits_and_one_step_more_does_not() {
         let ctx = p.window.ctx().unwrap();
         assert!(p.fits, "{limits:?}");
         assert!(layout(&c, &d, ctx).is_some());
-        assert!(layout(&c, &d, ctx + caps::WINDOW_GRID_TOKENS).is_none(), "{limits:?} at {ctx}");
+        assert!(
+            layout(&c, &d, ctx + caps::WINDOW_GRID_TOKENS).is_none(),
+            "{limits:?} at {ctx}"
+        );
     }
 }
 
@@ -171,7 +195,10 @@ fn alone_it_agrees_with_the_cpu_law_within_a_grid_step() {
             limit_bytes: ram_limit(ram_mib * MIB),
         }];
         let ours = split(&c, None, &d, None, None, true).window.ctx().unwrap();
-        assert!(ours >= cpu && ours <= cpu + caps::WINDOW_GRID_TOKENS, "{ram_mib} MiB: {ours} vs {cpu}");
+        assert!(
+            ours >= cpu && ours <= cpu + caps::WINDOW_GRID_TOKENS,
+            "{ram_mib} MiB: {ours} vs {cpu}"
+        );
     }
 }
 

@@ -89,13 +89,13 @@ pub struct WorkerPressure {
 /// The level and window facts the brake samples with: the local ones,
 /// unless a worker's level is worse (the first worst worker then).
 pub fn combine(local: Level, facts: WindowFacts, workers: &[WorkerPressure]) -> (Level, WindowFacts) {
-    let worst = workers
-        .iter()
-        .filter_map(|w| w.level.map(|l| (l, w)))
-        .fold(None::<(Level, &WorkerPressure)>, |best, (l, w)| match best {
+    let worst = workers.iter().filter_map(|w| w.level.map(|l| (l, w))).fold(
+        None::<(Level, &WorkerPressure)>,
+        |best, (l, w)| match best {
             Some((b, _)) if b >= l => best,
             _ => Some((l, w)),
-        });
+        },
+    );
     match worst {
         Some((l, w)) if l > local => (
             l,
@@ -126,13 +126,25 @@ mod tests {
     fn build_rows() {
         let rows = [
             // why: the same build and protocol join
-            (build(Some("b10883"), Some("6.0.0")), build(Some("b10883"), Some("6.0.0")), true),
+            (
+                build(Some("b10883"), Some("6.0.0")),
+                build(Some("b10883"), Some("6.0.0")),
+                true,
+            ),
             // why: another llama.cpp version is refused before any spawn
-            (build(Some("b10883"), Some("6.0.0")), build(Some("b9999"), Some("6.0.0")), false),
+            (
+                build(Some("b10883"), Some("6.0.0")),
+                build(Some("b9999"), Some("6.0.0")),
+                false,
+            ),
             // why: a build that cannot be told is refused (an abort mid-load otherwise)
             (build(Some("b10883"), None), build(None, Some("6.0.0")), false),
             // why: the same tag but another protocol (a patched build)
-            (build(Some("b10883"), Some("6.0.0")), build(Some("b10883"), Some("5.1.0")), false),
+            (
+                build(Some("b10883"), Some("6.0.0")),
+                build(Some("b10883"), Some("5.1.0")),
+                false,
+            ),
             // why: a protocol not announced yet is not a mismatch
             (build(Some("b10883"), Some("6.0.0")), build(Some("b10883"), None), true),
         ];

