@@ -6,13 +6,17 @@ under TARGET_PCT of the limit, and keeps it there: whatever the group frees,
 it takes again, at a bounded rate (a growing application, not an instant
 one).
 
-usage: balloon.py CGROUP_DIR LIMIT_BYTES TARGET_PCT SECONDS_PER_CHUNK
+usage: balloon.py CGROUP_DIR LIMIT_BYTES TARGET_PCT SECONDS_PER_CHUNK [once]
+
+With `once` it stops growing when it first reaches the target and holds
+what it took: pressure that a smaller window relieves (the worker test).
 """
 import os
 import sys
 import time
 
 group, limit, target_pct, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+once = len(sys.argv) > 5 and sys.argv[5] == "once"
 v1 = os.path.exists(os.path.join(group, "memory.usage_in_bytes"))
 usage_file = os.path.join(group, "memory.usage_in_bytes" if v1 else "memory.current")
 inactive_key = "total_inactive_file" if v1 else "inactive_file"
@@ -32,5 +36,8 @@ while True:
             block[i] = 1
         chunks.append(block)
         time.sleep(pause)
+    elif once:
+        while True:
+            time.sleep(3600)
     else:
         time.sleep(0.05)

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod webdriver;
+pub mod workers;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -26,6 +26,12 @@ use crate::status::{EngineState, WardenEvent};
 /// worker that took it down (the watch calls one lost within ~0.5 s).
 const LOSS_NAMING_BOUND: std::time::Duration = std::time::Duration::from_millis(1500);
 
+/// How long a child whose worker is lost gets to stop on SIGTERM: it is
+/// usually blocked in a send or receive to the gone worker and ignores it
+/// (measured: the full 5 s stop grace with the link cut), and there is
+/// nothing of its state left to save.
+const LOST_STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// What the engine holds of its workers.
 #[derive(Debug)]
 pub struct WorkersLink {
@@ -198,7 +204,7 @@ impl EngineCore {
                 worker = %worker,
                 "the RPC worker {worker} was lost ({why}); stopping the model server"
             );
-            process::terminate(&mut c.process, self.cfg.stop_grace).await;
+            process::terminate(&mut c.process, LOST_STOP_GRACE.min(self.cfg.stop_grace)).await;
             self.emit(WardenEvent::Unloaded {
                 model: c.model_id().to_string(),
                 reason: "worker_lost",

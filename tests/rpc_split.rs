@@ -1,0 +1,610 @@
+//! A model split over llama.cpp RPC workers, with real processes only: the
+//! warden binary, the real llama-server and SmolLM2, and two
+//! `llm-warden worker`s over the real `ggml-rpc-server`, each in a memory
+//! cgroup of its own standing for a separate machine (and one in a network
+//! namespace behind a veth pair where the test needs a distinct address).
+//!
+//! - the split answers the same greedy text as the one-machine run;
+//! - a window one machine's budget cannot hold is reached with the workers
+//!   (the arithmetic is in the test);
+//! - a worker killed mid-stream ends the turn with `worker_lost` naming it,
+//!   the next request is answered without it, and once it answers again the
+//!   next load uses it again;
+//! - a worker of another build is refused before any spawn; a model the
+//!   devices left cannot hold fails with the arithmetic;
+//! - pressure in a worker's cgroup shrinks the window;
+//! - a worker cut off by the network (no reset: timeouts) is lost too.
+//!
+//! Serialized: every test loads models on the same two cores.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use support::workers::{KEY, Place, Worker, free_port, rpc_server, start_at, start_in};
+use support::{MemCgroup, SMOLLM2, json_of, real_llama_server, real_model, skip_or_fail, wait_gone};
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Each worker's machine: a 512 MiB memory cgroup.
+const WORKER_RAM: u64 = 512 << 20;
+/// The prompt every greedy comparison asks.
+const PROMPT: &str = "List three facts about the planet Mars.";
+
+/// Workers in their own cgroups, dropped after the workers.
+struct Rig {
+    workers: Vec<Worker>,
+    groups: Vec<MemCgroup>,
+    rpc: std::path::PathBuf,
+}
+
+impl Rig {
+    /// `n` workers, or `None` (skipped; failed under WARDEN_REQUIRE_REAL=1)
+    /// without the real build, the model or cgroups.
+    async fn new(n: usize) -> Option<Self> {
+        let (rpc, _, _) = (rpc_server()?, real_llama_server()?, real_model(SMOLLM2)?);
+        let mut rig = Rig {
+            workers: Vec::new(),
+            groups: Vec::new(),
+            rpc,
+        };
+        for i in 0..n {
+            let Some(g) = MemCgroup::new(&format!("llm-warden-rpc{i}"), WORKER_RAM) else {
+                return skip_or_fail("cannot create a memory cgroup here (not root?)");
+            };
+            rig.groups.push(g);
+            rig.start(i, 0).await;
+        }
+        Some(rig)
+    }
+
+    /// Starts worker `i` in its group on status port `port` (0: any).
+    async fn start(&mut self, i: usize, port: u16) {
+        let place = Place {
+            group: Some(&self.groups[i]),
+            netns: None,
+        };
+        let w = start_at(place, &self.rpc, port, free_port(), &[], Some(KEY)).await;
+        w.wait_for(KEY, 20, "rpc-server up", |s| s.rpc.up).await;
+        if i < self.workers.len() {
+            self.workers[i] = w;
+        } else {
+            self.workers.push(w);
+        }
+    }
+
+    fn addrs(&self) -> String {
+        self.workers.iter().map(Worker::addr).collect::<Vec<_>>().join(",")
+    }
+}
+
+/// A warden binary over `workers` (comma list, may be empty) with `envs`.
+async fn warden(workers: &str, envs: &[(&str, &str)]) -> (tokio::process::Child, String) {
+    let mut all = vec![
+        ("WARDEN_WORKERS", workers),
+        ("WARDEN_WORKER_KEY", KEY),
+        ("RUST_LOG", "warn,llm_warden=info"),
+    ];
+    all.extend_from_slice(envs);
+    // Its log goes to the test's output (read_listen_url forwards stderr).
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-warden"))
+        .args(["serve", "--port", "0"])
+        .envs(all)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the warden binary starts");
+    let base = support::read_listen_url(&mut child).await;
+    (child, base)
+}
+
+/// A greedy, non-streamed answer's text.
+async fn greedy(base: &str, max_tokens: u32) -> String {
+    let v = json_of(
+        http()
+            .post(format!("{base}/v1/chat/completions"))
+            .json(&serde_json::json!({
+                "messages": [{"role": "user", "content": PROMPT}],
+                "max_tokens": max_tokens,
+                "temperature": 0,
+            })),
+    )
+    .await;
+    v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no answer: {v}"))
+        .to_string()
+}
+
+fn http() -> reqwest::Client {
+    llm_warden::child::client::shared_http_client()
+}
+
+async fn status(base: &str) -> serde_json::Value {
+    json_of(http().get(format!("{base}/warden/status"))).await
+}
+
+/// The live child's shares: `(device, layers, output)`.
+fn shares(s: &serde_json::Value) -> Vec<(String, u64, bool)> {
+    s["workers"]["split"]["split"]["shares"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no split in {s}"))
+        .iter()
+        .map(|x| {
+            (
+                x["name"].as_str().unwrap().to_string(),
+                x["layers"].as_u64().unwrap(),
+                x["output"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[actix_rt::test]
+async fn a_split_over_two_workers_answers_the_same_greedy_text_as_one_machine() {
+    let _g = serial();
+    let Some(rig) = Rig::new(2).await else { return };
+    let (mut alone, base) = warden("", &[]).await;
+    let want = greedy(&base, 48).await;
+    alone.start_kill().unwrap();
+    let _ = alone.wait().await;
+
+    let (_split, base) = warden(&rig.addrs(), &[]).await;
+    assert_eq!(greedy(&base, 48).await, want, "the split changes the greedy answer");
+    let s = status(&base).await;
+    let sh = shares(&s);
+    assert_eq!(sh.len(), 3, "{s}");
+    assert!(
+        sh.iter().all(|(_, layers, _)| *layers > 0),
+        "every device runs layers: {sh:?}"
+    );
+    assert_eq!(sh.iter().map(|x| x.1).sum::<u64>(), 30);
+    assert!(sh[2].2, "the output layer on the last worker: {sh:?}");
+    // What llama-server says each device was given: its layers' KV exactly
+    // (layers x 8192 tokens x 768 B per layer and token).
+    let ctx = s["context_tokens"].as_u64().unwrap();
+    for (g, (name, layers, _)) in s["workers"]["given"].as_array().unwrap().iter().zip(&sh) {
+        assert_eq!(g["device"], name.as_str());
+        assert_eq!(g["kv_bytes"].as_u64().unwrap(), layers * ctx * 768, "{name}: {g}");
+        assert!(g["model_bytes"].as_u64().unwrap() > 0, "{name}: {g}");
+    }
+    // Each worker's rpc-server holds a connection from the child.
+    for w in &rig.workers {
+        assert!(w.stderr().contains("rpc-server up"), "{}", w.stderr());
+    }
+}
+
+/// The arithmetic: this machine stands for one of 0.55 GiB (563.2 MiB, its
+/// limit 0.75 x 563.2 = 422.4 MiB); each worker is a 512 MiB machine (limit
+/// 384 MiB).
+/// - Alone, the one-machine law: 422.4 - 93.8 MiB of weights - 256 MiB of
+///   compute = 72.6 MiB for the KV at 23,040 + 1,024 B per token: 3,16x
+///   tokens, under the 4,096 floor. SmolLM2's trained 8,192 is out of reach.
+/// - With the workers at 8,192: every device budgets 256 + 8 MiB of compute;
+///   a layer is 2.17 MiB of weights + 8,192 x 768 B = 6 MiB of KV, 8.17 MiB.
+///   Here (422.4 - 264 - 28.7 of input layer) / 8.17 = 15 layers, worker 1
+///   (384 - 264) / 8.17 = 14, worker 2 (384 - 264 - 28.7 of the output's
+///   copy) / 8.17 = 11: 40 >= 30 layers, so 8,192 fits.
+#[actix_rt::test]
+async fn a_window_one_machine_cannot_hold_is_reached_with_the_workers() {
+    let _g = serial();
+    let Some(rig) = Rig::new(2).await else { return };
+    let model = real_model(SMOLLM2).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llm-warden"))
+        .args(["inspect", "--json"])
+        .arg(&model)
+        .env("WARDEN_RAM_OVERRIDE_GB", "0.55")
+        .env("WARDEN_WORKERS", "")
+        .output()
+        .unwrap();
+    let alone: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let budget = alone["budget_bytes"].as_i64().unwrap();
+    assert!(
+        budget < 4096 * (23_040 + 1024),
+        "alone, not even the floor fits: {alone}"
+    );
+    assert_eq!(alone["context_tokens"], 4096, "{alone}");
+
+    let (_w, base) = warden(&rig.addrs(), &[("WARDEN_RAM_OVERRIDE_GB", "0.55")]).await;
+    let s: serde_json::Value = json_of(http().post(format!("{base}/warden/load"))).await;
+    assert_eq!(s["context_tokens"], 8192, "the child's own n_ctx: {s}");
+    let split = &s["workers"]["split"]["split"];
+    assert_eq!(split["fits"], true);
+    for d in split["shares"].as_array().unwrap() {
+        let total = d["weights_bytes"].as_i64().unwrap()
+            + d["kv_bytes"].as_i64().unwrap()
+            + d["compute_bytes"].as_i64().unwrap();
+        assert!(total <= d["limit_bytes"].as_i64().unwrap(), "{d}");
+    }
+    // This machine's limit: 0.75 x 0.55 GiB.
+    let limit_mib = split["shares"][0]["limit_bytes"].as_i64().unwrap() as f64 / (1 << 20) as f64;
+    assert!((limit_mib - 422.4).abs() < 0.1, "{split}");
+    assert!(!greedy(&base, 8).await.is_empty());
+}
+
+/// Waits for the warden's status to satisfy `ok` (up to `secs`).
+async fn status_until(base: &str, secs: u64, what: &str, ok: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let s = status(base).await;
+        if ok(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "{what} within {secs} s; status: {s}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Streams a long greedy answer, SIGKILLs worker `victim` after the tenth
+/// event, and returns `(the error event, seconds from the kill to it)`.
+async fn kill_mid_stream(base: &str, victim: &Worker) -> (serde_json::Value, f64) {
+    let resp = http()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&serde_json::json!({
+            "messages": [{"role": "user", "content": "Write a long story about a dragon."}],
+            "max_tokens": 3000,
+            "temperature": 0,
+            "stream": true,
+        }))
+        .send()
+        .await
+        .unwrap();
+    let mut body = resp.bytes_stream();
+    let (mut text, mut events, mut killed) = (String::new(), 0, None::<Instant>);
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(30), body.next())
+        .await
+        .expect("the stream moves or ends")
+    {
+        text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        while let Some(end) = text.find("\n\n") {
+            let ev: String = text.drain(..end + 2).collect();
+            let Some(data) = ev.trim().strip_prefix("data: ") else {
+                continue;
+            };
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(data)
+                && v.get("error").is_some()
+            {
+                let t = killed.expect("an error only after the kill").elapsed().as_secs_f64();
+                return (v["error"].clone(), t);
+            }
+            events += 1;
+            if events == 10 {
+                support::workers::signal(victim.pid(), nix::sys::signal::Signal::SIGKILL);
+                killed = Some(Instant::now());
+            }
+        }
+    }
+    panic!("the stream ended without an error after the kill");
+}
+
+#[actix_rt::test]
+async fn a_worker_killed_mid_stream_is_worker_lost_and_the_next_requests_go_on() {
+    let _g = serial();
+    let Some(mut rig) = Rig::new(2).await else { return };
+    let (_w, base) = warden(&rig.addrs(), &[]).await;
+    let victim_addr = rig.workers[1].addr();
+    let victim_port: u16 = victim_addr.rsplit(':').next().unwrap().parse().unwrap();
+    let rpc_pid = rig.workers[1].status(KEY).await.rpc.pid.unwrap();
+    let (err, secs) = kill_mid_stream(&base, &rig.workers[1]).await;
+    eprintln!("worker_lost {secs:.3} s after the kill");
+    assert_eq!(err["code"], "worker_lost", "{err}");
+    assert!(err["message"].as_str().unwrap().contains(&victim_addr), "{err}");
+    // A liveness bound, not a speed claim (the watch alone needs ~0.5 s).
+    assert!(secs < 5.0, "worker_lost took {secs} s");
+    assert!(wait_gone(rpc_pid, 5).await, "the killed worker's rpc-server is gone");
+
+    // The next request is answered without it, and the stream says so.
+    let text = http()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&serde_json::json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": true}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("\"t\":\"worker_missing\""), "{text}");
+    assert!(text.contains(&victim_addr), "{text}");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    let s = status(&base).await;
+    assert_eq!(shares(&s).len(), 2, "{s}");
+    assert_eq!(
+        s["workers"]["split"]["left_out"][0]["addr"],
+        victim_addr.as_str(),
+        "{s}"
+    );
+
+    // Once it answers again, the next load uses it again.
+    rig.start(1, victim_port).await;
+    let _ = http().post(format!("{base}/warden/unload")).send().await.unwrap();
+    assert!(!greedy(&base, 4).await.is_empty());
+    let s = status(&base).await;
+    assert_eq!(shares(&s).len(), 3, "the worker is back: {s}");
+}
+
+#[actix_rt::test]
+async fn an_idle_child_whose_worker_dies_is_retired_and_a_model_that_no_longer_fits_fails_clearly() {
+    let _g = serial();
+    let Some(mut rig) = Rig::new(1).await else { return };
+    // 0.5 GiB here (limit 384 MiB): alone the floor needs 260 MiB of
+    // compute + 28.7 of input layer + 30 x (2.17 + 3) MiB of layers = 444
+    // MiB; with the worker taking 18 layers, this machine's 12 fit.
+    let (_w, base) = warden(&rig.addrs(), &[("WARDEN_RAM_OVERRIDE_GB", "0.5")]).await;
+    let s: serde_json::Value = json_of(http().post(format!("{base}/warden/load"))).await;
+    let pid = s["child_pid"].as_u64().expect("loaded over the worker") as u32;
+    let w = rig.workers.remove(0);
+    support::workers::signal(w.pid(), nix::sys::signal::Signal::SIGKILL);
+    // Idle: the watch tells the engine, which retires the child at once.
+    let s = status_until(&base, 5, "the child retired", |s| s["child_pid"].is_null()).await;
+    assert!(wait_gone(pid, 5).await, "{s}");
+    let r = http()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&serde_json::json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    let e: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "model_does_not_fit", "{e}");
+    let msg = e["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("local: 30 layers") && msg.contains("left out"), "{msg}");
+    drop(w);
+}
+
+#[actix_rt::test]
+async fn a_worker_of_another_build_is_refused_before_any_spawn() {
+    let _g = serial();
+    let Some(rig) = Rig::new(0).await else { return };
+    // The same rpc-server, presented as another llama.cpp build.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("bin")).unwrap();
+    let fake = dir.path().join("bin/ggml-rpc-server");
+    std::fs::copy(&rig.rpc, &fake).unwrap();
+    std::fs::write(
+        dir.path().join("BUILD_INFO"),
+        "llama.cpp b9999 (other), flavour cpu, built now\n",
+    )
+    .unwrap();
+    let w = start_in(None, &fake, free_port(), &[], Some(KEY)).await;
+    w.wait_for(KEY, 20, "rpc-server up", |s| s.rpc.up).await;
+    let (_w, base) = warden(&w.addr(), &[]).await;
+    let r = http().post(format!("{base}/warden/load")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    let e: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "worker_build_mismatch", "{e}");
+    let msg = e["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("b9999") && msg.contains("b10883") && msg.contains(&w.addr()),
+        "{msg}"
+    );
+    let s = status(&base).await;
+    assert!(s["child_pid"].is_null(), "nothing was spawned: {s}");
+}
+
+#[actix_rt::test]
+async fn pressure_in_a_workers_cgroup_shrinks_the_window() {
+    let _g = serial();
+    let Some(rig) = Rig::new(2).await else { return };
+    // This machine stands for a 0.55 GiB one, so the workers carry most of
+    // the layers: 11 here, 11 on worker 1, 8 + output on worker 2 (layers
+    // in proportion to the 15, 14 and 11 each could hold at 8192).
+    let (_w, base) = warden(
+        &rig.addrs(),
+        &[("WARDEN_BRAKE_TICK_S", "1"), ("WARDEN_RAM_OVERRIDE_GB", "0.55")],
+    )
+    .await;
+    let s: serde_json::Value = json_of(http().post(format!("{base}/warden/load"))).await;
+    assert_eq!(s["context_tokens"], 8192, "{s}");
+    assert_eq!(shares(&s)[1].1, 11, "{s}");
+    // Worker 1's machine fills to 4 % available (critical) and stays there.
+    // Its KV share, 11 layers x 8192 x 768 B = 66 MiB, is 13 % of its 512
+    // MiB: over the brake's 10 % "is it ours" line, so a smaller window is
+    // the remedy (worker 2's 48 MiB, 9 %, would read as someone else's
+    // pressure: an unload after the warning, not a shrink).
+    let group = &rig.groups[0];
+    let script = format!(
+        "{} python3 {} {} {WORKER_RAM} 4 0.02 once",
+        group.enter(),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/balloon.py"),
+        group.dir.display()
+    );
+    let mut balloon = tokio::process::Command::new("sh")
+        .args(["-c", &script])
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    rig.workers[0]
+        .wait_for(KEY, 60, "the worker's machine critical", |s| {
+            s.pressure == Some(llm_warden::law::brake::Level::Critical)
+        })
+        .await;
+    let s = status_until(&base, 60, "the window shrunk", |s| s["context_tokens"] == 4096).await;
+    assert_eq!(s["brake"]["last_action"], "shrink+respawn", "{s}");
+    assert_eq!(shares(&s).len(), 3, "the respawn keeps both workers: {s}");
+    assert_eq!(group.oom_kills(), 0, "the brake acted before the OOM killer");
+    balloon.start_kill().unwrap();
+    let _ = balloon.wait().await;
+    assert!(!greedy(&base, 4).await.is_empty());
+}
+
+/// A network namespace joined to this one by a veth pair: the worker's
+/// machine at 10.231.N.2, this side 10.231.N.1 (/30). Removed on drop.
+struct NetNs {
+    name: String,
+    host_if: String,
+    peer: String,
+}
+
+impl NetNs {
+    fn new() -> Option<Self> {
+        let n = std::process::id() % 250 + 1;
+        let ns = NetNs {
+            name: format!("lw-rpc-{n}"),
+            host_if: format!("lwh{n}"),
+            peer: format!("10.231.{n}.2"),
+        };
+        let peer_if = format!("lwp{n}");
+        let steps: Vec<Vec<String>> = vec![
+            vec!["netns".into(), "add".into(), ns.name.clone()],
+            vec![
+                "link".into(),
+                "add".into(),
+                ns.host_if.clone(),
+                "type".into(),
+                "veth".into(),
+                "peer".into(),
+                "name".into(),
+                peer_if.clone(),
+            ],
+            vec![
+                "link".into(),
+                "set".into(),
+                peer_if.clone(),
+                "netns".into(),
+                ns.name.clone(),
+            ],
+            vec![
+                "addr".into(),
+                "add".into(),
+                format!("10.231.{n}.1/30"),
+                "dev".into(),
+                ns.host_if.clone(),
+            ],
+            vec!["link".into(), "set".into(), ns.host_if.clone(), "up".into()],
+            vec![
+                "-n".into(),
+                ns.name.clone(),
+                "addr".into(),
+                "add".into(),
+                format!("{}/30", ns.peer),
+                "dev".into(),
+                peer_if.clone(),
+            ],
+            vec![
+                "-n".into(),
+                ns.name.clone(),
+                "link".into(),
+                "set".into(),
+                peer_if,
+                "up".into(),
+            ],
+            vec![
+                "-n".into(),
+                ns.name.clone(),
+                "link".into(),
+                "set".into(),
+                "lo".into(),
+                "up".into(),
+            ],
+        ];
+        for s in steps {
+            let ok = std::process::Command::new("ip")
+                .args(&s)
+                .status()
+                .is_ok_and(|st| st.success());
+            if !ok {
+                return skip_or_fail(&format!(
+                    "cannot set up a network namespace (ip {}): not root?",
+                    s.join(" ")
+                ));
+            }
+        }
+        Some(ns)
+    }
+
+    /// Cuts the link: packets vanish, nothing resets (a pulled cable).
+    fn cut(&self) {
+        let st = std::process::Command::new("ip")
+            .args(["link", "set", &self.host_if, "down"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.host_if])
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// A worker on its own address (a namespace behind a veth pair), bound to
+/// that address with the warning it owes; the link is then cut mid-stream:
+/// no reset reaches anyone, the watch's readings time out, and the turn
+/// still ends with `worker_lost` naming it.
+#[actix_rt::test]
+async fn a_worker_cut_off_by_the_network_is_lost_without_any_reset() {
+    let _g = serial();
+    let Some(rig) = Rig::new(1).await else { return };
+    let Some(ns) = NetNs::new() else { return };
+    let Some(group) = MemCgroup::new("llm-warden-rpcns", WORKER_RAM) else {
+        skip_or_fail::<()>("cannot create a memory cgroup here (not root?)");
+        return;
+    };
+    let place = Place {
+        group: Some(&group),
+        netns: Some(&ns.name),
+    };
+    let far = start_at(place, &rig.rpc, 50053, 50052, &["--host", &ns.peer], Some(KEY)).await;
+    assert_eq!(far.addr(), format!("{}:50053", ns.peer));
+    assert!(
+        far.stderr().contains("no authentication or encryption"),
+        "{}",
+        far.stderr()
+    );
+    let addrs = format!("{},{}", rig.addrs(), far.addr());
+    let (_w, base) = warden(&addrs, &[]).await;
+    far.wait_for(KEY, 20, "rpc-server up", |s| s.rpc.up).await;
+    assert!(!greedy(&base, 4).await.is_empty());
+    assert_eq!(shares(&status(&base).await).len(), 3);
+    let resp = http()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&serde_json::json!({
+            "messages": [{"role": "user", "content": "Write a long story about a dragon."}],
+            "max_tokens": 3000,
+            "temperature": 0,
+            "stream": true,
+        }))
+        .send()
+        .await
+        .unwrap();
+    let mut body = resp.bytes_stream();
+    let mut text = String::new();
+    let mut cut_at = None::<Instant>;
+    let err = loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), body.next())
+            .await
+            .expect("the stream moves or ends")
+            .expect("the stream ends with an error, not silently")
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        if cut_at.is_none() && text.matches("data: ").count() >= 10 {
+            ns.cut();
+            cut_at = Some(Instant::now());
+        }
+        if let Some(i) = text.find("data: {\"error\"") {
+            let line = text[i + 6..].split("\n\n").next().unwrap().to_string();
+            break serde_json::from_str::<serde_json::Value>(&line).unwrap();
+        }
+    };
+    let secs = cut_at.unwrap().elapsed().as_secs_f64();
+    eprintln!("worker_lost {secs:.3} s after the cut");
+    assert_eq!(err["error"]["code"], "worker_lost", "{err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains(&far.addr()), "{err}");
+    assert!(secs < 5.0, "worker_lost took {secs} s");
+    // The next request goes on without it.
+    assert!(!greedy(&base, 4).await.is_empty());
+    assert_eq!(shares(&status(&base).await).len(), 2);
+    drop(far);
+}
