@@ -41,6 +41,7 @@ mod procs;
 mod quiet;
 mod relay;
 mod report;
+mod rpc;
 mod stats;
 mod status;
 
@@ -82,11 +83,11 @@ struct Args {
     /// `WARDEN_RAM_OVERRIDE_GB` of the brake phase.
     #[arg(long, default_value = "0.65")]
     brake_ram_gb: String,
-    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake,kv.
+    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake,kv,rpc.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake,kv"
+        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake,kv,rpc"
     )]
     phases: Vec<String>,
     /// The llm-warden binary (default: next to this one).
@@ -455,6 +456,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
         match kv::run(&http, &setup, rounds, &mut raw).await {
             Ok(l) => lines.extend(l),
             Err(e) => errors.push(format!("kv: {e:#}")),
+        }
+    }
+
+    if on("rpc") {
+        eprintln!("== rpc: local alone vs local + 2 loopback workers ({} rounds)", args.rounds);
+        match rpc::run(&http, &setup, args.rounds, args.max_tokens, &mut raw).await {
+            Ok(l) => lines.extend(l),
+            Err(e) => errors.push(format!("rpc: {e:#}")),
         }
     }
 

@@ -96,13 +96,14 @@ pub fn sweep() -> Vec<u32> {
 pub struct Proc {
     /// The pid.
     pub pid: u32,
-    child: Child,
+    /// The process (its pipes are taken by whoever reads them).
+    pub child: Child,
 }
 
 impl Proc {
     /// Spawns `cmd` in its own process group with `kill_on_drop` and the
     /// parent-death signal `deathsig`.
-    fn spawn(mut cmd: Command, deathsig: i32) -> anyhow::Result<Self> {
+    pub fn spawn(mut cmd: Command, deathsig: i32) -> anyhow::Result<Self> {
         cmd.stdin(Stdio::null()).kill_on_drop(true).process_group(0);
         // SAFETY: only prctl(2), async-signal-safe, between fork and exec.
         unsafe {
@@ -142,7 +143,7 @@ impl Proc {
 }
 
 /// A free loopback port (bound then released; llama-server binds it next).
-fn free_port() -> anyhow::Result<u16> {
+pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
