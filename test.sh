@@ -5,7 +5,8 @@
 # property tests, scripted actor tests with a fake child, and tests against
 # the real llama-server and mlx_vlm.server with the real models, and the
 # CORS and dashboard tests in a headless Chromium (installed from Debian
-# when missing).
+# when missing), and the RPC worker tests (workers in memory cgroups and a
+# network namespace, as root).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -29,6 +30,14 @@ if ! have_chromium || ! command -v chromedriver >/dev/null 2>&1; then
     echo "==> No Chromium or chromedriver found: the browser tests will fail. Install them with" >&2
     echo "    sudo apt-get install chromium chromium-driver   (or your distribution's packages)" >&2
   fi
+fi
+
+# tests/rpc_netns.rs puts an RPC worker in a network namespace (ip netns,
+# a veth pair): it needs iproute2 and root, like the cgroup tests.
+if ! command -v ip >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "==> Installing iproute2 from Debian (for the network-namespace test)" >&2
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null; } \
+    || echo "==> apt-get could not install iproute2: the network-namespace test will fail" >&2
 fi
 
 export WARDEN_REQUIRE_REAL=1

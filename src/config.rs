@@ -394,55 +394,5 @@ fn default_artifact_roots() -> Vec<PathBuf> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashMap;
-
-    fn cfg(pairs: &[(&str, &str)]) -> Result<WardenConfig, ConfigError> {
-        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        WardenConfig::from_lookup(|k| map.get(k).cloned())
-    }
-
-    #[test]
-    fn variables_override_defaults_and_bad_values_are_refused() {
-        let c = cfg(&[
-            ("WARDEN_CTX", "8000"),
-            ("WARDEN_IDLE_TIMEOUT_S", "0.5"),
-            ("WARDEN_RAM_OVERRIDE_GB", "2"),
-            ("WARDEN_FORCE_MEMORY_PRESSURE", "critical"),
-            ("WARDEN_ENGINE", "mlx"),
-        ])
-        .unwrap();
-        assert_eq!(c.ctx_pin, Some(8000));
-        assert_eq!(c.idle_timeout, Duration::from_millis(500));
-        assert_eq!(c.ram_override_bytes, Some(2 << 30));
-        assert_eq!(c.force_pressure, Some(ForcedPressure::Critical));
-        assert_eq!(c.engine, EnginePreference::Mlx);
-        // why: an empty value counts as unset (the spec's rule for overrides)
-        assert_eq!(
-            cfg(&[("WARDEN_VRAM_OVERRIDE_GB", "")]).unwrap().vram_override_bytes,
-            None
-        );
-        for (k, v) in [
-            ("WARDEN_CTX", "lots"),
-            ("WARDEN_IDLE_TIMEOUT_S", "-1"),
-            ("WARDEN_ENGINE", "tpu"),
-            ("WARDEN_FORCE_MEMORY_PRESSURE", "high"),
-        ] {
-            assert!(cfg(&[(k, v)]).is_err(), "{k}={v} should be refused");
-        }
-    }
-
-    /// A list of origins: blanks and repeats go, a bad item refuses the start.
-    #[test]
-    fn cors_origin_lists() {
-        let c = cfg(&[(
-            "WARDEN_CORS_ORIGINS",
-            "http://a.example, ,HTTP://A.example/,https://b.example:8443,",
-        )])
-        .unwrap();
-        assert_eq!(c.cors_origins, ["http://a.example", "https://b.example:8443"]);
-        assert!(cfg(&[]).unwrap().cors_origins.is_empty(), "unset: no CORS");
-        assert!(cfg(&[("WARDEN_CORS_ORIGINS", "http://a.example,localhost:3000")]).is_err());
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

@@ -17,6 +17,8 @@
 //!    |-- asks --> PrefixCacheActor (MLX only: who owns the child's KV)
 //!    |-- publishes Door (watch): /tokenize, /detokenize and the child's
 //!    |   /metrics reach the live child beside a turn, nothing else can
+//!    |-- reads <-- the worker watch (rpc::remote, every 200 ms; WorkerCheck
+//!    |   into the mailbox when a worker fails): RPC workers' readings
 //!    |-- emit --> metrics::Metrics (counted) + WardenEvent (broadcast)
 //!    |-- law::*      pure decisions (windows, caps, brakes, crash codes, CUDA, MLX)
 //!    |-- engines::*  per backend: CPU and CUDA llama-server, MLX mlx_vlm.server
@@ -29,7 +31,9 @@
 //! - `warden`: the embedding API (`Warden::start`, `submit`, `shutdown`,
 //!   the tokenizer's side door, metrics, the memory history).
 //! - `engines`: per backend; `engines::preflight` selects the engine and
-//!   runs the CUDA pre-flight.
+//!   runs the CUDA pre-flight; `engines::rpc` plans the CPU engine's split
+//!   over RPC workers (`law::split`, `law::workers`) and reads back what
+//!   each device got.
 //! - `server`: the binary's HTTP server (`bind`).
 //! - `messages`: one file per actor message.
 //! - `actors`: `EngineActor` (its state is `EngineCore`: `load`, `turn`,
@@ -37,7 +41,8 @@
 //!   `outbox` (every hand-over to a caller bounded by the client stall
 //!   bound), `door` (the tokenizer's and metrics' way to the live child
 //!   beside a turn), `kv` (a conversation's KV saved and restored across
-//!   the warden's own interruptions), `brake`, `mlx`, `cuda`, `reap`),
+//!   the warden's own interruptions), `brake`, `mlx`, `cuda`, `reap`,
+//!   `workers` (the split over RPC workers, a lost worker, their pressure)),
 //!   `IdleTimer`, `SensorActor`,
 //!   `PrefixCacheActor`.
 //! - `http`: the actix-web routes (chat, completions, infill, the
@@ -52,9 +57,11 @@
 //! - `config`: every `WARDEN_*` variable, read once.
 //! - `error`: `EngineError`, `ModelLoadError`, `GenerationError`, `ApiError`.
 //! - `queue`: the queue bound.
-//! - `rpc`: llama.cpp RPC workers: the status wire type both sides share,
-//!   and `rpc::worker` (`llm-warden worker`: rpc-server supervised, its
-//!   keyed `/worker/status`).
+//! - `rpc`: llama.cpp RPC workers: the status wire type both sides share
+//!   (`status`), which build a binary is (`build`), the warden's side
+//!   (`remote`: addresses, readings, the watch), and `rpc::worker`
+//!   (`llm-warden worker`: rpc-server supervised, its keyed
+//!   `/worker/status`).
 
 pub mod actors;
 pub mod catalog;

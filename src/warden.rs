@@ -166,7 +166,7 @@ impl Warden {
         let metrics = Arc::new(Metrics::default());
         // The prefix cache has an owner only on the MLX engine.
         let prefix = matches!(backend, Backend::Mlx(_)).then(|| PrefixCacheActor::new(events_tx.clone()).start());
-        let (workers, views_tx) = workers_link(&config, &backend);
+        let (workers, views_tx) = crate::actors::engine::workers_link(&config, &backend);
         let worker_views = workers.as_ref().map(|w| w.views.clone());
         let core = EngineCore::new(
             config.clone(),
@@ -406,42 +406,4 @@ impl Warden {
         }
         self.inner.arbiter.stop();
     }
-}
-
-/// The engine's link to its RPC workers and the sender of the watch's views,
-/// when workers are configured. Only the CPU engine splits over workers (a
-/// CUDA or MLX engine ignores them, with one WARNING): llama.cpp's layer
-/// split across a local GPU and remote devices needs the CUDA law per
-/// device, which this warden does not run yet.
-fn workers_link(
-    config: &WardenConfig,
-    backend: &Backend,
-) -> (
-    Option<crate::actors::engine::WorkersLink>,
-    Option<watch::Sender<Vec<crate::rpc::remote::WorkerView>>>,
-) {
-    if config.workers.is_empty() {
-        return (None, None);
-    }
-    let Backend::Cpu(cpu) = backend else {
-        tracing::warn!(
-            "RPC workers are configured but the {} engine does not split over workers; they are not used (WARDEN_ENGINE=cpu uses them)",
-            backend.kind().tag()
-        );
-        return (None, None);
-    };
-    let (tx, rx) = watch::channel(crate::rpc::remote::initial_views(&config.workers));
-    let ours = crate::rpc::build::of_binary(&cpu.server);
-    tracing::info!(
-        workers = %config.workers.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
-        build = ?ours.llama_cpp,
-        "splitting models over RPC workers"
-    );
-    let link = crate::actors::engine::WorkersLink {
-        addrs: config.workers.clone(),
-        remote: crate::rpc::remote::Remote::new(config.worker_key.clone()),
-        views: rx,
-        ours,
-    };
-    (Some(link), Some(tx))
 }

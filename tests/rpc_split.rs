@@ -1,8 +1,7 @@
 //! A model split over llama.cpp RPC workers, with real processes only: the
 //! warden binary, the real llama-server and SmolLM2, and two
 //! `llm-warden worker`s over the real `ggml-rpc-server`, each in a memory
-//! cgroup of its own standing for a separate machine (and one in a network
-//! namespace behind a veth pair where the test needs a distinct address).
+//! cgroup of its own standing for a separate machine.
 //!
 //! - the split answers the same greedy text as the one-machine run;
 //! - a window one machine's budget cannot hold is reached with the workers
@@ -12,139 +11,21 @@
 //!   next load uses it again;
 //! - a worker of another build is refused before any spawn; a model the
 //!   devices left cannot hold fails with the arithmetic;
-//! - pressure in a worker's cgroup shrinks the window;
-//! - a worker cut off by the network (no reset: timeouts) is lost too.
+//! - pressure in a worker's cgroup shrinks the window.
 //!
-//! Serialized: every test loads models on the same two cores.
+//! (A worker cut off by the network: tests/rpc_netns.rs.) Serialized:
+//! every test loads models on the same two cores.
+
+#![allow(clippy::await_holding_lock)] // SERIAL's guard spans each test
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use support::workers::{KEY, Place, Worker, free_port, rpc_server, start_at, start_in};
-use support::{MemCgroup, SMOLLM2, json_of, real_llama_server, real_model, skip_or_fail, wait_gone};
-
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Each worker's machine: a 512 MiB memory cgroup.
-const WORKER_RAM: u64 = 512 << 20;
-/// The prompt every greedy comparison asks.
-const PROMPT: &str = "List three facts about the planet Mars.";
-
-/// Workers in their own cgroups, dropped after the workers.
-struct Rig {
-    workers: Vec<Worker>,
-    groups: Vec<MemCgroup>,
-    rpc: std::path::PathBuf,
-}
-
-impl Rig {
-    /// `n` workers, or `None` (skipped; failed under WARDEN_REQUIRE_REAL=1)
-    /// without the real build, the model or cgroups.
-    async fn new(n: usize) -> Option<Self> {
-        let (rpc, _, _) = (rpc_server()?, real_llama_server()?, real_model(SMOLLM2)?);
-        let mut rig = Rig {
-            workers: Vec::new(),
-            groups: Vec::new(),
-            rpc,
-        };
-        for i in 0..n {
-            let Some(g) = MemCgroup::new(&format!("llm-warden-rpc{i}"), WORKER_RAM) else {
-                return skip_or_fail("cannot create a memory cgroup here (not root?)");
-            };
-            rig.groups.push(g);
-            rig.start(i, 0).await;
-        }
-        Some(rig)
-    }
-
-    /// Starts worker `i` in its group on status port `port` (0: any).
-    async fn start(&mut self, i: usize, port: u16) {
-        let place = Place {
-            group: Some(&self.groups[i]),
-            netns: None,
-        };
-        let w = start_at(place, &self.rpc, port, free_port(), &[], Some(KEY)).await;
-        w.wait_for(KEY, 20, "rpc-server up", |s| s.rpc.up).await;
-        if i < self.workers.len() {
-            self.workers[i] = w;
-        } else {
-            self.workers.push(w);
-        }
-    }
-
-    fn addrs(&self) -> String {
-        self.workers.iter().map(Worker::addr).collect::<Vec<_>>().join(",")
-    }
-}
-
-/// A warden binary over `workers` (comma list, may be empty) with `envs`.
-async fn warden(workers: &str, envs: &[(&str, &str)]) -> (tokio::process::Child, String) {
-    let mut all = vec![
-        ("WARDEN_WORKERS", workers),
-        ("WARDEN_WORKER_KEY", KEY),
-        ("RUST_LOG", "warn,llm_warden=info"),
-    ];
-    all.extend_from_slice(envs);
-    // Its log goes to the test's output (read_listen_url forwards stderr).
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-warden"))
-        .args(["serve", "--port", "0"])
-        .envs(all)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the warden binary starts");
-    let base = support::read_listen_url(&mut child).await;
-    (child, base)
-}
-
-/// A greedy, non-streamed answer's text.
-async fn greedy(base: &str, max_tokens: u32) -> String {
-    let v = json_of(
-        http()
-            .post(format!("{base}/v1/chat/completions"))
-            .json(&serde_json::json!({
-                "messages": [{"role": "user", "content": PROMPT}],
-                "max_tokens": max_tokens,
-                "temperature": 0,
-            })),
-    )
-    .await;
-    v["choices"][0]["message"]["content"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no answer: {v}"))
-        .to_string()
-}
-
-fn http() -> reqwest::Client {
-    llm_warden::child::client::shared_http_client()
-}
-
-async fn status(base: &str) -> serde_json::Value {
-    json_of(http().get(format!("{base}/warden/status"))).await
-}
-
-/// The live child's shares: `(device, layers, output)`.
-fn shares(s: &serde_json::Value) -> Vec<(String, u64, bool)> {
-    s["workers"]["split"]["split"]["shares"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no split in {s}"))
-        .iter()
-        .map(|x| {
-            (
-                x["name"].as_str().unwrap().to_string(),
-                x["layers"].as_u64().unwrap(),
-                x["output"].as_bool().unwrap(),
-            )
-        })
-        .collect()
-}
+use support::split::{Rig, WORKER_RAM, greedy, http, serial, shares, status, status_until, warden};
+use support::workers::{KEY, Worker, free_port, start_in};
+use support::{SMOLLM2, json_of, real_model, wait_gone};
 
 #[actix_rt::test]
 async fn a_split_over_two_workers_answers_the_same_greedy_text_as_one_machine() {
@@ -226,19 +107,6 @@ async fn a_window_one_machine_cannot_hold_is_reached_with_the_workers() {
     let limit_mib = split["shares"][0]["limit_bytes"].as_i64().unwrap() as f64 / (1 << 20) as f64;
     assert!((limit_mib - 422.4).abs() < 0.1, "{split}");
     assert!(!greedy(&base, 8).await.is_empty());
-}
-
-/// Waits for the warden's status to satisfy `ok` (up to `secs`).
-async fn status_until(base: &str, secs: u64, what: &str, ok: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let s = status(base).await;
-        if ok(&s) {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "{what} within {secs} s; status: {s}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Streams a long greedy answer, SIGKILLs worker `victim` after the tenth
@@ -431,180 +299,4 @@ async fn pressure_in_a_workers_cgroup_shrinks_the_window() {
     balloon.start_kill().unwrap();
     let _ = balloon.wait().await;
     assert!(!greedy(&base, 4).await.is_empty());
-}
-
-/// A network namespace joined to this one by a veth pair: the worker's
-/// machine at 10.231.N.2, this side 10.231.N.1 (/30). Removed on drop.
-struct NetNs {
-    name: String,
-    host_if: String,
-    peer: String,
-}
-
-impl NetNs {
-    fn new() -> Option<Self> {
-        let n = std::process::id() % 250 + 1;
-        let ns = NetNs {
-            name: format!("lw-rpc-{n}"),
-            host_if: format!("lwh{n}"),
-            peer: format!("10.231.{n}.2"),
-        };
-        let peer_if = format!("lwp{n}");
-        let steps: Vec<Vec<String>> = vec![
-            vec!["netns".into(), "add".into(), ns.name.clone()],
-            vec![
-                "link".into(),
-                "add".into(),
-                ns.host_if.clone(),
-                "type".into(),
-                "veth".into(),
-                "peer".into(),
-                "name".into(),
-                peer_if.clone(),
-            ],
-            vec![
-                "link".into(),
-                "set".into(),
-                peer_if.clone(),
-                "netns".into(),
-                ns.name.clone(),
-            ],
-            vec![
-                "addr".into(),
-                "add".into(),
-                format!("10.231.{n}.1/30"),
-                "dev".into(),
-                ns.host_if.clone(),
-            ],
-            vec!["link".into(), "set".into(), ns.host_if.clone(), "up".into()],
-            vec![
-                "-n".into(),
-                ns.name.clone(),
-                "addr".into(),
-                "add".into(),
-                format!("{}/30", ns.peer),
-                "dev".into(),
-                peer_if.clone(),
-            ],
-            vec![
-                "-n".into(),
-                ns.name.clone(),
-                "link".into(),
-                "set".into(),
-                peer_if,
-                "up".into(),
-            ],
-            vec![
-                "-n".into(),
-                ns.name.clone(),
-                "link".into(),
-                "set".into(),
-                "lo".into(),
-                "up".into(),
-            ],
-        ];
-        for s in steps {
-            let ok = std::process::Command::new("ip")
-                .args(&s)
-                .status()
-                .is_ok_and(|st| st.success());
-            if !ok {
-                return skip_or_fail(&format!(
-                    "cannot set up a network namespace (ip {}): not root?",
-                    s.join(" ")
-                ));
-            }
-        }
-        Some(ns)
-    }
-
-    /// Cuts the link: packets vanish, nothing resets (a pulled cable).
-    fn cut(&self) {
-        let st = std::process::Command::new("ip")
-            .args(["link", "set", &self.host_if, "down"])
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-}
-
-impl Drop for NetNs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip")
-            .args(["link", "del", &self.host_if])
-            .status();
-        let _ = std::process::Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-    }
-}
-
-/// A worker on its own address (a namespace behind a veth pair), bound to
-/// that address with the warning it owes; the link is then cut mid-stream:
-/// no reset reaches anyone, the watch's readings time out, and the turn
-/// still ends with `worker_lost` naming it.
-#[actix_rt::test]
-async fn a_worker_cut_off_by_the_network_is_lost_without_any_reset() {
-    let _g = serial();
-    let Some(rig) = Rig::new(1).await else { return };
-    let Some(ns) = NetNs::new() else { return };
-    let Some(group) = MemCgroup::new("llm-warden-rpcns", WORKER_RAM) else {
-        skip_or_fail::<()>("cannot create a memory cgroup here (not root?)");
-        return;
-    };
-    let place = Place {
-        group: Some(&group),
-        netns: Some(&ns.name),
-    };
-    let far = start_at(place, &rig.rpc, 50053, 50052, &["--host", &ns.peer], Some(KEY)).await;
-    assert_eq!(far.addr(), format!("{}:50053", ns.peer));
-    assert!(
-        far.stderr().contains("no authentication or encryption"),
-        "{}",
-        far.stderr()
-    );
-    let addrs = format!("{},{}", rig.addrs(), far.addr());
-    let (_w, base) = warden(&addrs, &[]).await;
-    far.wait_for(KEY, 20, "rpc-server up", |s| s.rpc.up).await;
-    assert!(!greedy(&base, 4).await.is_empty());
-    assert_eq!(shares(&status(&base).await).len(), 3);
-    let resp = http()
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&serde_json::json!({
-            "messages": [{"role": "user", "content": "Write a long story about a dragon."}],
-            "max_tokens": 3000,
-            "temperature": 0,
-            "stream": true,
-        }))
-        .send()
-        .await
-        .unwrap();
-    let mut body = resp.bytes_stream();
-    let mut text = String::new();
-    let mut cut_at = None::<Instant>;
-    let err = loop {
-        let chunk = tokio::time::timeout(Duration::from_secs(30), body.next())
-            .await
-            .expect("the stream moves or ends")
-            .expect("the stream ends with an error, not silently")
-            .unwrap();
-        text.push_str(&String::from_utf8_lossy(&chunk));
-        if cut_at.is_none() && text.matches("data: ").count() >= 10 {
-            ns.cut();
-            cut_at = Some(Instant::now());
-        }
-        if let Some(i) = text.find("data: {\"error\"") {
-            let line = text[i + 6..].split("\n\n").next().unwrap().to_string();
-            break serde_json::from_str::<serde_json::Value>(&line).unwrap();
-        }
-    };
-    let secs = cut_at.unwrap().elapsed().as_secs_f64();
-    eprintln!("worker_lost {secs:.3} s after the cut");
-    assert_eq!(err["error"]["code"], "worker_lost", "{err}");
-    assert!(err["error"]["message"].as_str().unwrap().contains(&far.addr()), "{err}");
-    assert!(secs < 5.0, "worker_lost took {secs} s");
-    // The next request goes on without it.
-    assert!(!greedy(&base, 4).await.is_empty());
-    assert_eq!(shares(&status(&base).await).len(), 2);
-    drop(far);
 }

@@ -460,7 +460,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
 
     if on("rpc") {
-        eprintln!("== rpc: local alone vs local + 2 loopback workers ({} rounds)", args.rounds);
+        eprintln!(
+            "== rpc: local alone vs local + 2 loopback workers ({} rounds)",
+            args.rounds
+        );
         match rpc::run(&http, &setup, args.rounds, args.max_tokens, &mut raw).await {
             Ok(l) => lines.extend(l),
             Err(e) => errors.push(format!("rpc: {e:#}")),

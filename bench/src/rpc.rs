@@ -79,7 +79,10 @@ impl WorkerProc {
 /// One turn's figures: `(ttft ms, decode tok/s)`.
 async fn turn(http: &reqwest::Client, to: &Target, max_tokens: u32) -> anyhow::Result<(f64, f64)> {
     let t = client::stream(http, to, client::body(PROMPT, max_tokens, true)).await?;
-    Ok((t.ttft_ms().context("no token")?, t.client_tps().context("too few tokens")?))
+    Ok((
+        t.ttft_ms().context("no token")?,
+        t.client_tps().context("too few tokens")?,
+    ))
 }
 
 /// Streams a long turn, kills `victim` after the tenth event, and returns
@@ -153,7 +156,9 @@ pub async fn run(
         let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
         for i in order {
             let (w, side) = if i == 0 { (&alone, "alone") } else { (&split, "split") };
-            let (t, d) = turn(http, &w.target(), max_tokens).await.with_context(|| side.to_string())?;
+            let (t, d) = turn(http, &w.target(), max_tokens)
+                .await
+                .with_context(|| side.to_string())?;
             raw.push("rpc", r, side, "ttft_ms", Some(t));
             raw.push("rpc", r, side, "decode_tps", Some(d));
             eprintln!("  rpc round {r} {side}: ttft {t:.1} ms, decode {d:.1} tok/s");

@@ -3,6 +3,7 @@
 //! models, starting a warden, and `recv_or_fail`.
 #![allow(dead_code)]
 
+pub mod split;
 pub mod webdriver;
 pub mod workers;
 

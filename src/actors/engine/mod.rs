@@ -33,7 +33,7 @@ pub use self::core::{EngineCore, LiveChild, Wiring};
 pub use door::{Door, DoorError};
 pub use load::header_error_is_fatal;
 pub use turn::shutting_down;
-pub use workers::WorkersLink;
+pub use workers::{WorkersLink, workers_link};
 
 use crate::error::ApiError;
 use crate::messages::{BrakeTick, Generate, Load, ReapTick, Shutdown, Unload, WorkerCheck};

@@ -256,3 +256,38 @@ impl EngineCore {
             .collect()
     }
 }
+
+/// The engine's link to its RPC workers and the sender of the watch's views,
+/// when workers are configured. Only the CPU engine splits over workers (a
+/// CUDA or MLX engine ignores them, with one WARNING): llama.cpp's layer
+/// split across a local GPU and remote devices needs the CUDA law per
+/// device, which this warden does not run yet.
+pub fn workers_link(
+    config: &crate::config::WardenConfig,
+    backend: &crate::engines::Backend,
+) -> (Option<WorkersLink>, Option<watch::Sender<Vec<WorkerView>>>) {
+    if config.workers.is_empty() {
+        return (None, None);
+    }
+    let crate::engines::Backend::Cpu(cpu) = backend else {
+        tracing::warn!(
+            "RPC workers are configured but the {} engine does not split over workers; they are not used (WARDEN_ENGINE=cpu uses them)",
+            backend.kind().tag()
+        );
+        return (None, None);
+    };
+    let (tx, rx) = watch::channel(remote::initial_views(&config.workers));
+    let ours = crate::rpc::build::of_binary(&cpu.server);
+    tracing::info!(
+        workers = %config.workers.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        build = ?ours.llama_cpp,
+        "splitting models over RPC workers"
+    );
+    let link = WorkersLink {
+        addrs: config.workers.clone(),
+        remote: Remote::new(config.worker_key.clone()),
+        views: rx,
+        ours,
+    };
+    (Some(link), Some(tx))
+}

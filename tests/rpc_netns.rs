@@ -1,0 +1,190 @@
+//! A worker on an address of its own: a network namespace joined to this
+//! one by a veth pair stands for another machine on the LAN. The worker
+//! binds that address (and warns, rpc-server having no authentication),
+//! the warden splits over it and a loopback worker, and then the link is
+//! cut mid-stream: no reset reaches anyone, only timeouts, and the turn
+//! still ends with `worker_lost` naming it.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use support::split::{Rig, WORKER_RAM, greedy, http, shares, status, warden};
+use support::workers::{KEY, Place, start_at};
+use support::{MemCgroup, skip_or_fail};
+
+/// A network namespace joined to this one by a veth pair: the worker's
+/// machine at 10.231.N.2, this side 10.231.N.1 (/30). Removed on drop.
+struct NetNs {
+    name: String,
+    host_if: String,
+    peer: String,
+}
+
+impl NetNs {
+    fn new() -> Option<Self> {
+        let n = std::process::id() % 250 + 1;
+        let ns = NetNs {
+            name: format!("lw-rpc-{n}"),
+            host_if: format!("lwh{n}"),
+            peer: format!("10.231.{n}.2"),
+        };
+        let peer_if = format!("lwp{n}");
+        let steps: Vec<Vec<String>> = vec![
+            vec!["netns".into(), "add".into(), ns.name.clone()],
+            vec![
+                "link".into(),
+                "add".into(),
+                ns.host_if.clone(),
+                "type".into(),
+                "veth".into(),
+                "peer".into(),
+                "name".into(),
+                peer_if.clone(),
+            ],
+            vec![
+                "link".into(),
+                "set".into(),
+                peer_if.clone(),
+                "netns".into(),
+                ns.name.clone(),
+            ],
+            vec![
+                "addr".into(),
+                "add".into(),
+                format!("10.231.{n}.1/30"),
+                "dev".into(),
+                ns.host_if.clone(),
+            ],
+            vec!["link".into(), "set".into(), ns.host_if.clone(), "up".into()],
+            vec![
+                "-n".into(),
+                ns.name.clone(),
+                "addr".into(),
+                "add".into(),
+                format!("{}/30", ns.peer),
+                "dev".into(),
+                peer_if.clone(),
+            ],
+            vec![
+                "-n".into(),
+                ns.name.clone(),
+                "link".into(),
+                "set".into(),
+                peer_if,
+                "up".into(),
+            ],
+            vec![
+                "-n".into(),
+                ns.name.clone(),
+                "link".into(),
+                "set".into(),
+                "lo".into(),
+                "up".into(),
+            ],
+        ];
+        for s in steps {
+            let ok = std::process::Command::new("ip")
+                .args(&s)
+                .status()
+                .is_ok_and(|st| st.success());
+            if !ok {
+                return skip_or_fail(&format!(
+                    "cannot set up a network namespace (ip {}): not root?",
+                    s.join(" ")
+                ));
+            }
+        }
+        Some(ns)
+    }
+
+    /// Cuts the link: packets vanish, nothing resets (a pulled cable).
+    fn cut(&self) {
+        let st = std::process::Command::new("ip")
+            .args(["link", "set", &self.host_if, "down"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.host_if])
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// A worker on its own address (a namespace behind a veth pair), bound to
+/// that address with the warning it owes; the link is then cut mid-stream:
+/// no reset reaches anyone, the watch's readings time out, and the turn
+/// still ends with `worker_lost` naming it.
+#[actix_rt::test]
+async fn a_worker_cut_off_by_the_network_is_lost_without_any_reset() {
+    let Some(rig) = Rig::new(1).await else { return };
+    let Some(ns) = NetNs::new() else { return };
+    let Some(group) = MemCgroup::new("llm-warden-rpcns", WORKER_RAM) else {
+        skip_or_fail::<()>("cannot create a memory cgroup here (not root?)");
+        return;
+    };
+    let place = Place {
+        group: Some(&group),
+        netns: Some(&ns.name),
+    };
+    let far = start_at(place, &rig.rpc, 50053, 50052, &["--host", &ns.peer], Some(KEY)).await;
+    assert_eq!(far.addr(), format!("{}:50053", ns.peer));
+    assert!(
+        far.stderr().contains("no authentication or encryption"),
+        "{}",
+        far.stderr()
+    );
+    let addrs = format!("{},{}", rig.addrs(), far.addr());
+    let (_w, base) = warden(&addrs, &[]).await;
+    far.wait_for(KEY, 20, "rpc-server up", |s| s.rpc.up).await;
+    assert!(!greedy(&base, 4).await.is_empty());
+    assert_eq!(shares(&status(&base).await).len(), 3);
+    let resp = http()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&serde_json::json!({
+            "messages": [{"role": "user", "content": "Write a long story about a dragon."}],
+            "max_tokens": 3000,
+            "temperature": 0,
+            "stream": true,
+        }))
+        .send()
+        .await
+        .unwrap();
+    let mut body = resp.bytes_stream();
+    let mut text = String::new();
+    let mut cut_at = None::<Instant>;
+    let err = loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), body.next())
+            .await
+            .expect("the stream moves or ends")
+            .expect("the stream ends with an error, not silently")
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        if cut_at.is_none() && text.matches("data: ").count() >= 10 {
+            ns.cut();
+            cut_at = Some(Instant::now());
+        }
+        if let Some(i) = text.find("data: {\"error\"") {
+            let line = text[i + 6..].split("\n\n").next().unwrap().to_string();
+            break serde_json::from_str::<serde_json::Value>(&line).unwrap();
+        }
+    };
+    let secs = cut_at.unwrap().elapsed().as_secs_f64();
+    eprintln!("worker_lost {secs:.3} s after the cut");
+    assert_eq!(err["error"]["code"], "worker_lost", "{err}");
+    assert!(err["error"]["message"].as_str().unwrap().contains(&far.addr()), "{err}");
+    assert!(secs < 5.0, "worker_lost took {secs} s");
+    // The next request goes on without it.
+    assert!(!greedy(&base, 4).await.is_empty());
+    assert_eq!(shares(&status(&base).await).len(), 2);
+    drop(far);
+}
