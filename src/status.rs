@@ -201,7 +201,7 @@ pub enum WardenEvent {
     Unloaded {
         /// The model id.
         model: String,
-        /// `request`, `idle`, `switch`, `shutdown`, `brake`, `hung`.
+        /// `request`, `idle`, `switch`, `shutdown`, `brake`, `hung`, `worker_lost`.
         reason: &'static str,
     },
     /// The child died on its own.
