@@ -149,6 +149,19 @@ smoke() {
   "$PY" "$repo/scripts/smoke_llama_server.py" "$bin" "$model" "$cache/build/smoke.log" ${rpc_bin:+"$rpc_bin"}
 }
 
+# record_rpc_protocol SRC INFO: appends `rpc_protocol X.Y.Z` (ggml-rpc.h's
+# RPC_PROTO_*_VERSION) to a build's BUILD_INFO, once: the warden compares it
+# with what a worker's rpc-server announces, and llama-server itself never
+# says which protocol it speaks.
+record_rpc_protocol() {
+  local header="$1/ggml/include/ggml-rpc.h" info="$2"
+  [ -f "$header" ] && [ -f "$info" ] || return 0
+  grep -q '^rpc_protocol ' "$info" && return 0
+  local v
+  v="$(sed -n 's/^#define RPC_PROTO_\(MAJOR\|MINOR\|PATCH\)_VERSION[[:space:]]*\([0-9]*\).*/\2/p' "$header" | paste -sd.)"
+  [ -n "$v" ] && echo "rpc_protocol $v" >>"$info"
+}
+
 build_llama() {
   local opts=(
     -DCMAKE_BUILD_TYPE=Release
@@ -187,6 +200,7 @@ build_llama() {
   local checked="$prefix/.smoke-ok-$(cpu_fingerprint)"
   if [ -f "$prefix/.complete" ]; then
     say "llama-server $key: cached at $prefix"
+    record_rpc_protocol "$cache/src/${LLAMA_SDIST_FILE%.tar.gz}/llama.cpp" "$prefix/BUILD_INFO"
     if [ ! -f "$checked" ]; then
       smoke "$prefix/bin/llama-server" "$prefix/bin/ggml-rpc-server" \
         || die "the cached llama-server does not run on this machine (above); rebuild it here with ./build-llama.sh --rebuild${flavour:+ $flavour}"
@@ -230,6 +244,7 @@ build_llama() {
     fi
     printf 'llama.cpp %s (%s), flavour %s, built %s%s\ncmake %s\n' "$LLAMA_BUILD_TAG" "$LLAMA_SDIST" "$flavour" \
       "$(date -u +%FT%TZ)" "$cuda_note" "${opts[*]}" >"$prefix/BUILD_INFO"
+    record_rpc_protocol "$src" "$prefix/BUILD_INFO"
     touch "$checked" "$prefix/.complete"
     say "Installed $prefix/bin/llama-server"
   fi

@@ -123,7 +123,7 @@ pub struct WardenConfig {
     pub workers: Vec<crate::rpc::remote::WorkerAddr>,
     /// `WARDEN_WORKER_KEY`: the key that reads the workers' status; unset,
     /// the key file a worker on this machine wrote (`<cache>/worker.key`).
-    pub worker_key: Option<String>,
+    pub worker_key: Option<crate::child::key::ApiKey>,
     /// `WARDEN_CORS_ORIGINS` (comma-separated; `serve --cors-origin` replaces
     /// it): the web origins (`http://host:port`) whose pages may call the
     /// warden from a browser. Empty, the default: no CORS headers at all, so
@@ -275,12 +275,14 @@ impl WardenConfig {
         if let Some(v) = var("WARDEN_WORKERS") {
             c.workers = workers("WARDEN_WORKERS", v.split(','))?;
         }
-        c.worker_key = var("WARDEN_WORKER_KEY").or_else(|| {
-            std::fs::read_to_string(c.cache_dir.join("worker.key"))
-                .ok()
-                .map(|k| k.trim().to_string())
-                .filter(|k| !k.is_empty())
-        });
+        c.worker_key = var("WARDEN_WORKER_KEY")
+            .or_else(|| {
+                std::fs::read_to_string(c.cache_dir.join("worker.key"))
+                    .ok()
+                    .map(|k| k.trim().to_string())
+                    .filter(|k| !k.is_empty())
+            })
+            .map(crate::child::key::ApiKey::from_secret);
         if let Some(v) = var("WARDEN_CORS_ORIGINS") {
             c.cors_origins = cors_origins("WARDEN_CORS_ORIGINS", v.split(','))?;
         }

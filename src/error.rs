@@ -199,6 +199,18 @@ pub enum ModelLoadError {
         /// Which worker, and both builds.
         detail: String,
     },
+    /// An RPC worker of the plan was lost while the model loaded.
+    #[error(
+        "the RPC worker {worker} was lost while '{id}' loaded ({why}); the next request loads without it if the model still fits"
+    )]
+    WorkerLost {
+        /// The model id.
+        id: String,
+        /// The worker's address.
+        worker: String,
+        /// What the watch saw.
+        why: String,
+    },
     /// With workers configured, the devices that answer cannot hold the
     /// model even at the window floor.
     #[error("'{id}' does not fit the devices that answer, even at a {window}-token window: {detail}")]
@@ -224,6 +236,7 @@ impl ModelLoadError {
             Self::PingFailed { .. } => "ready_ping_failed".into(),
             Self::Engine(e) => e.code().into(),
             Self::WorkerBuildMismatch { .. } => "worker_build_mismatch".into(),
+            Self::WorkerLost { .. } => "worker_lost".into(),
             Self::DoesNotFit { .. } => "model_does_not_fit".into(),
         }
     }
@@ -246,7 +259,9 @@ impl ModelLoadError {
             Self::Engine(_) => (500, "engine_error"),
             // The machines, not the request, are short: another model or
             // the missing worker back fixes it.
-            Self::WorkerBuildMismatch { .. } | Self::DoesNotFit { .. } => (503, "model_load_error"),
+            Self::WorkerBuildMismatch { .. } | Self::DoesNotFit { .. } | Self::WorkerLost { .. } => {
+                (503, "model_load_error")
+            }
             _ => (500, "model_load_error"),
         };
         ApiError {

@@ -33,6 +33,7 @@ pub async fn plan(
             addr: addr.clone(),
             now,
             last_good: None,
+            polls: 0,
         })
         .collect();
     // The warden's own build, as a load compares it.

@@ -17,9 +17,9 @@ use super::SpawnPlan;
 use crate::error::ModelLoadError;
 use crate::law::split::{self, Device, SplitPlan};
 use crate::law::window::Window;
-use crate::law::workers;
+use crate::law::workers::{self, Joined};
 use crate::rpc::remote::WorkerAddr;
-use crate::rpc::status::{WorkerBuild, WorkerStatus};
+use crate::rpc::status::{DeviceKind, WorkerBuild, WorkerStatus};
 
 /// The child's verbosity when it runs over workers (see the module doc).
 pub const RPC_CHILD_VERBOSITY: u8 = 4;
@@ -45,13 +45,18 @@ pub struct RpcUse {
     pub addr: String,
     /// Its rpc-server endpoint (`--rpc`).
     pub endpoint: String,
-    /// Its rpc-server's start count when planned: a change means the
-    /// child's connection died with the old process.
-    pub starts: u64,
+    /// The rpc-server process the plan read: another one later means the
+    /// child's connection died with this one.
+    pub joined: Joined,
+    /// The watch's poll count when the reading was taken (`law::workers::
+    /// is_lost` judges only views read after it).
+    pub polls_at_plan: u64,
     /// Its devices' indices in `split.shares`.
     pub shares: std::ops::Range<usize>,
-    /// Its machine's memory (the brake's "is it ours" test).
-    pub total_bytes: u64,
+    /// Its machine's RAM (its host-memory devices; the brake's "is it ours").
+    pub ram_bytes: u64,
+    /// The layers on its host-memory devices (their KV is in that RAM).
+    pub ram_layers: u32,
 }
 
 /// A worker left out of a load.
@@ -73,6 +78,8 @@ pub struct Reading {
     pub now: Result<WorkerStatus, String>,
     /// Its last good reading.
     pub last_good: Option<WorkerStatus>,
+    /// The watch's poll count when `now` was read.
+    pub polls: u64,
 }
 
 /// The plan of `base` (the CPU engine's one-machine plan) over the workers
@@ -90,14 +97,18 @@ pub fn plan(
         return Ok(base);
     };
     let mut left_out = Vec::new();
-    let mut joined: Vec<(&WorkerAddr, &WorkerStatus)> = Vec::new();
+    let mut joined: Vec<(&WorkerAddr, &WorkerStatus, u64)> = Vec::new();
     for r in readings {
         let addr = r.addr.to_string();
         match &r.now {
+            Ok(s) if s.rpc.up && s.devices.is_empty() => left_out.push(LeftOut {
+                addr,
+                why: "its rpc-server exposes no device".into(),
+            }),
             Ok(s) if s.rpc.up => {
                 workers::check_build(&addr, ours, &s.build)
                     .map_err(|detail| ModelLoadError::WorkerBuildMismatch { id: id.clone(), detail })?;
-                joined.push((&r.addr, s));
+                joined.push((&r.addr, s, r.polls));
             }
             Ok(s) => left_out.push(LeftOut {
                 addr,
@@ -116,15 +127,25 @@ pub fn plan(
     };
     let mut devices = vec![local.clone()];
     let mut used = Vec::new();
-    for (addr, s) in &joined {
+    for (addr, s, polls) in &joined {
         let start = devices.len();
         devices.extend(workers::devices_of(&addr.to_string(), s));
         used.push(RpcUse {
             addr: addr.to_string(),
             endpoint: addr.rpc_endpoint(s.rpc.port),
-            starts: s.rpc.starts,
+            joined: Joined {
+                pid: s.rpc.pid,
+                starts: s.rpc.starts,
+            },
+            polls_at_plan: *polls,
             shares: start..devices.len(),
-            total_bytes: s.devices.iter().map(|d| d.total_bytes).sum(),
+            ram_bytes: s
+                .devices
+                .iter()
+                .filter(|d| d.kind == DeviceKind::Cpu)
+                .map(|d| d.total_bytes)
+                .sum(),
+            ram_layers: 0,
         });
     }
     let sized = !shape.mla;
@@ -149,6 +170,14 @@ pub fn plan(
         })
         .flatten()
         .filter(|&w| plan.window.ctx().is_some_and(|ours| w > ours));
+    for (u, (_, s, _)) in used.iter_mut().zip(&joined) {
+        u.ram_layers = plan.shares[u.shares.clone()]
+            .iter()
+            .zip(&s.devices)
+            .filter(|(_, d)| d.kind == DeviceKind::Cpu)
+            .map(|(sh, _)| sh.layers)
+            .sum();
+    }
     // A worker the split gave nothing is left out of --rpc.
     used.retain(|u| plan.shares[u.shares.clone()].iter().any(|s| s.layers > 0 || s.output));
     Ok(SpawnPlan {
@@ -283,7 +312,7 @@ fn device_index(device: &str, rpc: &RpcPlan) -> Option<usize> {
     let endpoint = endpoint.strip_suffix(']')?;
     let n: usize = n.parse().ok()?;
     let u = rpc.used.iter().find(|u| u.endpoint == endpoint)?;
-    let i = u.shares.start + n;
+    let i = u.shares.start.checked_add(n)?;
     (i < u.shares.end).then_some(i)
 }
 
@@ -304,6 +333,14 @@ pub fn uncapped(plan: &SpawnPlan) -> Option<u32> {
     split::split(&costs, shape.trained, &devices, None, None, !shape.mla)
         .window
         .ctx()
+}
+
+/// KV bytes per window token in this machine's RAM (its layers' share),
+/// for the brake's "is it ours" test.
+pub fn local_kv_per_token(plan: &SpawnPlan) -> Option<u64> {
+    let (rpc, facts, shape) = (plan.rpc.as_ref()?, plan.facts.as_ref()?, plan.shape?);
+    let per_layer = split::layer_costs(facts, shape.kv_per_token).kv_per_token_layer;
+    Some(per_layer * rpc.split.shares.first()?.layers as u64)
 }
 
 /// The one-line summary of a split for the load log.

@@ -67,6 +67,7 @@ fn reading(status_port: u16, now: Result<WorkerStatus, String>, last: Option<Wor
         addr: format!("127.0.0.1:{status_port}").parse().unwrap(),
         now,
         last_good: last,
+        polls: 0,
     }
 }
 
@@ -184,4 +185,76 @@ fn what_each_device_was_given_is_read_from_the_load_lines() {
         (mib(21.14), mib(30.0), mib(15.26))
     );
     assert_eq!((g[2].model_bytes, g[2].kv_bytes), (mib(49.83), mib(30.0)));
+}
+
+#[test]
+fn a_worker_given_nothing_is_left_out_of_the_rpc_list() {
+    // why: the law's row: the last worker (290 MiB here: 386 MiB of RAM)
+    // cannot hold the output's copy, so the one before runs it and the last
+    // is not connected at all (no compute buffer there either)
+    let r = [
+        reading(1, Ok(worker(50061, 512, "b10883", true)), None),
+        reading(2, Ok(worker(50062, 387, "b10883", true)), None),
+    ];
+    let p = plan(base(600), &r, &build("b10883"), None).unwrap();
+    let rpc = p.rpc.as_ref().unwrap();
+    assert_eq!(
+        strings(&argv(rpc)),
+        [
+            "-ngl",
+            "12",
+            "--rpc",
+            "127.0.0.1:50061",
+            "--tensor-split",
+            "12",
+            "--fit",
+            "off"
+        ]
+    );
+    assert_eq!(rpc.split.shares[2].compute_bytes, 0);
+}
+
+#[test]
+fn every_device_of_a_worker_keeps_its_place_in_the_numbering() {
+    // why: llama-server numbers all of a worker's devices (RPC0, RPC1 of an
+    // endpoint); a device without a memory rule gets a zero split, the
+    // values of the others stay on their devices
+    let mut w = worker(50061, 4096, "b10883", true);
+    w.devices.insert(
+        0,
+        WorkerDevice {
+            name: "Vulkan0".into(),
+            kind: DeviceKind::Other,
+            total_bytes: 8 << 30,
+            free_bytes: 8 << 30,
+        },
+    );
+    let r = [reading(1, Ok(w), None)];
+    let p = plan(base(4096), &r, &build("b10883"), None).unwrap();
+    let rpc = p.rpc.as_ref().unwrap();
+    let a = strings(&argv(rpc));
+    let split = &a[a.iter().position(|x| x == "--tensor-split").unwrap() + 1];
+    assert!(split.starts_with("0,"), "{a:?}");
+    let lines: Vec<String> = [
+        "I load_tensors: RPC1[127.0.0.1:50061] model buffer size =    10.00 MiB",
+        "I llama_kv_cache: RPC1[127.0.0.1:50061] KV buffer size =    20.00 MiB",
+    ]
+    .iter()
+    .map(|l| l.to_string())
+    .collect();
+    let g = given(&lines, rpc);
+    assert_eq!(g[2].device, "127.0.0.1:1/CPU");
+    assert_eq!((g[2].model_bytes, g[2].kv_bytes), (10 * MIB, 20 * MIB));
+    assert_eq!((g[1].model_bytes, g[1].kv_bytes), (0, 0), "Vulkan0 got nothing");
+}
+
+#[test]
+fn a_worker_without_devices_is_left_out_with_the_reason() {
+    let mut w = worker(50061, 512, "b10883", true);
+    w.devices.clear();
+    let r = [reading(1, Ok(w), None)];
+    let p = plan(base(4096), &r, &build("b10883"), None).unwrap();
+    let rpc = p.rpc.unwrap();
+    assert!(rpc.used.is_empty());
+    assert_eq!(rpc.left_out[0].why, "its rpc-server exposes no device");
 }

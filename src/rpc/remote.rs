@@ -13,6 +13,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use super::status::{DEFAULT_STATUS_PORT, STATUS_PATH, WorkerStatus};
+use crate::child::key::ApiKey;
 use crate::messages::WorkerCheck;
 
 /// How often the watch reads every worker.
@@ -22,8 +23,10 @@ pub const POLL_TIMEOUT: Duration = Duration::from_millis(300);
 /// Bound of the readings before a load.
 pub const LOAD_READ_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// A worker's status address, `HOST:PORT` (`[v6]:PORT`; the port defaults
-/// to 50053).
+/// A worker's status address, `HOST:PORT` (the port defaults to 50053).
+/// A host name or an IPv4 address: llama.cpp b10883's `--rpc` splits an
+/// endpoint at its first `:` and resolves it with `gethostbyname`, so an
+/// IPv6 literal cannot reach rpc-server (refused here, with that reason).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct WorkerAddr {
     /// Host name or address (no brackets).
@@ -38,16 +41,14 @@ impl FromStr for WorkerAddr {
     fn from_str(s: &str) -> Result<Self, String> {
         let s = s.trim();
         let bad = || format!("'{s}' is not a worker address: expected HOST:PORT, e.g. 10.0.0.2:50053");
-        let (host, port) = if let Some(rest) = s.strip_prefix('[') {
-            let (h, tail) = rest.split_once(']').ok_or_else(bad)?;
-            (h, tail.strip_prefix(':'))
-        } else if s.matches(':').count() == 1 {
-            let (h, p) = s.split_once(':').ok_or_else(bad)?;
-            (h, Some(p))
-        } else if s.contains(':') {
-            return Err(bad());
-        } else {
-            (s, None)
+        if s.starts_with('[') || s.matches(':').count() > 1 {
+            return Err(format!(
+                "'{s}': IPv6 addresses cannot reach rpc-server (llama.cpp's --rpc splits at the first ':'); use a host name or an IPv4 address"
+            ));
+        }
+        let (host, port) = match s.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (s, None),
         };
         if host.is_empty() || host.contains(char::is_whitespace) {
             return Err(bad());
@@ -65,22 +66,14 @@ impl FromStr for WorkerAddr {
 
 impl fmt::Display for WorkerAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.bracketed(), self.port)
+        write!(f, "{}:{}", self.host, self.port)
     }
 }
 
 impl WorkerAddr {
-    fn bracketed(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]", self.host)
-        } else {
-            self.host.clone()
-        }
-    }
-
     /// The rpc-server endpoint for llama-server's `--rpc` on this host.
     pub fn rpc_endpoint(&self, rpc_port: u16) -> String {
-        format!("{}:{rpc_port}", self.bracketed())
+        format!("{}:{rpc_port}", self.host)
     }
 }
 
@@ -88,7 +81,7 @@ impl WorkerAddr {
 #[derive(Clone)]
 pub struct Remote {
     http: reqwest::Client,
-    key: Option<String>,
+    key: Option<ApiKey>,
 }
 
 impl fmt::Debug for Remote {
@@ -101,7 +94,7 @@ impl fmt::Debug for Remote {
 
 impl Remote {
     /// A reader with the workers' key.
-    pub fn new(key: Option<String>) -> Self {
+    pub fn new(key: Option<ApiKey>) -> Self {
         Self {
             http: reqwest::Client::builder()
                 .no_proxy()
@@ -118,7 +111,7 @@ impl Remote {
         let url = format!("http://{addr}{STATUS_PATH}");
         let mut req = self.http.get(&url).timeout(timeout);
         if let Some(k) = &self.key {
-            req = req.bearer_auth(k);
+            req = req.header(reqwest::header::AUTHORIZATION, k.bearer());
         }
         let resp = req.send().await.map_err(|e| {
             if e.is_timeout() {
@@ -156,6 +149,9 @@ pub struct WorkerView {
     pub misses: u32,
     /// Why the last reading failed.
     pub error: Option<String>,
+    /// Polls completed so far: a view with more polls than a plan recorded
+    /// was read after that plan.
+    pub polls: u64,
 }
 
 /// Starts the watch: every `POLL_INTERVAL` each worker is read and the views
@@ -177,6 +173,7 @@ pub fn start_watch(
             let mut changed = false;
             tx.send_modify(|views| {
                 for (v, r) in views.iter_mut().zip(readings) {
+                    v.polls += 1;
                     match r {
                         Ok(s) => {
                             changed |= v.misses > 0 || v.status.as_ref().is_none_or(|o| o.rpc != s.rpc);
@@ -212,6 +209,7 @@ pub fn initial_views(addrs: &[WorkerAddr]) -> Vec<WorkerView> {
             status: None,
             misses: 0,
             error: None,
+            polls: 0,
         })
         .collect()
 }
@@ -227,9 +225,8 @@ mod tests {
             ("10.0.0.2:50053", Some(("10.0.0.2", 50053))),
             // why: the port defaults to the worker's
             ("gpu-box", Some(("gpu-box", 50053))),
-            // why: IPv6 in brackets
-            ("[fd00::2]:6000", Some(("fd00::2", 6000))),
-            // why: bare IPv6 is ambiguous about the port
+            // why: llama.cpp's --rpc cannot reach an IPv6 literal
+            ("[fd00::2]:6000", None),
             ("fd00::2", None),
             ("host:0", None),
             ("host:x", None),
@@ -239,8 +236,10 @@ mod tests {
             let got = text.parse::<WorkerAddr>().ok().map(|a| (a.host.clone(), a.port));
             assert_eq!(got, want.map(|(h, p)| (h.to_string(), p)), "row {i}");
         }
-        let a: WorkerAddr = "[fd00::2]:6000".parse().unwrap();
-        assert_eq!(a.to_string(), "[fd00::2]:6000");
-        assert_eq!(a.rpc_endpoint(50052), "[fd00::2]:50052");
+        let a: WorkerAddr = "gpu-box:6000".parse().unwrap();
+        assert_eq!(a.to_string(), "gpu-box:6000");
+        assert_eq!(a.rpc_endpoint(50052), "gpu-box:50052");
+        let e = "[fd00::2]:6000".parse::<WorkerAddr>().unwrap_err();
+        assert!(e.contains("IPv6"), "{e}");
     }
 }

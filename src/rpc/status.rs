@@ -64,6 +64,10 @@ pub enum DeviceKind {
     Cpu,
     /// An NVIDIA GPU's VRAM.
     Cuda,
+    /// A device the warden has no memory rule for (Vulkan, Metal, ...):
+    /// listed so llama-server's device numbering and the split's agree, and
+    /// given no layers.
+    Other,
 }
 
 /// One device of a worker.

@@ -122,7 +122,8 @@ impl EngineCore {
         let ram_bytes = c.plan.ram?.bytes;
         Some(WindowFacts {
             allocated,
-            kv_per_token: shape.kv_per_token,
+            // Over workers, this machine holds only its own layers' KV.
+            kv_per_token: crate::engines::rpc::local_kv_per_token(&c.plan).unwrap_or(shape.kv_per_token),
             ram_bytes,
             uncapped: match &c.plan.rpc {
                 Some(_) => crate::engines::rpc::uncapped(&c.plan),

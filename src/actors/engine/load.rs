@@ -56,6 +56,7 @@ impl EngineCore {
             // Died while idle: record it, then load again below.
             self.take_dead_child();
         }
+        self.retire_if_worker_lost().await;
         if let Some(c) = &self.child {
             if c.plan.entry.id == entry.id {
                 return Ok(());
@@ -255,7 +256,15 @@ impl EngineCore {
             });
             let client = ChildClient::new(self.http.clone(), port, key);
             let ping = self.backend.ping(&plan.entry);
-            match probe_ready(&proc, &client, timeout, ping).await {
+            let loss = self.loss_of(Some(&plan));
+            let ready = tokio::select! {
+                r = probe_ready(&proc, &client, timeout, ping) => r,
+                (worker, why) = loss => {
+                    process::terminate(&mut proc, super::workers::LOST_STOP_GRACE).await;
+                    return Err(ModelLoadError::WorkerLost { id, worker, why });
+                }
+            };
+            match ready {
                 Ok(()) => {
                     let allocated = self.read_allocated(&client, &plan).await;
                     let cap = plan.cap;

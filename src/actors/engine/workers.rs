@@ -30,7 +30,7 @@ const LOSS_NAMING_BOUND: std::time::Duration = std::time::Duration::from_millis(
 /// usually blocked in a send or receive to the gone worker and ignores it
 /// (measured: the full 5 s stop grace with the link cut), and there is
 /// nothing of its state left to save.
-const LOST_STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
+pub(super) const LOST_STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// What the engine holds of its workers.
 #[derive(Debug)]
@@ -52,7 +52,8 @@ pub type Lost = (String, String);
 fn first_lost(views: &[WorkerView], used: &[RpcUse]) -> Option<Lost> {
     used.iter().find_map(|u| {
         let v = views.iter().find(|v| v.addr == u.addr)?;
-        workers::is_lost(v.misses, v.status.as_ref(), Some(u.starts)).then(|| {
+        let after_plan = v.polls > u.polls_at_plan;
+        workers::is_lost(v.misses, v.status.as_ref(), Some(u.joined), after_plan).then(|| {
             let why = match (&v.error, &v.status) {
                 (Some(e), _) if v.misses > 0 => e.clone(),
                 (_, Some(s)) if !s.rpc.up => "its rpc-server stopped".to_string(),
@@ -79,13 +80,25 @@ impl EngineCore {
             .addrs
             .iter()
             .zip(now)
-            .map(|(addr, now)| Reading {
-                last_good: views
-                    .iter()
-                    .find(|v| v.addr == addr.to_string())
-                    .and_then(|v| v.status.clone()),
-                addr: addr.clone(),
-                now,
+            .map(|(addr, now)| {
+                let v = views.iter().find(|v| v.addr == addr.to_string());
+                // A worker the watch calls lost is left out even when it
+                // answered the load's slower reading: joined, it would end
+                // the first turn with worker_lost, and again, and again.
+                let watch_lost = v.is_some_and(|v| v.misses >= workers::LOST_AFTER_MISSES);
+                Reading {
+                    now: match now {
+                        Ok(_) if watch_lost => Err(format!(
+                            "it does not answer the watch within {} ms ({})",
+                            remote::POLL_TIMEOUT.as_millis(),
+                            v.and_then(|v| v.error.clone()).unwrap_or_default()
+                        )),
+                        r => r,
+                    },
+                    last_good: v.and_then(|v| v.status.clone()),
+                    polls: v.map_or(0, |v| v.polls),
+                    addr: addr.clone(),
+                }
             })
             .collect();
         let plan = rpc::plan(plan, &readings, &link.ours, self.cfg.ctx_pin)?;
@@ -131,6 +144,7 @@ impl EngineCore {
                         _ => Err(v.and_then(|v| v.error.clone()).unwrap_or_else(|| "not read yet".into())),
                     },
                     last_good: v.and_then(|v| v.status.clone()),
+                    polls: v.map_or(0, |v| v.polls),
                 }
             })
             .collect();
@@ -161,10 +175,14 @@ impl EngineCore {
 
     /// Resolves when a worker of the live child is lost (never without one).
     pub(super) fn worker_loss(&self) -> Pin<Box<dyn Future<Output = Lost> + Send + 'static>> {
-        let used = self
-            .child
-            .as_ref()
-            .and_then(|c| c.plan.rpc.as_ref())
+        self.loss_of(self.child.as_ref().map(|c| &c.plan))
+    }
+
+    /// Resolves when a worker of `plan` is lost (never without one): a load
+    /// races it too, so a worker gone mid-upload fails the load at once.
+    pub(super) fn loss_of(&self, plan: Option<&SpawnPlan>) -> Pin<Box<dyn Future<Output = Lost> + Send + 'static>> {
+        let used = plan
+            .and_then(|p| p.rpc.as_ref())
             .map(|r| r.used.clone())
             .filter(|u| !u.is_empty());
         let (Some(used), Some(link)) = (used, &self.workers) else {
@@ -186,8 +204,19 @@ impl EngineCore {
     /// After a child over workers died: the worker that took it down, once
     /// the watch names one (bounded).
     pub(super) async fn loss_behind_death(&self) -> Option<Lost> {
-        self.child.as_ref()?.plan.rpc.as_ref()?;
+        let rpc = self.child.as_ref()?.plan.rpc.as_ref()?;
+        if rpc.used.is_empty() {
+            return None;
+        }
         tokio::time::timeout(LOSS_NAMING_BOUND, self.worker_loss()).await.ok()
+    }
+
+    /// A live child one of whose workers is lost is retired before a turn
+    /// uses it (the watch's `WorkerCheck` may still wait behind the turn).
+    pub(super) async fn retire_if_worker_lost(&mut self) {
+        if let Some(lost) = self.lost_worker() {
+            let _ = self.retire_for_worker(lost).await;
+        }
     }
 
     /// Stops the child whose worker `lost` is gone, and the turn's error.
@@ -220,9 +249,7 @@ impl EngineCore {
     /// retired now, so the next request reloads instead of meeting an abort.
     pub(super) async fn worker_check(&mut self) {
         self.publish();
-        if let Some(lost) = self.lost_worker() {
-            let _ = self.retire_for_worker(lost).await;
-        }
+        self.retire_if_worker_lost().await;
     }
 
     /// The used workers' pressure for a brake sample.
@@ -239,7 +266,6 @@ impl EngineCore {
                     .iter()
                     .find(|v| v.addr == u.addr && v.misses == 0)
                     .and_then(|v| v.status.as_ref()?.pressure);
-                let layers: u32 = r.split.shares[u.shares.clone()].iter().map(|s| s.layers).sum();
                 let per_layer = c
                     .plan
                     .facts
@@ -249,8 +275,8 @@ impl EngineCore {
                     .unwrap_or(0);
                 WorkerPressure {
                     level,
-                    total_bytes: u.total_bytes,
-                    kv_per_token: per_layer * layers as u64,
+                    total_bytes: u.ram_bytes,
+                    kv_per_token: per_layer * u.ram_layers as u64,
                 }
             })
             .collect()

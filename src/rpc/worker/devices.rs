@@ -71,30 +71,35 @@ impl Sampler {
 /// The status's devices: the banner's, in order, with the worker's memory
 /// readings. `gpus` is NVML's visible devices in CUDA's (PCI) order, `None`
 /// when NVML cannot say (rpc-server's start-time figures stand in). A
-/// backend the wire has no kind for is left out.
+/// backend the wire has no kind for is kept as `Other` with rpc-server's own
+/// figures: llama-server numbers every device rpc-server exposes, so the
+/// split's values must line up with all of them.
 pub fn assemble(banner: &[BannerDevice], ram: Ram, gpus: Option<&[&GpuDevice]>) -> Vec<WorkerDevice> {
     banner
         .iter()
-        .filter_map(|d| {
-            let (total_bytes, free_bytes) = match d.kind? {
+        .map(|d| {
+            let banner_figures = (d.total_mib * MIB, d.free_mib.min(d.total_mib) * MIB);
+            let kind = d.kind.unwrap_or(DeviceKind::Other);
+            let (total_bytes, free_bytes) = match kind {
                 DeviceKind::Cpu => (
                     ram.total_bytes,
                     ram.available_bytes.unwrap_or(ram.total_bytes).min(ram.total_bytes),
                 ),
                 DeviceKind::Cuda => {
-                    let index: usize = d.name.trim_start_matches("CUDA").parse().ok()?;
-                    match gpus.and_then(|g| g.get(index)) {
+                    let index: Option<usize> = d.name.trim_start_matches("CUDA").parse().ok();
+                    match gpus.zip(index).and_then(|(g, i)| g.get(i)) {
                         Some(g) => (g.total_bytes, g.free_bytes.min(g.total_bytes)),
-                        None => (d.total_mib * MIB, d.free_mib.min(d.total_mib) * MIB),
+                        None => banner_figures,
                     }
                 }
+                DeviceKind::Other => banner_figures,
             };
-            Some(WorkerDevice {
+            WorkerDevice {
                 name: d.name.clone(),
-                kind: d.kind?,
+                kind,
                 total_bytes,
                 free_bytes,
-            })
+            }
         })
         .collect()
 }
@@ -136,7 +141,7 @@ mod tests {
 
     #[test]
     fn assemble_rows() {
-        use DeviceKind::{Cpu, Cuda};
+        use DeviceKind::{Cpu, Cuda, Other};
         let ram = Ram {
             total_bytes: 4 * MIB,
             available_bytes: Some(3 * MIB),
@@ -193,12 +198,16 @@ mod tests {
                 None,
                 vec![out("CUDA0", Cuda, 1000 * MIB, 900 * MIB)],
             ),
-            // why: a backend the wire has no kind for is left out, the rest keep their order
+            // why: a backend the wire has no kind for keeps its place (llama-server
+            // numbers it), as Other with rpc-server's figures
             (
-                vec![dev("Vulkan0", None, 1, 1), dev("CPU", Some(Cpu), 1, 1)],
+                vec![dev("Vulkan0", None, 8, 6), dev("CPU", Some(Cpu), 1, 1)],
                 ram,
                 None,
-                vec![out("CPU", Cpu, 4 * MIB, 3 * MIB)],
+                vec![
+                    out("Vulkan0", Other, 8 * MIB, 6 * MIB),
+                    out("CPU", Cpu, 4 * MIB, 3 * MIB),
+                ],
             ),
         ];
         for (i, (banner, ram, gpus, want)) in rows.iter().enumerate() {
