@@ -92,6 +92,19 @@ async fn a_window_one_machine_cannot_hold_is_reached_with_the_workers() {
     );
     assert_eq!(alone["context_tokens"], 4096, "{alone}");
 
+    // `inspect --worker` plans it exactly as a load will.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llm-warden"))
+        .args(["inspect", "--json"])
+        .arg(&model)
+        .args(rig.workers.iter().flat_map(|w| ["--worker".to_string(), w.addr()]))
+        .env("WARDEN_RAM_OVERRIDE_GB", "0.55")
+        .env("WARDEN_WORKER_KEY", KEY)
+        .output()
+        .unwrap();
+    let planned: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(planned["workers"]["context_tokens"], 8192, "{planned}");
+    let argv = planned["workers"]["argv"].as_array().unwrap();
+    assert!(argv.iter().any(|a| a == "--tensor-split"), "{planned}");
     let (_w, base) = warden(&rig.addrs(), &[("WARDEN_RAM_OVERRIDE_GB", "0.55")]).await;
     let s: serde_json::Value = json_of(http().post(format!("{base}/warden/load"))).await;
     assert_eq!(s["context_tokens"], 8192, "the child's own n_ctx: {s}");
