@@ -227,5 +227,12 @@ async fn a_partial_offload_turns_the_brake_off() {
         t.notices
     );
     assert_eq!(spawns(&log).len(), 1);
+    // The status says so: this child's brake is off, and why.
+    let b = w.status().brake;
+    assert!(!b.enabled, "{b:?}");
+    assert!(
+        b.off_reason.as_deref().is_some_and(|r| r.contains("partial offload")),
+        "{b:?}"
+    );
     w.shutdown().await;
 }

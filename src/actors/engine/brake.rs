@@ -18,7 +18,7 @@ use crate::status::{EngineState, WardenEvent};
 impl EngineCore {
     /// Takes one brake sample at `point` and acts on it.
     pub(super) async fn brake_point(&mut self, point: Point) {
-        if self.brake_off.is_some() || !self.backend.brake_capable() {
+        if self.brake.off.is_some() || !self.backend.brake_capable() {
             return;
         }
         if self.backend.brake_kind() == Some(BrakeKind::Mlx) {
@@ -26,7 +26,7 @@ impl EngineCore {
                 return;
             }
             if self.child.is_some() {
-                self.last_sample = Some(Instant::now());
+                self.brake.last_sample = Some(Instant::now());
                 self.mlx_brake_point(point).await;
             }
             return;
@@ -38,15 +38,15 @@ impl EngineCore {
         let Some((readings, facts)) = readings_and_facts else {
             return;
         };
-        self.brake_level = Some(readings.level);
-        let (action, next) = brake::llama_step(point, &readings, &self.brake, &facts);
+        self.brake.level = Some(readings.level);
+        let (action, next) = brake::llama_step(point, &readings, &self.brake.state, &facts);
         // The footprint only feeds the log line: read once there is one.
         let mut readings = readings;
         if action != Action::None && readings.footprint_bytes.is_none() {
             readings.footprint_bytes = self.child.as_ref().and_then(|c| footprint::anon_bytes(c.process.pid()));
         }
-        let before = self.brake;
-        self.brake = next;
+        let before = self.brake.state;
+        self.brake.state = next;
         match action {
             Action::None => {}
             Action::DeferShrink { cap } => self.log_brake(point, &readings, action, facts.allocated, cap, None),
@@ -57,10 +57,10 @@ impl EngineCore {
             Action::Unload => self.brake_unload(point, &readings, facts.allocated).await,
         }
         if action != Action::None {
-            self.brake_last_action = Some(action.log_name().to_string());
+            self.brake.last_action = Some(action.log_name().to_string());
         }
-        if (self.brake.cap, self.brake.hurt) != (before.cap, before.hurt)
-            || self.brake.pending_cap != before.pending_cap
+        if (self.brake.state.cap, self.brake.state.hurt) != (before.cap, before.hurt)
+            || self.brake.state.pending_cap != before.pending_cap
         {
             self.remember_window();
         }
@@ -77,7 +77,7 @@ impl EngineCore {
         if point == Point::Idle && !self.idle_due() {
             return None;
         }
-        self.last_sample = Some(Instant::now());
+        self.brake.last_sample = Some(Instant::now());
         match self
             .sensor
             .send(ReadSensors {
@@ -94,7 +94,7 @@ impl EngineCore {
             }
             Ok(Err(BrakeOff(why))) => {
                 tracing::warn!("{}: the memory brake is off: {why}", self.backend.kind().tag());
-                self.brake_off = Some(why);
+                self.brake.off = Some(why);
                 self.publish();
                 None
             }
@@ -107,7 +107,7 @@ impl EngineCore {
     pub(super) fn idle_due(&self) -> bool {
         brake::idle_sample_due(
             Instant::now().into_std(),
-            self.last_sample.map(Instant::into_std),
+            self.brake.last_sample.map(Instant::into_std),
             self.last_used.map(Instant::into_std),
             brake::idle_sample_skip(self.cfg.brake_tick),
         )
@@ -180,7 +180,7 @@ impl EngineCore {
         match spawned {
             Ok(child) => {
                 let to = child.allocated.unwrap_or(cap);
-                self.brake = brake::after_respawn(&self.brake, action, cap, true, facts.pinned);
+                self.brake.state = brake::after_respawn(&self.brake.state, action, cap, true, facts.pinned);
                 // The idle clock is kept: a respawn is not a use.
                 self.child = Some(child);
                 self.state = EngineState::Ready;
@@ -188,7 +188,7 @@ impl EngineCore {
                 self.log_brake(point, r, action, facts.allocated, to, Some(ms));
             }
             Err(e) => {
-                self.brake = brake::after_respawn(&self.brake, action, cap, false, facts.pinned);
+                self.brake.state = brake::after_respawn(&self.brake.state, action, cap, false, facts.pinned);
                 tracing::warn!(
                     "[{tag}] Memory brake: point={}, level={}, action=respawn-failed ({}), window={}->{cap}, footprint_mib={}; the model reloads at the next message",
                     point.as_str(),
@@ -245,15 +245,15 @@ impl EngineCore {
 
     /// Records the carry of an unload and clears the live brake state.
     pub(super) fn record_unload(&mut self, model: &str) {
-        self.brake_reload = Some(BrakeReload {
+        self.brake.reload = Some(BrakeReload {
             model: model.to_string(),
-            cap: self.brake.cap,
-            hurt: self.brake.hurt,
-            episode: self.brake.episode,
+            cap: self.brake.state.cap,
+            hurt: self.brake.state.hurt,
+            episode: self.brake.state.episode,
             at: Some(Instant::now().into_std()),
         });
         self.remember_window();
-        self.brake = BrakeState::default();
+        self.brake.state = BrakeState::default();
     }
 
     /// Writes the live child's cap and hurt window through to the window
@@ -263,16 +263,20 @@ impl EngineCore {
             .child
             .as_ref()
             .map(|c| c.model_id().to_string())
-            .or_else(|| self.brake_reload.as_ref().map(|r| r.model.clone()))
+            .or_else(|| self.brake.reload.as_ref().map(|r| r.model.clone()))
         else {
             return;
         };
-        let cap = self.brake.cap.or(self.brake_reload.as_ref().and_then(|r| r.cap));
-        let hurt = self.brake.hurt.or(self.brake_reload.as_ref().and_then(|r| r.hurt));
+        let cap = self.brake.state.cap.or(self.brake.reload.as_ref().and_then(|r| r.cap));
+        let hurt = self
+            .brake
+            .state
+            .hurt
+            .or(self.brake.reload.as_ref().and_then(|r| r.hurt));
         if cap.is_none() && hurt.is_none() {
-            self.window_memory.remove(&model);
+            self.brake.memory.remove(&model);
         } else {
-            self.window_memory.insert(
+            self.brake.memory.insert(
                 model,
                 Remembered {
                     cap,
@@ -287,22 +291,23 @@ impl EngineCore {
     /// first, then the window memory), dropping expired records.
     pub(super) fn brake_seed(&mut self, model: &str) -> BrakeState {
         let now = Instant::now().into_std();
-        self.window_memory
+        self.brake
+            .memory
             .retain(|_, m| brake::alive(m.written, now, brake::WINDOW_MEMORY_TTL));
-        let carry = self.brake_reload.as_ref().filter(|c| c.model == model);
-        brake::seed(carry, self.window_memory.get(model), now)
+        let carry = self.brake.reload.as_ref().filter(|c| c.model == model);
+        brake::seed(carry, self.brake.memory.get(model), now)
     }
 
     /// Whether the turn for `model` must announce a brake reload: its unload
     /// carry waits (nothing loaded), or a brake respawn no turn announced yet.
     pub(super) fn brake_reload_pending(&self, model: &str) -> bool {
         let carried = self.child.is_none()
-            && self.brake_reload.as_ref().is_some_and(|c| {
+            && self.brake.reload.as_ref().is_some_and(|c| {
                 c.model == model
                     && c.at
                         .is_some_and(|at| brake::alive(at, Instant::now().into_std(), brake::BRAKE_RELOAD_TTL))
             });
-        let respawned = self.child.as_ref().is_some_and(|c| c.model_id() == model) && self.brake.respawned;
+        let respawned = self.child.as_ref().is_some_and(|c| c.model_id() == model) && self.brake.state.respawned;
         carried || respawned
     }
 }

@@ -92,6 +92,33 @@ pub struct Wiring {
     pub workers: Option<super::workers::WorkersLink>,
 }
 
+/// Everything the memory brake keeps, in one value: the live child's state
+/// (carried whole across its respawns, dropped with the child), why the
+/// brake is off, the last reading and action, the idle pacing, and what
+/// outlives a child (an unload's carry, the per-model window memory).
+#[derive(Debug, Default)]
+pub struct Brake {
+    /// The live child's brake state.
+    pub state: BrakeState,
+    /// Why the brake is off, once it turned off (said once).
+    pub off: Option<String>,
+    /// The last level read.
+    pub level: Option<Level>,
+    /// The last action's log word.
+    pub last_action: Option<String>,
+    /// When the last sample was taken (idle pacing).
+    pub last_sample: Option<Instant>,
+    /// An unload's carry (the spec's `_brake_reload`).
+    pub reload: Option<BrakeReload>,
+    /// The per-model window memory (the spec's `_window_memory`).
+    pub memory: HashMap<String, Remembered>,
+    /// The size of the last turn's request, estimated (MLX brake's
+    /// useful-shrink test): its body bytes / 4 plus its `max_tokens`.
+    pub last_request_tokens: u32,
+    /// CUDA: the unreadable-gauge WARNING was given (re-armed by a good reading).
+    pub spill_gauge_warned: bool,
+}
+
 /// The engine's whole state.
 #[derive(Debug)]
 pub struct EngineCore {
@@ -124,29 +151,12 @@ pub struct EngineCore {
     pub(super) idle_reload: Option<String>,
     /// Where brake samples read the OS (the `SensorActor`, or a test's fake).
     pub(super) sensor: Recipient<ReadSensors>,
-    /// The live child's brake state (carried whole across its respawns).
-    pub(super) brake: BrakeState,
-    /// Why the brake is off, once it turned off (said once).
-    pub(super) brake_off: Option<String>,
-    /// The last level read.
-    pub(super) brake_level: Option<Level>,
-    /// The last action's log word.
-    pub(super) brake_last_action: Option<String>,
-    /// When the last brake sample was taken (idle pacing).
-    pub(super) last_sample: Option<Instant>,
-    /// An unload's carry (the spec's `_brake_reload`).
-    pub(super) brake_reload: Option<BrakeReload>,
-    /// The per-model window memory (the spec's `_window_memory`).
-    pub(super) window_memory: HashMap<String, Remembered>,
+    /// Everything the memory brake keeps.
+    pub(super) brake: Brake,
     /// The MLX child's prefix-cache owner (`None` on the llama.cpp engines).
     pub(super) prefix: Option<Addr<PrefixCacheActor>>,
-    /// The size of the last turn's request, estimated (MLX brake's
-    /// useful-shrink test): its body bytes / 4 plus its `max_tokens`.
-    pub(super) last_request_tokens: u32,
     /// Where the CUDA spill brake reads the GPU spill gauge.
     pub(super) sensor_vram: Option<Recipient<ReadVram>>,
-    /// The unreadable-gauge WARNING was given (re-armed by a good reading).
-    pub(super) spill_gauge_warned: bool,
     /// Where the side door is published.
     pub(super) door_tx: watch::Sender<Option<super::Door>>,
     /// The counters every event feeds.
@@ -193,17 +203,9 @@ impl EngineCore {
             shut_down: false,
             idle_reload: None,
             sensor,
-            brake: BrakeState::default(),
-            brake_off: None,
-            brake_level: None,
-            brake_last_action: None,
-            last_sample: None,
-            brake_reload: None,
-            window_memory: HashMap::new(),
+            brake: Brake::default(),
             prefix,
-            last_request_tokens: 0,
             sensor_vram,
-            spill_gauge_warned: false,
             door_tx,
             metrics,
             keep_alive: None,
@@ -267,7 +269,7 @@ impl EngineCore {
         );
         // The brake state belongs to the child; the window memory (written
         // through on every change) outlives it.
-        self.brake = BrakeState::default();
+        self.brake.state = BrakeState::default();
         self.state = EngineState::Idle;
         // Published before the event, so an observer of the unload sees a
         // status without the model.

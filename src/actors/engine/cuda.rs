@@ -143,7 +143,7 @@ impl EngineCore {
         if point == Point::Idle && !self.idle_due() {
             return None;
         }
-        self.last_sample = Some(Instant::now());
+        self.brake.last_sample = Some(Instant::now());
         let sensor = self.sensor_vram.as_ref()?;
         match sensor
             .send(ReadVram {
@@ -153,7 +153,7 @@ impl EngineCore {
             .await
         {
             Ok(Ok(shared)) => {
-                self.spill_gauge_warned = false;
+                self.brake.spill_gauge_warned = false;
                 let level = cuda::spill_level(shared, baseline);
                 // A calm spill is never damage; a spill at a tier is the
                 // paging evidence a warning shrink needs.
@@ -165,8 +165,8 @@ impl EngineCore {
                 Some((readings, facts))
             }
             Ok(Err(why)) => {
-                if !self.spill_gauge_warned {
-                    self.spill_gauge_warned = true;
+                if !self.brake.spill_gauge_warned {
+                    self.brake.spill_gauge_warned = true;
                     tracing::warn!(
                         "GPU spill gauge unreadable ({why}); the memory brake is off while it stays unreadable"
                     );

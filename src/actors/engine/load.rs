@@ -120,9 +120,9 @@ impl EngineCore {
                 if seed.seeded {
                     tracing::info!(model = %entry.id, cap = ?seed.cap, "reloaded with the memory brake's cap (the unload's episode continues)");
                 }
-                self.brake = seed;
+                self.brake.state = seed;
                 // Any successful spawn forgets the unload's record.
-                self.brake_reload = None;
+                self.brake.reload = None;
                 self.install(child);
                 Ok(())
             }

@@ -120,13 +120,13 @@ impl EngineCore {
             Ok(Ok(r)) => r,
             Ok(Err(BrakeOff(why))) => {
                 tracing::warn!("[MLX_Engine] the memory brake is off: {why}");
-                self.brake_off = Some(why);
+                self.brake.off = Some(why);
                 self.publish();
                 return;
             }
             Err(_) => return,
         };
-        self.brake_level = Some(readings.level);
+        self.brake.level = Some(readings.level);
         let r = MlxReadings {
             level: readings.level,
             paging: readings.paging,
@@ -137,13 +137,13 @@ impl EngineCore {
             trained: f.trained,
             kv_per_token: f.kv_per_token,
             ram_bytes: ram.bytes,
-            last_request_tokens: self.last_request_tokens,
+            last_request_tokens: self.brake.last_request_tokens,
             threshold: mlx_law::DEFAULT_COMPACTION_THRESHOLD,
             pinned: self.cfg.ctx_pin.is_some(),
         };
-        let before = self.brake;
-        let (action, decided) = mlx_law::mlx_step(point, &r, &self.brake, &facts);
-        self.brake = decided;
+        let before = self.brake.state;
+        let (action, decided) = mlx_law::mlx_step(point, &r, &self.brake.state, &facts);
+        self.brake.state = decided;
         let excess = |b: Option<u64>| b.map_or("unknown".into(), |b| (b.saturating_sub(base) >> 20).to_string());
         let log = |action: &str, to: u32, excess_mib: String| {
             tracing::info!(
@@ -162,7 +162,7 @@ impl EngineCore {
                     Err(why) => {
                         tracing::warn!("[MLX_Engine] the memory release is incomplete ({why})");
                         // A failed release records nothing: the next sample retries.
-                        self.brake = before;
+                        self.brake.state = before;
                     }
                 }
             }
@@ -175,7 +175,7 @@ impl EngineCore {
                 };
                 match applied {
                     Ok(BoundAnswer::Applied(b)) | Ok(BoundAnswer::Enforces(b)) if b == bound => {
-                        self.brake = mlx_law::after_bound(&before, &self.brake, action, true);
+                        self.brake.state = mlx_law::after_bound(&before, &self.brake.state, action, true);
                         if let Some(c) = self.child.as_mut() {
                             c.allocated = Some(b);
                             c.memory_bound = Some(b);
@@ -189,14 +189,14 @@ impl EngineCore {
                             Ok(_) => "an unexpected answer".into(),
                         };
                         tracing::warn!("[MLX_Engine] the child did not apply the bound {bound} ({why})");
-                        self.brake = mlx_law::after_bound(&before, &self.brake, action, false);
+                        self.brake.state = mlx_law::after_bound(&before, &self.brake.state, action, false);
                     }
                 }
             }
             MlxAction::Unload => self.mlx_unload(point, r.level.as_str(), window).await,
         }
         if action != MlxAction::None {
-            self.brake_last_action = Some(action.log_name().to_string());
+            self.brake.last_action = Some(action.log_name().to_string());
             self.emit(WardenEvent::Brake {
                 point: point.as_str(),
                 level: r.level.as_str(),
@@ -205,7 +205,7 @@ impl EngineCore {
                 window_to: self.child.as_ref().and_then(|c| c.allocated),
             });
         }
-        if (self.brake.cap, self.brake.hurt) != (before.cap, before.hurt) {
+        if (self.brake.state.cap, self.brake.state.hurt) != (before.cap, before.hurt) {
             self.remember_window();
         }
         self.publish();

@@ -63,13 +63,17 @@ impl EngineCore {
                 .and_then(|c| c.plan.ram)
                 .filter(|_| self.backend.kind() == crate::status::EngineKind::Cpu)
                 .map(|r| (r.bytes as f64 * crate::law::window::CPU_RAM_FRACTION) as u64),
+            // Off for the engine (a sensor that cannot read), or for this
+            // child alone (CUDA: a partial or unsized placement).
             brake: BrakeView {
-                enabled: self.brake_off.is_none() && self.backend.brake_capable(),
-                off_reason: self.brake_off.clone(),
-                level: self.brake_level,
-                state: self.brake,
-                last_action: self.brake_last_action.clone(),
-                reload_pending: self.brake_reload.as_ref().map(|r| r.model.clone()),
+                enabled: self.brake.off.is_none()
+                    && c.is_none_or(|c| c.brake_off.is_none())
+                    && self.backend.brake_capable(),
+                off_reason: self.brake.off.clone().or_else(|| c.and_then(|c| c.brake_off.clone())),
+                level: self.brake.level,
+                state: self.brake.state,
+                last_action: self.brake.last_action.clone(),
+                reload_pending: self.brake.reload.as_ref().map(|r| r.model.clone()),
             },
             child_output: c.map(|c| c.process.output().clone()),
             gpu: c.and_then(|c| match &c.plan.cuda.as_ref()?.placement {

@@ -34,8 +34,8 @@ impl EngineCore {
         // Left for the next turn to announce (the spec's `_idle_unload`).
         self.idle_reload = id;
         // A reap forgets the unload's record, never the window memory.
-        self.brake_reload = None;
-        self.brake = Default::default();
+        self.brake.reload = None;
+        self.brake.state = Default::default();
     }
 
     /// `/warden/load`: loads (or switches to) a model outside a turn.
@@ -67,7 +67,7 @@ impl EngineCore {
     pub async fn shutdown(&mut self) {
         self.shut_down = true;
         self.stop_child("shutdown").await;
-        self.brake_reload = None;
+        self.brake.reload = None;
         self.idle_reload = None;
         self.state = EngineState::Stopped;
         self.publish();

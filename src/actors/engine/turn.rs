@@ -103,7 +103,7 @@ impl EngineCore {
             }
         };
         if options.stateful
-            && let Some(notice) = self.brake.notice.take()
+            && let Some(notice) = self.brake.state.notice.take()
         {
             let n = Notice::MemoryWarning {
                 reason: notice.as_str(),
@@ -112,7 +112,7 @@ impl EngineCore {
                 self.emit(WardenEvent::Notice { notice: n });
             } else {
                 // Undelivered (the client left): the next turn says it.
-                self.brake.notice = Some(notice);
+                self.brake.state.notice = Some(notice);
             }
         }
         match finish {
@@ -182,13 +182,13 @@ impl EngineCore {
             announced = self.announce(Notice::MemoryReload { reason: "idle" }, events).await;
         }
         if self.child.as_ref().is_some_and(|c| c.model_id() == model) {
-            self.brake.respawned = false;
+            self.brake.state.respawned = false;
             self.brake_point(Point::TurnStart).await;
-            if self.brake.respawned && !announced {
+            if self.brake.state.respawned && !announced {
                 self.announce(Notice::MemoryReload { reason: "brake" }, events).await;
             }
         }
-        self.brake.respawned = false;
+        self.brake.state.respawned = false;
     }
 
     /// Sends a notice to the turn and the event stream.
@@ -223,12 +223,12 @@ impl EngineCore {
         // A map of JSON values always serializes.
         let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON map serializes"));
         let max_tokens = body.get("max_tokens").and_then(|v| v.as_u64()).unwrap_or(0);
-        self.last_request_tokens = (bytes.len() as u64 / 4 + max_tokens).min(u32::MAX as u64) as u32;
+        self.brake.last_request_tokens = (bytes.len() as u64 / 4 + max_tokens).min(u32::MAX as u64) as u32;
         if route.generates() {
             // The single slot changes hands: a conversation's KV is kept
             // (`kv`); a raw completion or infill holds no conversation.
             let owner = if route == Route::Chat { conversation } else { None };
-            self.claim_slot(owner, self.last_request_tokens).await;
+            self.claim_slot(owner, self.brake.last_request_tokens).await;
         }
         self.state = EngineState::Generating;
         self.publish();

@@ -239,7 +239,7 @@ impl EngineCore {
                 reason: "worker_lost",
             });
         }
-        self.brake = Default::default();
+        self.brake.state = Default::default();
         self.state = EngineState::Idle;
         self.publish();
         GenerationError::WorkerLost { worker, why, raw }
