@@ -13,7 +13,7 @@ use crate::law::brake::{self, Action, BrakeReload, BrakeState, Point, Readings, 
 use crate::law::window;
 use crate::messages::{BrakeOff, ReadSensors};
 use crate::sensors::footprint;
-use crate::status::{EngineState, WardenEvent};
+use crate::status::WardenEvent;
 
 impl EngineCore {
     /// Takes one brake sample at `point` and acts on it.
@@ -183,7 +183,6 @@ impl EngineCore {
                 self.brake.state = brake::after_respawn(&self.brake.state, action, cap, true, facts.pinned);
                 // The idle clock is kept: a respawn is not a use.
                 self.child = Some(child);
-                self.state = EngineState::Ready;
                 let ms = started.elapsed().as_millis() as u64;
                 self.log_brake(point, r, action, facts.allocated, to, Some(ms));
             }
@@ -198,7 +197,6 @@ impl EngineCore {
                     footprint_mib(r)
                 );
                 self.record_unload(&entry.id);
-                self.state = EngineState::Idle;
                 self.emit(WardenEvent::Unloaded {
                     model: entry.id.clone(),
                     reason: "brake",
@@ -229,7 +227,6 @@ impl EngineCore {
             footprint_mib(r)
         );
         self.record_unload(&id);
-        self.state = EngineState::Idle;
         self.emit(WardenEvent::Unloaded {
             model: id,
             reason: "brake",

@@ -92,6 +92,30 @@ pub struct Wiring {
     pub workers: Option<super::workers::WorkersLink>,
 }
 
+/// What the engine is busy with, beside whether a child runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activity {
+    /// Between messages, or in one that is not a load or a relay.
+    Resting,
+    /// Starting a child for a load.
+    Loading,
+    /// Relaying a turn's answer.
+    Generating,
+}
+
+/// The published state: stopped after shutdown; loading while a load
+/// spawns; generating while a turn relays through a live child; else ready
+/// with a child and idle without.
+pub fn state(shut_down: bool, activity: Activity, child: bool) -> EngineState {
+    match (shut_down, activity, child) {
+        (true, _, false) => EngineState::Stopped,
+        (_, Activity::Loading, false) => EngineState::Loading,
+        (_, Activity::Generating, true) => EngineState::Generating,
+        (_, _, true) => EngineState::Ready,
+        (_, _, false) => EngineState::Idle,
+    }
+}
+
 /// Everything the memory brake keeps, in one value: the live child's state
 /// (carried whole across its respawns, dropped with the child), why the
 /// brake is off, the last reading and action, the idle pacing, and what
@@ -142,8 +166,9 @@ pub struct EngineCore {
     pub(super) last_used_wall: Option<SystemTime>,
     /// Turns handled.
     pub(super) turns: u64,
-    /// What the engine is doing.
-    pub(super) state: EngineState,
+    /// What the engine is busy with; the published state is derived from
+    /// it and the child (`state`), never assigned.
+    pub(super) activity: Activity,
     /// Set by `Shutdown`: no further child is started.
     pub(super) shut_down: bool,
     /// The model an idle reap unloaded, until a turn consumes it (the spec's
@@ -199,7 +224,7 @@ impl EngineCore {
             last_used: None,
             last_used_wall: None,
             turns: 0,
-            state: EngineState::Idle,
+            activity: Activity::Resting,
             shut_down: false,
             idle_reload: None,
             sensor,
@@ -270,7 +295,6 @@ impl EngineCore {
         // The brake state belongs to the child; the window memory (written
         // through on every change) outlives it.
         self.brake.state = BrakeState::default();
-        self.state = EngineState::Idle;
         // Published before the event, so an observer of the unload sees a
         // status without the model.
         self.publish();
@@ -298,7 +322,6 @@ impl EngineCore {
             pid: c.process.pid(),
             code: code.as_str().into(),
         });
-        self.state = EngineState::Idle;
         self.publish();
         Some(GenerationError::ChildDied {
             code,
@@ -323,4 +346,32 @@ pub(super) fn classify_exit(c: &LiveChild, info: process::ExitInfo) -> EngineCod
         info.kind(),
         hints,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_rows() {
+        use Activity::*;
+        let rows = [
+            // why: after shutdown nothing runs again
+            (true, Resting, false, EngineState::Stopped),
+            // why: a load spawning its child
+            (false, Loading, false, EngineState::Loading),
+            // why: a turn relaying through its child
+            (false, Generating, true, EngineState::Generating),
+            // why: a turn whose child died or hung mid-relay: nothing runs
+            (false, Generating, false, EngineState::Idle),
+            // why: a child at rest
+            (false, Resting, true, EngineState::Ready),
+            (false, Resting, false, EngineState::Idle),
+            // why: shutdown while a child still stops is not yet stopped
+            (true, Resting, true, EngineState::Ready),
+        ];
+        for (i, (shut, act, child, want)) in rows.into_iter().enumerate() {
+            assert_eq!(state(shut, act, child), want, "row {i}");
+        }
+    }
 }

@@ -23,7 +23,7 @@ use crate::law::crash::{self, EngineCode, Hints};
 use crate::law::{caps, window};
 use crate::messages::{Notice, TurnEvent};
 use crate::sensors::{footprint, ram};
-use crate::status::{EngineState, WardenEvent};
+use crate::status::WardenEvent;
 
 /// Whether a header error proves the file unusable (the load fails at once,
 /// with the reader's reason), or only means the warden's reader cannot size
@@ -101,7 +101,7 @@ impl EngineCore {
                 }))
                 .await;
         }
-        self.state = EngineState::Loading;
+        self.activity = super::core::Activity::Loading;
         self.publish();
         let mut result = self.spawn_ready(plan.clone(), self.cfg.load_timeout, false).await;
         if let Err(ModelLoadError::Exited { raw, .. }) = &result
@@ -132,7 +132,7 @@ impl EngineCore {
 
     /// A failed load: published, counted, logged, and handed back.
     fn load_failed(&mut self, id: &str, e: ModelLoadError) -> ModelLoadError {
-        self.state = EngineState::Idle;
+        self.activity = super::core::Activity::Resting;
         self.publish();
         self.emit(WardenEvent::LoadFailed {
             model: id.to_string(),
@@ -160,7 +160,7 @@ impl EngineCore {
     /// Makes a ready child the live one.
     pub(super) fn install(&mut self, child: LiveChild) {
         self.child = Some(child);
-        self.state = EngineState::Ready;
+        self.activity = super::core::Activity::Resting;
         self.touch();
         self.publish();
     }

@@ -18,7 +18,7 @@ use crate::law::mlx::{self as mlx_law, MemoryBudget, MlxAction, MlxFacts, MlxRea
 use crate::messages::prefix::{ClaimPrefix, PrefixAbandoned, ReleaseCache, TurnKind};
 use crate::messages::{BrakeOff, ReadSensors};
 use crate::sensors::footprint;
-use crate::status::{EngineState, WardenEvent};
+use crate::status::WardenEvent;
 
 /// How long a release's footprint is watched at idle (the lowest reading
 /// counts: the kernel reports the freed memory a moment after the clear).
@@ -252,7 +252,6 @@ impl EngineCore {
             point.as_str()
         );
         self.record_unload(&id);
-        self.state = EngineState::Idle;
         self.emit(WardenEvent::Unloaded {
             model: id,
             reason: "brake",

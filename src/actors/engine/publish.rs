@@ -27,7 +27,7 @@ impl EngineCore {
         self.publish_door();
         let status = EngineStatus {
             engine: self.backend.kind(),
-            state: self.state,
+            state: super::core::state(self.shut_down, self.activity, c.is_some()),
             model: c.map(|c| c.model_id().to_string()),
             model_path: c.map(|c| c.plan.entry.path.display().to_string()),
             declared_ceiling: self.cfg.ctx_pin,

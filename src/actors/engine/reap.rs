@@ -5,7 +5,7 @@ use super::core::EngineCore;
 use crate::error::ApiError;
 use crate::law::keep_alive::KeepAlive;
 use crate::law::reap::should_reap;
-use crate::status::{EngineState, EngineStatus, WardenEvent};
+use crate::status::{EngineStatus, WardenEvent};
 
 impl EngineCore {
     /// The idle reap, re-checked here: a tick that queued behind a turn sees
@@ -69,7 +69,6 @@ impl EngineCore {
         self.stop_child("shutdown").await;
         self.brake.reload = None;
         self.idle_reload = None;
-        self.state = EngineState::Stopped;
         self.publish();
     }
 }

@@ -25,7 +25,7 @@ use crate::child::sse::SseParser;
 use crate::error::GenerationError;
 use crate::law::route::Route;
 use crate::messages::TurnEvent;
-use crate::status::{EngineState, TurnTimings, WardenEvent};
+use crate::status::{TurnTimings, WardenEvent};
 
 /// How long a broken stream waits for the child's exit before it is called a
 /// transport failure rather than a death (SIGKILL closes the socket first).
@@ -182,7 +182,6 @@ impl EngineCore {
                 reason: "hung",
             });
         }
-        self.state = EngineState::Idle;
         self.publish();
         GenerationError::Hung { stage, after, raw }
     }

@@ -22,7 +22,7 @@ use crate::law::keep_alive;
 use crate::law::route::Route;
 use crate::messages::prefix::TurnKind;
 use crate::messages::{Generate, Notice, TurnEvent, TurnOptions};
-use crate::status::{EngineState, WardenEvent};
+use crate::status::WardenEvent;
 
 /// What ends a turn, sent after the brake's turn end and its notice.
 #[derive(Debug)]
@@ -144,11 +144,7 @@ impl EngineCore {
         };
         self.turns += 1;
         self.touch();
-        self.state = if self.child.is_some() {
-            EngineState::Ready
-        } else {
-            EngineState::Idle
-        };
+        self.activity = super::core::Activity::Resting;
         self.publish();
         // The queue place frees before the end is announced, so an observer
         // of the end never sees the turn still counted.
@@ -230,13 +226,16 @@ impl EngineCore {
             let owner = if route == Route::Chat { conversation } else { None };
             self.claim_slot(owner, self.brake.last_request_tokens).await;
         }
-        self.state = EngineState::Generating;
+        self.activity = super::core::Activity::Generating;
         self.publish();
         let relayed = if stream {
             self.relay_stream(route, bytes, events).await
         } else {
             self.relay_whole(route, bytes).await
         };
+        // The answer is relayed: the turn's end (its brake sample, a
+        // respawn there) happens with the child at rest.
+        self.activity = super::core::Activity::Resting;
         match relayed {
             Ok(Relayed::Completed(finish)) => ("completed", finish),
             Ok(Relayed::Abandoned) => {

@@ -20,7 +20,7 @@ use crate::law::workers::{self, WorkerPressure};
 use crate::messages::{Notice, TurnEvent};
 use crate::rpc::remote::{self, Remote, WorkerAddr, WorkerView};
 use crate::rpc::status::WorkerBuild;
-use crate::status::{EngineState, WardenEvent};
+use crate::status::WardenEvent;
 
 /// How long a child that died over workers waits for the watch to name the
 /// worker that took it down (the watch calls one lost within ~0.5 s).
@@ -240,7 +240,6 @@ impl EngineCore {
             });
         }
         self.brake.state = Default::default();
-        self.state = EngineState::Idle;
         self.publish();
         GenerationError::WorkerLost { worker, why, raw }
     }
