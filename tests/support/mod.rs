@@ -326,6 +326,19 @@ pub fn skip_or_fail<T>(why: &str) -> Option<T> {
     None
 }
 
+/// A test that needs an NVIDIA GPU (or what only a GPU run has: the CUDA
+/// build, the generated models) and lacks it: skipped with a note, or
+/// failed under `WARDEN_REQUIRE_GPU=1` (what `scripts/gpu-proof.sh` sets).
+/// Not under `WARDEN_REQUIRE_REAL=1`: this project's CI machines have no GPU,
+/// and `./test.sh` must pass there.
+pub fn skip_or_fail_gpu<T>(why: &str) -> Option<T> {
+    if std::env::var("WARDEN_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+        panic!("a GPU test cannot run: {why}");
+    }
+    eprintln!("SKIPPED (GPU test): {why}");
+    None
+}
+
 /// The SmolLM2 file name.
 pub const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// The Gemma file name.
