@@ -59,6 +59,8 @@ run() {
   time WARDEN_CACHE_DIR="$cache" ./build-llama.sh cuda --no-models --cuda-arch 90
   export WARDEN_LLAMA_SERVER="$PWD/artifacts/llama-cpp/cuda/bin/llama-server"
   export WARDEN_GPU_PROOF_MODELS=/tmp/gpu-models WARDEN_CACHE_DIR="$cache"
+  # On the GPU machine a missing GPU or model is a failure, not a skip.
+  export WARDEN_REQUIRE_GPU=1
   set +e
   "$here/gpu_proof" --test-threads=1 --nocapture
   status=$?

@@ -23,6 +23,7 @@ mod fuzz;
 mod real_models;
 #[path = "gguf_reader/split.rs"]
 mod split;
+mod support;
 
 /// The system allocator, with per-thread live and peak byte counts.
 struct CountingAlloc;
@@ -85,8 +86,8 @@ pub fn peak_alloc<T>(f: impl FnOnce() -> T) -> (T, u64) {
 }
 
 /// A real model from the warden's cache ($WARDEN_CACHE_DIR/models, then
-/// ~/.cache/llm-warden/models), or `None` with a printed note so the test
-/// can skip.
+/// ~/.cache/llm-warden/models), or `None` (after `support::skip_or_fail`:
+/// skipped with a note, failed under `WARDEN_REQUIRE_REAL=1`).
 pub fn real_model(name: &str) -> Option<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(d) = std::env::var_os("WARDEN_CACHE_DIR") {
@@ -95,11 +96,13 @@ pub fn real_model(name: &str) -> Option<PathBuf> {
     if let Some(h) = std::env::var_os("HOME") {
         dirs.push(PathBuf::from(h).join(".cache/llm-warden/models"));
     }
-    let found = dirs.into_iter().map(|d| d.join(name)).find(|p| p.is_file());
-    if found.is_none() {
-        eprintln!("note: real model {name} not found; skipping this test");
+    let candidates: Vec<PathBuf> = dirs.into_iter().map(|d| d.join(name)).collect();
+    match candidates.iter().find(|p| p.is_file()) {
+        Some(p) => Some(p.clone()),
+        None => support::skip_or_fail(&format!(
+            "real model {name} is missing (run ./build-llama.sh); looked at {candidates:?}"
+        )),
     }
-    found
 }
 
 /// Writes `bytes` to a fresh temporary file named `name` in `dir`.

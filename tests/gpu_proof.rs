@@ -1,8 +1,10 @@
 //! The CUDA engine on a real NVIDIA GPU: run by `scripts/gpu-proof.sh` on a
 //! GPU machine (with `WARDEN_GPU_PROOF_MODELS` naming the generated models
-//! and `WARDEN_LLAMA_SERVER` the CUDA build). Without NVML (this project's CI
-//! machines) every test here says so and passes: the CUDA rules themselves
-//! are proven without a GPU in `tests/cuda_engine.rs` and `law::cuda`.
+//! and `WARDEN_LLAMA_SERVER` the CUDA build). Without a GPU or those models
+//! (this project's CI machines) every test here says so and passes, unless
+//! `WARDEN_REQUIRE_GPU=1` (which the script sets) makes that a failure: the
+//! CUDA rules themselves are proven without a GPU in `tests/cuda_engine.rs`
+//! and `law::cuda`.
 //!
 //! Each test prints `GPU-PROOF key=value` lines; the script gathers them
 //! into its report.
@@ -21,16 +23,25 @@ use llm_warden::status::EngineKind;
 use llm_warden::{Warden, WardenConfig};
 use support::*;
 
-/// The models directory the proof script generated, when on a GPU.
+/// The models directory the proof script generated and NVML's devices, or
+/// `None` (after `skip_or_fail_gpu`, naming which is missing).
 fn proof_setup() -> Option<(PathBuf, nvml::GpuSnapshot)> {
-    let dir = std::env::var_os("WARDEN_GPU_PROOF_MODELS").map(PathBuf::from)?;
-    match nvml::snapshot() {
-        Ok(s) if !s.devices.is_empty() => Some((dir, s)),
-        other => {
-            eprintln!("SKIPPED: no NVIDIA GPU ({other:?})");
-            None
+    let snap = match nvml::snapshot() {
+        Ok(s) if !s.devices.is_empty() => s,
+        other => return skip_or_fail_gpu(&format!("no NVIDIA GPU ({other:?})")),
+    };
+    let Some(dir) = std::env::var_os("WARDEN_GPU_PROOF_MODELS").map(PathBuf::from) else {
+        return skip_or_fail_gpu("WARDEN_GPU_PROOF_MODELS is not set (scripts/gpu-proof.sh run sets it)");
+    };
+    for model in ["big.gguf", "small.gguf"] {
+        if !dir.join(model).is_file() {
+            return skip_or_fail_gpu(&format!(
+                "{} is missing (scripts/gen_gpu_models.py makes it)",
+                dir.join(model).display()
+            ));
         }
     }
+    Some((dir, snap))
 }
 
 fn proof(key: &str, value: impl std::fmt::Display) {

@@ -1,5 +1,6 @@
 //! Pinned facts of the real models in the warden cache, read cost (bytes
-//! and time), and truncation of a real header. Skipped when absent.
+//! and time), and truncation of a real header. Skipped when absent, failed
+//! under `WARDEN_REQUIRE_REAL=1`.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};

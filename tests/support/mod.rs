@@ -284,10 +284,20 @@ pub async fn collect(mut rx: mpsc::Receiver<TurnEvent>) -> Turn {
     }
 }
 
+/// The warden's configuration from this environment, which says where the
+/// real builds and models are; `None` (after `skip_or_fail`, naming the bad
+/// variable) when the environment is not a valid configuration.
+pub fn env_config() -> Option<WardenConfig> {
+    match WardenConfig::from_env() {
+        Ok(cfg) => Some(cfg),
+        Err(e) => skip_or_fail(&format!("the environment is not a valid warden configuration: {e}")),
+    }
+}
+
 /// The real llama-server build-llama.sh made, or `None` (the test then says
 /// so and passes, unless `WARDEN_REQUIRE_REAL=1`, which test.sh sets).
 pub fn real_llama_server() -> Option<PathBuf> {
-    let cfg = WardenConfig::from_env().ok()?;
+    let cfg = env_config()?;
     match llm_warden::engines::llama::find_llama_server(&cfg, llm_warden::engines::llama::Flavour::Cpu) {
         Ok(p) => Some(p),
         Err(e) => skip_or_fail(&e.to_string()),
@@ -296,7 +306,7 @@ pub fn real_llama_server() -> Option<PathBuf> {
 
 /// A real model from the build cache.
 pub fn real_model(file: &str) -> Option<PathBuf> {
-    let cfg = WardenConfig::from_env().ok()?;
+    let cfg = env_config()?;
     let p = cfg.models_dir().join(file);
     if p.is_file() {
         Some(p)
@@ -313,6 +323,19 @@ pub fn skip_or_fail<T>(why: &str) -> Option<T> {
         panic!("a real test cannot run: {why}");
     }
     eprintln!("SKIPPED (real test): {why}");
+    None
+}
+
+/// A test that needs an NVIDIA GPU (or what only a GPU run has: the CUDA
+/// build, the generated models) and lacks it: skipped with a note, or
+/// failed under `WARDEN_REQUIRE_GPU=1` (what `scripts/gpu-proof.sh` sets).
+/// Not under `WARDEN_REQUIRE_REAL=1`: this project's CI machines have no GPU,
+/// and `./test.sh` must pass there.
+pub fn skip_or_fail_gpu<T>(why: &str) -> Option<T> {
+    if std::env::var("WARDEN_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+        panic!("a GPU test cannot run: {why}");
+    }
+    eprintln!("SKIPPED (GPU test): {why}");
     None
 }
 
@@ -500,7 +523,7 @@ impl Drop for MemCgroup {
 /// The Python of the client environment build-llama.sh makes (`clients`
 /// flavour: OpenAI's client, prometheus-client, gguf-py).
 pub fn client_python() -> Option<PathBuf> {
-    let cfg = WardenConfig::from_env().ok()?;
+    let cfg = env_config()?;
     let py = cfg.cache_dir.join("py-clients/bin/python");
     if py.is_file() {
         Some(py)

@@ -38,11 +38,10 @@ impl Browser {
         let Some(driver_bin) = on_path(&["chromedriver"]) else {
             return super::skip_or_fail("no chromedriver on PATH (Debian: apt-get install chromium-driver)");
         };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
+        let port = match std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()) {
+            Ok(addr) => addr.port(),
+            Err(e) => return super::skip_or_fail(&format!("no free loopback port for chromedriver: {e}")),
+        };
         // Its own process group, which the browser it starts inherits: a
         // test that panics before `quit` still takes both down (`Drop`).
         let driver = tokio::process::Command::new(driver_bin)

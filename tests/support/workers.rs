@@ -7,19 +7,18 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use llm_warden::config::WardenConfig;
 use llm_warden::rpc::status::{STATUS_PATH, WorkerStatus};
 use llm_warden::rpc::worker::build::find_rpc_server;
 use tokio::io::AsyncBufReadExt;
 
-use super::{MemCgroup, skip_or_fail};
+use super::{MemCgroup, env_config, skip_or_fail};
 
 /// The key tests give through `WARDEN_WORKER_KEY`.
 pub const KEY: &str = "worker-test-key-0123456789";
 
 /// The real rpc-server, or `None` (skipped, or failed under WARDEN_REQUIRE_REAL=1).
 pub fn rpc_server() -> Option<PathBuf> {
-    let cfg = WardenConfig::from_env().ok()?;
+    let cfg = env_config()?;
     let explicit = std::env::var_os("WARDEN_RPC_SERVER").map(PathBuf::from);
     match find_rpc_server(explicit.as_deref(), &cfg, false) {
         Ok(p) => Some(p),
