@@ -215,10 +215,12 @@ impl EngineCore {
     /// The emergency unload: the child stops; its episode and cap are
     /// carried to the model's next spawn.
     async fn brake_unload(&mut self, point: Point, r: &Readings, allocated: u32) {
-        self.save_slot("memory brake").await;
-        let Some(mut old) = self.child.take() else { return };
-        let id = old.model_id().to_string();
-        process::terminate(&mut old.process, self.cfg.stop_grace).await;
+        let Some(id) = self.child.as_ref().map(|c| c.model_id().to_string()) else {
+            return;
+        };
+        // The carry first: it is the live brake state the retirement drops.
+        self.record_unload(&id);
+        self.retire(super::retire::Retire::Brake).await;
         tracing::warn!(
             "[{}] Memory brake: point={}, level={}, action=unload, window={allocated}->0, footprint_mib={}; lasting critical memory pressure while idle: the model reloads at the next message",
             self.backend.kind().tag(),
@@ -226,11 +228,6 @@ impl EngineCore {
             r.level.as_str(),
             footprint_mib(r)
         );
-        self.record_unload(&id);
-        self.emit(WardenEvent::Unloaded {
-            model: id,
-            reason: "brake",
-        });
         self.emit(WardenEvent::Brake {
             point: point.as_str(),
             level: r.level.as_str(),

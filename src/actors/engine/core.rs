@@ -272,39 +272,6 @@ impl EngineCore {
         }
     }
 
-    /// Stops the child, if any, through `terminate`.
-    pub(super) async fn stop_child(&mut self, reason: &'static str) -> bool {
-        // A stop the warden chose keeps the conversation's KV on disk.
-        match reason {
-            "idle" => self.save_slot("idle unload").await,
-            "request" => self.save_slot("manual unload").await,
-            "switch" => self.save_slot("switch to another model").await,
-            _ => {}
-        }
-        let Some(mut c) = self.child.take() else {
-            return false;
-        };
-        let info = process::terminate(&mut c.process, self.cfg.stop_grace).await;
-        tracing::info!(
-            engine = self.backend.kind().tag(),
-            model = c.model_id(),
-            pid = c.process.pid(),
-            reason,
-            "model unloaded ({info})"
-        );
-        // The brake state belongs to the child; the window memory (written
-        // through on every change) outlives it.
-        self.brake.state = BrakeState::default();
-        // Published before the event, so an observer of the unload sees a
-        // status without the model.
-        self.publish();
-        self.emit(WardenEvent::Unloaded {
-            model: c.model_id().to_string(),
-            reason,
-        });
-        true
-    }
-
     /// The classified death of the current child, clearing it.
     pub(super) fn take_dead_child(&mut self) -> Option<GenerationError> {
         let info = self.child.as_ref()?.process.exit()?;
@@ -322,6 +289,8 @@ impl EngineCore {
             pid: c.process.pid(),
             code: code.as_str().into(),
         });
+        // As in `retire`: the live brake state goes with the child.
+        self.brake.state = Default::default();
         self.publish();
         Some(GenerationError::ChildDied {
             code,

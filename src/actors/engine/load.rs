@@ -61,7 +61,7 @@ impl EngineCore {
             if c.plan.entry.id == entry.id {
                 return Ok(());
             }
-            self.stop_child("switch").await;
+            self.retire(super::retire::Retire::Switch).await;
         }
         // A keep-alive holds for its model until another model runs.
         if self.keep_alive.as_ref().is_some_and(|(m, _)| *m != entry.id) {
@@ -260,7 +260,7 @@ impl EngineCore {
             let ready = tokio::select! {
                 r = probe_ready(&proc, &client, timeout, ping) => r,
                 (worker, why) = loss => {
-                    process::terminate(&mut proc, super::workers::LOST_STOP_GRACE).await;
+                    process::terminate(&mut proc, super::retire::LOST_STOP_GRACE).await;
                     return Err(ModelLoadError::WorkerLost { id, worker, why });
                 }
             };

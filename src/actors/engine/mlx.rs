@@ -10,7 +10,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::core::{EngineCore, LiveChild};
-use crate::child::process;
 use crate::engines::mlx::{self, BoundAnswer};
 use crate::law::brake::Point;
 use crate::law::caps::WINDOW_FLOOR_TOKENS;
@@ -244,18 +243,16 @@ impl EngineCore {
 
     /// The MLX emergency unload (the CPU engine's carry and records).
     async fn mlx_unload(&mut self, point: Point, level: &str, window: u32) {
-        let Some(mut old) = self.child.take() else { return };
-        let id = old.model_id().to_string();
-        process::terminate(&mut old.process, self.cfg.stop_grace).await;
+        let Some(id) = self.child.as_ref().map(|c| c.model_id().to_string()) else {
+            return;
+        };
+        // The carry first: it is the live brake state the retirement drops.
+        self.record_unload(&id);
+        self.retire(super::retire::Retire::Brake).await;
         tracing::warn!(
             "[MLX_Engine] Memory brake: point={}, level={level}, action=unload, window={window}->0; lasting critical memory pressure while idle: the model reloads at the next message",
             point.as_str()
         );
-        self.record_unload(&id);
-        self.emit(WardenEvent::Unloaded {
-            model: id,
-            reason: "brake",
-        });
     }
 }
 

@@ -21,6 +21,7 @@ mod outbox;
 mod publish;
 mod reap;
 mod relay;
+mod retire;
 mod turn;
 mod workers;
 
@@ -110,7 +111,7 @@ impl Handler<Unload> for EngineActor {
 
     fn handle(&mut self, _msg: Unload, _ctx: &mut Self::Context) -> Self::Result {
         self.atomic(|mut core| async move {
-            let was = core.stop_child("request").await;
+            let was = core.retire(retire::Retire::Request).await.is_some();
             (core, Ok(was))
         })
     }

@@ -30,7 +30,7 @@ impl EngineCore {
     /// asked for `keep_alive: 0`).
     pub(super) async fn unload_idle(&mut self) {
         let id = self.child.as_ref().map(|c| c.model_id().to_string());
-        self.stop_child("idle").await;
+        self.retire(super::retire::Retire::Idle).await;
         // Left for the next turn to announce (the spec's `_idle_unload`).
         self.idle_reload = id;
         // A reap forgets the unload's record, never the window memory.
@@ -66,7 +66,7 @@ impl EngineCore {
     /// Stops the child for good; later turns are refused.
     pub async fn shutdown(&mut self) {
         self.shut_down = true;
-        self.stop_child("shutdown").await;
+        self.retire(super::retire::Retire::Shutdown).await;
         self.brake.reload = None;
         self.idle_reload = None;
         self.publish();

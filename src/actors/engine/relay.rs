@@ -20,12 +20,11 @@ use tokio::time::Instant;
 use super::core::EngineCore;
 use super::outbox::{Outbox, Refused};
 use super::turn::{Finish, Relayed};
-use crate::child::process;
 use crate::child::sse::SseParser;
 use crate::error::GenerationError;
 use crate::law::route::Route;
 use crate::messages::TurnEvent;
-use crate::status::{TurnTimings, WardenEvent};
+use crate::status::TurnTimings;
 
 /// How long a broken stream waits for the child's exit before it is called a
 /// transport failure rather than a death (SIGKILL closes the socket first).
@@ -166,23 +165,11 @@ impl EngineCore {
 
     /// A child that missed a watchdog: stopped, and the turn's error.
     async fn hung(&mut self, stage: &'static str, after: Duration) -> GenerationError {
-        let raw = self
-            .child
-            .as_ref()
-            .map(|c| c.process.output().raw_tail())
-            .unwrap_or_default();
         tracing::warn!(
             engine = self.backend.kind().tag(),
             "the model server sent nothing for {after:?} ({stage}); stopping it"
         );
-        if let Some(mut c) = self.child.take() {
-            process::terminate(&mut c.process, self.cfg.stop_grace).await;
-            self.emit(WardenEvent::Unloaded {
-                model: c.model_id().to_string(),
-                reason: "hung",
-            });
-        }
-        self.publish();
+        let raw = self.retire(super::retire::Retire::Hung).await.unwrap_or_default();
         GenerationError::Hung { stage, after, raw }
     }
 }

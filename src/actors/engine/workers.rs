@@ -12,7 +12,6 @@ use tokio::sync::watch;
 
 use super::core::{EngineCore, LiveChild};
 use super::outbox::Outbox;
-use crate::child::process;
 use crate::engines::SpawnPlan;
 use crate::engines::rpc::{self, Reading, RpcUse};
 use crate::error::{GenerationError, ModelLoadError};
@@ -20,17 +19,10 @@ use crate::law::workers::{self, WorkerPressure};
 use crate::messages::{Notice, TurnEvent};
 use crate::rpc::remote::{self, Remote, WorkerAddr, WorkerView};
 use crate::rpc::status::WorkerBuild;
-use crate::status::WardenEvent;
 
 /// How long a child that died over workers waits for the watch to name the
 /// worker that took it down (the watch calls one lost within ~0.5 s).
 const LOSS_NAMING_BOUND: std::time::Duration = std::time::Duration::from_millis(1500);
-
-/// How long a child whose worker is lost gets to stop on SIGTERM: it is
-/// usually blocked in a send or receive to the gone worker and ignores it
-/// (measured: the full 5 s stop grace with the link cut), and there is
-/// nothing of its state left to save.
-pub(super) const LOST_STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// What the engine holds of its workers.
 #[derive(Debug)]
@@ -222,25 +214,8 @@ impl EngineCore {
     /// Stops the child whose worker `lost` is gone, and the turn's error.
     pub(super) async fn retire_for_worker(&mut self, lost: Lost) -> GenerationError {
         let (worker, why) = lost;
-        let raw = self
-            .child
-            .as_ref()
-            .map(|c| c.process.output().raw_tail())
-            .unwrap_or_default();
-        if let Some(mut c) = self.child.take() {
-            tracing::warn!(
-                model = c.model_id(),
-                worker = %worker,
-                "the RPC worker {worker} was lost ({why}); stopping the model server"
-            );
-            process::terminate(&mut c.process, LOST_STOP_GRACE.min(self.cfg.stop_grace)).await;
-            self.emit(WardenEvent::Unloaded {
-                model: c.model_id().to_string(),
-                reason: "worker_lost",
-            });
-        }
-        self.brake.state = Default::default();
-        self.publish();
+        tracing::warn!(worker = %worker, "the RPC worker {worker} was lost ({why}); stopping the model server");
+        let raw = self.retire(super::retire::Retire::WorkerLost).await.unwrap_or_default();
         GenerationError::WorkerLost { worker, why, raw }
     }
 

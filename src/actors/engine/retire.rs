@@ -1,0 +1,142 @@
+//! The one way a live child leaves the engine: an unload on request, an
+//! idle reap, a switch to another model, shutdown, the brake's emergency
+//! unload, a hung child, a lost RPC worker. `retire` saves the
+//! conversation's KV when the stop is the warden's own choice on a healthy
+//! child, stops the process, drops the live brake state (it belongs to the
+//! child; the window memory and an unload's carry, recorded before, outlive
+//! it), publishes a status without the model, and says so once. What it
+//! returns is what carries over to the caller: the child's last output.
+//! (Every way out used to be written out by hand, five times, and they
+//! disagreed on the brake state and on publishing before the event.)
+//! A brake respawn is not a retirement (the model stays, its brake state
+//! carries whole); a child that died by itself is recorded by
+//! `take_dead_child`, which shares the rule on the brake state.
+//! Part of `EngineCore`.
+
+use std::time::Duration;
+
+use super::core::EngineCore;
+use crate::child::process;
+use crate::status::WardenEvent;
+
+/// Why a child is retired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retire {
+    /// `/warden/unload` or an embedder's `Unload`.
+    Request,
+    /// The idle reap, or a turn that asked for `keep_alive: 0`.
+    Idle,
+    /// Another model's turn or load.
+    Switch,
+    /// The warden is stopping.
+    Shutdown,
+    /// The brake's emergency unload (its carry recorded first).
+    Brake,
+    /// The child missed a watchdog.
+    Hung,
+    /// An RPC worker the child ran layers on is gone.
+    WorkerLost,
+}
+
+impl Retire {
+    /// The `Unloaded` event's and the log's reason.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Request => "request",
+            Self::Idle => "idle",
+            Self::Switch => "switch",
+            Self::Shutdown => "shutdown",
+            Self::Brake => "brake",
+            Self::Hung => "hung",
+            Self::WorkerLost => "worker_lost",
+        }
+    }
+
+    /// Why the slot's KV is saved first: a stop the warden chose, on a child
+    /// that still answers. Shutdown is not saved (the process is leaving,
+    /// and a save would hold it up); a hung child or one whose worker is gone
+    /// cannot answer a save.
+    fn saves_kv(self) -> Option<&'static str> {
+        match self {
+            Self::Request => Some("manual unload"),
+            Self::Idle => Some("idle unload"),
+            Self::Switch => Some("switch to another model"),
+            Self::Brake => Some("memory brake"),
+            Self::Shutdown | Self::Hung | Self::WorkerLost => None,
+        }
+    }
+
+    /// How long the child gets after SIGTERM: a child whose worker is gone is
+    /// usually blocked in a send or receive to it and ignores SIGTERM
+    /// (measured: the whole 5 s grace with the link cut), with nothing of
+    /// its state left to save.
+    fn grace(self, stop_grace: Duration) -> Duration {
+        match self {
+            Self::WorkerLost => stop_grace.min(LOST_STOP_GRACE),
+            _ => stop_grace,
+        }
+    }
+}
+
+/// The stop grace of a child whose RPC worker is lost.
+pub const LOST_STOP_GRACE: Duration = Duration::from_millis(200);
+
+impl EngineCore {
+    /// Retires the live child for `why`: its output tail as it was when it
+    /// was told to stop (a hung or lost child's error quotes it); `None`
+    /// when there was no child.
+    pub(super) async fn retire(&mut self, why: Retire) -> Option<String> {
+        if let Some(what) = why.saves_kv() {
+            self.save_slot(what).await;
+        }
+        let mut c = self.child.take()?;
+        let raw = c.process.output().raw_tail();
+        let exit = process::terminate(&mut c.process, why.grace(self.cfg.stop_grace)).await;
+        let model = c.model_id().to_string();
+        tracing::info!(
+            engine = self.backend.kind().tag(),
+            model = %model,
+            pid = c.process.pid(),
+            reason = why.reason(),
+            "model unloaded ({exit})"
+        );
+        self.brake.state = Default::default();
+        // Published before the event, so an observer of the unload sees a
+        // status without the model.
+        self.publish();
+        self.emit(WardenEvent::Unloaded {
+            model: model.clone(),
+            reason: why.reason(),
+        });
+        Some(raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_each_reason_keeps() {
+        let five = Duration::from_secs(5);
+        let rows = [
+            // why: the warden's own stops on a healthy child keep the KV
+            (Retire::Request, "request", true, five),
+            (Retire::Idle, "idle", true, five),
+            (Retire::Switch, "switch", true, five),
+            (Retire::Brake, "brake", true, five),
+            // why: leaving, or a child that cannot answer a save
+            (Retire::Shutdown, "shutdown", false, five),
+            (Retire::Hung, "hung", false, five),
+            // why: blocked on a gone worker: no point waiting for SIGTERM
+            (Retire::WorkerLost, "worker_lost", false, LOST_STOP_GRACE),
+        ];
+        for (i, (why, reason, saves, grace)) in rows.into_iter().enumerate() {
+            assert_eq!(
+                (why.reason(), why.saves_kv().is_some(), why.grace(five)),
+                (reason, saves, grace),
+                "row {i}"
+            );
+        }
+    }
+}
