@@ -19,15 +19,21 @@
 //! | `cuda` | the GPU choice, spawn matrix, OOM retry, placement, device check, spill, pre-flight |
 //! | `quant` | which GGUF of a directory is the model |
 //! | `select` | which engine runs |
+//! | `header` | whether an unreadable model header fails the load |
+//! | `prefix` | who owns the MLX prefix cache, and what a claim must reset |
+//! | `split` | the window and layer split over RPC worker devices |
+//! | `workers` | a worker's build, when it is lost, its devices' limits, its pressure in the brake |
 
 pub mod brake;
 pub mod caps;
 pub mod crash;
 pub mod cuda;
+pub mod header;
 pub mod keep_alive;
 pub mod kv;
 pub mod kv_save;
 pub mod mlx;
+pub mod prefix;
 pub mod pressure;
 pub mod quant;
 pub mod reap;

@@ -18,30 +18,12 @@ use crate::child::process::{self, ExitInfo};
 use crate::child::ready::{NotReady, probe_ready};
 use crate::engines::{Backend, SpawnPlan};
 use crate::error::{EngineError, ModelLoadError};
-use crate::gguf::{self, GgufError, ModelFacts};
+use crate::gguf::{self, ModelFacts};
 use crate::law::crash::{self, EngineCode, Hints};
 use crate::law::{caps, window};
 use crate::messages::{Notice, TurnEvent};
 use crate::sensors::{footprint, ram};
 use crate::status::WardenEvent;
-
-/// Whether a header error proves the file unusable (the load fails at once,
-/// with the reader's reason), or only means the warden's reader cannot size
-/// it (one WARNING, no `-c`, and llama-server decides). Missing, empty, not
-/// GGUF, truncated or missing a part: llama-server would fail the same way,
-/// later and with a worse message.
-pub fn header_error_is_fatal(e: &GgufError) -> bool {
-    matches!(
-        e.code(),
-        "model_missing"
-            | "model_unreadable"
-            | "model_empty"
-            | "not_gguf"
-            | "gguf_truncated"
-            | "model_truncated"
-            | "split_part_missing"
-    )
-}
 
 impl EngineCore {
     /// Makes `entry` the loaded model: reuses a live child of it, replaces a
@@ -177,7 +159,7 @@ impl EngineCore {
             .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
         match read {
             Ok(f) => Ok(Some(Arc::new(f))),
-            Err(e) if header_error_is_fatal(&e) => Err(ModelLoadError::Invalid(e)),
+            Err(e) if crate::law::header::is_fatal(e.code()) => Err(ModelLoadError::Invalid(e)),
             Err(e) => {
                 tracing::warn!(model = %entry.id, "GGUF header unreadable ({e}); starting without -c");
                 Ok(None)

@@ -32,7 +32,6 @@ use actix::{ActorFutureExt, WrapFuture};
 
 pub use self::core::{EngineCore, LiveChild, Wiring};
 pub use door::{Door, DoorError};
-pub use load::header_error_is_fatal;
 pub use turn::shutting_down;
 pub use workers::{WorkersLink, workers_link};
 
