@@ -31,6 +31,7 @@
 //! The run exits 0 when every phase ran, whether or not targets were met.
 
 mod brake;
+mod chart;
 mod client;
 mod cold;
 mod gguf;
@@ -54,9 +55,10 @@ use clap::Parser;
 use llm_warden::WardenConfig;
 use llm_warden::engines::llama::{Flavour, find_llama_server};
 
+use chart::Series;
 use client::Target;
 use procs::{Direct, WardenProc};
-use report::{Line, Raw, Series};
+use report::{Line, Raw};
 
 /// Benchmarks llm-warden against llama-server direct.
 #[derive(Debug, Parser)]
@@ -507,7 +509,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         md += &format!("\nPHASE FAILED: {e}\n");
     }
     let last = h.line();
-    let svg = report::svg(
+    let svg = chart::svg(
         &format!("llm-warden / llama-server direct, per round ({when})"),
         &series,
     );

@@ -1,8 +1,7 @@
-//! The run's outputs: the markdown table (printed and written), the raw
-//! samples as CSV, and an SVG chart of the per-round ratios, written by hand
-//! (no plotting dependency). Files go to `bench/results/` as `latest.*` and a
-//! timestamped copy (`YYYYMMDD-HHMMSS.*`), each written to a `.tmp` file and
-//! renamed into place.
+//! The run's outputs: the markdown table (printed and written) and the raw
+//! samples as CSV; `chart` draws the SVG. Files go to `bench/results/` as
+//! `latest.*` and a timestamped copy (`YYYYMMDD-HHMMSS.*`), each written to
+//! a `.tmp` file and renamed into place.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -105,119 +104,6 @@ pub fn table(lines: &[Line]) -> String {
         );
     }
     s
-}
-
-/// A chart series: a name, a colour and one value per round.
-pub struct Series {
-    /// Legend text.
-    pub name: &'static str,
-    /// SVG colour.
-    pub colour: &'static str,
-    /// Per-round values.
-    pub values: Vec<f64>,
-}
-
-/// The SVG line chart of per-round ratios (warden / direct), with the 1.0
-/// parity line and the decode (0.99) and cold (1.05) targets.
-pub fn svg(title: &str, series: &[Series]) -> String {
-    let (w, h) = (760.0, 380.0);
-    let (left, right, top, bottom) = (60.0, 200.0, 40.0, 40.0);
-    let (pw, ph) = (w - left - right, h - top - bottom);
-    let all: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.values.iter().copied())
-        .filter(|v| v.is_finite())
-        .collect();
-    let lo = all.iter().copied().fold(0.95_f64, f64::min) - 0.02;
-    let hi = all.iter().copied().fold(1.10_f64, f64::max) + 0.02;
-    let rounds = series.iter().map(|s| s.values.len()).max().unwrap_or(1).max(2);
-    let x = |i: usize| left + pw * i as f64 / (rounds - 1) as f64;
-    let y = |v: f64| top + ph * (hi - v) / (hi - lo);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-    let _ = writeln!(s, r#"<text x="{left}" y="22" font-size="14">{}</text>"#, escape(title));
-    // Horizontal grid, every 0.05.
-    let mut g = (lo / 0.05).ceil() * 0.05;
-    while g <= hi {
-        let _ = writeln!(
-            s,
-            r##"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{g:.2}</text>"##,
-            left + pw,
-            left - 6.0,
-            y(g) + 4.0,
-            y = y(g)
-        );
-        g += 0.05;
-    }
-    for (v, label, dash, dy) in [
-        (1.0, "parity", "6 3", -2.0),
-        (0.99, "decode target", "2 3", 10.0),
-        (1.05, "cold target", "2 3", 4.0),
-    ] {
-        let _ = writeln!(
-            s,
-            r##"<line x1="{left}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#555" stroke-dasharray="{dash}"/><text x="{}" y="{:.1}" fill="#555">{label}</text>"##,
-            left + pw,
-            left + pw + 4.0,
-            y(v) + dy,
-            yy = y(v)
-        );
-    }
-    for i in 0..rounds {
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
-            x(i),
-            top + ph + 18.0,
-            i + 1
-        );
-    }
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="{}" text-anchor="middle">round</text>"#,
-        left + pw / 2.0,
-        h - 6.0
-    );
-    for (k, se) in series.iter().enumerate() {
-        let pts: Vec<String> = se
-            .values
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| v.is_finite())
-            .map(|(i, v)| format!("{:.1},{:.1}", x(i), y(*v)))
-            .collect();
-        let _ = writeln!(
-            s,
-            r#"<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>"#,
-            se.colour,
-            pts.join(" ")
-        );
-        for p in &pts {
-            let (px, py) = p.split_once(',').unwrap_or(("0", "0"));
-            let _ = writeln!(s, r#"<circle cx="{px}" cy="{py}" r="3" fill="{}"/>"#, se.colour);
-        }
-        let ly = top + 16.0 * k as f64;
-        let _ = writeln!(
-            s,
-            r#"<rect x="{}" y="{:.1}" width="12" height="4" fill="{}"/><text x="{}" y="{:.1}">{}</text>"#,
-            left + pw + 90.0,
-            ly - 4.0,
-            se.colour,
-            left + pw + 106.0,
-            ly + 1.0,
-            escape(se.name)
-        );
-    }
-    s.push_str("</svg>\n");
-    s
-}
-
-fn escape(t: &str) -> String {
-    t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 /// Writes `latest.{md,csv,svg}` and `STAMP.{md,csv,svg}` under `dir`.
