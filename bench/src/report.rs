@@ -1,11 +1,14 @@
-//! The run's outputs: the markdown table (printed and written), the raw
-//! samples as CSV, and an SVG chart of the per-round ratios, written by hand
-//! (no plotting dependency). Files go to `bench/results/` as `latest.*` and a
-//! timestamped copy (`YYYYMMDD-HHMMSS.*`), each written to a `.tmp` file and
-//! renamed into place.
+//! The run's outputs: the markdown report (printed and written), the raw
+//! samples as CSV and the headline line; `chart` draws the SVG. Files go to
+//! `bench/results/` as `latest.*` and a timestamped copy
+//! (`YYYYMMDD-HHMMSS.*`), each written to a `.tmp` file and renamed into
+//! place.
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use crate::{Args, Setup, quiet};
 
 /// One raw sample: `phase,round,side,metric,value`.
 pub struct Row {
@@ -107,117 +110,105 @@ pub fn table(lines: &[Line]) -> String {
     s
 }
 
-/// A chart series: a name, a colour and one value per round.
-pub struct Series {
-    /// Legend text.
-    pub name: &'static str,
-    /// SVG colour.
-    pub colour: &'static str,
-    /// Per-round values.
-    pub values: Vec<f64>,
+/// When and on what load the run started, for the report.
+pub struct Start {
+    /// `YYYYMMDD-HHMMSS`, the timestamped files' name.
+    pub stamp: String,
+    /// The same, readable.
+    pub when: String,
+    /// The load average at the start.
+    pub load: String,
 }
 
-/// The SVG line chart of per-round ratios (warden / direct), with the 1.0
-/// parity line and the decode (0.99) and cold (1.05) targets.
-pub fn svg(title: &str, series: &[Series]) -> String {
-    let (w, h) = (760.0, 380.0);
-    let (left, right, top, bottom) = (60.0, 200.0, 40.0, 40.0);
-    let (pw, ph) = (w - left - right, h - top - bottom);
-    let all: Vec<f64> = series
-        .iter()
-        .flat_map(|s| s.values.iter().copied())
-        .filter(|v| v.is_finite())
-        .collect();
-    let lo = all.iter().copied().fold(0.95_f64, f64::min) - 0.02;
-    let hi = all.iter().copied().fold(1.10_f64, f64::max) + 0.02;
-    let rounds = series.iter().map(|s| s.values.len()).max().unwrap_or(1).max(2);
-    let x = |i: usize| left + pw * i as f64 / (rounds - 1) as f64;
-    let y = |v: f64| top + ph * (hi - v) / (hi - lo);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-    let _ = writeln!(s, r#"<text x="{left}" y="22" font-size="14">{}</text>"#, escape(title));
-    // Horizontal grid, every 0.05.
-    let mut g = (lo / 0.05).ceil() * 0.05;
-    while g <= hi {
-        let _ = writeln!(
-            s,
-            r##"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{}" y="{:.1}" text-anchor="end">{g:.2}</text>"##,
-            left + pw,
-            left - 6.0,
-            y(g) + 4.0,
-            y = y(g)
-        );
-        g += 0.05;
+impl Start {
+    pub fn now() -> Self {
+        let load = loadavg();
+        let (stamp, when) = stamps();
+        Self { stamp, when, load }
     }
-    for (v, label, dash, dy) in [
-        (1.0, "parity", "6 3", -2.0),
-        (0.99, "decode target", "2 3", 10.0),
-        (1.05, "cold target", "2 3", 4.0),
-    ] {
-        let _ = writeln!(
-            s,
-            r##"<line x1="{left}" x2="{}" y1="{yy:.1}" y2="{yy:.1}" stroke="#555" stroke-dasharray="{dash}"/><text x="{}" y="{:.1}" fill="#555">{label}</text>"##,
-            left + pw,
-            left + pw + 4.0,
-            y(v) + dy,
-            yy = y(v)
-        );
-    }
-    for i in 0..rounds {
-        let _ = writeln!(
-            s,
-            r#"<text x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
-            x(i),
-            top + ph + 18.0,
-            i + 1
-        );
-    }
-    let _ = writeln!(
-        s,
-        r#"<text x="{:.1}" y="{}" text-anchor="middle">round</text>"#,
-        left + pw / 2.0,
-        h - 6.0
-    );
-    for (k, se) in series.iter().enumerate() {
-        let pts: Vec<String> = se
-            .values
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| v.is_finite())
-            .map(|(i, v)| format!("{:.1},{:.1}", x(i), y(*v)))
-            .collect();
-        let _ = writeln!(
-            s,
-            r#"<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>"#,
-            se.colour,
-            pts.join(" ")
-        );
-        for p in &pts {
-            let (px, py) = p.split_once(',').unwrap_or(("0", "0"));
-            let _ = writeln!(s, r#"<circle cx="{px}" cy="{py}" r="3" fill="{}"/>"#, se.colour);
+}
+
+/// Headline figures (NaN when a phase did not run).
+pub struct Headline {
+    pub decode_ratio: f64,
+    pub ttft_added_ms: f64,
+    pub cold_ratio: f64,
+    pub respawn_s: f64,
+    pub rss_rest_mib: f64,
+    pub rss_growth_mib: f64,
+    pub status_p99_ms: f64,
+}
+
+impl Default for Headline {
+    fn default() -> Self {
+        Self {
+            decode_ratio: f64::NAN,
+            ttft_added_ms: f64::NAN,
+            cold_ratio: f64::NAN,
+            respawn_s: f64::NAN,
+            rss_rest_mib: f64::NAN,
+            rss_growth_mib: f64::NAN,
+            status_p99_ms: f64::NAN,
         }
-        let ly = top + 16.0 * k as f64;
-        let _ = writeln!(
-            s,
-            r#"<rect x="{}" y="{:.1}" width="12" height="4" fill="{}"/><text x="{}" y="{:.1}">{}</text>"#,
-            left + pw + 90.0,
-            ly - 4.0,
-            se.colour,
-            left + pw + 106.0,
-            ly + 1.0,
-            escape(se.name)
-        );
     }
-    s.push_str("</svg>\n");
-    s
 }
 
-fn escape(t: &str) -> String {
-    t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+impl Headline {
+    /// The run's last line, machine-readable (`NA` for a phase not run).
+    pub fn line(&self) -> String {
+        let f = |v: f64, d: usize| if v.is_finite() { format!("{v:.d$}") } else { "NA".into() };
+        format!(
+            "decode_ratio={} ttft_added_ms={} cold_ratio={} respawn_s={} rss_rest_mib={} rss_growth_mib={} status_p99_ms={}",
+            f(self.decode_ratio, 3),
+            f(self.ttft_added_ms, 2),
+            f(self.cold_ratio, 3),
+            f(self.respawn_s, 3),
+            f(self.rss_rest_mib, 1),
+            f(self.rss_growth_mib, 2),
+            f(self.status_p99_ms, 3)
+        )
+    }
+}
+
+/// The markdown report: what ran on what, the table, the targets met and
+/// the failed phases.
+pub fn markdown(args: &Args, setup: &Setup, start: &Start, lines: &[Line], errors: &[String]) -> String {
+    let met = lines.iter().filter(|l| l.met == Some(true)).count();
+    let targets = lines.iter().filter(|l| l.met.is_some()).count();
+    let mut md = format!("# llm-warden benchmark, {}\n\n", start.when);
+    md += &format!(
+        "- model: `{}` ({} MB), window {} tokens; llama-server `{}`\n",
+        setup.model.display(),
+        std::fs::metadata(&setup.model).map_or(0, |m| m.len() / 1_000_000),
+        setup.window,
+        setup.server.display()
+    );
+    md += &format!(
+        "- rounds {}, max_tokens {} (ignore_eos, temperature 0, seed 42), {} short turns, {} status requests per set, {} header reads per model\n",
+        args.rounds, args.max_tokens, args.turns, args.status_n, args.gguf_n
+    );
+    md += &format!(
+        "- machine: {} cores; load average {} at start, {} at end\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        start.load,
+        loadavg()
+    );
+    md += &format!(
+        "- noise control: each round waits for a quiet machine (under {:.0}% CPU); a round during which other processes took over {:.0}% of the machine is measured again (up to {} tries): {} retried, {} kept noisy, {} started after a 30 s wait for quiet (foreign_share per round in the CSV)\n",
+        quiet::QUIET_BUSY * 100.0,
+        quiet::FOREIGN_MAX * 100.0,
+        quiet::TRIES,
+        quiet::RETRIED.load(Ordering::Relaxed),
+        quiet::NOISY.load(Ordering::Relaxed),
+        quiet::UNDER_LOAD.load(Ordering::Relaxed),
+    );
+    md += "- result = median of the per-round values (ratio = warden / direct); spread = min..max over rounds\n\n";
+    md += &table(lines);
+    md += &format!("\n{met} of {targets} targets met.\n");
+    for e in errors {
+        md += &format!("\nPHASE FAILED: {e}\n");
+    }
+    md
 }
 
 /// Writes `latest.{md,csv,svg}` and `STAMP.{md,csv,svg}` under `dir`.
@@ -254,4 +245,11 @@ pub fn stamps() -> (String, String) {
         format!("{y:04}{m:02}{d:02}-{hh:02}{mm:02}{ss:02}"),
         format!("{y:04}-{m:02}-{d:02} {hh:02}:{mm:02}:{ss:02} UTC"),
     )
+}
+
+/// `/proc/loadavg`'s first three fields.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
 }

@@ -174,10 +174,16 @@ pub async fn run(
     for mut w in workers {
         w.proc.stop(Duration::from_secs(5)).await;
     }
+    Ok(lines(&tps, &ttft, lost_ms))
+}
+
+/// The table lines: the split's decode and TTFT against alone's
+/// (`[alone, split]` per round), and the kill's `worker_lost` time.
+fn lines(tps: &[Vec<f64>; 2], ttft: &[Vec<f64>; 2], lost_ms: f64) -> Vec<Line> {
     let ratios = |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(x, y)| y / x).collect() };
     let decode = ratios(&tps[0], &tps[1]);
     let first = ratios(&ttft[0], &ttft[1]);
-    Ok(vec![
+    vec![
         Line::new(
             "decode tok/s, local + 2 loopback workers / local alone (x)",
             format!("alone: {:.1} tok/s", stats::median(&tps[0])),
@@ -205,5 +211,5 @@ pub async fn run(
             "(info)",
             None,
         ),
-    ])
+    ]
 }

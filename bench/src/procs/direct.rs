@@ -1,0 +1,112 @@
+//! [`Direct`]: llama-server started by the harness itself, the warden's
+//! child's argv and environment without the warden (see the parent module).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use llm_warden::child::key::ApiKey;
+use llm_warden::engines::{env, llama};
+use tokio::process::Command;
+use tokio::time::Instant;
+
+use super::{Proc, free_port};
+
+/// llama-server started directly.
+pub struct Direct {
+    /// The process.
+    pub proc: Proc,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// Its key (sent as a bearer token).
+    pub key: ApiKey,
+    /// Where its output goes.
+    pub log: PathBuf,
+}
+
+impl Direct {
+    /// Starts `server` on `model` (`id` as its alias) with window `ctx`.
+    pub fn spawn(server: &Path, model: &Path, id: &str, ctx: u32) -> anyhow::Result<Self> {
+        let port = free_port()?;
+        let key = ApiKey::mint();
+        let args = vec![
+            "-m".into(),
+            model.as_os_str().to_owned(),
+            "--alias".into(),
+            id.into(),
+            "-c".into(),
+            ctx.to_string().into(),
+            "-ngl".into(),
+            "0".into(),
+        ];
+        let spec = llama::spawn_spec(server, args, port, &key, env::inherited());
+        let log = std::env::temp_dir().join(format!("warden-bench-llama-{port}.log"));
+        let out = std::fs::File::create(&log)?;
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdout(out.try_clone()?)
+            .stderr(out);
+        let proc = Proc::spawn(cmd, libc::SIGKILL).with_context(|| format!("starting {}", server.display()))?;
+        Ok(Self {
+            proc,
+            base: format!("http://127.0.0.1:{port}"),
+            key,
+            log,
+        })
+    }
+
+    /// Polls `/health` every `poll` until 200; returns when it answered.
+    pub async fn wait_healthy(&mut self, http: &reqwest::Client, poll: Duration) -> anyhow::Result<Instant> {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let url = format!("{}/health", self.base);
+        loop {
+            if let Ok(r) = http.get(&url).timeout(Duration::from_secs(2)).send().await
+                && r.status().is_success()
+            {
+                return Ok(Instant::now());
+            }
+            if !self.proc.running() {
+                bail!("llama-server exited while loading (log: {})", self.log.display());
+            }
+            if Instant::now() > deadline {
+                bail!("llama-server not healthy after 120 s (log: {})", self.log.display());
+            }
+            tokio::time::sleep(poll).await;
+        }
+    }
+
+    /// Replaces it by a new server with the same model and window (the old
+    /// one stopped first), healthy on return.
+    pub async fn restart(
+        &mut self,
+        http: &reqwest::Client,
+        server: &Path,
+        model: &Path,
+        id: &str,
+        ctx: u32,
+    ) -> anyhow::Result<()> {
+        self.proc.stop(Duration::from_secs(5)).await;
+        let _ = std::fs::remove_file(&self.log);
+        *self = Direct::spawn(server, model, id, ctx)?;
+        self.wait_healthy(http, Duration::from_millis(5)).await?;
+        Ok(())
+    }
+
+    /// Its chat target.
+    pub fn target(&self) -> crate::client::Target {
+        crate::client::Target {
+            base: self.base.clone(),
+            bearer: Some(self.key.bearer()),
+            conversation: None,
+        }
+    }
+
+    /// Stops it; removes its log.
+    pub async fn stop(mut self) -> Duration {
+        let d = self.proc.stop(Duration::from_secs(5)).await;
+        let _ = std::fs::remove_file(&self.log);
+        d
+    }
+}
