@@ -7,8 +7,8 @@
 //!     curl -s 'http://127.0.0.1:8099/ask?q=What+is+the+capital+of+France%3F'
 
 use actix_web::{App, HttpResponse, HttpServer, web};
-use llm_warden::child::sse::SseParser;
 use llm_warden::messages::TurnEvent;
+use llm_warden::sse::SseParser;
 use llm_warden::{Catalog, TurnRequest, Warden, WardenConfig};
 use serde::Deserialize;
 

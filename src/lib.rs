@@ -35,6 +35,8 @@
 //!   over RPC workers (`law::split`, `law::workers`) and reads back what
 //!   each device got.
 //! - `server`: the binary's HTTP server (`bind`).
+//! - `sse`: the incremental SSE parser of a chat stream (the engine's relay,
+//!   `llm-warden chat`, the bench and embedders read streams with it).
 //! - `messages`: one file per actor message.
 //! - `actors`: `EngineActor` (its state is `EngineCore`: `load`, `turn`,
 //!   `relay` (the child's answer, streamed or whole, and its timings),
@@ -79,6 +81,7 @@ pub mod queue;
 pub mod rpc;
 pub mod sensors;
 pub mod server;
+pub mod sse;
 pub mod status;
 pub mod warden;
 

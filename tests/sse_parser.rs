@@ -3,7 +3,7 @@
 //! same events as when fed whole; arbitrary bytes never panic it. Inputs that
 //! once broke it are kept under `tests/data/sse/` and replayed.
 
-use llm_warden::child::sse::{SseEvent, SseParser};
+use llm_warden::sse::{SseEvent, SseParser};
 use proptest::prelude::*;
 
 /// One logical event: data lines, an optional name, comments before it.

@@ -3,7 +3,7 @@
 //!
 //! The body is encoded once, before the clock starts. The response is read
 //! chunk by chunk through the warden's own SSE parser
-//! (`llm_warden::child::sse::SseParser`); each chunk is stamped when it
+//! (`llm_warden::sse::SseParser`); each chunk is stamped when it
 //! arrives, before any parsing. A *token* is a data event whose
 //! `choices[0].delta.content` is a non-empty string (llama-server sends one
 //! per generated token; the role-only opening event is not one). Recorded:
@@ -22,7 +22,7 @@ use std::time::Duration;
 use anyhow::bail;
 use bytes::Bytes;
 use futures::StreamExt;
-use llm_warden::child::sse::SseParser;
+use llm_warden::sse::SseParser;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 

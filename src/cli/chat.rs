@@ -11,9 +11,9 @@ use bytes::Bytes;
 use clap::Args;
 use futures::StreamExt;
 use llm_warden::child::client::shared_http_client;
-use llm_warden::child::sse::{SseEvent, SseParser};
 use llm_warden::messages::TurnEvent;
 use llm_warden::server::WARDEN_PORTS;
+use llm_warden::sse::{SseEvent, SseParser};
 use llm_warden::{TurnRequest, Warden, WardenConfig};
 use serde_json::json;
 

@@ -71,46 +71,49 @@ impl EngineCore {
             return;
         }
         // The post-load device check (skipped with a vision projector).
-        if let (Some(bytes), None) = (device_bytes, &child.plan.entry.mmproj) {
-            let kv = kv_alloc.unwrap_or(kv::kv_bytes_per_token(&facts) * allocated as u64);
-            let slope = window::cuda_slope(spawn.flash_attention && !fa_off, facts.head_count_max());
-            let compute = allocated as u64 * slope + window::COMPUTE_INTERCEPT_BYTES;
-            let limit = cuda::device_check_limit(kv, compute, window::CUDA_CONTEXT_BYTES, facts.weights_bytes);
-            if bytes > limit {
-                tracing::warn!(
-                    "[CUDA_Engine] the child holds {} MiB on {} (more than the {} MiB its window, compute, CUDA context and weights allow): a mis-calibrated constant or a Flash-Attention mis-prediction",
-                    bytes >> 20,
-                    device.name,
-                    limit >> 20
-                );
-            }
+        if child.plan.entry.mmproj.is_none() {
+            device_check(
+                &facts,
+                allocated,
+                spawn.flash_attention && !fa_off,
+                device_bytes,
+                &device.name,
+            );
         }
         if self.spill_platform() {
-            let healthy = cuda::healthy_shared_bytes(allocated, spawn.flash_attention && !fa_off);
-            let reading = self.sensor_vram.as_ref().map(|s| {
-                s.send(ReadVram {
-                    child_pid: pid,
-                    healthy_bytes: healthy,
-                })
-            });
-            let reading = match reading {
-                Some(f) => f.await.ok().and_then(Result::ok),
-                None => None,
-            };
-            if let Some(r) = reading.filter(|&r| r > healthy) {
-                let msg = format!(
-                    "[CUDA_Engine] the child's Shared GPU memory after load, {} MiB, is above its healthy {} MiB (the budget was too large or the card crowded)",
-                    r >> 20,
-                    healthy >> 20
-                );
-                if respawn {
-                    tracing::info!("{msg}");
-                } else {
-                    tracing::warn!("{msg}");
-                }
-            }
-            child.spill_baseline = Some(cuda::spill_baseline(reading, healthy));
+            let fa = spawn.flash_attention && !fa_off;
+            child.spill_baseline = Some(self.spill_after_load(pid, allocated, fa, respawn).await);
         }
+    }
+
+    /// The spill brake's baseline after a load: the Shared GPU memory read
+    /// now (said when above the healthy amount: INFO on a respawn, else a
+    /// WARNING), or the healthy amount when unreadable.
+    async fn spill_after_load(&self, pid: u32, allocated: u32, fa: bool, respawn: bool) -> u64 {
+        let healthy = cuda::healthy_shared_bytes(allocated, fa);
+        let reading = self.sensor_vram.as_ref().map(|s| {
+            s.send(ReadVram {
+                child_pid: pid,
+                healthy_bytes: healthy,
+            })
+        });
+        let reading = match reading {
+            Some(f) => f.await.ok().and_then(Result::ok),
+            None => None,
+        };
+        if let Some(r) = reading.filter(|&r| r > healthy) {
+            let msg = format!(
+                "[CUDA_Engine] the child's Shared GPU memory after load, {} MiB, is above its healthy {} MiB (the budget was too large or the card crowded)",
+                r >> 20,
+                healthy >> 20
+            );
+            if respawn {
+                tracing::info!("{msg}");
+            } else {
+                tracing::warn!("{msg}");
+            }
+        }
+        cuda::spill_baseline(reading, healthy)
     }
 
     /// The CUDA engine's sample: the Shared Usage above the baseline as the
@@ -175,5 +178,24 @@ impl EngineCore {
             }
             Err(_) => None,
         }
+    }
+}
+
+/// The post-load device check: the child's memory on its GPU against what
+/// its window, compute, CUDA context and weights allow (one WARNING above;
+/// never an action).
+fn device_check(facts: &crate::gguf::ModelFacts, allocated: u32, fa: bool, device_bytes: Option<u64>, device: &str) {
+    let Some(bytes) = device_bytes else { return };
+    let kv =
+        kv::kv_bytes_allocated(facts, allocated as u64).unwrap_or(kv::kv_bytes_per_token(facts) * allocated as u64);
+    let slope = window::cuda_slope(fa, facts.head_count_max());
+    let compute = allocated as u64 * slope + window::COMPUTE_INTERCEPT_BYTES;
+    let limit = cuda::device_check_limit(kv, compute, window::CUDA_CONTEXT_BYTES, facts.weights_bytes);
+    if bytes > limit {
+        tracing::warn!(
+            "[CUDA_Engine] the child holds {} MiB on {device} (more than the {} MiB its window, compute, CUDA context and weights allow): a mis-calibrated constant or a Flash-Attention mis-prediction",
+            bytes >> 20,
+            limit >> 20
+        );
     }
 }

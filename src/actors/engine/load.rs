@@ -1,28 +1,19 @@
-//! Loading: the model's header check, the plan, the spawn on a free port
-//! (retrying the next port when the child loses the bind race), readiness,
-//! `/props`, the post-load check. Part of `EngineCore`; runs inside an atomic
-//! handler.
+//! Loading: the model's header check, the plan (over RPC workers too), the
+//! spawn (`spawn`), `/props`, the post-load check. Part of `EngineCore`;
+//! runs inside an atomic handler.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
-
-use tokio::time::Instant;
 
 use super::core::{EngineCore, LiveChild};
 use super::outbox::Outbox;
 use crate::catalog::{ModelEntry, ModelFormat};
 use crate::child::client::ChildClient;
-use crate::child::key::ApiKey;
-use crate::child::port::{SPAWN_PORT_ATTEMPTS, pick_port};
-use crate::child::process::{self, ExitInfo};
-use crate::child::ready::{NotReady, probe_ready};
 use crate::engines::{Backend, SpawnPlan};
-use crate::error::{EngineError, ModelLoadError};
+use crate::error::ModelLoadError;
 use crate::gguf::{self, ModelFacts};
-use crate::law::crash::{self, EngineCode, Hints};
 use crate::law::{caps, window};
 use crate::messages::{Notice, TurnEvent};
-use crate::sensors::{footprint, ram};
+use crate::sensors::footprint;
 use crate::status::WardenEvent;
 
 impl EngineCore {
@@ -200,158 +191,10 @@ impl EngineCore {
         }
     }
 
-    /// Spawns a child for `plan` and waits until it is ready, retrying the
-    /// next port when the child reports its port taken. `respawn`: a brake
-    /// respawn (its post-load notes are INFO, not WARNING).
-    pub(super) async fn spawn_ready(
-        &mut self,
-        plan: SpawnPlan,
-        timeout: Duration,
-        respawn: bool,
-    ) -> Result<LiveChild, ModelLoadError> {
-        let id = plan.entry.id.clone();
-        let pool = self.backend.ports();
-        let mut tried: Vec<u16> = Vec::new();
-        let mut last_err = None;
-        for _ in 0..SPAWN_PORT_ATTEMPTS {
-            let lease = pick_port(pool.clone(), &tried).ok_or(EngineError::NoFreePort {
-                first: *pool.start(),
-                last: *pool.end(),
-            })?;
-            let port = lease.port();
-            let key = ApiKey::mint();
-            let mut spec = self.backend.spawn_spec(&plan, port, &key);
-            if let Some(store) = &self.kv {
-                // llama-server writes and reads slot files only here.
-                spec.args.push("--slot-save-path".into());
-                spec.args.push(store.dir().as_os_str().to_owned());
-            }
-            let oom_before = ram::oom_kill_count();
-            let started = Instant::now();
-            let mut proc = process::spawn(&spec).map_err(|source| EngineError::Spawn {
-                program: spec.program.clone(),
-                source,
-            })?;
-            self.emit(WardenEvent::Loading {
-                model: id.clone(),
-                port,
-            });
-            let client = ChildClient::new(self.http.clone(), port, key);
-            let ping = self.backend.ping(&plan.entry);
-            let loss = self.loss_of(Some(&plan));
-            let ready = tokio::select! {
-                r = probe_ready(&proc, &client, timeout, ping) => r,
-                (worker, why) = loss => {
-                    process::terminate(&mut proc, super::retire::LOST_STOP_GRACE).await;
-                    return Err(ModelLoadError::WorkerLost { id, worker, why });
-                }
-            };
-            match ready {
-                Ok(()) => {
-                    let allocated = self.read_allocated(&client, &plan).await;
-                    let cap = plan.cap;
-                    let mut child = LiveChild {
-                        process: proc,
-                        client,
-                        port: lease,
-                        allocated,
-                        loaded_since: SystemTime::now(),
-                        oom_kills_at_spawn: oom_before,
-                        base_bytes: None,
-                        ceiling: None,
-                        memory_bound: None,
-                        offload: None,
-                        brake_off: None,
-                        spill_baseline: None,
-                        slot: None,
-                        given: Vec::new(),
-                        plan,
-                    };
-                    if child.plan.cuda.is_some() {
-                        self.cuda_after_load(&mut child, respawn).await;
-                    } else if child.plan.mlx.is_some() {
-                        self.mlx_bound_at_load(&mut child, cap).await;
-                        if let Some(p) = &self.prefix {
-                            p.do_send(crate::messages::prefix::PrefixChildChanged);
-                        }
-                    } else if child.plan.rpc.is_some() {
-                        // The prediction is of a whole model here; over
-                        // workers each device's share is read back instead.
-                        self.read_given(&mut child);
-                    } else {
-                        self.post_load_check(&child);
-                    }
-                    let load_ms = started.elapsed().as_millis() as u64;
-                    tracing::info!(
-                        engine = self.backend.kind().tag(),
-                        model = %id,
-                        pid = child.process.pid(),
-                        port,
-                        context_tokens = ?child.allocated,
-                        load_ms,
-                        "model ready"
-                    );
-                    self.emit(WardenEvent::Ready {
-                        model: id,
-                        pid: child.process.pid(),
-                        context_tokens: child.allocated,
-                        load_ms,
-                    });
-                    return Ok(child);
-                }
-                Err(NotReady::Exited(info)) => {
-                    let code = classify_load_exit(&proc, info, oom_before);
-                    let raw = proc.output().raw_tail();
-                    if code.is_port_conflict() {
-                        tracing::warn!(
-                            port,
-                            "the child lost port {port} to another process; trying the next port"
-                        );
-                        tried.push(port);
-                        last_err = Some(ModelLoadError::Exited {
-                            id: id.clone(),
-                            code,
-                            exit: info,
-                            raw,
-                        });
-                        continue;
-                    }
-                    return Err(ModelLoadError::Exited {
-                        id,
-                        code,
-                        exit: info,
-                        raw,
-                    });
-                }
-                Err(NotReady::TimedOut) => {
-                    process::terminate(&mut proc, self.cfg.stop_grace).await;
-                    return Err(ModelLoadError::TimedOut {
-                        id,
-                        after: timeout,
-                        raw: proc.output().raw_tail(),
-                    });
-                }
-                Err(NotReady::Foreign) => unreachable!("probe_ready resolves Foreign itself"),
-                Err(NotReady::PingFailed(reason)) => {
-                    process::terminate(&mut proc, self.cfg.stop_grace).await;
-                    return Err(ModelLoadError::PingFailed {
-                        id,
-                        reason,
-                        raw: proc.output().raw_tail(),
-                    });
-                }
-            }
-        }
-        Err(last_err.unwrap_or(ModelLoadError::Engine(EngineError::NoFreePort {
-            first: *pool.start(),
-            last: *pool.end(),
-        })))
-    }
-
     /// The allocated window: `/props` when it answers, else the `-c` given
     /// (a llama-server spawned with `-c` keeps it), else unknown. A failed
     /// read or a value other than the `-c` (padded) is one WARNING.
-    async fn read_allocated(&self, client: &ChildClient, plan: &SpawnPlan) -> Option<u32> {
+    pub(super) async fn read_allocated(&self, client: &ChildClient, plan: &SpawnPlan) -> Option<u32> {
         let requested = plan.window.ctx();
         match self.backend.read_window(client, plan).await {
             Ok(Some(n)) => {
@@ -369,7 +212,7 @@ impl EngineCore {
 
     /// The CPU post-load check: the child's anonymous memory against the
     /// window's prediction (one WARNING above it, never an action).
-    fn post_load_check(&self, child: &LiveChild) {
+    pub(super) fn post_load_check(&self, child: &LiveChild) {
         if child.plan.entry.mmproj.is_some() {
             tracing::debug!("post-load memory check skipped: a vision projector is loaded");
             return;
@@ -390,17 +233,4 @@ impl EngineCore {
             );
         }
     }
-}
-
-/// Classifies a child that died while loading.
-fn classify_load_exit(proc: &process::ChildProcess, info: ExitInfo, oom_before: Option<u64>) -> EngineCode {
-    let hints = Hints {
-        stopped_by_us: proc.stopped_by_us(),
-        oom_kill_seen: matches!((oom_before, ram::oom_kill_count()), (Some(a), Some(b)) if b > a),
-    };
-    crash::classify(
-        &proc.output().tail(crate::child::output::RAW_TAIL_LINES),
-        info.kind(),
-        hints,
-    )
 }

@@ -107,23 +107,8 @@ impl EngineCore {
         };
         let pid = c.process.pid();
         let window = c.allocated.unwrap_or(f.trained);
-        let readings = match self
-            .sensor
-            .send(ReadSensors {
-                point,
-                child_pid: Some(pid),
-                footprint: true,
-            })
-            .await
-        {
-            Ok(Ok(r)) => r,
-            Ok(Err(BrakeOff(why))) => {
-                tracing::warn!("[MLX_Engine] the memory brake is off: {why}");
-                self.brake.off = Some(why);
-                self.publish();
-                return;
-            }
-            Err(_) => return,
+        let Some(readings) = self.mlx_readings(point, pid).await else {
+            return;
         };
         self.brake.level = Some(readings.level);
         let r = MlxReadings {
@@ -166,30 +151,8 @@ impl EngineCore {
                 }
             }
             MlxAction::Shrink { cap } | MlxAction::Grow { cap } => {
-                let ceiling = c_ceiling(self.child.as_ref()).unwrap_or(u32::MAX);
-                let bound = crate::law::window::kv_bound(f.trained, cap.min(ceiling));
-                let applied = match self.child.as_ref() {
-                    Some(c) => mlx::apply_bound(&c.client, bound).await,
-                    None => Err("no child".into()),
-                };
-                match applied {
-                    Ok(BoundAnswer::Applied(b)) | Ok(BoundAnswer::Enforces(b)) if b == bound => {
-                        self.brake.state = mlx_law::after_bound(&before, &self.brake.state, action, true);
-                        if let Some(c) = self.child.as_mut() {
-                            c.allocated = Some(b);
-                            c.memory_bound = Some(b);
-                        }
-                        log(action.log_name(), b, excess(readings.footprint_bytes));
-                    }
-                    other => {
-                        let why = match other {
-                            Ok(BoundAnswer::Enforces(n)) => format!("it enforces {n}"),
-                            Err(why) => why,
-                            Ok(_) => "an unexpected answer".into(),
-                        };
-                        tracing::warn!("[MLX_Engine] the child did not apply the bound {bound} ({why})");
-                        self.brake.state = mlx_law::after_bound(&before, &self.brake.state, action, false);
-                    }
+                if let Some(b) = self.mlx_apply_bound(action, cap, f.trained, &before).await {
+                    log(action.log_name(), b, excess(readings.footprint_bytes));
                 }
             }
             MlxAction::Unload => self.mlx_unload(point, r.level.as_str(), window).await,
@@ -208,6 +171,68 @@ impl EngineCore {
             self.remember_window();
         }
         self.publish();
+    }
+
+    /// A brake sample's readings with the child's footprint; `None` when the
+    /// sensor cannot read (the brake then turns off, said once) or is gone.
+    async fn mlx_readings(&mut self, point: Point, pid: u32) -> Option<crate::law::brake::Readings> {
+        let asked = self
+            .sensor
+            .send(ReadSensors {
+                point,
+                child_pid: Some(pid),
+                footprint: true,
+            })
+            .await;
+        match asked {
+            Ok(Ok(r)) => Some(r),
+            Ok(Err(BrakeOff(why))) => {
+                tracing::warn!("[MLX_Engine] the memory brake is off: {why}");
+                self.brake.off = Some(why);
+                self.publish();
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Sends a shrink's or growth's bound to the child (capped by the memory
+    /// ceiling, floored, never above the trained window); the bound applied,
+    /// or `None` when the child did not take it (one WARNING; the brake
+    /// state records the failure either way).
+    async fn mlx_apply_bound(
+        &mut self,
+        action: MlxAction,
+        cap: u32,
+        trained: u32,
+        before: &crate::law::brake::BrakeState,
+    ) -> Option<u32> {
+        let ceiling = c_ceiling(self.child.as_ref()).unwrap_or(u32::MAX);
+        let bound = crate::law::window::kv_bound(trained, cap.min(ceiling));
+        let applied = match self.child.as_ref() {
+            Some(c) => mlx::apply_bound(&c.client, bound).await,
+            None => Err("no child".into()),
+        };
+        match applied {
+            Ok(BoundAnswer::Applied(b)) | Ok(BoundAnswer::Enforces(b)) if b == bound => {
+                self.brake.state = mlx_law::after_bound(before, &self.brake.state, action, true);
+                if let Some(c) = self.child.as_mut() {
+                    c.allocated = Some(b);
+                    c.memory_bound = Some(b);
+                }
+                Some(b)
+            }
+            other => {
+                let why = match other {
+                    Ok(BoundAnswer::Enforces(n)) => format!("it enforces {n}"),
+                    Err(why) => why,
+                    Ok(_) => "an unexpected answer".into(),
+                };
+                tracing::warn!("[MLX_Engine] the child did not apply the bound {bound} ({why})");
+                self.brake.state = mlx_law::after_bound(before, &self.brake.state, action, false);
+                None
+            }
+        }
     }
 
     /// The release: reset + one-token request through the prefix cache

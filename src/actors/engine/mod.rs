@@ -22,6 +22,7 @@ mod publish;
 mod reap;
 mod relay;
 mod retire;
+mod spawn;
 mod turn;
 mod workers;
 

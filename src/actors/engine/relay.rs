@@ -20,10 +20,10 @@ use tokio::time::Instant;
 use super::core::EngineCore;
 use super::outbox::{Outbox, Refused};
 use super::turn::{Finish, Relayed};
-use crate::child::sse::SseParser;
 use crate::error::GenerationError;
 use crate::law::route::Route;
 use crate::messages::TurnEvent;
+use crate::sse::SseParser;
 use crate::status::TurnTimings;
 
 /// How long a broken stream waits for the child's exit before it is called a

@@ -35,6 +35,24 @@ pub enum Finish {
     Nothing,
 }
 
+impl Finish {
+    /// Sends what closes the turn (a gone client is no error here).
+    async fn send(self, out: &mut Outbox) {
+        match self {
+            Finish::Event(ev) => {
+                let _ = out.send(ev).await;
+            }
+            Finish::Stream(done) => {
+                if let Some(done) = done {
+                    let _ = out.send(TurnEvent::Chunk(done)).await;
+                }
+                let _ = out.send(TurnEvent::Done).await;
+            }
+            Finish::Nothing => {}
+        }
+    }
+}
+
 /// How a relay ended without an error of the warden's own.
 #[derive(Debug)]
 pub enum Relayed {
@@ -102,46 +120,11 @@ impl EngineCore {
                 r
             }
         };
-        if options.stateful
-            && let Some(notice) = self.brake.state.notice.take()
-        {
-            let n = Notice::MemoryWarning {
-                reason: notice.as_str(),
-            };
-            if out.send(TurnEvent::Notice(n.clone())).await.is_ok() {
-                self.emit(WardenEvent::Notice { notice: n });
-            } else {
-                // Undelivered (the client left): the next turn says it.
-                self.brake.state.notice = Some(notice);
-            }
+        if options.stateful {
+            self.deliver_brake_notice(&mut out).await;
         }
-        match finish {
-            Finish::Event(ev) => {
-                let _ = out.send(ev).await;
-            }
-            Finish::Stream(done) => {
-                if let Some(done) = done {
-                    let _ = out.send(TurnEvent::Chunk(done)).await;
-                }
-                let _ = out.send(TurnEvent::Done).await;
-            }
-            Finish::Nothing => {}
-        }
-        let outcome = match out.stalled() {
-            Some(waited) => {
-                tracing::warn!(
-                    seq,
-                    waited_ms = waited.as_millis() as u64,
-                    "turn {seq}: the client took nothing for {waited:?} (WARDEN_CLIENT_STALL_TIMEOUT_S); the turn was abandoned and its connection closed"
-                );
-                self.emit(WardenEvent::ClientStalled {
-                    seq,
-                    waited_ms: waited.as_millis() as u64,
-                });
-                "stalled"
-            }
-            None => outcome,
-        };
+        finish.send(&mut out).await;
+        let outcome = self.stall_outcome(&out, seq).unwrap_or(outcome);
         self.turns += 1;
         self.touch();
         self.activity = super::core::Activity::Resting;
@@ -160,6 +143,39 @@ impl EngineCore {
             tracing::info!("the request asked for keep_alive 0; unloading after its turn");
             self.unload_idle().await;
         }
+    }
+
+    /// The brake's pending notice, to a stateful turn's client (kept for the
+    /// next turn when this client left).
+    async fn deliver_brake_notice(&mut self, out: &mut Outbox) {
+        let Some(notice) = self.brake.state.notice.take() else {
+            return;
+        };
+        let n = Notice::MemoryWarning {
+            reason: notice.as_str(),
+        };
+        if out.send(TurnEvent::Notice(n.clone())).await.is_ok() {
+            self.emit(WardenEvent::Notice { notice: n });
+        } else {
+            // Undelivered (the client left): the next turn says it.
+            self.brake.state.notice = Some(notice);
+        }
+    }
+
+    /// `stalled` when the client took nothing of its answer for the bound
+    /// (said in the log and as an event), else `None`.
+    fn stall_outcome(&self, out: &Outbox, seq: u64) -> Option<&'static str> {
+        let waited = out.stalled()?;
+        tracing::warn!(
+            seq,
+            waited_ms = waited.as_millis() as u64,
+            "turn {seq}: the client took nothing for {waited:?} (WARDEN_CLIENT_STALL_TIMEOUT_S); the turn was abandoned and its connection closed"
+        );
+        self.emit(WardenEvent::ClientStalled {
+            seq,
+            waited_ms: waited.as_millis() as u64,
+        });
+        Some("stalled")
     }
 
     /// The start of a turn for `model`, before it is resolved: at most one

@@ -1,4 +1,5 @@
-//! Incremental Server-Sent Events parser for the child's chat stream.
+//! Incremental Server-Sent Events parser for a chat stream: the child's,
+//! as the engine relays it, and the warden's, as a client reads it.
 //!
 //! Fed the response body chunk by chunk (`push`), it yields whole events as
 //! they complete, whatever the chunking: an event, a line or a UTF-8 sequence
