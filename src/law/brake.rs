@@ -259,79 +259,116 @@ pub fn llama_step(point: Point, r: &Readings, s: &BrakeState, w: &WindowFacts) -
     if r.level == Level::Calm {
         return calm_step(point, n, w);
     }
-    n.calm_streak = 0;
-    let mut ep = n.episode.unwrap_or_default();
-    ep.level = ep.level.max(r.level);
-    let ours = !not_ours(w);
-    if !ours && n.notice != Some(BrakeNotice::Acted) && !n.seeded {
-        n.notice = Some(BrakeNotice::External);
-    }
-    let target = shrink_target(w.allocated);
-    let can_shrink = !w.pinned
-        && ours
-        && !n.seeded
-        && ep.shrinks < MAX_SHRINKS_PER_EPISODE
-        && caps::pad(w.allocated) > caps::pad(target);
-    let shrink = |n: &mut BrakeState, ep: &mut Episode| {
-        ep.shrinks += 1;
-        n.pending_cap = Some(target);
-        n.hurt = Some(n.hurt.map_or(w.allocated, |h| h.max(w.allocated)));
-        n.shrunk_since_turn = true;
-    };
+    let mut p = Pressed::open(n, r.level, w);
     let action = match (point, r.level) {
-        (Point::TurnStart | Point::TurnEnd, Level::Critical) => match n.pending_cap {
+        (Point::TurnStart | Point::TurnEnd, Level::Critical) => p.critical_at_turn(),
+        (Point::TurnEnd, Level::Warning) => p.warning_at_turn_end(r.paging),
+        (Point::TurnStart, _) => Action::None,
+        (Point::Idle, level) => p.idle(level),
+        (Point::TurnEnd, Level::Calm) => unreachable!("calm is handled by calm_step"),
+    };
+    p.n.episode = Some(p.ep);
+    (action, p.n)
+}
+
+/// A non-calm sample being decided: the next state, its episode, and the
+/// shrink it could take.
+struct Pressed {
+    n: BrakeState,
+    ep: Episode,
+    target: u32,
+    can_shrink: bool,
+    w: WindowFacts,
+}
+
+impl Pressed {
+    /// Resets the calm streak, folds the level into the episode, and says
+    /// `external` when the pressure is not ours.
+    fn open(mut n: BrakeState, level: Level, w: &WindowFacts) -> Self {
+        n.calm_streak = 0;
+        let mut ep = n.episode.unwrap_or_default();
+        ep.level = ep.level.max(level);
+        let ours = !not_ours(w);
+        if !ours && n.notice != Some(BrakeNotice::Acted) && !n.seeded {
+            n.notice = Some(BrakeNotice::External);
+        }
+        let target = shrink_target(w.allocated);
+        let can_shrink = !w.pinned
+            && ours
+            && !n.seeded
+            && ep.shrinks < MAX_SHRINKS_PER_EPISODE
+            && caps::pad(w.allocated) > caps::pad(target);
+        Self {
+            n,
+            ep,
+            target,
+            can_shrink,
+            w: *w,
+        }
+    }
+
+    /// Records a shrink to `target`; returns the cap.
+    fn shrink(&mut self) -> u32 {
+        self.ep.shrinks += 1;
+        self.n.pending_cap = Some(self.target);
+        self.n.hurt = Some(self.n.hurt.map_or(self.w.allocated, |h| h.max(self.w.allocated)));
+        self.n.shrunk_since_turn = true;
+        self.target
+    }
+
+    fn critical_at_turn(&mut self) -> Action {
+        match self.n.pending_cap {
             // A deferred shrink is applied now rather than waiting for idle.
-            Some(cap) if !w.pinned => {
-                n.shrunk_since_turn = true;
+            Some(cap) if !self.w.pinned => {
+                self.n.shrunk_since_turn = true;
                 Action::Shrink { cap }
             }
-            _ if can_shrink => {
-                shrink(&mut n, &mut ep);
-                Action::Shrink { cap: target }
-            }
+            _ if self.can_shrink => Action::Shrink { cap: self.shrink() },
             _ => Action::None,
-        },
-        (Point::TurnEnd, Level::Warning) => {
-            if r.paging.unwrap_or(true) && can_shrink && n.pending_cap.is_none() {
-                shrink(&mut n, &mut ep);
-                Action::DeferShrink { cap: target }
-            } else {
-                Action::None
-            }
         }
-        (Point::TurnStart, _) => Action::None,
-        (Point::Idle, level) => match n.pending_cap {
+    }
+
+    fn warning_at_turn_end(&mut self, paging: Option<bool>) -> Action {
+        if paging.unwrap_or(true) && self.can_shrink && self.n.pending_cap.is_none() {
+            Action::DeferShrink { cap: self.shrink() }
+        } else {
+            Action::None
+        }
+    }
+
+    fn idle(&mut self, level: Level) -> Action {
+        match self.n.pending_cap {
             Some(cap) => {
                 // The deferred shrink, applied now that the user is away;
                 // the unload follows at the next critical tick.
-                n.unload_armed = true;
+                self.n.unload_armed = true;
                 Action::Shrink { cap }
             }
-            None if level == Level::Critical => {
-                if n.unload_armed && !n.seeded && !ep.unloaded {
-                    n.unload_armed = false;
-                    ep.unloaded = true;
-                    Action::Unload
-                } else if can_shrink && !n.shrunk_since_turn {
-                    shrink(&mut n, &mut ep);
-                    n.unload_armed = true;
-                    Action::Shrink { cap: target }
-                } else if !n.seeded && !ep.unloaded && !n.unload_armed {
-                    n.unload_armed = true;
-                    Action::ArmUnload
-                } else {
-                    Action::None
-                }
-            }
+            None if level == Level::Critical => self.idle_critical(),
             None => {
-                n.unload_armed = false;
+                self.n.unload_armed = false;
                 Action::None
             }
-        },
-        (Point::TurnEnd, Level::Calm) => unreachable!("calm is handled by calm_step"),
-    };
-    n.episode = Some(ep);
-    (action, n)
+        }
+    }
+
+    fn idle_critical(&mut self) -> Action {
+        let (seeded, unloaded) = (self.n.seeded, self.ep.unloaded);
+        if self.n.unload_armed && !seeded && !unloaded {
+            self.n.unload_armed = false;
+            self.ep.unloaded = true;
+            Action::Unload
+        } else if self.can_shrink && !self.n.shrunk_since_turn {
+            let cap = self.shrink();
+            self.n.unload_armed = true;
+            Action::Shrink { cap }
+        } else if !seeded && !unloaded && !self.n.unload_armed {
+            self.n.unload_armed = true;
+            Action::ArmUnload
+        } else {
+            Action::None
+        }
+    }
 }
 
 /// A calm sample: episode end, disarming, growth (shared with `law::mlx`).
