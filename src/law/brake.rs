@@ -3,7 +3,8 @@
 //! small helpers the engine calls around it (the idle pacing, growth; what a
 //! respawn or an unload carries to the next child is in `brake_carry.rs`,
 //! re-exported here). The engine gathers readings and carries out the action;
-//! every rule lives here and is table-tested in `brake_tests.rs`.
+//! every rule lives here and is table-tested in `brake_tests.rs` (turn
+//! boundaries) and `brake_away_tests.rs` (away, pins, seeds, growth).
 //!
 //! llama-server cannot give memory back while it runs: nothing frees without
 //! a restart with a smaller `-c`, and a smaller `-c` always frees. So the
