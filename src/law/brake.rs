@@ -67,8 +67,8 @@ use super::caps::{self, WINDOW_FLOOR_TOKENS};
 #[path = "brake_carry.rs"]
 mod carry;
 pub use carry::{
-    BRAKE_RELOAD_TTL, BrakeReload, BrakeState, BrakeView, Episode, Remembered, WINDOW_MEMORY_TTL, after_respawn, alive,
-    seed,
+    BRAKE_RELOAD_TTL, BrakeNotice, BrakeReload, BrakeState, BrakeView, Episode, Remembered, WINDOW_MEMORY_TTL,
+    after_respawn, alive, seed,
 };
 
 /// Calm samples in a row that end an episode.
@@ -162,26 +162,6 @@ pub struct WindowFacts {
     pub uncapped: u32,
     /// `WARDEN_CTX` pins the window.
     pub pinned: bool,
-}
-
-/// A notice for the user, consumed by the next stateful turn end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BrakeNotice {
-    /// The brake shrank the window.
-    Acted,
-    /// Pressure the conversation does not cause.
-    External,
-}
-
-impl BrakeNotice {
-    /// The notice's reason on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Acted => "acted",
-            Self::External => "external",
-        }
-    }
 }
 
 /// What the engine must do.

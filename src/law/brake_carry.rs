@@ -1,15 +1,36 @@
 //! What the brake keeps and carries from one child of a model to the next:
-//! its state (`BrakeState`, `Episode`), the state after a respawn
-//! (`after_respawn`), an unload's carry (`BrakeReload`), the per-model window
-//! memory (`Remembered`), and the state a new child starts with (`seed`),
-//! plus the status view. Re-exported from `law::brake`; the
-//! engine's brake (`actors::engine::brake`) keeps the records and calls these.
+//! its state (`BrakeState`, `Episode`, the `BrakeNotice` it holds), the
+//! state after a respawn (`after_respawn`), an unload's carry
+//! (`BrakeReload`), the per-model window memory (`Remembered`), the state a
+//! new child starts with (`seed`), and the status view. Re-exported from
+//! `law::brake`; the engine's brake (`actors::engine::brake`) keeps the
+//! records and calls these.
 
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::{Action, BrakeNotice, Level};
+use super::{Action, Level};
+
+/// A notice for the user, consumed by the next stateful turn end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BrakeNotice {
+    /// The brake shrank the window.
+    Acted,
+    /// Pressure the conversation does not cause.
+    External,
+}
+
+impl BrakeNotice {
+    /// The notice's reason on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Acted => "acted",
+            Self::External => "external",
+        }
+    }
+}
 
 /// One pressure episode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
