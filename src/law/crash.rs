@@ -253,32 +253,47 @@ mod tests {
         v.iter().map(|s| s.to_string()).collect()
     }
 
+    /// (output tail, how the child ended, hints, the code)
+    type Row<'a> = (&'a [&'a str], ExitKind, Hints, EngineCode);
+
+    const NONE: Hints = Hints {
+        stopped_by_us: false,
+        oom_kill_seen: false,
+    };
+    const OURS: Hints = Hints {
+        stopped_by_us: true,
+        oom_kill_seen: false,
+    };
+    const OOM: Hints = Hints {
+        stopped_by_us: false,
+        oom_kill_seen: true,
+    };
+
+    fn check(rows: &[Row]) {
+        for (i, (tail, exit, hints, want)) in rows.iter().enumerate() {
+            let got = classify(&lines(tail), *exit, *hints);
+            assert_eq!(got, *want, "row {i}: {tail:?}");
+        }
+    }
+
+    /// The failure lines the pinned build prints each name their code; the last one wins.
     #[test]
     fn classifies_the_lines_the_pinned_build_prints() {
-        let none = Hints::default();
-        let ours = Hints {
-            stopped_by_us: true,
-            ..Hints::default()
-        };
-        let oom = Hints {
-            oom_kill_seen: true,
-            ..Hints::default()
-        };
-        let rows: &[(&[&str], ExitKind, Hints, EngineCode)] = &[
+        let rows: &[Row] = &[
             // why: FACTS.md, a truncated SmolLM2 at the default verbosity
             (
                 &[
                     "llama_model_load: error loading model: tensor 'token_embd.weight' data is not within the file bounds, model is corrupted or incomplete",
                 ],
                 ExitKind::Code(1),
-                none,
+                NONE,
                 EngineCode::ModelCorrupt,
             ),
             // why: FACTS.md, a text file passed as -m
             (
                 &["gguf_init_from_reader: invalid magic characters: 'hell', expected 'GGUF'"],
                 ExitKind::Code(1),
-                none,
+                NONE,
                 EngineCode::NotGguf,
             ),
             // why: FACTS.md, the port taken by another process
@@ -288,14 +303,14 @@ mod tests {
                     "srv main: exiting due to HTTP server error",
                 ],
                 ExitKind::Code(1),
-                none,
+                NONE,
                 EngineCode::PortInUse,
             ),
             // why: ggml-backend.cpp's host allocation failure
             (
                 &["ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 98765432"],
                 ExitKind::Code(1),
-                none,
+                NONE,
                 EngineCode::OutOfMemory,
             ),
             // why: the CUDA allocation line also says "failed"; the device wins
@@ -304,53 +319,8 @@ mod tests {
                     "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: cudaMalloc failed: out of memory",
                 ],
                 ExitKind::Code(1),
-                none,
+                NONE,
                 EngineCode::CudaOutOfMemory,
-            ),
-            // why: a silent SIGKILL with the cgroup's OOM counter moved is the OOM killer
-            (
-                &["srv update_slots: all slots are idle"],
-                ExitKind::Signal(9),
-                oom,
-                EngineCode::OutOfMemory,
-            ),
-            // why: a silent SIGKILL without that evidence is only "killed"
-            (
-                &["srv update_slots: all slots are idle"],
-                ExitKind::Signal(9),
-                none,
-                EngineCode::ChildKilled,
-            ),
-            // why: our own SIGKILL (terminate after the grace) is no OOM
-            (
-                &["srv update_slots: all slots are idle"],
-                ExitKind::Signal(9),
-                ours,
-                EngineCode::ChildCrashed,
-            ),
-            // why: a segfault with nothing printed is a plain crash (named in the message)
-            (&[], ExitKind::Signal(libc::SIGSEGV), none, EngineCode::ChildCrashed),
-            // why: SIGBUS and SIGABRT are crashes too; their names tell them apart
-            (&[], ExitKind::Signal(libc::SIGBUS), none, EngineCode::ChildCrashed),
-            (
-                &["GGML_ASSERT(n_tokens > 0) failed"],
-                ExitKind::Signal(libc::SIGABRT),
-                none,
-                EngineCode::ChildCrashed,
-            ),
-            // why: FACTS.md, the AMX build on an AMX machine: SIGILL on the first computation
-            (
-                &["srv load_model: loading model"],
-                ExitKind::Signal(SIGILL),
-                none,
-                EngineCode::IllegalInstruction,
-            ),
-            // why: SIGILL wins over an earlier allocation line (fit's probe printed it)
-            (
-                &["failed to allocate compute pp buffers"],
-                ExitKind::Signal(SIGILL),
-                none,
-                EngineCode::IllegalInstruction,
             ),
             // why: the last failure wins over an earlier one (fit's probe, then the load)
             (
@@ -359,14 +329,72 @@ mod tests {
                     "invalid magic characters: 'xxxx', expected 'GGUF'",
                 ],
                 ExitKind::Code(1),
-                none,
+                NONE,
                 EngineCode::NotGguf,
             ),
         ];
-        for (i, (tail, exit, ours, want)) in rows.iter().enumerate() {
-            let got = classify(&lines(tail), *exit, *ours);
-            assert_eq!(got, *want, "row {i}: {tail:?}");
-        }
+        check(rows);
+    }
+
+    /// A silent SIGKILL is the OOM killer only on the cgroup's evidence, and never ours.
+    #[test]
+    fn tells_a_silent_sigkill_apart_by_who_sent_it() {
+        let rows: &[Row] = &[
+            // why: a silent SIGKILL with the cgroup's OOM counter moved is the OOM killer
+            (
+                &["srv update_slots: all slots are idle"],
+                ExitKind::Signal(9),
+                OOM,
+                EngineCode::OutOfMemory,
+            ),
+            // why: a silent SIGKILL without that evidence is only "killed"
+            (
+                &["srv update_slots: all slots are idle"],
+                ExitKind::Signal(9),
+                NONE,
+                EngineCode::ChildKilled,
+            ),
+            // why: our own SIGKILL (terminate after the grace) is no OOM
+            (
+                &["srv update_slots: all slots are idle"],
+                ExitKind::Signal(9),
+                OURS,
+                EngineCode::ChildCrashed,
+            ),
+        ];
+        check(rows);
+    }
+
+    /// A fatal signal is a plain crash, except SIGILL, which wins over any line.
+    #[test]
+    fn a_fatal_signal_is_a_crash_and_sigill_wins_over_the_output() {
+        let rows: &[Row] = &[
+            // why: a segfault with nothing printed is a plain crash (named in the message)
+            (&[], ExitKind::Signal(libc::SIGSEGV), NONE, EngineCode::ChildCrashed),
+            // why: SIGBUS and SIGABRT are crashes too; their names tell them apart
+            (&[], ExitKind::Signal(libc::SIGBUS), NONE, EngineCode::ChildCrashed),
+            (
+                &["GGML_ASSERT(n_tokens > 0) failed"],
+                ExitKind::Signal(libc::SIGABRT),
+                NONE,
+                EngineCode::ChildCrashed,
+            ),
+            // why: FACTS.md, the AMX build on an AMX machine: SIGILL on the first computation
+            (
+                &["srv load_model: loading model"],
+                ExitKind::Signal(SIGILL),
+                NONE,
+                EngineCode::IllegalInstruction,
+            ),
+            // why: SIGILL wins over an earlier allocation line (fit's probe printed it)
+            (
+                &["failed to allocate compute pp buffers"],
+                ExitKind::Signal(SIGILL),
+                NONE,
+                EngineCode::IllegalInstruction,
+            ),
+        ];
+        check(rows);
     }
 
     #[test]
