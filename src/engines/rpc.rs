@@ -96,8 +96,54 @@ pub fn plan(
         tracing::warn!(model = %id, "the header could not be read: loading without the workers");
         return Ok(base);
     };
+    let (joined, left_out) = sort_readings(readings, ours, &id)?;
+    let costs = split::layer_costs(&facts, shape.kv_per_token);
+    let split_over = |devices: &[Device]| split::split(&costs, shape.trained, devices, base.cap, pin, !shape.mla);
+    let local = Device {
+        name: "local".into(),
+        limit_bytes: split::ram_limit(ram.bytes),
+    };
+    let (devices, mut used) = devices_and_uses(&local, &joined);
+    let plan = split_over(&devices);
+    if !plan.fits {
+        return Err(ModelLoadError::DoesNotFit {
+            id,
+            window: plan.window.ctx().unwrap_or(0),
+            detail: describe(&plan, &left_out),
+        });
+    }
+    let full_window = (!left_out.is_empty())
+        .then(|| all_workers_window(readings, local, |d| split_over(d).window.ctx()))
+        .flatten()
+        .filter(|&w| plan.window.ctx().is_some_and(|ours| w > ours));
+    count_ram_layers(&mut used, &joined, &plan);
+    // A worker the split gave nothing is left out of --rpc.
+    used.retain(|u| plan.shares[u.shares.clone()].iter().any(|s| s.layers > 0 || s.output));
+    Ok(SpawnPlan {
+        window: plan.window,
+        rpc: Some(RpcPlan {
+            split: plan,
+            used,
+            left_out,
+            full_window,
+        }),
+        ..base
+    })
+}
+
+/// A worker whose rpc-server is up with devices: its address, its reading,
+/// and the watch's poll count when it was read.
+type Up<'a> = (&'a WorkerAddr, &'a WorkerStatus, u64);
+
+/// The readings sorted into the workers that join and those left out (and
+/// why); a worker of another build refuses the load.
+fn sort_readings<'a>(
+    readings: &'a [Reading],
+    ours: &WorkerBuild,
+    id: &str,
+) -> Result<(Vec<Up<'a>>, Vec<LeftOut>), ModelLoadError> {
     let mut left_out = Vec::new();
-    let mut joined: Vec<(&WorkerAddr, &WorkerStatus, u64)> = Vec::new();
+    let mut joined = Vec::new();
     for r in readings {
         let addr = r.addr.to_string();
         match &r.now {
@@ -106,8 +152,10 @@ pub fn plan(
                 why: "its rpc-server exposes no device".into(),
             }),
             Ok(s) if s.rpc.up => {
-                workers::check_build(&addr, ours, &s.build)
-                    .map_err(|detail| ModelLoadError::WorkerBuildMismatch { id: id.clone(), detail })?;
+                workers::check_build(&addr, ours, &s.build).map_err(|detail| ModelLoadError::WorkerBuildMismatch {
+                    id: id.to_owned(),
+                    detail,
+                })?;
                 joined.push((&r.addr, s, r.polls));
             }
             Ok(s) => left_out.push(LeftOut {
@@ -120,14 +168,15 @@ pub fn plan(
             Err(e) => left_out.push(LeftOut { addr, why: e.clone() }),
         }
     }
-    let costs = split::layer_costs(&facts, shape.kv_per_token);
-    let local = Device {
-        name: "local".into(),
-        limit_bytes: split::ram_limit(ram.bytes),
-    };
+    Ok((joined, left_out))
+}
+
+/// The split's devices (the local machine first, then each joined worker's)
+/// and one use per joined worker, its `ram_layers` still to count.
+fn devices_and_uses(local: &Device, joined: &[Up]) -> (Vec<Device>, Vec<RpcUse>) {
     let mut devices = vec![local.clone()];
     let mut used = Vec::new();
-    for (addr, s, polls) in &joined {
+    for (addr, s, polls) in joined {
         let start = devices.len();
         devices.extend(workers::devices_of(&addr.to_string(), s));
         used.push(RpcUse {
@@ -148,29 +197,28 @@ pub fn plan(
             ram_layers: 0,
         });
     }
-    let sized = !shape.mla;
-    let plan = split::split(&costs, shape.trained, &devices, base.cap, pin, sized);
-    if !plan.fits {
-        return Err(ModelLoadError::DoesNotFit {
-            id,
-            window: plan.window.ctx().unwrap_or(0),
-            detail: describe(&plan, &left_out),
-        });
+    (devices, used)
+}
+
+/// The window every configured worker would give, each read now when its
+/// rpc-server is up, else by its last good reading; `None` when one has
+/// neither.
+fn all_workers_window(
+    readings: &[Reading],
+    local: Device,
+    window_of: impl Fn(&[Device]) -> Option<u32>,
+) -> Option<u32> {
+    let mut all = vec![local];
+    for r in readings {
+        let s = r.now.as_ref().ok().filter(|s| s.rpc.up).or(r.last_good.as_ref())?;
+        all.extend(workers::devices_of(&r.addr.to_string(), s));
     }
-    let full_window = (!left_out.is_empty())
-        .then(|| {
-            let mut all = vec![local];
-            for r in readings {
-                let s = r.now.as_ref().ok().filter(|s| s.rpc.up).or(r.last_good.as_ref())?;
-                all.extend(workers::devices_of(&r.addr.to_string(), s));
-            }
-            split::split(&costs, shape.trained, &all, base.cap, pin, sized)
-                .window
-                .ctx()
-        })
-        .flatten()
-        .filter(|&w| plan.window.ctx().is_some_and(|ours| w > ours));
-    for (u, (_, s, _)) in used.iter_mut().zip(&joined) {
+    window_of(&all)
+}
+
+/// Each use's layers on its host-memory devices, from the plan's shares.
+fn count_ram_layers(used: &mut [RpcUse], joined: &[Up], plan: &SplitPlan) {
+    for (u, (_, s, _)) in used.iter_mut().zip(joined) {
         u.ram_layers = plan.shares[u.shares.clone()]
             .iter()
             .zip(&s.devices)
@@ -178,18 +226,6 @@ pub fn plan(
             .map(|(sh, _)| sh.layers)
             .sum();
     }
-    // A worker the split gave nothing is left out of --rpc.
-    used.retain(|u| plan.shares[u.shares.clone()].iter().any(|s| s.layers > 0 || s.output));
-    Ok(SpawnPlan {
-        window: plan.window,
-        rpc: Some(RpcPlan {
-            split: plan,
-            used,
-            left_out,
-            full_window,
-        }),
-        ..base
-    })
 }
 
 /// Each device's share against its limit, and who was left out (an error's

@@ -1,8 +1,10 @@
 //! The memory brake's law: `llama_step`, a pure function from (point,
 //! readings, state, window facts) to an action and the next state, and the
-//! small helpers the engine calls around it (outcomes, carries, the idle
-//! pacing, growth). The engine gathers readings and carries out the action;
-//! every rule lives here and is table-tested in `brake_tests.rs`.
+//! small helpers the engine calls around it (the idle pacing, growth; what a
+//! respawn or an unload carries to the next child is in `brake_carry.rs`,
+//! re-exported here). The engine gathers readings and carries out the action;
+//! every rule lives here and is table-tested in `brake_tests.rs` (turn
+//! boundaries) and `brake_away_tests.rs` (away, pins, seeds, growth).
 //!
 //! llama-server cannot give memory back while it runs: nothing frees without
 //! a restart with a smaller `-c`, and a smaller `-c` always frees. So the
@@ -62,6 +64,13 @@ use serde::Serialize;
 
 use super::caps::{self, WINDOW_FLOOR_TOKENS};
 
+#[path = "brake_carry.rs"]
+mod carry;
+pub use carry::{
+    BRAKE_RELOAD_TTL, BrakeNotice, BrakeReload, BrakeState, BrakeView, Episode, Remembered, WINDOW_MEMORY_TTL,
+    after_respawn, alive, seed,
+};
+
 /// Calm samples in a row that end an episode.
 pub const EPISODE_END_CALM_SAMPLES: u32 = 2;
 /// Below this share of RAM, the window's KV is not what presses the machine.
@@ -80,10 +89,6 @@ pub const BRAKE_IDLE_INTERVAL: Duration = Duration::from_secs(60);
 pub fn idle_sample_skip(interval: Duration) -> Duration {
     interval * 55 / 60
 }
-/// How long an unload's carry seeds the next spawn of its model.
-pub const BRAKE_RELOAD_TTL: Duration = Duration::from_secs(30 * 60);
-/// How long the window memory keeps a model's cap, from its last write.
-pub const WINDOW_MEMORY_TTL: Duration = Duration::from_secs(30 * 60);
 
 /// Where a sample is taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -157,64 +162,6 @@ pub struct WindowFacts {
     pub uncapped: u32,
     /// `WARDEN_CTX` pins the window.
     pub pinned: bool,
-}
-
-/// A notice for the user, consumed by the next stateful turn end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BrakeNotice {
-    /// The brake shrank the window.
-    Acted,
-    /// Pressure the conversation does not cause.
-    External,
-}
-
-impl BrakeNotice {
-    /// The notice's reason on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Acted => "acted",
-            Self::External => "external",
-        }
-    }
-}
-
-/// One pressure episode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct Episode {
-    /// The worst level seen.
-    pub level: Level,
-    /// Shrinks decided in it.
-    pub shrinks: u32,
-    /// Whether it unloaded the model.
-    pub unloaded: bool,
-}
-
-/// The brake's state for one model, carried across respawns whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct BrakeState {
-    /// The open episode.
-    pub episode: Option<Episode>,
-    /// Calm samples in a row.
-    pub calm_streak: u32,
-    /// The cap in force (applied to the live child, or seeding its next spawn).
-    pub cap: Option<u32>,
-    /// A shrink decided but not applied yet (warning: applied at idle).
-    pub pending_cap: Option<u32>,
-    /// The window that hurt.
-    pub hurt: Option<u32>,
-    /// The notice waiting for a stateful turn end.
-    pub notice: Option<BrakeNotice>,
-    /// A brake respawn happened that no turn has announced yet.
-    pub respawned: bool,
-    /// The child was seeded by an unload's carry (until its episode ends).
-    pub seeded: bool,
-    /// Lasting critical while away: the next idle critical unloads.
-    pub unload_armed: bool,
-    /// A shrink happened and no turn came since (no second idle shrink).
-    pub shrunk_since_turn: bool,
-    /// A release happened and no turn came since (MLX: nothing more to give).
-    pub released_since_turn: bool,
 }
 
 /// What the engine must do.
@@ -293,79 +240,116 @@ pub fn llama_step(point: Point, r: &Readings, s: &BrakeState, w: &WindowFacts) -
     if r.level == Level::Calm {
         return calm_step(point, n, w);
     }
-    n.calm_streak = 0;
-    let mut ep = n.episode.unwrap_or_default();
-    ep.level = ep.level.max(r.level);
-    let ours = !not_ours(w);
-    if !ours && n.notice != Some(BrakeNotice::Acted) && !n.seeded {
-        n.notice = Some(BrakeNotice::External);
-    }
-    let target = shrink_target(w.allocated);
-    let can_shrink = !w.pinned
-        && ours
-        && !n.seeded
-        && ep.shrinks < MAX_SHRINKS_PER_EPISODE
-        && caps::pad(w.allocated) > caps::pad(target);
-    let shrink = |n: &mut BrakeState, ep: &mut Episode| {
-        ep.shrinks += 1;
-        n.pending_cap = Some(target);
-        n.hurt = Some(n.hurt.map_or(w.allocated, |h| h.max(w.allocated)));
-        n.shrunk_since_turn = true;
-    };
+    let mut p = Pressed::open(n, r.level, w);
     let action = match (point, r.level) {
-        (Point::TurnStart | Point::TurnEnd, Level::Critical) => match n.pending_cap {
+        (Point::TurnStart | Point::TurnEnd, Level::Critical) => p.critical_at_turn(),
+        (Point::TurnEnd, Level::Warning) => p.warning_at_turn_end(r.paging),
+        (Point::TurnStart, _) => Action::None,
+        (Point::Idle, level) => p.idle(level),
+        (Point::TurnEnd, Level::Calm) => unreachable!("calm is handled by calm_step"),
+    };
+    p.n.episode = Some(p.ep);
+    (action, p.n)
+}
+
+/// A non-calm sample being decided: the next state, its episode, and the
+/// shrink it could take.
+struct Pressed {
+    n: BrakeState,
+    ep: Episode,
+    target: u32,
+    can_shrink: bool,
+    w: WindowFacts,
+}
+
+impl Pressed {
+    /// Resets the calm streak, folds the level into the episode, and says
+    /// `external` when the pressure is not ours.
+    fn open(mut n: BrakeState, level: Level, w: &WindowFacts) -> Self {
+        n.calm_streak = 0;
+        let mut ep = n.episode.unwrap_or_default();
+        ep.level = ep.level.max(level);
+        let ours = !not_ours(w);
+        if !ours && n.notice != Some(BrakeNotice::Acted) && !n.seeded {
+            n.notice = Some(BrakeNotice::External);
+        }
+        let target = shrink_target(w.allocated);
+        let can_shrink = !w.pinned
+            && ours
+            && !n.seeded
+            && ep.shrinks < MAX_SHRINKS_PER_EPISODE
+            && caps::pad(w.allocated) > caps::pad(target);
+        Self {
+            n,
+            ep,
+            target,
+            can_shrink,
+            w: *w,
+        }
+    }
+
+    /// Records a shrink to `target`; returns the cap.
+    fn shrink(&mut self) -> u32 {
+        self.ep.shrinks += 1;
+        self.n.pending_cap = Some(self.target);
+        self.n.hurt = Some(self.n.hurt.map_or(self.w.allocated, |h| h.max(self.w.allocated)));
+        self.n.shrunk_since_turn = true;
+        self.target
+    }
+
+    fn critical_at_turn(&mut self) -> Action {
+        match self.n.pending_cap {
             // A deferred shrink is applied now rather than waiting for idle.
-            Some(cap) if !w.pinned => {
-                n.shrunk_since_turn = true;
+            Some(cap) if !self.w.pinned => {
+                self.n.shrunk_since_turn = true;
                 Action::Shrink { cap }
             }
-            _ if can_shrink => {
-                shrink(&mut n, &mut ep);
-                Action::Shrink { cap: target }
-            }
+            _ if self.can_shrink => Action::Shrink { cap: self.shrink() },
             _ => Action::None,
-        },
-        (Point::TurnEnd, Level::Warning) => {
-            if r.paging.unwrap_or(true) && can_shrink && n.pending_cap.is_none() {
-                shrink(&mut n, &mut ep);
-                Action::DeferShrink { cap: target }
-            } else {
-                Action::None
-            }
         }
-        (Point::TurnStart, _) => Action::None,
-        (Point::Idle, level) => match n.pending_cap {
+    }
+
+    fn warning_at_turn_end(&mut self, paging: Option<bool>) -> Action {
+        if paging.unwrap_or(true) && self.can_shrink && self.n.pending_cap.is_none() {
+            Action::DeferShrink { cap: self.shrink() }
+        } else {
+            Action::None
+        }
+    }
+
+    fn idle(&mut self, level: Level) -> Action {
+        match self.n.pending_cap {
             Some(cap) => {
                 // The deferred shrink, applied now that the user is away;
                 // the unload follows at the next critical tick.
-                n.unload_armed = true;
+                self.n.unload_armed = true;
                 Action::Shrink { cap }
             }
-            None if level == Level::Critical => {
-                if n.unload_armed && !n.seeded && !ep.unloaded {
-                    n.unload_armed = false;
-                    ep.unloaded = true;
-                    Action::Unload
-                } else if can_shrink && !n.shrunk_since_turn {
-                    shrink(&mut n, &mut ep);
-                    n.unload_armed = true;
-                    Action::Shrink { cap: target }
-                } else if !n.seeded && !ep.unloaded && !n.unload_armed {
-                    n.unload_armed = true;
-                    Action::ArmUnload
-                } else {
-                    Action::None
-                }
-            }
+            None if level == Level::Critical => self.idle_critical(),
             None => {
-                n.unload_armed = false;
+                self.n.unload_armed = false;
                 Action::None
             }
-        },
-        (Point::TurnEnd, Level::Calm) => unreachable!("calm is handled by calm_step"),
-    };
-    n.episode = Some(ep);
-    (action, n)
+        }
+    }
+
+    fn idle_critical(&mut self) -> Action {
+        let (seeded, unloaded) = (self.n.seeded, self.ep.unloaded);
+        if self.n.unload_armed && !seeded && !unloaded {
+            self.n.unload_armed = false;
+            self.ep.unloaded = true;
+            Action::Unload
+        } else if self.can_shrink && !self.n.shrunk_since_turn {
+            let cap = self.shrink();
+            self.n.unload_armed = true;
+            Action::Shrink { cap }
+        } else if !seeded && !unloaded && !self.n.unload_armed {
+            self.n.unload_armed = true;
+            Action::ArmUnload
+        } else {
+            Action::None
+        }
+    }
 }
 
 /// A calm sample: episode end, disarming, growth (shared with `law::mlx`).
@@ -392,30 +376,6 @@ pub(crate) fn calm_step(point: Point, mut n: BrakeState, w: &WindowFacts) -> (Ac
     (Action::None, n)
 }
 
-/// The state after the engine carried out a respawn at `cap` for `action`.
-/// A shrink that took sets `acted`; a failed respawn degrades into an unload
-/// (the cap still applies at the reload).
-pub fn after_respawn(s: &BrakeState, action: Action, cap: u32, ok: bool, pinned: bool) -> BrakeState {
-    let mut n = *s;
-    n.cap = Some(cap);
-    n.pending_cap = None;
-    if ok {
-        n.respawned = true;
-        if matches!(action, Action::Shrink { .. }) && !pinned {
-            n.notice = Some(BrakeNotice::Acted);
-        }
-    } else {
-        let mut ep = n.episode.unwrap_or_default();
-        ep.unloaded = true;
-        n.episode = Some(ep);
-        n.unload_armed = false;
-        if matches!(action, Action::Shrink { .. }) && !pinned {
-            n.notice = Some(BrakeNotice::Acted);
-        }
-    }
-    n
-}
-
 /// Whether an idle sample is due: not within `skip` (see
 /// `idle_sample_skip`) of the previous sample or of the end of the last turn.
 pub fn idle_sample_due(
@@ -426,80 +386,6 @@ pub fn idle_sample_due(
 ) -> bool {
     let recent = |t: Option<Instant>| t.is_some_and(|t| now.saturating_duration_since(t) < skip);
     !recent(last_sample) && !recent(last_turn_end)
-}
-
-/// An unload's record (the spec's `_brake_reload`): it seeds the next spawn
-/// of the same model within `BRAKE_RELOAD_TTL`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BrakeReload {
-    /// The model id.
-    pub model: String,
-    /// The cap to reload with.
-    pub cap: Option<u32>,
-    /// The window that hurt.
-    pub hurt: Option<u32>,
-    /// The episode, unload included.
-    pub episode: Option<Episode>,
-    /// When it was recorded.
-    #[serde(skip)]
-    pub at: Option<Instant>,
-}
-
-/// The per-model window memory: the cap and the window that hurt, kept
-/// `WINDOW_MEMORY_TTL` from the last write, read by every spawn of the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Remembered {
-    /// The cap.
-    pub cap: Option<u32>,
-    /// The window that hurt.
-    pub hurt: Option<u32>,
-    /// The last write.
-    pub written: Instant,
-}
-
-/// Whether a record written at `at` is still alive at `now` for `ttl`.
-pub fn alive(at: Instant, now: Instant, ttl: Duration) -> bool {
-    now.saturating_duration_since(at) < ttl
-}
-
-/// The brake state a new child of a model starts with: an unload's carry
-/// (within its TTL) seeds it whole; else the window memory's cap and hurt
-/// window; else nothing.
-pub fn seed(carry: Option<&BrakeReload>, memory: Option<&Remembered>, now: Instant) -> BrakeState {
-    if let Some(c) = carry.filter(|c| c.at.is_some_and(|at| alive(at, now, BRAKE_RELOAD_TTL))) {
-        return BrakeState {
-            episode: c.episode,
-            cap: c.cap,
-            hurt: c.hurt,
-            seeded: c.episode.is_some(),
-            ..BrakeState::default()
-        };
-    }
-    match memory.filter(|m| alive(m.written, now, WINDOW_MEMORY_TTL)) {
-        Some(m) => BrakeState {
-            cap: m.cap,
-            hurt: m.hurt,
-            ..BrakeState::default()
-        },
-        None => BrakeState::default(),
-    }
-}
-
-/// The brake as status shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct BrakeView {
-    /// Whether the brake samples at all.
-    pub enabled: bool,
-    /// Why it is off, when it is.
-    pub off_reason: Option<String>,
-    /// The last level read.
-    pub level: Option<Level>,
-    /// The state.
-    pub state: BrakeState,
-    /// The last action taken (its log word).
-    pub last_action: Option<String>,
-    /// An unload's carry waiting for the model's next spawn.
-    pub reload_pending: Option<String>,
 }
 
 #[cfg(test)]

@@ -153,82 +153,129 @@ pub fn mlx_step(point: Point, r: &MlxReadings, s: &BrakeState, f: &MlxFacts) -> 
         n.released_since_turn = false;
     }
     if r.level == Level::Calm {
-        let facts = WindowFacts {
-            allocated: f.window,
-            kv_per_token: f.kv_per_token,
-            ram_bytes: f.ram_bytes,
-            uncapped: f.trained,
-            pinned: f.pinned,
-        };
-        let (a, next) = brake::calm_step(point, n, &facts);
-        let action = match a {
-            brake::Action::Grow { cap } => MlxAction::Grow { cap },
-            _ => MlxAction::None,
-        };
-        return (action, next);
+        return calm_step(point, n, f);
     }
-    n.calm_streak = 0;
-    let mut ep: Episode = n.episode.unwrap_or_default();
-    ep.level = ep.level.max(r.level);
-    let gives = r.above_base.unwrap_or(0);
-    let release = gives >= RELEASE_WORTH_BYTES && !n.released_since_turn;
-    let target = brake::shrink_target(f.window);
-    let shrink = !f.pinned
-        && !n.seeded
-        && ep.shrinks < brake::MAX_SHRINKS_PER_EPISODE
-        && caps::pad(f.window) > caps::pad(target)
-        && f.last_request_tokens as f64 > f.threshold * target as f64;
-    if !release && gives < EXTERNAL_RELEASE_BYTES && !shrink && n.notice != Some(BrakeNotice::Acted) && !n.seeded {
-        n.notice = Some(BrakeNotice::External);
-    }
-    let do_shrink = |n: &mut BrakeState, ep: &mut Episode| {
-        ep.shrinks += 1;
-        n.pending_cap = Some(target);
-        n.hurt = Some(n.hurt.map_or(f.window, |h| h.max(f.window)));
-        n.shrunk_since_turn = true;
-        MlxAction::Shrink { cap: target }
+    let mut p = Pressed::open(n, r, f);
+    let action = if acts_now(point, r) {
+        p.now()
+    } else if point == Point::Idle && r.level == Level::Critical {
+        p.idle_critical()
+    } else {
+        if point == Point::Idle {
+            p.n.unload_armed = false;
+        }
+        MlxAction::None
     };
-    let act_now = match point {
+    p.n.episode = Some(p.ep);
+    (action, p.n)
+}
+
+/// The CPU brake's calm step over the MLX child's window (growth included).
+fn calm_step(point: Point, n: BrakeState, f: &MlxFacts) -> (MlxAction, BrakeState) {
+    let facts = WindowFacts {
+        allocated: f.window,
+        kv_per_token: f.kv_per_token,
+        ram_bytes: f.ram_bytes,
+        uncapped: f.trained,
+        pinned: f.pinned,
+    };
+    let (a, next) = brake::calm_step(point, n, &facts);
+    let action = match a {
+        brake::Action::Grow { cap } => MlxAction::Grow { cap },
+        _ => MlxAction::None,
+    };
+    (action, next)
+}
+
+/// Whether the sample acts at once: critical at a turn boundary, or paging
+/// (or an unreadable counter) at a turn's end.
+fn acts_now(point: Point, r: &MlxReadings) -> bool {
+    match point {
         Point::TurnStart | Point::TurnEnd => {
             r.level == Level::Critical || (point == Point::TurnEnd && r.paging.unwrap_or(true))
         }
         Point::Idle => false,
-    };
-    let action = if act_now {
-        if release {
-            n.released_since_turn = true;
+    }
+}
+
+/// A non-calm MLX sample being decided: the next state, its episode, and
+/// what a release or a shrink could do.
+struct Pressed {
+    n: BrakeState,
+    ep: Episode,
+    release: bool,
+    shrink: bool,
+    target: u32,
+    window: u32,
+}
+
+impl Pressed {
+    /// Resets the calm streak, folds the level into the episode, weighs a
+    /// release and a useful shrink, and says `external` when neither helps.
+    fn open(mut n: BrakeState, r: &MlxReadings, f: &MlxFacts) -> Self {
+        n.calm_streak = 0;
+        let mut ep = n.episode.unwrap_or_default();
+        ep.level = ep.level.max(r.level);
+        let gives = r.above_base.unwrap_or(0);
+        let release = gives >= RELEASE_WORTH_BYTES && !n.released_since_turn;
+        let target = brake::shrink_target(f.window);
+        let shrink = !f.pinned
+            && !n.seeded
+            && ep.shrinks < brake::MAX_SHRINKS_PER_EPISODE
+            && caps::pad(f.window) > caps::pad(target)
+            && f.last_request_tokens as f64 > f.threshold * target as f64;
+        if !release && gives < EXTERNAL_RELEASE_BYTES && !shrink && n.notice != Some(BrakeNotice::Acted) && !n.seeded {
+            n.notice = Some(BrakeNotice::External);
+        }
+        Self {
+            n,
+            ep,
+            release,
+            shrink,
+            target,
+            window: f.window,
+        }
+    }
+
+    fn do_shrink(&mut self) -> MlxAction {
+        self.ep.shrinks += 1;
+        self.n.pending_cap = Some(self.target);
+        self.n.hurt = Some(self.n.hurt.map_or(self.window, |h| h.max(self.window)));
+        self.n.shrunk_since_turn = true;
+        MlxAction::Shrink { cap: self.target }
+    }
+
+    fn now(&mut self) -> MlxAction {
+        if self.release {
+            self.n.released_since_turn = true;
             MlxAction::Release
-        } else if shrink {
-            do_shrink(&mut n, &mut ep)
+        } else if self.shrink {
+            self.do_shrink()
         } else {
             MlxAction::None
         }
-    } else if point == Point::Idle && r.level == Level::Critical {
-        if n.unload_armed && !n.seeded && !ep.unloaded {
-            n.unload_armed = false;
-            ep.unloaded = true;
+    }
+
+    fn idle_critical(&mut self) -> MlxAction {
+        let (seeded, unloaded) = (self.n.seeded, self.ep.unloaded);
+        if self.n.unload_armed && !seeded && !unloaded {
+            self.n.unload_armed = false;
+            self.ep.unloaded = true;
             MlxAction::Unload
-        } else if release {
-            n.released_since_turn = true;
-            n.unload_armed = true;
+        } else if self.release {
+            self.n.released_since_turn = true;
+            self.n.unload_armed = true;
             MlxAction::Release
-        } else if shrink && !n.shrunk_since_turn {
-            n.unload_armed = true;
-            do_shrink(&mut n, &mut ep)
-        } else if !n.seeded && !ep.unloaded && !n.unload_armed {
-            n.unload_armed = true;
+        } else if self.shrink && !self.n.shrunk_since_turn {
+            self.n.unload_armed = true;
+            self.do_shrink()
+        } else if !seeded && !unloaded && !self.n.unload_armed {
+            self.n.unload_armed = true;
             MlxAction::ArmUnload
         } else {
             MlxAction::None
         }
-    } else {
-        if point == Point::Idle {
-            n.unload_armed = false;
-        }
-        MlxAction::None
-    };
-    n.episode = Some(ep);
-    (action, n)
+    }
 }
 
 /// The state after the engine applied (or failed to apply) a bound change:

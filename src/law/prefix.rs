@@ -47,10 +47,20 @@ pub fn plan_claim(owner: &Owner, abandoned: bool, conversation: &str, kind: Turn
 mod tests {
     use super::*;
 
+    /// (owner, abandoned, conversation, kind, the plan)
+    type Row<'a> = (&'a Owner, bool, &'a str, TurnKind, ClaimPlan);
+
+    fn check(rows: &[Row]) {
+        for (i, (owner, abandoned, conv, kind, want)) in rows.iter().enumerate() {
+            assert_eq!(plan_claim(owner, *abandoned, conv, *kind), *want, "row {i}");
+        }
+    }
+
+    /// A chat claim resets only for another (or an unknown) owner, a barrier first after an abandoned turn.
     #[test]
-    fn claim_plans() {
+    fn a_chat_claim_resets_only_for_another_owner() {
         let a = Owner::Conversation("a".into());
-        let rows: &[(&Owner, bool, &str, TurnKind, ClaimPlan)] = &[
+        let rows: &[Row] = &[
             // why: the owner's own next turn: nothing to do
             (
                 &a,
@@ -106,6 +116,15 @@ mod tests {
                     reset: Some("conversation_change"),
                 },
             ),
+        ];
+        check(rows);
+    }
+
+    /// Arena and compaction turns always reset, even in the owner's own conversation.
+    #[test]
+    fn arena_and_compaction_claims_always_reset() {
+        let a = Owner::Conversation("a".into());
+        let rows: &[Row] = &[
             // why: Arena and compaction always reset
             (
                 &a,
@@ -128,8 +147,6 @@ mod tests {
                 },
             ),
         ];
-        for (i, (owner, abandoned, conv, kind, want)) in rows.iter().enumerate() {
-            assert_eq!(plan_claim(owner, *abandoned, conv, *kind), *want, "row {i}");
-        }
+        check(rows);
     }
 }

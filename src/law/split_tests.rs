@@ -43,19 +43,47 @@ fn smollm2_costs_match_what_llama_server_printed() {
     assert_eq!(10 * 4096 * c.kv_per_token_layer, 30 * MIB);
 }
 
-#[test]
-fn split_rows() {
+/// (limits MiB, trained, cap, pin, ctx, layers per device, fits)
+type Row<'a> = (
+    &'a [i64],
+    Option<u32>,
+    Option<u32>,
+    Option<u32>,
+    Window,
+    &'a [(u32, bool)],
+    bool,
+);
+
+/// Splits each row over SmolLM2 and checks its window, its layers per
+/// device, whether it fits, that every layer is placed, and that no device
+/// of a plan that fits is over its limit.
+fn check(rows: &[Row]) {
     let c = smol();
-    // (limits MiB, trained, cap, pin, ctx, layers per device, fits)
-    type Row<'a> = (
-        &'a [i64],
-        Option<u32>,
-        Option<u32>,
-        Option<u32>,
-        Window,
-        &'a [(u32, bool)],
-        bool,
-    );
+    for (i, (limits, trained, cap, pin, window, want, fits)) in rows.iter().enumerate() {
+        let p = split(&c, *trained, &devices(limits), *cap, *pin, true);
+        assert_eq!(p.window, *window, "row {i}: window");
+        assert_eq!(layers(&p), *want, "row {i}: layers");
+        assert_eq!(p.fits, *fits, "row {i}: fits");
+        assert_eq!(
+            p.shares.iter().map(|s| s.layers).sum::<u32>(),
+            30,
+            "row {i}: every layer placed"
+        );
+        if *fits {
+            for s in &p.shares {
+                assert!(
+                    s.total_bytes() as i64 <= s.limit_bytes,
+                    "row {i}: {} over its limit",
+                    s.name
+                );
+            }
+        }
+    }
+}
+
+/// Layers go by capacity, the output to the last device that can hold its copy.
+#[test]
+fn split_rows_place_layers_by_capacity() {
     let rows: &[Row] = &[
         // why: room everywhere: the trained window, layers by capacity, the
         // output on the last worker
@@ -79,6 +107,36 @@ fn split_rows() {
             &[(13, false), (10, false), (7, true)],
             true,
         ),
+        // why: the last worker cannot hold the output's copy (290 - 264 MiB of
+        // compute leaves less than its 28.7 MiB): the one before runs it, and
+        // with the local 19 layers its 11 are all 30; the last gets nothing
+        (
+            &[450, 384, 290],
+            Some(8192),
+            None,
+            None,
+            sized(8192, false, 1124),
+            &[(19, false), (11, true), (0, false)],
+            true,
+        ),
+        // why: one device alone is the one-machine law (the output local)
+        (
+            &[4096],
+            Some(8192),
+            None,
+            None,
+            sized(8192, false, 4096),
+            &[(30, true)],
+            true,
+        ),
+    ];
+    check(rows);
+}
+
+/// The brake's cap and a pin bound the window; under the floor nothing loads.
+#[test]
+fn split_rows_fold_in_the_cap_the_pin_and_the_floor() {
+    let rows: &[Row] = &[
         // why: the brake's cap folds in
         (
             &[4096, 4096, 4096],
@@ -99,18 +157,6 @@ fn split_rows() {
             &[(15, false), (15, true)],
             true,
         ),
-        // why: the last worker cannot hold the output's copy (290 - 264 MiB of
-        // compute leaves less than its 28.7 MiB): the one before runs it, and
-        // with the local 19 layers its 11 are all 30; the last gets nothing
-        (
-            &[450, 384, 290],
-            Some(8192),
-            None,
-            None,
-            sized(8192, false, 1124),
-            &[(19, false), (11, true), (0, false)],
-            true,
-        ),
         // why: nothing holds even the floor: said, not loaded
         (
             &[200, 200],
@@ -121,37 +167,8 @@ fn split_rows() {
             &[(15, false), (15, true)],
             false,
         ),
-        // why: one device alone is the one-machine law (the output local)
-        (
-            &[4096],
-            Some(8192),
-            None,
-            None,
-            sized(8192, false, 4096),
-            &[(30, true)],
-            true,
-        ),
     ];
-    for (i, (limits, trained, cap, pin, window, want, fits)) in rows.iter().enumerate() {
-        let p = split(&c, *trained, &devices(limits), *cap, *pin, true);
-        assert_eq!(p.window, *window, "row {i}: window");
-        assert_eq!(layers(&p), *want, "row {i}: layers");
-        assert_eq!(p.fits, *fits, "row {i}: fits");
-        assert_eq!(
-            p.shares.iter().map(|s| s.layers).sum::<u32>(),
-            30,
-            "row {i}: every layer placed"
-        );
-        if *fits {
-            for s in &p.shares {
-                assert!(
-                    s.total_bytes() as i64 <= s.limit_bytes,
-                    "row {i}: {} over its limit",
-                    s.name
-                );
-            }
-        }
-    }
+    check(rows);
 }
 
 fn sized(ctx: u32, memory_bound: bool, limit_mib: i64) -> Window {
