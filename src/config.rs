@@ -203,100 +203,17 @@ impl WardenConfig {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
-    /// As `from_env`, over any lookup (tests pass a map).
+    /// As `from_env`, over any lookup (tests pass a map). The readers run in
+    /// this order, so the first unusable variable named is always the same.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let var = |name: &str| get(name).filter(|v| !v.trim().is_empty());
         let mut c = Self::default();
-        if let Some(v) = var("WARDEN_ENGINE") {
-            c.engine = match v.trim().to_ascii_lowercase().as_str() {
-                "auto" => EnginePreference::Auto,
-                "cpu" => EnginePreference::Cpu,
-                "cuda" => EnginePreference::Cuda,
-                "mlx" => EnginePreference::Mlx,
-                _ => return Err(bad("WARDEN_ENGINE", v, "one of auto, cpu, cuda, mlx")),
-            };
-        }
-        c.force_cpu = var("WARDEN_FORCE_CPU").is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes"));
-        c.llama_server = var("WARDEN_LLAMA_SERVER").map(PathBuf::from);
-        if let Some(v) = var("WARDEN_CACHE_DIR") {
-            c.cache_dir = PathBuf::from(v);
-        }
-        c.ctx_pin = parse(&var, "WARDEN_CTX", "a token count, e.g. 8192")?;
-        let secs = |name: &'static str, dst: &mut Duration| -> Result<(), ConfigError> {
-            if let Some(s) = parse::<f64>(&var, name, "seconds, e.g. 30 or 0.5")? {
-                if !(s.is_finite() && s >= 0.0) {
-                    return Err(bad(name, s.to_string(), "a non-negative number of seconds"));
-                }
-                *dst = Duration::from_secs_f64(s);
-            }
-            Ok(())
-        };
-        secs("WARDEN_IDLE_TIMEOUT_S", &mut c.idle_timeout)?;
-        secs("WARDEN_IDLE_TICK_S", &mut c.idle_tick)?;
-        secs("WARDEN_BRAKE_TICK_S", &mut c.brake_tick)?;
-        secs("WARDEN_LOAD_TIMEOUT_S", &mut c.load_timeout)?;
-        secs("WARDEN_RESPAWN_TIMEOUT_S", &mut c.respawn_timeout)?;
-        secs("WARDEN_FIRST_TOKEN_TIMEOUT_S", &mut c.first_token_timeout)?;
-        secs("WARDEN_STALL_TIMEOUT_S", &mut c.stall_timeout)?;
-        secs("WARDEN_REQUEST_TIMEOUT_S", &mut c.request_timeout)?;
-        secs("WARDEN_CLIENT_STALL_TIMEOUT_S", &mut c.client_stall_timeout)?;
-        secs("WARDEN_BODY_TIMEOUT_S", &mut c.body_timeout)?;
-        secs("WARDEN_UI_SAMPLE_S", &mut c.ui_sample)?;
-        if let Some(n) = parse(&var, "WARDEN_MAX_CONNECTIONS", "a positive count")? {
-            if n == 0 {
-                return Err(bad("WARDEN_MAX_CONNECTIONS", "0", "a positive count"));
-            }
-            c.max_connections = n;
-        }
-        if let Some(n) = parse(&var, "WARDEN_MAX_QUEUE", "a positive count")? {
-            c.max_queue = n;
-        }
-        if let Some(n) = parse(&var, "WARDEN_MAX_BODY_BYTES", "a byte count")? {
-            c.max_body_bytes = n;
-        }
-        c.ram_override_bytes = parse::<f64>(&var, "WARDEN_RAM_OVERRIDE_GB", "GiB, e.g. 2 or 0.5")?.map(gib);
-        c.vram_override_bytes = parse::<f64>(&var, "WARDEN_VRAM_OVERRIDE_GB", "GiB, e.g. 8")?.map(gib);
-        if let Some(v) = var("WARDEN_FORCE_MEMORY_PRESSURE") {
-            c.force_pressure = Some(match v.trim() {
-                "warning" => ForcedPressure::Warning,
-                "critical" => ForcedPressure::Critical,
-                "vram-warning" => ForcedPressure::VramWarning,
-                "vram-critical" => ForcedPressure::VramCritical,
-                _ => {
-                    return Err(bad(
-                        "WARDEN_FORCE_MEMORY_PRESSURE",
-                        v,
-                        "one of warning, critical, vram-warning, vram-critical",
-                    ));
-                }
-            });
-        }
-        c.api_key = var("WARDEN_API_KEY");
-        if let Some(v) = var("WARDEN_WORKERS") {
-            c.workers = workers("WARDEN_WORKERS", v.split(','))?;
-        }
-        c.worker_key = var("WARDEN_WORKER_KEY")
-            .or_else(|| {
-                std::fs::read_to_string(c.cache_dir.join("worker.key"))
-                    .ok()
-                    .map(|k| k.trim().to_string())
-                    .filter(|k| !k.is_empty())
-            })
-            .map(crate::child::key::ApiKey::from_secret);
-        if let Some(v) = var("WARDEN_CORS_ORIGINS") {
-            c.cors_origins = cors_origins("WARDEN_CORS_ORIGINS", v.split(','))?;
-        }
-        c.mlx_python = var("WARDEN_MLX_PYTHON").map(PathBuf::from);
-        c.kv_save = var("WARDEN_KV_SAVE").is_none_or(|v| v.trim() != "0");
-        c.kv_save_dir = var("WARDEN_KV_SAVE_DIR").map(PathBuf::from);
-        if let Some(g) = parse::<f64>(&var, "WARDEN_KV_SAVE_MAX_GB", "a size in GiB, e.g. 2")? {
-            c.kv_save_max_bytes = Some(gib(g.max(0.0)));
-        }
-        if let Some(n) = parse(&var, "WARDEN_CHILD_VERBOSITY", "0 to 5")? {
-            c.child_verbosity = n;
-        }
-        c.cuda_visible_devices = var("CUDA_VISIBLE_DEVICES");
-        c.pretend_spill_platform = var("WARDEN_TEST_SPILL_PLATFORM").is_some_and(|v| v.trim() == "1");
+        c.read_engine_and_paths(&var)?;
+        c.read_timeouts(&var)?;
+        c.read_limits(&var)?;
+        c.read_qa_seams(&var)?;
+        c.read_clients_and_workers(&var)?;
+        c.read_child_and_kv(&var)?;
         Ok(c)
     }
 
@@ -356,21 +273,6 @@ fn bad(name: &'static str, value: impl Into<String>, expected: &'static str) -> 
     }
 }
 
-fn parse<T: std::str::FromStr>(
-    var: &impl Fn(&str) -> Option<String>,
-    name: &'static str,
-    expected: &'static str,
-) -> Result<Option<T>, ConfigError> {
-    match var(name) {
-        None => Ok(None),
-        Some(v) => v.trim().parse().map(Some).map_err(|_| bad(name, v, expected)),
-    }
-}
-
-fn gib(g: f64) -> u64 {
-    (g * 1024.0 * 1024.0 * 1024.0) as u64
-}
-
 /// `$XDG_CACHE_HOME/llm-warden`, else `~/.cache/llm-warden` (build-llama.sh's rule).
 pub fn default_cache_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
@@ -394,6 +296,9 @@ fn default_artifact_roots() -> Vec<PathBuf> {
     }
     roots
 }
+
+#[path = "config_read.rs"]
+mod read;
 
 #[cfg(test)]
 #[path = "config_tests.rs"]

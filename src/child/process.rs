@@ -108,6 +108,25 @@ pub struct ChildProcess {
 /// Must run on a long-lived thread (an actix arbiter's): on Linux the
 /// parent-death signal fires when the *spawning thread* exits.
 pub fn spawn(spec: &SpawnSpec) -> std::io::Result<ChildProcess> {
+    let mut child = command(spec).spawn()?;
+    let pid = child
+        .id()
+        .ok_or_else(|| std::io::Error::other("the child exited before its pid was read"))?;
+    let (output, drains) = capture(&mut child, spec, pid);
+    let (exit, kill_tx) = watch_exit(child, pid, drains, output.clone(), spec.label);
+    tracing::debug!(pid, child = spec.label, program = %spec.program.display(), "child spawned");
+    Ok(ChildProcess {
+        pid,
+        exit,
+        kill_tx,
+        output,
+        stopped_by_us: false,
+    })
+}
+
+/// The command of `spec`: an explicit environment, piped output, its own
+/// process group and (on Linux) the parent-death signal.
+fn command(spec: &SpawnSpec) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(&spec.program);
     cmd.args(&spec.args)
         .env_clear()
@@ -139,10 +158,15 @@ pub fn spawn(spec: &SpawnSpec) -> std::io::Result<ChildProcess> {
             });
         }
     }
-    let mut child = cmd.spawn()?;
-    let pid = child
-        .id()
-        .ok_or_else(|| std::io::Error::other("the child exited before its pid was read"))?;
+    cmd
+}
+
+/// One drain task per output stream, both into one redacted log.
+fn capture(
+    child: &mut tokio::process::Child,
+    spec: &SpawnSpec,
+    pid: u32,
+) -> (Arc<OutputLog>, Vec<tokio::task::JoinHandle<()>>) {
     let output = Arc::new(OutputLog::default());
     let redact = Redactor::new(spec.secret.as_ref());
     let mut drains = Vec::with_capacity(2);
@@ -158,10 +182,20 @@ pub fn spawn(spec: &SpawnSpec) -> std::io::Result<ChildProcess> {
     if let Some(err) = child.stderr.take() {
         drains.push(tokio::spawn(drain(err, output.clone(), spec.label, pid, redact)));
     }
+    (output, drains)
+}
+
+/// The wait task: it owns the child, kills it when asked, reaps it the
+/// moment it exits and publishes how it ended.
+fn watch_exit(
+    mut child: tokio::process::Child,
+    pid: u32,
+    drains: Vec<tokio::task::JoinHandle<()>>,
+    tail: Arc<OutputLog>,
+    label: &'static str,
+) -> (watch::Receiver<Option<ExitInfo>>, mpsc::UnboundedSender<()>) {
     let (exit_tx, exit_rx) = watch::channel(None);
     let (kill_tx, mut kill_rx) = mpsc::unbounded_channel::<()>();
-    let label = spec.label;
-    let tail = output.clone();
     tokio::spawn(async move {
         let status = loop {
             tokio::select! {
@@ -193,14 +227,7 @@ pub fn spawn(spec: &SpawnSpec) -> std::io::Result<ChildProcess> {
         tracing::debug!(pid, child = label, "child ended: {info}");
         let _ = exit_tx.send(Some(info));
     });
-    tracing::debug!(pid, child = spec.label, program = %spec.program.display(), "child spawned");
-    Ok(ChildProcess {
-        pid,
-        exit: exit_rx,
-        kill_tx,
-        output,
-        stopped_by_us: false,
-    })
+    (exit_rx, kill_tx)
 }
 
 #[cfg(unix)]

@@ -78,6 +78,22 @@ pub fn read_parts(path: &Path) -> Result<Vec<(PathBuf, GgufHeader)>, GgufError> 
         ));
     }
     let first = read_header(path)?;
+    let count = family_count(path, split.as_ref(), &first)?;
+    let mut parts = vec![(path.to_path_buf(), first)];
+    let Some(split) = split.filter(|_| count > 1) else {
+        return Ok(parts);
+    };
+    // Check presence of every part first, so a missing one is reported
+    // before any time is spent on the others.
+    check_present(path, &split, count)?;
+    parts.extend(read_others(path, &split, count)?);
+    check_tensor_total(path, &parts)?;
+    Ok(parts)
+}
+
+/// The family's size: the file name's, which part 1's `split.count` (when
+/// present) must agree with.
+fn family_count(path: &Path, split: Option<&SplitName>, first: &GgufHeader) -> Result<u32, GgufError> {
     let key_count = match first.metadata.get("split.count") {
         None => None,
         Some(v) => Some(
@@ -85,46 +101,48 @@ pub fn read_parts(path: &Path) -> Result<Vec<(PathBuf, GgufHeader)>, GgufError> 
                 .ok_or_else(|| GgufError::invalid(path, format!("split.count has type {}", v.type_name())))?,
         ),
     };
-    let count = match (&split, key_count) {
-        (Some(s), Some(k)) if k != u64::from(s.count) => {
-            return Err(GgufError::invalid(
-                path,
-                format!("file name says {} parts, split.count says {k}", s.count),
-            ));
-        }
-        (Some(s), _) => s.count,
-        (None, Some(k)) if k > 1 => {
-            return Err(GgufError::invalid(
-                path,
-                format!("split.count says {k} parts but the file name does not end -00001-of-{k:05}.gguf"),
-            ));
-        }
-        (None, _) => 1,
-    };
-    let mut parts = vec![(path.to_path_buf(), first)];
-    let Some(split) = split.filter(|_| count > 1) else {
-        return Ok(parts);
-    };
-    let missing = |part: u32, missing: PathBuf| GgufError::SplitPartMissing {
+    match (split, key_count) {
+        (Some(s), Some(k)) if k != u64::from(s.count) => Err(GgufError::invalid(
+            path,
+            format!("file name says {} parts, split.count says {k}", s.count),
+        )),
+        (Some(s), _) => Ok(s.count),
+        (None, Some(k)) if k > 1 => Err(GgufError::invalid(
+            path,
+            format!("split.count says {k} parts but the file name does not end -00001-of-{k:05}.gguf"),
+        )),
+        (None, _) => Ok(1),
+    }
+}
+
+fn part_missing(path: &Path, part: u32, count: u32, missing: PathBuf) -> GgufError {
+    GgufError::SplitPartMissing {
         path: path.to_path_buf(),
         missing,
         part,
         count,
-    };
-    // Check presence of every part first, so a missing one is reported
-    // before any time is spent on the others.
+    }
+}
+
+fn check_present(path: &Path, split: &SplitName, count: u32) -> Result<(), GgufError> {
     for part in 2..=count {
         let p = split.part_path(part);
         if let Err(e) = std::fs::metadata(&p)
             && e.kind() == std::io::ErrorKind::NotFound
         {
-            return Err(missing(part, p));
+            return Err(part_missing(path, part, count, p));
         }
     }
+    Ok(())
+}
+
+/// Parts 2 to `count`, each a valid GGUF with the right `split.no`.
+fn read_others(path: &Path, split: &SplitName, count: u32) -> Result<Vec<(PathBuf, GgufHeader)>, GgufError> {
+    let mut parts = Vec::new();
     for part in 2..=count {
         let p = split.part_path(part);
         let header = read_header(&p).map_err(|e| match e {
-            GgufError::Missing { path } => missing(part, path),
+            GgufError::Missing { path: lost } => part_missing(path, part, count, lost),
             other => other,
         })?;
         if let Some(v) = header.metadata.get("split.no")
@@ -137,6 +155,10 @@ pub fn read_parts(path: &Path) -> Result<Vec<(PathBuf, GgufHeader)>, GgufError> 
         }
         parts.push((p, header));
     }
+    Ok(parts)
+}
+
+fn check_tensor_total(path: &Path, parts: &[(PathBuf, GgufHeader)]) -> Result<(), GgufError> {
     let total: u64 = parts.iter().map(|(_, h)| h.tensor_count).sum();
     if let Some(v) = parts[0].1.metadata.get("split.tensors.count")
         && v.as_u64() != Some(total)
@@ -146,7 +168,7 @@ pub fn read_parts(path: &Path) -> Result<Vec<(PathBuf, GgufHeader)>, GgufError> 
             format!("split.tensors.count is {v:?}, the parts hold {total} tensors"),
         ));
     }
-    Ok(parts)
+    Ok(())
 }
 
 #[cfg(test)]

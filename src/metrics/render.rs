@@ -87,6 +87,13 @@ pub fn render(c: &Counters, g: &Gauges, child: Option<&str>) -> String {
 }
 
 fn counters(out: &mut String, c: &Counters) {
+    turn_counters(out, c);
+    speed_histograms(out, c);
+    child_life_counters(out, c);
+    brake_and_stall_counters(out, c);
+}
+
+fn turn_counters(out: &mut String, c: &Counters) {
     // Every route's completed count is listed, zero or not, so a rate()
     // over a fresh warden has a series to start from.
     let mut turns = c.turns.clone();
@@ -114,6 +121,9 @@ fn counters(out: &mut String, c: &Counters) {
         &c.completion_tokens,
         |r| format!("route=\"{r}\""),
     );
+}
+
+fn speed_histograms(out: &mut String, c: &Counters) {
     histogram(
         out,
         "warden_time_to_first_token_seconds",
@@ -132,6 +142,9 @@ fn counters(out: &mut String, c: &Counters) {
         "Child spawn to ready, per load that succeeded.",
         &c.load_seconds,
     );
+}
+
+fn child_life_counters(out: &mut String, c: &Counters) {
     counter_map(
         out,
         "warden_load_failures_total",
@@ -160,6 +173,9 @@ fn counters(out: &mut String, c: &Counters) {
         &c.restarts,
         |k| format!("reason=\"{k}\""),
     );
+}
+
+fn brake_and_stall_counters(out: &mut String, c: &Counters) {
     counter_map(
         out,
         "warden_brake_actions_total",

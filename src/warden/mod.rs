@@ -10,7 +10,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use crate::actors::engine::{Door, DoorError, Wiring};
+use crate::actors::engine::{Door, Wiring};
 use crate::actors::{EngineActor, EngineCore, IdleTimer, PrefixCacheActor, SensorActor};
 use crate::catalog::Catalog;
 use crate::config::WardenConfig;
@@ -24,12 +24,11 @@ use crate::queue::QueueGauge;
 use crate::sensors::history::{self, History};
 use crate::status::{EngineKind, EngineStatus, WardenEvent};
 
+mod door;
+
 /// Events buffered per turn between the engine and its caller. Small: the
 /// relay waits for a slow client rather than buffering its stream.
 pub const TURN_EVENTS_BUFFER: usize = 64;
-/// How long a tokenizer call through the side door may take (it reads the
-/// vocabulary, milliseconds even for a long text).
-const TOKENIZER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Lifecycle events kept for slow `/warden/events` readers.
 const EVENTS_BUFFER: usize = 1024;
 
@@ -344,57 +343,6 @@ impl Warden {
     /// The counters behind `/metrics`.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
-    }
-
-    /// The side door to the live child when it runs `model` (`None`: the
-    /// default), else `None`.
-    pub fn door_for(&self, model: Option<&str>) -> Option<Door> {
-        let door = self.inner.door.borrow().clone()?;
-        let default = self.inner.catalog.default_entry();
-        let want = match model {
-            Some(m) => m,
-            None => default.as_ref()?.id.as_str(),
-        };
-        (door.model == want).then_some(door)
-    }
-
-    /// The side door to whatever child runs now.
-    pub fn door(&self) -> Option<Door> {
-        self.inner.door.borrow().clone()
-    }
-
-    /// A tokenizer call: straight to the child when it runs the model
-    /// (beside any running turn: see `law::route`), else `None` and the
-    /// caller queues it as a turn, which loads the model first. A child that
-    /// stops between the look and the call is also answered through the
-    /// queue, and so is a route this engine's child does not serve (the
-    /// queue's own check refuses it).
-    pub async fn tokenize_now(
-        &self,
-        route: Route,
-        model: Option<&str>,
-        body: bytes::Bytes,
-    ) -> Option<Result<(u16, bytes::Bytes), ApiError>> {
-        if !route.served_by(self.engine_kind()) {
-            return None;
-        }
-        let door = self.door_for(model)?;
-        match door.tokenizer(route, body, TOKENIZER_TIMEOUT).await {
-            Ok(v) => Some(Ok(v)),
-            Err(DoorError::Transport(_)) => None,
-            Err(DoorError::Timeout) => Some(Err(ApiError {
-                status: 504,
-                message: format!(
-                    "the model server did not answer {} within {TOKENIZER_TIMEOUT:?}",
-                    route.path()
-                ),
-                kind: "server_error",
-                code: "upstream_timeout".into(),
-                param: None,
-                raw: None,
-            })),
-            Err(DoorError::NotADoorRoute) => None,
-        }
     }
 
     /// Stops the child (SIGTERM, grace, SIGKILL) and the engine's arbiter.
