@@ -140,10 +140,10 @@ fn secs(var: &impl Fn(&str) -> Option<String>, name: &'static str) -> Result<Opt
     let Some(s) = parse::<f64>(var, name, "seconds, e.g. 30 or 0.5")? else {
         return Ok(None);
     };
-    if !(s.is_finite() && s >= 0.0) {
-        return Err(bad(name, s.to_string(), "a non-negative number of seconds"));
-    }
-    Ok(Some(Duration::from_secs_f64(s)))
+    // try_from: a value past Duration's range (1e20) is refused, not a panic.
+    Duration::try_from_secs_f64(s)
+        .map(Some)
+        .map_err(|_| bad(name, s.to_string(), "a non-negative number of seconds"))
 }
 
 fn gib(g: f64) -> u64 {

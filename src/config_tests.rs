@@ -65,3 +65,11 @@ fn worker_lists() {
     // why: the key never prints with the configuration
     assert!(!format!("{c:?}").contains("k1"));
 }
+
+#[test]
+fn seconds_past_durations_range_are_refused_not_a_panic() {
+    for v in ["1e20", "-1", "inf", "NaN"] {
+        let e = cfg(&[("WARDEN_IDLE_TIMEOUT_S", v)]).unwrap_err();
+        assert_eq!(e.name, "WARDEN_IDLE_TIMEOUT_S", "{v}");
+    }
+}
