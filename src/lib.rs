@@ -38,7 +38,9 @@
 //! - `sse`: the incremental SSE parser of a chat stream (the engine's relay,
 //!   `llm-warden chat`, the bench and embedders read streams with it).
 //! - `messages`: one file per actor message.
-//! - `actors`: `EngineActor` (its state is `EngineCore`: `load`, `turn`,
+//! - `actors`: `EngineActor` (its state is `EngineCore`, with its `Brake`
+//!   and a state derived from the child: `load`, `spawn` (a child to
+//!   readiness), `retire` (the one way a live child leaves), `turn`,
 //!   `relay` (the child's answer, streamed or whole, and its timings),
 //!   `outbox` (every hand-over to a caller bounded by the client stall
 //!   bound), `door` (the tokenizer's and metrics' way to the live child
