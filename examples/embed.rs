@@ -1,14 +1,13 @@
 //! Embedding the warden in an actix-web application: the app mounts the
-//! warden's OpenAI routes beside a route of its own, `/ask`, which submits a
-//! turn through `Warden::submit` (the same queue and bound as the HTTP
-//! routes) and returns the answer as plain text.
+//! warden's OpenAI routes beside a route of its own, `/ask`, which asks
+//! through `Warden::chat` (the same queue and bound as the HTTP routes; the
+//! answer comes back as typed chunks, no SSE to parse) and returns the
+//! answer as plain text.
 //!
 //!     cargo run --example embed            # then:
 //!     curl -s 'http://127.0.0.1:8099/ask?q=What+is+the+capital+of+France%3F'
 
 use actix_web::{App, HttpResponse, HttpServer, web};
-use llm_warden::messages::TurnEvent;
-use llm_warden::sse::SseParser;
 use llm_warden::{Catalog, TurnRequest, Warden, WardenConfig};
 use serde::Deserialize;
 
@@ -17,41 +16,26 @@ struct Ask {
     q: String,
 }
 
-/// The app's own route: one turn, the streamed deltas gathered into a
-/// string.
+/// The app's own route: one turn, its text gathered into a string.
 async fn ask(warden: web::Data<Warden>, query: web::Query<Ask>) -> HttpResponse {
     let body = serde_json::json!({
         "messages": [{"role": "user", "content": query.q}],
         "max_tokens": 64,
         "temperature": 0,
     });
-    let mut rx = match warden.submit(TurnRequest {
+    let turn = warden.chat(TurnRequest {
         body: body.as_object().cloned().unwrap_or_default(),
         stream: true,
         ..Default::default()
-    }) {
-        Ok(rx) => rx,
+    });
+    let answer = match turn {
+        Ok(chunks) => chunks.text().await,
         Err(e) => return HttpResponse::ServiceUnavailable().body(format!("{}: {}", e.code, e.message)),
     };
-    let mut answer = String::new();
-    let mut parser = SseParser::new();
-    let mut events = Vec::new();
-    while let Some(ev) = rx.recv().await {
-        match ev {
-            TurnEvent::Chunk(raw) => {
-                let _ = parser.push(&raw, &mut events);
-                for e in events.drain(..) {
-                    let delta = serde_json::from_slice::<serde_json::Value>(&e.data)
-                        .ok()
-                        .and_then(|v| v.pointer("/choices/0/delta/content")?.as_str().map(str::to_string));
-                    answer.push_str(&delta.unwrap_or_default());
-                }
-            }
-            TurnEvent::Error(e) => return HttpResponse::BadGateway().body(format!("{}: {}", e.code, e.message)),
-            TurnEvent::Done | TurnEvent::Body { .. } => break,
-            TurnEvent::Notice(_) => {}
-        }
-    }
+    let answer = match answer {
+        Ok(a) => a,
+        Err(e) => return HttpResponse::BadGateway().body(format!("{}: {}", e.code, e.message)),
+    };
     HttpResponse::Ok()
         .content_type("text/plain; charset=utf-8")
         .body(answer)

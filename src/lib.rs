@@ -28,7 +28,8 @@
 //!    `-- status::*   EngineStatus (watch) and WardenEvent (broadcast)
 //! ```
 //!
-//! - `warden`: the embedding API (`Warden::start`, `submit`, `shutdown`,
+//! - `warden`: the embedding API (`Warden::start`, `chat` (a turn as typed
+//!   chunks), `submit` (its raw events, for the HTTP relay), `shutdown`,
 //!   the tokenizer's side door, metrics, the memory history).
 //! - `engines`: per backend; `engines::preflight` selects the engine and
 //!   runs the CUDA pre-flight; `engines::rpc` plans the CPU engine's split
@@ -89,4 +90,4 @@ pub mod warden;
 
 pub use catalog::Catalog;
 pub use config::WardenConfig;
-pub use warden::{TurnRequest, Warden};
+pub use warden::{Chunk, TurnRequest, TurnStream, Warden};

@@ -24,7 +24,10 @@ use crate::queue::QueueGauge;
 use crate::sensors::history::{self, History};
 use crate::status::{EngineKind, EngineStatus, WardenEvent};
 
+mod chunks;
 mod door;
+
+pub use chunks::{Chunk, TurnStream};
 
 /// Events buffered per turn between the engine and its caller. Small: the
 /// relay waits for a slow client rather than buffering its stream.
