@@ -20,11 +20,10 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
-
-use futures::StreamExt;
-use support::split::{Rig, WORKER_RAM, greedy, http, serial, shares, status, status_until, warden};
-use support::workers::{KEY, Worker, free_port, start_in};
+use support::split::{
+    Rig, WORKER_RAM, greedy, http, interrupt_mid_stream, serial, shares, status, status_until, warden,
+};
+use support::workers::{KEY, free_port, start_in};
 use support::{SMOLLM2, json_of, real_model, wait_gone};
 
 #[actix_rt::test]
@@ -122,48 +121,6 @@ async fn a_window_one_machine_cannot_hold_is_reached_with_the_workers() {
     assert!(!greedy(&base, 8).await.is_empty());
 }
 
-/// Streams a long greedy answer, SIGKILLs worker `victim` after the tenth
-/// event, and returns `(the error event, seconds from the kill to it)`.
-async fn kill_mid_stream(base: &str, victim: &Worker) -> (serde_json::Value, f64) {
-    let resp = http()
-        .post(format!("{base}/v1/chat/completions"))
-        .json(&serde_json::json!({
-            "messages": [{"role": "user", "content": "Write a long story about a dragon."}],
-            "max_tokens": 3000,
-            "temperature": 0,
-            "stream": true,
-        }))
-        .send()
-        .await
-        .unwrap();
-    let mut body = resp.bytes_stream();
-    let (mut text, mut events, mut killed) = (String::new(), 0, None::<Instant>);
-    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(30), body.next())
-        .await
-        .expect("the stream moves or ends")
-    {
-        text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
-        while let Some(end) = text.find("\n\n") {
-            let ev: String = text.drain(..end + 2).collect();
-            let Some(data) = ev.trim().strip_prefix("data: ") else {
-                continue;
-            };
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(data)
-                && v.get("error").is_some()
-            {
-                let t = killed.expect("an error only after the kill").elapsed().as_secs_f64();
-                return (v["error"].clone(), t);
-            }
-            events += 1;
-            if events == 10 {
-                support::workers::signal(victim.pid(), nix::sys::signal::Signal::SIGKILL);
-                killed = Some(Instant::now());
-            }
-        }
-    }
-    panic!("the stream ended without an error after the kill");
-}
-
 #[actix_rt::test]
 async fn a_worker_killed_mid_stream_is_worker_lost_and_the_next_requests_go_on() {
     let _g = serial();
@@ -172,7 +129,11 @@ async fn a_worker_killed_mid_stream_is_worker_lost_and_the_next_requests_go_on()
     let victim_addr = rig.workers[1].addr();
     let victim_port: u16 = victim_addr.rsplit(':').next().unwrap().parse().unwrap();
     let rpc_pid = rig.workers[1].status(KEY).await.rpc.pid.unwrap();
-    let (err, secs) = kill_mid_stream(&base, &rig.workers[1]).await;
+    let victim = rig.workers[1].pid();
+    let (err, secs) = interrupt_mid_stream(&base, || {
+        support::workers::signal(victim, nix::sys::signal::Signal::SIGKILL)
+    })
+    .await;
     eprintln!("worker_lost {secs:.3} s after the kill");
     assert_eq!(err["code"], "worker_lost", "{err}");
     assert!(err["message"].as_str().unwrap().contains(&victim_addr), "{err}");

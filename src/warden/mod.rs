@@ -170,6 +170,8 @@ impl Warden {
         let prefix = matches!(backend, Backend::Mlx(_)).then(|| PrefixCacheActor::new(events_tx.clone()).start());
         let (workers, views_tx) = crate::actors::engine::workers_link(&config, &backend);
         let worker_views = workers.as_ref().map(|w| w.views.clone());
+        // The watch reads with the engine's own reader (one client, one key).
+        let watch_remote = workers.as_ref().map(|w| w.remote.clone());
         let core = EngineCore::new(
             config.clone(),
             backend,
@@ -186,8 +188,7 @@ impl Warden {
             },
         );
         let engine = EngineActor::start_in_arbiter(&arbiter, move |_| EngineActor::new(core));
-        if let Some(tx) = views_tx {
-            let remote = crate::rpc::remote::Remote::new(config.worker_key.clone());
+        if let (Some(tx), Some(remote)) = (views_tx, watch_remote) {
             crate::rpc::remote::start_watch(remote, config.workers.clone(), tx, engine.clone().recipient());
         }
         let timer = IdleTimer::new(

@@ -145,3 +145,53 @@ pub async fn status_until(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Streams a long greedy answer, calls `interrupt` (a worker's kill, a cut
+/// link) after its tenth event, and returns the stream's error (its
+/// `error` object) and the seconds from the interruption to it.
+pub async fn interrupt_mid_stream(base: &str, interrupt: impl FnOnce()) -> (serde_json::Value, f64) {
+    use futures::StreamExt;
+    let resp = http()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&serde_json::json!({
+            "messages": [{"role": "user", "content": "Write a long story about a dragon."}],
+            "max_tokens": 3000,
+            "temperature": 0,
+            "stream": true,
+        }))
+        .send()
+        .await
+        .unwrap();
+    let mut body = resp.bytes_stream();
+    let (mut text, mut events) = (String::new(), 0);
+    let (mut interrupt, mut at) = (Some(interrupt), None::<Instant>);
+    while let Some(chunk) = tokio::time::timeout(Duration::from_secs(30), body.next())
+        .await
+        .expect("the stream moves or ends")
+    {
+        text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        while let Some(end) = text.find("\n\n") {
+            let ev: String = text.drain(..end + 2).collect();
+            let Some(data) = ev.trim().strip_prefix("data: ") else {
+                continue;
+            };
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(data)
+                && v.get("error").is_some()
+            {
+                let t = at
+                    .expect("an error only after the interruption")
+                    .elapsed()
+                    .as_secs_f64();
+                return (v["error"].clone(), t);
+            }
+            events += 1;
+            if events == 10
+                && let Some(f) = interrupt.take()
+            {
+                f();
+                at = Some(Instant::now());
+            }
+        }
+    }
+    panic!("the stream ended without an error after the interruption");
+}

@@ -40,6 +40,27 @@ pub struct WorkersLink {
 /// A lost worker: its address and what the watch saw.
 pub type Lost = (String, String);
 
+/// The watch's view of `addr`.
+fn view_of<'a>(views: &'a [WorkerView], addr: &WorkerAddr) -> Option<&'a WorkerView> {
+    let addr = addr.to_string();
+    views.iter().find(|v| v.addr == addr)
+}
+
+/// A load's reading of `addr`: `now`, with the watch's last good reading
+/// and its poll count.
+fn reading(
+    addr: &WorkerAddr,
+    v: Option<&WorkerView>,
+    now: Result<crate::rpc::status::WorkerStatus, String>,
+) -> Reading {
+    Reading {
+        addr: addr.clone(),
+        now,
+        last_good: v.and_then(|v| v.status.clone()),
+        polls: v.map_or(0, |v| v.polls),
+    }
+}
+
 /// The first worker of `used` the views call lost.
 fn first_lost(views: &[WorkerView], used: &[RpcUse]) -> Option<Lost> {
     used.iter().find_map(|u| {
@@ -73,24 +94,19 @@ impl EngineCore {
             .iter()
             .zip(now)
             .map(|(addr, now)| {
-                let v = views.iter().find(|v| v.addr == addr.to_string());
+                let v = view_of(&views, addr);
                 // A worker the watch calls lost is left out even when it
                 // answered the load's slower reading: joined, it would end
                 // the first turn with worker_lost, and again, and again.
-                let watch_lost = v.is_some_and(|v| v.misses >= workers::LOST_AFTER_MISSES);
-                Reading {
-                    now: match now {
-                        Ok(_) if watch_lost => Err(format!(
-                            "it does not answer the watch within {} ms ({})",
-                            remote::POLL_TIMEOUT.as_millis(),
-                            v.and_then(|v| v.error.clone()).unwrap_or_default()
-                        )),
-                        r => r,
-                    },
-                    last_good: v.and_then(|v| v.status.clone()),
-                    polls: v.map_or(0, |v| v.polls),
-                    addr: addr.clone(),
-                }
+                let now = match now {
+                    Ok(_) if v.is_some_and(|v| v.misses >= workers::LOST_AFTER_MISSES) => Err(format!(
+                        "it does not answer the watch within {} ms ({})",
+                        remote::POLL_TIMEOUT.as_millis(),
+                        v.and_then(|v| v.error.clone()).unwrap_or_default()
+                    )),
+                    r => r,
+                };
+                reading(addr, v, now)
             })
             .collect();
         let plan = rpc::plan(plan, &readings, &link.ours, self.cfg.ctx_pin)?;
@@ -127,17 +143,13 @@ impl EngineCore {
             .addrs
             .iter()
             .map(|addr| {
-                let v = views.iter().find(|v| v.addr == addr.to_string());
+                let v = view_of(&views, addr);
                 let lost = v.is_none_or(|v| v.misses >= workers::LOST_AFTER_MISSES);
-                Reading {
-                    addr: addr.clone(),
-                    now: match v.and_then(|v| v.status.clone()) {
-                        Some(s) if !lost => Ok(s),
-                        _ => Err(v.and_then(|v| v.error.clone()).unwrap_or_else(|| "not read yet".into())),
-                    },
-                    last_good: v.and_then(|v| v.status.clone()),
-                    polls: v.map_or(0, |v| v.polls),
-                }
+                let now = match v.and_then(|v| v.status.clone()) {
+                    Some(s) if !lost => Ok(s),
+                    _ => Err(v.and_then(|v| v.error.clone()).unwrap_or_else(|| "not read yet".into())),
+                };
+                reading(addr, v, now)
             })
             .collect();
         rpc::plan(plan, &readings, &link.ours, self.cfg.ctx_pin)
