@@ -60,6 +60,12 @@ pub struct WardenConfig {
     pub idle_tick: Duration,
     /// `WARDEN_BRAKE_TICK_S`: the memory brake's idle sample period. 60 s.
     pub brake_tick: Duration,
+    /// How often the sensor refreshes its latest reading, which a turn's
+    /// start and end read (250 ms: a reading's age stays far below the 10 s
+    /// the pressure level averages over, at ~0.04 % of a core; zero: only
+    /// at each idle sample). No environment variable: a tuning knob for
+    /// embedders and tests.
+    pub sensor_period: Duration,
     /// `WARDEN_LOAD_TIMEOUT_S`: a child not ready after this is stopped and
     /// reported `load_timeout`. Long enough for a big model from a slow disk.
     pub load_timeout: Duration,
@@ -167,6 +173,7 @@ impl Default for WardenConfig {
             idle_timeout: Duration::from_secs(300),
             idle_tick: Duration::from_secs(30),
             brake_tick: Duration::from_secs(60),
+            sensor_period: Duration::from_millis(250),
             load_timeout: Duration::from_secs(300),
             respawn_timeout: Duration::from_secs(30),
             first_token_timeout: Duration::from_secs(300),

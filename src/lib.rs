@@ -8,13 +8,19 @@
 //! # Layout
 //!
 //! ```text
-//!  HTTP (http::*, actix-web)        IdleTimer --ReapTick / BrakeTick--+
-//!    | Warden::submit -> Generate                                      |
-//!    v                                                                 v
-//!  EngineActor (actors::engine) -- owns the one child (child::*) ------+
-//!    |  its mailbox is the spec's generation lock (AtomicResponse handlers)
-//!    |-- asks --> SensorActor (RAM pressure, paging, footprints, VRAM spill)
-//!    |-- asks --> PrefixCacheActor (MLX only: who owns the child's KV)
+//!  HTTP (http::*, actix-web)
+//!    | Warden::submit -> Generate ------------------------------+
+//!    | (MLX: -> ClaimPrefix -> PrefixCacheActor, who owns the    |
+//!    |  child's KV: it queues Reset, then forwards Generate) ----+
+//!    v                                                           v
+//!  EngineActor (actors::engine) -- owns the one child (child::*), its client and key
+//!    |  its mailbox is the spec's generation lock (AtomicResponse handlers);
+//!    |  it awaits no other actor in a handler
+//!    |<-- BrakeSample -- SensorActor (own clock: RAM pressure, paging; every
+//!    |                   60 s while loaded), its latest reading in a watch
+//!    |-- reads <-- that watch at a turn's start and end (sensors::view)
+//!    |<-- Reap -- IdleTimer (every 30 s, only when a model looks idle)
+//!    |-- ResetFailed --> PrefixCacheActor (the next claim resets)
 //!    |-- publishes Door (watch): /tokenize, /detokenize and the child's
 //!    |   /metrics reach the live child beside a turn, nothing else can
 //!    |-- reads <-- the worker watch (rpc::remote, every 200 ms; WorkerCheck
@@ -24,6 +30,7 @@
 //!    |-- engines::*  per backend: CPU and CUDA llama-server, MLX mlx_vlm.server
 //!    |-- gguf::*     header-only model facts
 //!    |-- sensors::*  RAM total and cgroup, footprints, pressure providers, NVML,
+//!    |               the GPU spill gauge, the view of the latest reading,
 //!    |               the dashboard's memory history (its own sampler thread)
 //!    `-- status::*   EngineStatus (watch) and WardenEvent (broadcast)
 //! ```
@@ -47,9 +54,11 @@
 //!   bound), `door` (the tokenizer's and metrics' way to the live child
 //!   beside a turn), `kv` (a conversation's KV saved and restored across
 //!   the warden's own interruptions), `brake`, `mlx`, `cuda`, `reap`,
-//!   `workers` (the split over RPC workers, a lost worker, their pressure)),
-//!   `IdleTimer`, `SensorActor`,
-//!   `PrefixCacheActor`.
+//!   `workers` (the split over RPC workers, a lost worker, their pressure),
+//!   `prefix` (the MLX cache's resets on the engine's own child)),
+//!   `IdleTimer` (sends `Reap`), `SensorActor` (samples on its own clock,
+//!   sends `BrakeSample`), `PrefixCacheActor` (owns who holds the MLX
+//!   cache, sends `Reset`).
 //! - `http`: the actix-web routes (chat, completions, infill, the
 //!   tokenizer, `/metrics`, the dashboard `ui`, the warden's own);
 //!   `http::stall` closes the connection of a client that stopped reading;

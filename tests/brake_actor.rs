@@ -1,5 +1,5 @@
-//! The memory brake carried out by the engine actor, driven by a fake sensor
-//! recipient with scripted readings over the fake child: whole sequences of
+//! The memory brake carried out by the engine actor, driven by a scripted
+//! pressure view (the engine's window on the sensor) over the fake child: whole sequences of
 //! turns and idle ticks, asserting the respawns (new pids, smaller windows
 //! read back from the child), the unload, the carries, the notices in the
 //! stream and the events. The real llama-server version is in
@@ -11,18 +11,20 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use actix::prelude::*;
 use llm_warden::catalog::Catalog;
 use llm_warden::engines::{Backend, CpuEngine};
+use llm_warden::law::brake::Point;
 use llm_warden::law::brake::{Level, Readings};
-use llm_warden::messages::{BrakeOff, BrakeTick, Notice, ReadSensors};
+use llm_warden::messages::{BrakeSample, Notice};
+use llm_warden::sensors::view::{BrakeOff, PressureView};
 use llm_warden::status::WardenEvent;
 use llm_warden::{Warden, WardenConfig};
 use serde_json::json;
 use support::*;
 
-/// Scripted readings, taken in order; calm once the script runs out.
-#[derive(Clone, Default)]
+/// Scripted readings, taken in order, one per sample; calm once the script
+/// runs out.
+#[derive(Clone, Default, Debug)]
 struct Script(Arc<Mutex<VecDeque<Readings>>>);
 
 impl Script {
@@ -33,28 +35,18 @@ impl Script {
             footprint_bytes: Some(100 << 20),
         });
     }
-}
 
-struct FakeSensor(Script);
-
-impl Actor for FakeSensor {
-    type Context = Context<Self>;
-}
-
-impl Handler<ReadSensors> for FakeSensor {
-    type Result = Result<Readings, BrakeOff>;
-    fn handle(&mut self, _m: ReadSensors, _: &mut Context<Self>) -> Self::Result {
-        Ok(self.0.0.lock().unwrap().pop_front().unwrap_or(Readings {
+    fn next(&self) -> Readings {
+        self.0.lock().unwrap().pop_front().unwrap_or(Readings {
             level: Level::Calm,
             paging: Some(false),
             footprint_bytes: None,
-        }))
+        })
     }
 }
 
 fn brake_warden(dir: &Path, cfg: WardenConfig) -> (Warden, Script) {
     let script = Script::default();
-    let sensor = FakeSensor(script.clone()).start();
     let cfg = WardenConfig {
         ram_override_bytes: Some(8 << 30),
         ..cfg
@@ -68,15 +60,23 @@ fn brake_warden(dir: &Path, cfg: WardenConfig) -> (Warden, Script) {
         Catalog::scan(dir),
         backend,
         None,
-        sensor.recipient(),
-        None,
+        Box::new(script.clone()),
     );
     (w, script)
 }
 
-/// Sends an idle tick and waits until the engine handled it.
-async fn idle_tick(w: &Warden) {
-    w.engine().send(BrakeTick).await.unwrap();
+/// Turn starts and ends read the script like the sensor's latest reading.
+impl PressureView for Script {
+    fn read(&mut self, _point: Point) -> Result<Readings, BrakeOff> {
+        Ok(self.next())
+    }
+}
+
+/// Sends an idle sample with the script's next reading (the sensor's clock,
+/// here the test's) and waits until the engine handled it.
+async fn idle_tick(w: &Warden, script: &Script) {
+    let reading = Ok(script.next());
+    w.engine().send(BrakeSample { reading }).await.unwrap();
 }
 
 fn brake_actions(events: &[WardenEvent]) -> Vec<String> {
@@ -119,10 +119,10 @@ async fn critical_turn_end_then_two_idle_ticks() {
     let pid1 = s.child_pid.unwrap();
     // Two idle ticks under lasting critical pressure.
     script.push(Level::Critical, false);
-    idle_tick(&w).await;
+    idle_tick(&w, &script).await;
     assert_eq!(w.status().child_pid, Some(pid1), "the first tick only arms");
     script.push(Level::Critical, false);
-    idle_tick(&w).await;
+    idle_tick(&w, &script).await;
     assert_eq!(w.status().child_pid, None, "the second tick unloads");
     assert!(wait_gone(pid1, 5).await);
     assert_eq!(w.status().brake.reload_pending.as_deref(), Some("m"));
@@ -164,7 +164,7 @@ async fn warning_with_and_without_paging() {
     assert_eq!(w.status().brake.state.pending_cap, Some(8192));
     assert_eq!(w.status().child_pid, Some(pid), "no respawn while the user is here");
     script.push(Level::Warning, false);
-    idle_tick(&w).await;
+    idle_tick(&w, &script).await;
     let s = w.status();
     assert_ne!(s.child_pid, Some(pid));
     assert_eq!(s.context_tokens, Some(8192));
@@ -210,9 +210,9 @@ async fn a_pinned_window_is_not_resized_but_unloads() {
     let pid = w.status().child_pid.unwrap();
     assert_eq!(w.status().context_tokens, Some(16384));
     script.push(Level::Critical, false);
-    idle_tick(&w).await;
+    idle_tick(&w, &script).await;
     script.push(Level::Critical, false);
-    idle_tick(&w).await;
+    idle_tick(&w, &script).await;
     assert_eq!(w.status().child_pid, None);
     assert!(wait_gone(pid, 5).await);
     w.shutdown().await;

@@ -16,7 +16,7 @@ use llm_warden::catalog::Catalog;
 use llm_warden::config::ForcedPressure;
 use llm_warden::engines::{Backend, CudaEngine, GpuSource};
 use llm_warden::law::cuda::GpuDevice;
-use llm_warden::messages::{BrakeTick, Notice};
+use llm_warden::messages::{BrakeSample, Notice};
 use llm_warden::status::WardenEvent;
 use llm_warden::{Warden, WardenConfig};
 use serde_json::{Value, json};
@@ -159,9 +159,9 @@ async fn critical_spill_shrinks_then_unloads() {
     assert_eq!(s.len(), 2);
     assert_eq!((flag(&s[1].0, "-c"), flag(&s[1].0, "-ngl")), (Some("8192"), Some("-2")));
     assert_eq!(s[1].1.as_deref(), Some("GPU-1234abcd-5678"), "the respawn stays pinned");
-    w.engine().send(BrakeTick).await.unwrap();
+    w.engine().send(calm_idle_sample()).await.unwrap();
     assert!(w.status().child_pid.is_some(), "the first idle critical arms");
-    w.engine().send(BrakeTick).await.unwrap();
+    w.engine().send(calm_idle_sample()).await.unwrap();
     assert_eq!(w.status().child_pid, None, "the second unloads");
     // The next message reloads at the cap, a fresh load: -ngl -1 again.
     let t = collect(w.submit(chat(None, 2, true)).unwrap()).await;
@@ -182,7 +182,7 @@ async fn warning_spill_shrinks_once_the_user_is_away() {
     assert!(collect(w.submit(chat(None, 2, true)).unwrap()).await.done);
     assert_eq!(spawns(&log).len(), 1, "nothing respawns while the user is here");
     assert_eq!(w.status().brake.state.pending_cap, Some(8192));
-    w.engine().send(BrakeTick).await.unwrap();
+    w.engine().send(calm_idle_sample()).await.unwrap();
     let s = spawns(&log);
     assert_eq!((flag(&s[1].0, "-c"), flag(&s[1].0, "-ngl")), (Some("8192"), Some("-2")));
     w.shutdown().await;
@@ -203,7 +203,7 @@ async fn linux_has_no_spill_and_the_brake_never_acts() {
     let mut ev = w.subscribe();
     assert!(collect(w.submit(chat(None, 2, true)).unwrap()).await.done);
     for _ in 0..3 {
-        w.engine().send(BrakeTick).await.unwrap();
+        w.engine().send(calm_idle_sample()).await.unwrap();
     }
     assert_eq!(spawns(&log).len(), 1);
     while let Ok(e) = ev.try_recv() {
@@ -235,4 +235,16 @@ async fn a_partial_offload_turns_the_brake_off() {
         "{b:?}"
     );
     w.shutdown().await;
+}
+
+/// An idle sample as the sensor sends it, with a calm RAM reading: the CUDA
+/// brake reads its spill gauge, never the RAM.
+fn calm_idle_sample() -> BrakeSample {
+    BrakeSample {
+        reading: Ok(llm_warden::law::brake::Readings {
+            level: llm_warden::law::brake::Level::Calm,
+            paging: Some(false),
+            footprint_bytes: None,
+        }),
+    }
 }

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use llm_warden::messages::{ReapTick, Unload};
+use llm_warden::messages::{Reap, Unload};
 use llm_warden::status::WardenEvent;
 use serde_json::json;
 use support::*;
@@ -29,7 +29,7 @@ async fn reap_waits_for_the_turn_and_never_interrupts_it() {
         matches!(e, WardenEvent::TurnStarted { seq: 0 })
     })
     .await;
-    w.engine().do_send(ReapTick);
+    w.engine().do_send(Reap);
     let second = w.submit(chat(None, 3, true)).unwrap();
     let t1 = collect(first).await;
     assert!(t1.done && t1.error.is_none(), "turn 0 was interrupted: {t1:?}");
@@ -69,7 +69,7 @@ async fn a_queued_reap_rechecks_idleness() {
     let mut ev = w.subscribe();
     let first = w.submit(chat(None, 10, true)).unwrap();
     event_or_fail(&mut ev, "turn start", |e| matches!(e, WardenEvent::TurnStarted { .. })).await;
-    w.engine().do_send(ReapTick);
+    w.engine().do_send(Reap);
     assert!(collect(first).await.done);
     let e = event_or_fail(&mut ev, "the reap check", |e| {
         matches!(e, WardenEvent::ReapChecked { .. })

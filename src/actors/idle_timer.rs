@@ -1,14 +1,13 @@
-//! `IdleTimer`: the clock of the idle reap and the brake's idle sample, in
-//! its own actor (an `AtomicResponse` in the engine freezes the engine's own
-//! `run_interval` timers, which would then fire in a burst).
+//! `IdleTimer`: the idle reap's clock, in its own actor (an `AtomicResponse`
+//! in the engine freezes the engine's own `run_interval` timers, which would
+//! then fire in a burst).
 //!
 //! Every `idle_tick` it reads the engine's status from the watch channel and
-//! sends `ReapTick` only when a model is loaded, no turn runs and the idle
-//! clock is past the timeout in force (the status's: a request's keep-alive,
-//! else `WARDEN_IDLE_TIMEOUT_S`; none for a model kept forever): a tick with nothing to reap never enters the
-//! mailbox (the spec's "returns before the lock"). The engine re-checks when
-//! it handles the tick. Every `brake_tick` it sends `BrakeTick` while a model
-//! is loaded; the engine applies the 55 s skip rule.
+//! sends `Reap` only when a model is loaded, no turn runs and the idle clock
+//! is past the timeout in force (the status's: a request's keep-alive, else
+//! `WARDEN_IDLE_TIMEOUT_S`; none for a model kept forever): a tick with
+//! nothing to reap never enters the mailbox (the spec's "returns before the
+//! lock"). The engine re-checks when it handles it.
 
 use std::time::Duration;
 
@@ -16,38 +15,26 @@ use actix::prelude::*;
 use tokio::sync::watch;
 
 use crate::law::reap::should_reap;
-use crate::messages::{BrakeTick, ReapTick};
+use crate::messages::Reap;
 use crate::status::{EngineState, EngineStatus};
 
 /// The timer actor.
 pub struct IdleTimer {
-    /// Where reap ticks go (the engine; a fake in tests).
-    reap: Recipient<ReapTick>,
-    /// Where brake ticks go.
-    brake: Recipient<BrakeTick>,
+    /// Where reaps go (the engine; a fake in tests).
+    reap: Recipient<Reap>,
     /// The engine's status.
     status: watch::Receiver<EngineStatus>,
-    /// The reap tick period.
+    /// The tick period.
     idle_tick: Duration,
-    /// The brake tick period.
-    brake_tick: Duration,
 }
 
 impl IdleTimer {
     /// A timer over the engine's status.
-    pub fn new(
-        reap: Recipient<ReapTick>,
-        brake: Recipient<BrakeTick>,
-        status: watch::Receiver<EngineStatus>,
-        idle_tick: Duration,
-        brake_tick: Duration,
-    ) -> Self {
+    pub fn new(reap: Recipient<Reap>, status: watch::Receiver<EngineStatus>, idle_tick: Duration) -> Self {
         Self {
             reap,
-            brake,
             status,
             idle_tick,
-            brake_tick,
         }
     }
 }
@@ -56,24 +43,18 @@ impl Actor for IdleTimer {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        if !self.idle_tick.is_zero() {
-            ctx.run_interval(self.idle_tick, |act, _| {
-                let s = act.status.borrow();
-                let idle_for = s.last_used_at.map(|t| t.elapsed()).unwrap_or_default();
-                let busy = matches!(s.state, EngineState::Generating | EngineState::Loading);
-                if let Some(timeout) = s.idle_timeout_s.map(Duration::from_secs_f64)
-                    && should_reap(s.model.is_some(), busy, idle_for, timeout)
-                {
-                    act.reap.do_send(ReapTick);
-                }
-            });
+        if self.idle_tick.is_zero() {
+            return;
         }
-        if !self.brake_tick.is_zero() {
-            ctx.run_interval(self.brake_tick, |act, _| {
-                if act.status.borrow().model.is_some() {
-                    act.brake.do_send(BrakeTick);
-                }
-            });
-        }
+        ctx.run_interval(self.idle_tick, |act, _| {
+            let s = act.status.borrow();
+            let idle_for = s.last_used_at.map(|t| t.elapsed()).unwrap_or_default();
+            let busy = matches!(s.state, EngineState::Generating | EngineState::Loading);
+            if let Some(timeout) = s.idle_timeout_s.map(Duration::from_secs_f64)
+                && should_reap(s.model.is_some(), busy, idle_for, timeout)
+            {
+                act.reap.do_send(Reap);
+            }
+        });
     }
 }

@@ -1,6 +1,8 @@
-//! The actors: `EngineActor` (owns the child; its mailbox is the lock),
-//! `IdleTimer` (the reap and brake clocks), `SensorActor` (the OS's memory
-//! readings) and `PrefixCacheActor` (who owns the MLX child's KV). `crate::warden` assembles them.
+//! The actors of the design card: `EngineActor` (owns the child; its
+//! mailbox is the lock), `IdleTimer` (sends `Reap`), `SensorActor` (samples
+//! the OS's memory on its own clock, sends `BrakeSample`) and
+//! `PrefixCacheActor` (who owns the MLX child's KV, sends `Reset`).
+//! `crate::warden` assembles them.
 
 pub mod engine;
 pub mod idle_timer;

@@ -197,6 +197,52 @@ pub enum BoundAnswer {
     Enforces(u32),
 }
 
+/// Bound of a prefix-cache reset (the spec's 5 s).
+pub const RESET_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `POST /v1/cache/reset`; `{"enabled": false}` (no cache) counts as done.
+pub async fn reset_cache(client: &ChildClient) -> Result<(), String> {
+    let r = client
+        .request(reqwest::Method::POST, "/v1/cache/reset")
+        .timeout(RESET_TIMEOUT)
+        .send()
+        .await
+        .map_err(|e| crate::child::ready::transport(&e))?;
+    if !r.status().is_success() {
+        return Err(format!("HTTP {}", r.status().as_u16()));
+    }
+    let v: serde_json::Value = r.json().await.map_err(|_| "an unreadable answer".to_string())?;
+    let ok =
+        v.get("enabled") == Some(&serde_json::Value::Bool(false)) || v.get("status").is_some_and(|s| s == "cleared");
+    if ok { Ok(()) } else { Err("an unexpected answer".into()) }
+}
+
+/// A one-token non-streamed request: the barrier's shape (its completion
+/// proves the batch is empty), and the release's (mlx-vlm clears its buffer
+/// cache after a non-streamed request).
+pub async fn one_token(client: &ChildClient, model: &str, timeout: Duration) -> Result<(), String> {
+    let body = serde_json::json!({
+        "model": model,
+        "messages": [{"role": "user", "content": "ping"}],
+        "max_tokens": 1,
+        "stream": false,
+    });
+    let r = client
+        .request(reqwest::Method::POST, "/v1/chat/completions")
+        .timeout(timeout)
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| crate::child::ready::transport(&e))?;
+    let status = r.status();
+    let _ = r.bytes().await;
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(format!("HTTP {}", status.as_u16()))
+    }
+}
+
 /// Sends `max_kv_size = bound`; an unconfirmed answer is settled by one
 /// `GET /v1/settings` read-back. `Err` names the failure (an HTTP status or
 /// an error's kind), never the key or a body.

@@ -67,11 +67,43 @@ pub fn paging(swapped_out_bytes: Option<u64>) -> Option<bool> {
     swapped_out_bytes.map(|b| b >= PAGING_WARNING_BYTES)
 }
 
+/// A turn's paging evidence from the swap-out counter at its start and at
+/// its end.
+pub fn turn_paging(start: Option<u64>, end: Option<u64>) -> Option<bool> {
+    match (start, end) {
+        (Some(a), Some(b)) => paging(Some(b.saturating_sub(a))),
+        // A turn whose start was not sampled (its model was not loaded yet)
+        // has no paging window: no evidence.
+        (None, Some(_)) => Some(false),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const G: u64 = 1 << 30;
+
+    #[test]
+    fn turn_paging_rows() {
+        let rows = [
+            // why: a turn that swapped out 1 GiB pages
+            (Some(0), Some(G), Some(true)),
+            // why: a quiet turn
+            (Some(G), Some(G), Some(false)),
+            // why: a counter that went backwards (reset) is no evidence
+            (Some(G), Some(0), Some(false)),
+            // why: no start sample: the model loaded during the turn
+            (None, Some(G), Some(false)),
+            // why: the counter is unreadable: the level decides alone
+            (Some(0), None, None),
+            (None, None, None),
+        ];
+        for (i, (start, end, want)) in rows.into_iter().enumerate() {
+            assert_eq!(turn_paging(start, end), want, "row {i}");
+        }
+    }
 
     #[test]
     #[allow(clippy::type_complexity)] // table rows are wide tuples on purpose

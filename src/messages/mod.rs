@@ -3,34 +3,37 @@
 //!
 //! | message | from | to | reply |
 //! |---|---|---|---|
-//! | `Generate` | HTTP handlers, embedders | `EngineActor` | `()` (events on its channel) |
+//! | `Generate` | `Warden::submit` (HTTP handlers, embedders); `PrefixCacheActor` forwards it on MLX | `EngineActor` | `()` (events on its channel) |
+//! | `Reset` | `PrefixCacheActor` (MLX), just ahead of the turn that needs it | `EngineActor` | `()` |
+//! | `BrakeSample` | `SensorActor` (every 60 s while a model is loaded) | `EngineActor` | `()` |
+//! | `Reap` | `IdleTimer` (every 30 s while a model looks idle) | `EngineActor` | `()` |
 //! | `Load` | `/warden/load`, embedders | `EngineActor` | `Result<EngineStatus, ApiError>` |
 //! | `Unload` | `/warden/unload`, embedders | `EngineActor` | `Result<bool, ApiError>` |
-//! | `ReapTick` | `IdleTimer` (every 30 s) | `EngineActor` | `()` |
-//! | `BrakeTick` | `IdleTimer` (every 60 s) | `EngineActor` | `()` |
 //! | `Shutdown` | `Warden::shutdown` | `EngineActor` | `()` |
 //! | `WorkerCheck` | the worker watch (`rpc::remote`) | `EngineActor` | `()` |
-//! | `ReadSensors` | `EngineActor` (brake samples) | `SensorActor` | `Result<Readings, BrakeOff>` |
-//! | `ReadVram` | `EngineActor` (CUDA spill samples) | `SensorActor` | `Result<u64, String>` |
-//! | `ClaimPrefix`, `PrefixAbandoned`, `PrefixChildChanged`, `ReleaseCache` | `EngineActor` (MLX) | `PrefixCacheActor` | see `prefix` |
+//! | `ClaimPrefix` | `Warden::submit` (MLX) | `PrefixCacheActor` | `()` (it forwards the turn) |
+//! | `ResetFailed` | `EngineActor` (MLX) | `PrefixCacheActor` | `()` |
+//!
+//! The engine sends only fire-and-forget messages and awaits no actor in
+//! a handler: the brake reads the sensor's latest reading from a watch
+//! (`sensors::view`), and the engine talks to its own child itself, so the
+//! child's client and key never leave it.
 
-pub mod brake_tick;
+pub mod brake_sample;
 pub mod generate;
 pub mod load;
 pub mod prefix;
-pub mod read_sensors;
-pub mod read_vram;
-pub mod reap_tick;
+pub mod reap;
+pub mod reset;
 pub mod shutdown;
 pub mod unload;
 pub mod worker_check;
 
-pub use brake_tick::BrakeTick;
+pub use brake_sample::BrakeSample;
 pub use generate::{Generate, Notice, TurnEvent, TurnOptions};
 pub use load::Load;
-pub use read_sensors::{BrakeOff, ReadSensors};
-pub use read_vram::ReadVram;
-pub use reap_tick::ReapTick;
+pub use reap::Reap;
+pub use reset::Reset;
 pub use shutdown::Shutdown;
 pub use unload::Unload;
 pub use worker_check::WorkerCheck;

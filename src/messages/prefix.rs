@@ -1,20 +1,18 @@
-//! The prefix cache's messages: `EngineActor` → `PrefixCacheActor` (MLX
-//! engine only; the llama.cpp engines never send them).
+//! The prefix cache's messages (MLX engine only; the llama.cpp engines send
+//! turns straight to the engine).
 //!
-//! - `ClaimPrefix`: before a turn's request reaches the child, awaited inside
-//!   the turn's atomic handler, so a reset it issues completes before any
-//!   later message touches the child, whatever the client does.
-//! - `PrefixAbandoned`: a turn was abandoned (the next claim sends a barrier
-//!   first).
-//! - `PrefixChildChanged`: a new child (an empty cache, nobody owns it).
-//! - `ReleaseCache`: the memory brake's release (a reset, then a one-token
-//!   non-streamed request).
-
-use std::time::Duration;
+//! - `ClaimPrefix`: `Warden::submit` → `PrefixCacheActor`, once per turn, in
+//!   arrival order. The actor decides whether the turn's conversation takes
+//!   the cache over (`law::prefix::plan_claim`), queues a `Reset` into the
+//!   engine when it does, then forwards the turn itself, so the engine's
+//!   mailbox holds the reset just ahead of the turn.
+//! - `ResetFailed`: `EngineActor` → `PrefixCacheActor` (fire-and-forget), after a
+//!   reset or a memory release that did not complete: the owner is unknown,
+//!   so the next claim resets.
 
 use actix::Message;
 
-use crate::child::client::ChildClient;
+use super::Generate;
 
 /// Why a turn needs the cache reset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -28,40 +26,12 @@ pub enum TurnKind {
     Compaction,
 }
 
-/// Claim the child's KV for `conversation`.
-#[derive(Debug, Clone, Message)]
+/// A turn on its way to the engine, through the cache's owner.
+#[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct ClaimPrefix {
-    /// The conversation's key.
-    pub conversation: String,
-    /// The turn's kind.
-    pub kind: TurnKind,
-    /// The child's client (its key included).
-    pub client: ChildClient,
-    /// The `model` string the child expects.
-    pub model: String,
-    /// The barrier's bound (the first-chunk ceiling).
-    pub barrier_timeout: Duration,
-}
+pub struct ClaimPrefix(pub Generate);
 
-/// The last turn was abandoned mid-request.
+/// A reset or release did not complete: the cache's owner is unknown.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
-pub struct PrefixAbandoned;
-
-/// A new child: its cache is empty and unowned.
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "()")]
-pub struct PrefixChildChanged;
-
-/// The brake's release: reset, then a one-token non-streamed request.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "Result<(), String>")]
-pub struct ReleaseCache {
-    /// The child's client.
-    pub client: ChildClient,
-    /// The `model` string the child expects.
-    pub model: String,
-    /// The request's bound.
-    pub timeout: Duration,
-}
+pub struct ResetFailed;

@@ -1,6 +1,7 @@
 //! OS readings: the RAM total (with the cgroup bound), the child's anonymous
-//! memory, NVIDIA GPUs (NVML), and the memory brake's pressure providers,
-//! one per OS.
+//! memory, NVIDIA GPUs (NVML), the memory brake's pressure providers, one
+//! per OS, the engine's view of the sensor's latest reading, and the GPU
+//! spill gauge.
 
 pub mod footprint;
 pub mod history;
@@ -11,6 +12,7 @@ pub mod macos;
 pub mod nvml;
 pub mod pressure;
 pub mod ram;
+pub mod view;
 pub mod vram;
 #[cfg(windows)]
 pub mod windows;

@@ -21,3 +21,46 @@ pub fn default_provider() -> Option<Box<dyn VramProvider>> {
         None
     }
 }
+
+/// The engine's spill gauge: this platform's provider with the QA seam
+/// (`WARDEN_FORCE_MEMORY_PRESSURE=vram-warning|vram-critical`), read by the
+/// CUDA engine itself for its own child (no other actor holds its pid).
+pub struct SpillGauge {
+    provider: Option<Box<dyn VramProvider>>,
+    forced: Option<crate::config::ForcedPressure>,
+}
+
+impl std::fmt::Debug for SpillGauge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpillGauge")
+            .field("provider", &self.provider.is_some())
+            .field("forced", &self.forced)
+            .finish()
+    }
+}
+
+impl SpillGauge {
+    /// This platform's gauge with the configured seam.
+    pub fn new(forced: Option<crate::config::ForcedPressure>) -> Self {
+        Self {
+            provider: default_provider(),
+            forced,
+        }
+    }
+
+    /// The child's Shared GPU memory. The seam's tiers sit at `healthy`
+    /// (`law::cuda::healthy_shared_bytes`) plus the tier, so the spill is
+    /// exactly at the tier at any window.
+    pub fn read(&mut self, pid: u32, healthy: u64) -> Result<u64, String> {
+        use crate::config::ForcedPressure;
+        match self.forced {
+            Some(ForcedPressure::VramWarning) => return Ok(healthy + crate::law::cuda::SPILL_WARNING_BYTES),
+            Some(ForcedPressure::VramCritical) => return Ok(healthy + crate::law::cuda::SPILL_CRITICAL_BYTES),
+            _ => {}
+        }
+        match self.provider.as_mut() {
+            Some(p) => p.shared_bytes(pid),
+            None => Err("no GPU spill gauge on this platform".into()),
+        }
+    }
+}

@@ -18,10 +18,12 @@ use crate::engines::{self, Backend};
 use crate::error::{ApiError, EngineError};
 use crate::law::keep_alive::KeepAlive;
 use crate::law::route::Route;
-use crate::messages::{Generate, ReadSensors, ReadVram, Shutdown, TurnEvent, TurnOptions};
+use crate::messages::prefix::ClaimPrefix;
+use crate::messages::{Generate, Shutdown, TurnEvent, TurnOptions};
 use crate::metrics::Metrics;
 use crate::queue::QueueGauge;
 use crate::sensors::history::{self, History};
+use crate::sensors::view::PressureView;
 use crate::status::{EngineKind, EngineStatus, WardenEvent};
 
 mod chunks;
@@ -51,6 +53,8 @@ pub struct Warden {
 
 struct Inner {
     engine: Addr<EngineActor>,
+    /// The MLX prefix cache's owner: MLX turns reach the engine through it.
+    prefix: Option<Addr<PrefixCacheActor>>,
     _timer: Addr<IdleTimer>,
     status: watch::Receiver<EngineStatus>,
     events: broadcast::Sender<WardenEvent>,
@@ -116,48 +120,46 @@ impl Warden {
     /// Starts the warden over an already built backend (tests, embedders
     /// with their own selection), with this platform's memory sensors.
     pub fn start_with(config: Arc<WardenConfig>, catalog: Catalog, backend: Backend, note: Option<String>) -> Self {
-        let forced = config.force_pressure;
-        // The sensor shares the engine's thread: its reads are a few small
-        // /proc files, and a sample then costs no thread hop.
-        let arbiter = Arbiter::new().handle();
-        let sensor = SensorActor::start_in_arbiter(&arbiter, move |_| {
-            SensorActor::new(crate::sensors::pressure::default_provider(), forced)
-        });
-        let vram = sensor.clone().recipient();
-        Self::start_inner(config, catalog, backend, note, arbiter, sensor.recipient(), Some(vram))
+        let (sensor, view) = SensorActor::new(
+            crate::sensors::pressure::default_provider(),
+            config.force_pressure,
+            config.sensor_period,
+        );
+        let w = Self::start_inner(config.clone(), catalog, backend, note, Box::new(view));
+        let sensor = sensor.brake_samples_to(
+            w.inner.engine.clone().recipient(),
+            w.inner.status.clone(),
+            config.brake_tick,
+        );
+        // Its own thread: a sample's reads never delay the engine's relay.
+        SensorActor::start_in_arbiter(&Arbiter::new().handle(), move |_| sensor);
+        w
     }
 
     /// As `start_with`, with the brake's readings from `sensor` (a test's
-    /// scripted fake, or an application's own provider).
+    /// script, or an application's own provider) and no sensor clock: the
+    /// caller sends `BrakeSample` when it wants an idle sample.
     pub fn start_with_sensor(
         config: Arc<WardenConfig>,
         catalog: Catalog,
         backend: Backend,
         note: Option<String>,
-        sensor: Recipient<ReadSensors>,
-        sensor_vram: Option<Recipient<ReadVram>>,
+        sensor: Box<dyn PressureView>,
     ) -> Self {
-        Self::start_inner(
-            config,
-            catalog,
-            backend,
-            note,
-            Arbiter::new().handle(),
-            sensor,
-            sensor_vram,
-        )
+        Self::start_inner(config, catalog, backend, note, sensor)
     }
 
-    /// Starts the engine on `arbiter` (a long-lived thread of its own).
+    /// Starts the engine on an arbiter of its own (a long-lived thread: the
+    /// child's parent-death signal is tied to the thread that spawned it),
+    /// the MLX prefix cache's owner, the worker watch and the idle timer.
     fn start_inner(
         config: Arc<WardenConfig>,
         catalog: Catalog,
         backend: Backend,
         note: Option<String>,
-        arbiter: ArbiterHandle,
-        sensor: Recipient<ReadSensors>,
-        sensor_vram: Option<Recipient<ReadVram>>,
+        sensor: Box<dyn PressureView>,
     ) -> Self {
+        let arbiter = Arbiter::new().handle();
         // The catalog lists what this engine can run.
         let mut catalog = catalog;
         catalog.retain(|e| backend.accepts(e.format));
@@ -166,8 +168,10 @@ impl Warden {
         let (events_tx, _) = broadcast::channel(EVENTS_BUFFER);
         let (door_tx, door_rx) = watch::channel(None);
         let metrics = Arc::new(Metrics::default());
-        // The prefix cache has an owner only on the MLX engine.
-        let prefix = matches!(backend, Backend::Mlx(_)).then(|| PrefixCacheActor::new(events_tx.clone()).start());
+        // The prefix cache has an owner only on the MLX engine. Its address
+        // exists before it runs: the engine tells it of a failed reset, and
+        // it forwards turns to the engine.
+        let prefix_ctx = matches!(backend, Backend::Mlx(_)).then(Context::<PrefixCacheActor>::new);
         let (workers, views_tx) = crate::actors::engine::workers_link(&config, &backend);
         let worker_views = workers.as_ref().map(|w| w.views.clone());
         // The watch reads with the engine's own reader (one client, one key).
@@ -180,25 +184,18 @@ impl Warden {
                 status_tx,
                 events_tx: events_tx.clone(),
                 sensor,
-                sensor_vram,
-                prefix,
+                prefix: prefix_ctx.as_ref().map(|c| c.address().recipient()),
                 door_tx,
                 metrics: metrics.clone(),
                 workers,
             },
         );
         let engine = EngineActor::start_in_arbiter(&arbiter, move |_| EngineActor::new(core));
+        let prefix = prefix_ctx.map(|ctx| ctx.run(PrefixCacheActor::new(engine.clone())));
         if let (Some(tx), Some(remote)) = (views_tx, watch_remote) {
             crate::rpc::remote::start_watch(remote, config.workers.clone(), tx, engine.clone().recipient());
         }
-        let timer = IdleTimer::new(
-            engine.clone().recipient(),
-            engine.clone().recipient(),
-            status_rx.clone(),
-            config.idle_tick,
-            config.brake_tick,
-        )
-        .start();
+        let timer = IdleTimer::new(engine.clone().recipient(), status_rx.clone(), config.idle_tick).start();
         let history = Arc::new(History::new(config.ui_sample));
         history::start(&history, status_rx.clone(), config.force_pressure);
         tracing::info!(
@@ -209,6 +206,7 @@ impl Warden {
         Self {
             inner: Arc::new(Inner {
                 engine,
+                prefix,
                 _timer: timer,
                 status: status_rx,
                 events: events_tx,
@@ -322,7 +320,7 @@ impl Warden {
         let mut next = self.inner.seq.lock().unwrap_or_else(|p| p.into_inner());
         let seq = *next;
         *next += 1;
-        self.inner.engine.do_send(Generate {
+        let turn = Generate {
             model: req.model,
             body: req.body,
             stream: req.stream,
@@ -334,7 +332,11 @@ impl Warden {
             keep_alive: req.keep_alive,
             seq,
             ticket: Some(ticket),
-        });
+        };
+        match &self.inner.prefix {
+            Some(prefix) => prefix.do_send(ClaimPrefix(turn)),
+            None => self.inner.engine.do_send(turn),
+        }
         drop(next);
         Ok((rx, watch))
     }

@@ -2,7 +2,7 @@
 //! `law::brake::llama_step`, execute its action (respawn in place, defer,
 //! arm, unload), write the window memory and the carry, log the spec's line.
 //! Part of `EngineCore`; runs inside an atomic handler (a turn, or the idle
-//! `BrakeTick`), so it never meets a generation in flight.
+//! `BrakeSample`), so it never meets a generation in flight.
 
 use tokio::time::Instant;
 
@@ -11,13 +11,17 @@ use crate::child::process;
 use crate::engines::BrakeKind;
 use crate::law::brake::{self, Action, BrakeReload, BrakeState, Point, Readings, Remembered, WindowFacts};
 use crate::law::window;
-use crate::messages::{BrakeOff, ReadSensors};
 use crate::sensors::footprint;
+use crate::sensors::view::BrakeOff;
 use crate::status::WardenEvent;
 
+/// A reading a message brought with it.
+pub(super) type Given = Result<Readings, BrakeOff>;
+
 impl EngineCore {
-    /// Takes one brake sample at `point` and acts on it.
-    pub(super) async fn brake_point(&mut self, point: Point) {
+    /// Takes one brake sample at `point` and acts on it; `given`: the
+    /// reading an idle `BrakeSample` brought (else the sensor's latest).
+    pub(super) async fn brake_point(&mut self, point: Point, given: Option<Given>) {
         if self.brake.off.is_some() || !self.backend.brake_capable() {
             return;
         }
@@ -27,13 +31,13 @@ impl EngineCore {
             }
             if self.child.is_some() {
                 self.brake.last_sample = Some(Instant::now());
-                self.mlx_brake_point(point).await;
+                self.mlx_brake_point(point, given).await;
             }
             return;
         }
         let readings_and_facts = match self.backend.brake_kind() {
-            Some(BrakeKind::CudaSpill) => self.spill_sample(point).await,
-            _ => self.ram_sample(point).await,
+            Some(BrakeKind::CudaSpill) => self.spill_sample(point),
+            _ => self.ram_sample(point, given),
         };
         let Some((readings, facts)) = readings_and_facts else {
             return;
@@ -67,39 +71,32 @@ impl EngineCore {
         self.publish();
     }
 
-    /// The CPU engine's sample: RAM pressure, paging, the child's footprint.
-    /// `None` when nothing is sampled (no sized child, not due, brake off).
-    async fn ram_sample(&mut self, point: Point) -> Option<(Readings, WindowFacts)> {
-        let (pid, facts) = self
-            .child
-            .as_ref()
-            .and_then(|c| Some((c.process.pid(), self.window_facts(c)?)))?;
+    /// The CPU engine's sample: RAM pressure and paging (the footprint is
+    /// read once the law acts). `None` when nothing is sampled (no sized
+    /// child, not due, brake off).
+    fn ram_sample(&mut self, point: Point, given: Option<Given>) -> Option<(Readings, WindowFacts)> {
+        let facts = self.child.as_ref().and_then(|c| self.window_facts(c))?;
         if point == Point::Idle && !self.idle_due() {
             return None;
         }
         self.brake.last_sample = Some(Instant::now());
-        match self
-            .sensor
-            .send(ReadSensors {
-                point,
-                child_pid: Some(pid),
-                footprint: false,
-            })
-            .await
-        {
-            Ok(Ok(r)) => {
-                // A worker under pressure counts like this machine.
-                let (level, facts) = crate::law::workers::combine(r.level, facts, &self.worker_pressure());
-                Some((Readings { level, ..r }, facts))
-            }
-            Ok(Err(BrakeOff(why))) => {
+        let r = self.read_sensor(point, given)?;
+        // A worker under pressure counts like this machine.
+        let (level, facts) = crate::law::workers::combine(r.level, facts, &self.worker_pressure());
+        Some((Readings { level, ..r }, facts))
+    }
+
+    /// The reading at `point` (`given`, else the sensor's latest); `None`
+    /// once the brake turned off because it cannot be read (said once).
+    pub(super) fn read_sensor(&mut self, point: Point, given: Option<Given>) -> Option<Readings> {
+        match given.unwrap_or_else(|| self.sensor.read(point)) {
+            Ok(r) => Some(r),
+            Err(BrakeOff(why)) => {
                 tracing::warn!("{}: the memory brake is off: {why}", self.backend.kind().tag());
                 self.brake.off = Some(why);
                 self.publish();
                 None
             }
-            // The sensor is gone: the warden is stopping.
-            Err(_) => None,
         }
     }
 

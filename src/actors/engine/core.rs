@@ -7,12 +7,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use actix::{Addr, Recipient};
+use actix::Recipient;
 
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
-use crate::actors::PrefixCacheActor;
 use crate::catalog::{Catalog, ModelEntry};
 use crate::child::client::ChildClient;
 use crate::child::port::PortLease;
@@ -23,9 +22,11 @@ use crate::error::{ApiError, GenerationError};
 use crate::law::brake::{BrakeReload, BrakeState, Level, Remembered};
 use crate::law::crash::{self, EngineCode, Hints};
 use crate::law::keep_alive::KeepAlive;
-use crate::messages::{ReadSensors, ReadVram};
+use crate::messages::prefix::ResetFailed;
 use crate::metrics::Metrics;
 use crate::sensors::ram;
+use crate::sensors::view::PressureView;
+use crate::sensors::vram::SpillGauge;
 use crate::status::{EngineState, EngineStatus, TurnTimings, WardenEvent};
 
 /// The live child and what the engine knows of it.
@@ -60,6 +61,8 @@ pub struct LiveChild {
     /// The conversation whose KV its slot holds, and about how many tokens
     /// (`kv`); `None` for a fresh slot or one a keyless turn used.
     pub slot: Option<(String, u32)>,
+    /// MLX: what its prefix cache holds (`law::prefix::plan_reset`).
+    pub cache: crate::law::prefix::ChildCache,
     /// Over RPC workers: what llama-server says each device was given.
     pub given: Vec<crate::engines::rpc::Given>,
 }
@@ -78,12 +81,11 @@ pub struct Wiring {
     pub status_tx: watch::Sender<EngineStatus>,
     /// Where lifecycle events go.
     pub events_tx: broadcast::Sender<WardenEvent>,
-    /// Where RAM brake samples read the OS.
-    pub sensor: Recipient<ReadSensors>,
-    /// Where CUDA spill samples read the GPU spill gauge.
-    pub sensor_vram: Option<Recipient<ReadVram>>,
-    /// The MLX prefix-cache owner.
-    pub prefix: Option<Addr<PrefixCacheActor>>,
+    /// Where brake samples read the sensor's latest reading (a test's
+    /// script instead).
+    pub sensor: Box<dyn PressureView>,
+    /// The MLX prefix-cache owner, told of a failed reset.
+    pub prefix: Option<Recipient<ResetFailed>>,
     /// Where the side door to the live child is published.
     pub door_tx: watch::Sender<Option<super::Door>>,
     /// The counters every event feeds.
@@ -174,14 +176,14 @@ pub struct EngineCore {
     /// The model an idle reap unloaded, until a turn consumes it (the spec's
     /// `_idle_unload`, read by `take_idle_reload`).
     pub(super) idle_reload: Option<String>,
-    /// Where brake samples read the OS (the `SensorActor`, or a test's fake).
-    pub(super) sensor: Recipient<ReadSensors>,
+    /// Where brake samples read the sensor's latest reading.
+    pub(super) sensor: Box<dyn PressureView>,
     /// Everything the memory brake keeps.
     pub(super) brake: Brake,
     /// The MLX child's prefix-cache owner (`None` on the llama.cpp engines).
-    pub(super) prefix: Option<Addr<PrefixCacheActor>>,
-    /// Where the CUDA spill brake reads the GPU spill gauge.
-    pub(super) sensor_vram: Option<Recipient<ReadVram>>,
+    pub(super) prefix: Option<Recipient<ResetFailed>>,
+    /// Where the CUDA spill brake reads the child's Shared GPU memory.
+    pub(super) spill: SpillGauge,
     /// Where the side door is published.
     pub(super) door_tx: watch::Sender<Option<super::Door>>,
     /// The counters every event feeds.
@@ -206,13 +208,13 @@ impl EngineCore {
             status_tx,
             events_tx,
             sensor,
-            sensor_vram,
             prefix,
             door_tx,
             metrics,
             workers,
         } = wiring;
         let kv = super::kv::open_store(&cfg, &backend);
+        let spill = SpillGauge::new(cfg.force_pressure);
         let mut core = Self {
             cfg,
             backend,
@@ -230,7 +232,7 @@ impl EngineCore {
             sensor,
             brake: Brake::default(),
             prefix,
-            sensor_vram,
+            spill,
             door_tx,
             metrics,
             keep_alive: None,

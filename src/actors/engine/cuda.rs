@@ -16,7 +16,6 @@ use crate::engines::Backend;
 use crate::law::brake::{Point, Readings, WindowFacts};
 use crate::law::cuda::{self, CudaPlacement, Offload};
 use crate::law::{kv, window};
-use crate::messages::ReadVram;
 
 impl EngineCore {
     /// Whether this platform can spill VRAM (Windows), or a test says so.
@@ -25,7 +24,7 @@ impl EngineCore {
     }
 
     /// Right after a CUDA child is ready, before the brake is seeded.
-    pub(super) async fn cuda_after_load(&self, child: &mut LiveChild, respawn: bool) {
+    pub(super) async fn cuda_after_load(&mut self, child: &mut LiveChild, respawn: bool) {
         let Backend::Cuda(engine) = &self.backend else { return };
         let Some(spawn) = child.plan.cuda.clone() else { return };
         let kept = child.process.output().kept();
@@ -82,25 +81,16 @@ impl EngineCore {
         }
         if self.spill_platform() {
             let fa = spawn.flash_attention && !fa_off;
-            child.spill_baseline = Some(self.spill_after_load(pid, allocated, fa, respawn).await);
+            child.spill_baseline = Some(self.spill_after_load(pid, allocated, fa, respawn));
         }
     }
 
     /// The spill brake's baseline after a load: the Shared GPU memory read
     /// now (said when above the healthy amount: INFO on a respawn, else a
     /// WARNING), or the healthy amount when unreadable.
-    async fn spill_after_load(&self, pid: u32, allocated: u32, fa: bool, respawn: bool) -> u64 {
+    fn spill_after_load(&mut self, pid: u32, allocated: u32, fa: bool, respawn: bool) -> u64 {
         let healthy = cuda::healthy_shared_bytes(allocated, fa);
-        let reading = self.sensor_vram.as_ref().map(|s| {
-            s.send(ReadVram {
-                child_pid: pid,
-                healthy_bytes: healthy,
-            })
-        });
-        let reading = match reading {
-            Some(f) => f.await.ok().and_then(Result::ok),
-            None => None,
-        };
+        let reading = self.spill.read(pid, healthy).ok();
         if let Some(r) = reading.filter(|&r| r > healthy) {
             let msg = format!(
                 "[CUDA_Engine] the child's Shared GPU memory after load, {} MiB, is above its healthy {} MiB (the budget was too large or the card crowded)",
@@ -120,7 +110,7 @@ impl EngineCore {
     /// level. `None` (nothing read, nothing acts) off a spill platform, for
     /// a child the warden did not size or that loaded partly on the GPU, or
     /// while the gauge is unreadable (one WARNING per episode of that).
-    pub(super) async fn spill_sample(&mut self, point: Point) -> Option<(Readings, WindowFacts)> {
+    pub(super) fn spill_sample(&mut self, point: Point) -> Option<(Readings, WindowFacts)> {
         if !self.spill_platform() {
             return None;
         }
@@ -147,15 +137,8 @@ impl EngineCore {
             return None;
         }
         self.brake.last_sample = Some(Instant::now());
-        let sensor = self.sensor_vram.as_ref()?;
-        match sensor
-            .send(ReadVram {
-                child_pid: pid,
-                healthy_bytes: healthy,
-            })
-            .await
-        {
-            Ok(Ok(shared)) => {
+        match self.spill.read(pid, healthy) {
+            Ok(shared) => {
                 self.brake.spill_gauge_warned = false;
                 let level = cuda::spill_level(shared, baseline);
                 // A calm spill is never damage; a spill at a tier is the
@@ -167,7 +150,7 @@ impl EngineCore {
                 };
                 Some((readings, facts))
             }
-            Ok(Err(why)) => {
+            Err(why) => {
                 if !self.brake.spill_gauge_warned {
                     self.brake.spill_gauge_warned = true;
                     tracing::warn!(
@@ -176,7 +159,6 @@ impl EngineCore {
                 }
                 None
             }
-            Err(_) => None,
         }
     }
 }

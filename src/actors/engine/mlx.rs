@@ -1,6 +1,6 @@
 //! The MLX engine's part of `EngineCore`: the memory bound applied right
-//! after a load, the prefix-cache claim before each turn, and the MLX
-//! memory brake (release, and shrink/grow through the bound).
+//! after a load and the MLX memory brake (release, and shrink/grow through
+//! the bound). The prefix cache's resets are in `prefix`.
 //!
 //! Every failure here is one record (a WARNING naming the HTTP status or the
 //! error's kind, never the key or a body) and never fails a load or a turn.
@@ -14,8 +14,6 @@ use crate::engines::mlx::{self, BoundAnswer};
 use crate::law::brake::Point;
 use crate::law::caps::WINDOW_FLOOR_TOKENS;
 use crate::law::mlx::{self as mlx_law, MemoryBudget, MlxAction, MlxFacts, MlxReadings};
-use crate::messages::prefix::{ClaimPrefix, PrefixAbandoned, ReleaseCache, TurnKind};
-use crate::messages::{BrakeOff, ReadSensors};
 use crate::sensors::footprint;
 use crate::status::WardenEvent;
 
@@ -75,39 +73,15 @@ impl EngineCore {
         }
     }
 
-    /// Before a turn's request reaches an MLX child: claim its prefix cache
-    /// for the turn's conversation (resetting it, after a barrier when the
-    /// previous turn was abandoned). Awaited here, inside the turn.
-    pub(super) async fn claim_prefix(&self, conversation: Option<&str>, kind: TurnKind) {
-        let (Some(prefix), Some(c)) = (&self.prefix, &self.child) else {
-            return;
-        };
-        let msg = ClaimPrefix {
-            conversation: conversation.unwrap_or("").to_string(),
-            kind,
-            client: c.client.clone(),
-            model: mlx::model_arg(&c.plan.entry.path),
-            barrier_timeout: self.cfg.first_token_timeout,
-        };
-        let _ = prefix.send(msg).await;
-    }
-
-    /// Tells the prefix cache a turn was abandoned.
-    pub(super) fn prefix_abandoned(&self) {
-        if let Some(p) = &self.prefix {
-            p.do_send(PrefixAbandoned);
-        }
-    }
-
     /// One MLX brake sample (the caller checked the pacing and the child).
-    pub(super) async fn mlx_brake_point(&mut self, point: Point) {
+    pub(super) async fn mlx_brake_point(&mut self, point: Point, given: Option<super::brake::Given>) {
         let Some(c) = self.child.as_ref() else { return };
         let (Some(f), Some(ram), Some(base)) = (c.plan.mlx, c.plan.ram, c.base_bytes) else {
             return; // the base was never measured: no bound, no brake
         };
         let pid = c.process.pid();
         let window = c.allocated.unwrap_or(f.trained);
-        let Some(readings) = self.mlx_readings(point, pid).await else {
+        let Some(readings) = self.mlx_readings(point, pid, given) else {
             return;
         };
         self.brake.level = Some(readings.level);
@@ -173,27 +147,19 @@ impl EngineCore {
         self.publish();
     }
 
-    /// A brake sample's readings with the child's footprint; `None` when the
-    /// sensor cannot read (the brake then turns off, said once) or is gone.
-    async fn mlx_readings(&mut self, point: Point, pid: u32) -> Option<crate::law::brake::Readings> {
-        let asked = self
-            .sensor
-            .send(ReadSensors {
-                point,
-                child_pid: Some(pid),
-                footprint: true,
-            })
-            .await;
-        match asked {
-            Ok(Ok(r)) => Some(r),
-            Ok(Err(BrakeOff(why))) => {
-                tracing::warn!("[MLX_Engine] the memory brake is off: {why}");
-                self.brake.off = Some(why);
-                self.publish();
-                None
-            }
-            Err(_) => None,
+    /// A brake sample's readings with the child's footprint (the MLX
+    /// brake decides on it); `None` once the brake is off.
+    fn mlx_readings(
+        &mut self,
+        point: Point,
+        pid: u32,
+        given: Option<super::brake::Given>,
+    ) -> Option<crate::law::brake::Readings> {
+        let mut r = self.read_sensor(point, given)?;
+        if r.footprint_bytes.is_none() {
+            r.footprint_bytes = footprint::anon_bytes(pid);
         }
+        Some(r)
     }
 
     /// Sends a shrink's or growth's bound to the child (capped by the memory
@@ -235,22 +201,12 @@ impl EngineCore {
         }
     }
 
-    /// The release: reset + one-token request through the prefix cache
-    /// actor, then the footprint it left (at idle the lowest over 2 s; at a
-    /// turn's end one read, so the turn's last events do not wait).
-    async fn mlx_release(&self, point: Point, pid: u32) -> Result<Option<u64>, String> {
-        let (Some(prefix), Some(c)) = (&self.prefix, &self.child) else {
-            return Err("no prefix cache".into());
-        };
-        let msg = ReleaseCache {
-            client: c.client.clone(),
-            model: mlx::model_arg(&c.plan.entry.path),
-            timeout: self.cfg.first_token_timeout,
-        };
-        prefix
-            .send(msg)
-            .await
-            .map_err(|_| "the prefix cache actor is gone".to_string())??;
+    /// The release: the cache reset (a barrier first after an abandoned
+    /// turn) and a one-token request, then the footprint it left (at idle
+    /// the lowest over 2 s; at a turn's end one read, so the turn's last
+    /// events do not wait).
+    async fn mlx_release(&mut self, point: Point, pid: u32) -> Result<Option<u64>, String> {
+        self.release_cache().await?;
         if point != Point::Idle {
             return Ok(footprint::anon_bytes(pid));
         }

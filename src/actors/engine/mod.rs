@@ -6,9 +6,14 @@
 //! lock prevented).
 //!
 //! The state lives in `EngineCore`, moved into each handler's future and put
-//! back when it completes; between handlers it is always home. Correspondents:
-//! HTTP handlers and embedders (`Generate`, `Load`, `Unload`), the
-//! `IdleTimer` (`ReapTick`, `BrakeTick`), `Warden::shutdown` (`Shutdown`).
+//! back when it completes; between handlers it is always home.
+//! Correspondents (the design card's flow): `Warden::submit` and the
+//! `PrefixCacheActor` (`Generate`, and `Reset` ahead of a turn that takes
+//! the MLX cache over), the `SensorActor` (`BrakeSample`, the idle cadence),
+//! the `IdleTimer` (`Reap`), `Warden` (`Load`, `Unload`, `Shutdown`), the
+//! worker watch (`WorkerCheck`). No handler awaits another actor: the brake
+//! reads the sensor's latest reading from a watch, and replies to other
+//! actors are fire-and-forget.
 
 mod brake;
 mod core;
@@ -18,6 +23,7 @@ mod kv;
 mod load;
 mod mlx;
 mod outbox;
+mod prefix;
 mod publish;
 mod reap;
 mod relay;
@@ -37,7 +43,7 @@ pub use turn::shutting_down;
 pub use workers::{WorkersLink, workers_link};
 
 use crate::error::ApiError;
-use crate::messages::{BrakeTick, Generate, Load, ReapTick, Shutdown, Unload, WorkerCheck};
+use crate::messages::{BrakeSample, Generate, Load, Reap, Reset, Shutdown, Unload, WorkerCheck};
 use crate::status::EngineStatus;
 
 /// Mailbox capacity. The queue bound is `WARDEN_MAX_QUEUE`, enforced before
@@ -117,23 +123,34 @@ impl Handler<Unload> for EngineActor {
     }
 }
 
-impl Handler<ReapTick> for EngineActor {
+impl Handler<Reset> for EngineActor {
     type Result = AtomicResponse<Self, ()>;
 
-    fn handle(&mut self, _msg: ReapTick, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Reset, _ctx: &mut Self::Context) -> Self::Result {
         self.atomic(|mut core| async move {
-            core.reap_tick().await;
+            core.reset_prefix(msg).await;
             (core, ())
         })
     }
 }
 
-impl Handler<BrakeTick> for EngineActor {
+impl Handler<Reap> for EngineActor {
     type Result = AtomicResponse<Self, ()>;
 
-    fn handle(&mut self, _msg: BrakeTick, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, _msg: Reap, _ctx: &mut Self::Context) -> Self::Result {
         self.atomic(|mut core| async move {
-            core.brake_tick().await;
+            core.reap().await;
+            (core, ())
+        })
+    }
+}
+
+impl Handler<BrakeSample> for EngineActor {
+    type Result = AtomicResponse<Self, ()>;
+
+    fn handle(&mut self, msg: BrakeSample, _ctx: &mut Self::Context) -> Self::Result {
+        self.atomic(|mut core| async move {
+            core.brake_idle_sample(msg.reading).await;
             (core, ())
         })
     }

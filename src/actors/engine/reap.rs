@@ -10,7 +10,7 @@ use crate::status::{EngineStatus, WardenEvent};
 impl EngineCore {
     /// The idle reap, re-checked here: a tick that queued behind a turn sees
     /// the idle clock at that turn's end and leaves the model alone.
-    pub async fn reap_tick(&mut self) {
+    pub async fn reap(&mut self) {
         let idle_for = self.last_used.map(|t| t.elapsed()).unwrap_or_default();
         let reaped = self
             .idle_timeout()
@@ -58,9 +58,10 @@ impl EngineCore {
         Ok(self.status_tx.borrow().clone())
     }
 
-    /// The brake's idle sample (paced in `brake_point`).
-    pub async fn brake_tick(&mut self) {
-        self.brake_point(crate::law::brake::Point::Idle).await;
+    /// The brake's idle sample on the `BrakeSample`'s reading (paced in
+    /// `brake_point`).
+    pub async fn brake_idle_sample(&mut self, reading: super::brake::Given) {
+        self.brake_point(crate::law::brake::Point::Idle, Some(reading)).await;
     }
 
     /// Stops the child for good; later turns are refused.

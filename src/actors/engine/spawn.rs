@@ -147,6 +147,7 @@ impl EngineCore {
             brake_off: None,
             spill_baseline: None,
             slot: None,
+            cache: crate::law::prefix::ChildCache::FRESH,
             given: Vec::new(),
             plan,
         };
@@ -154,9 +155,6 @@ impl EngineCore {
             self.cuda_after_load(&mut child, respawn).await;
         } else if child.plan.mlx.is_some() {
             self.mlx_bound_at_load(&mut child, cap).await;
-            if let Some(p) = &self.prefix {
-                p.do_send(crate::messages::prefix::PrefixChildChanged);
-            }
         } else if child.plan.rpc.is_some() {
             // The prediction is of a whole model here; over workers each
             // device's share is read back instead.

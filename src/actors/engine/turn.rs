@@ -20,7 +20,6 @@ use crate::error::ApiError;
 use crate::law::brake::Point;
 use crate::law::keep_alive;
 use crate::law::route::Route;
-use crate::messages::prefix::TurnKind;
 use crate::messages::{Generate, Notice, TurnEvent, TurnOptions};
 use crate::status::WardenEvent;
 
@@ -77,7 +76,8 @@ impl EngineCore {
             events,
             options,
             conversation,
-            kind,
+            // The prefix cache's owner read it on the way here (MLX).
+            kind: _,
             route,
             keep_alive,
             seq,
@@ -105,11 +105,11 @@ impl EngineCore {
                     self.begin_turn(&entry.id, options, &mut out).await;
                 }
                 let r = self
-                    .turn(&entry, route, body, stream, &mut out, conversation.as_deref(), kind)
+                    .turn(&entry, route, body, stream, &mut out, conversation.as_deref())
                     .await;
                 let loaded = self.child.as_ref().is_some_and(|c| c.model_id() == entry.id);
                 if loaded && route.generates() {
-                    self.brake_point(Point::TurnEnd).await;
+                    self.brake_point(Point::TurnEnd, None).await;
                     if let Some(k) = keep_alive {
                         self.keep_alive = Some((entry.id.clone(), k));
                         // Published before the answer's end reaches the
@@ -195,7 +195,7 @@ impl EngineCore {
         }
         if self.child.as_ref().is_some_and(|c| c.model_id() == model) {
             self.brake.state.respawned = false;
-            self.brake_point(Point::TurnStart).await;
+            self.brake_point(Point::TurnStart, None).await;
             if self.brake.state.respawned && !announced {
                 self.announce(Notice::MemoryReload { reason: "brake" }, events).await;
             }
@@ -211,7 +211,6 @@ impl EngineCore {
 
     /// Loads the model and relays the answer; returns the outcome and the
     /// turn's final event, which the caller sends after the brake's turn end.
-    #[allow(clippy::too_many_arguments)]
     async fn turn(
         &mut self,
         entry: &Arc<ModelEntry>,
@@ -220,15 +219,11 @@ impl EngineCore {
         stream: bool,
         events: &mut Outbox,
         conversation: Option<&str>,
-        kind: TurnKind,
     ) -> (&'static str, Finish) {
         if let Err(e) = self.ensure_loaded(entry, Some(events)).await {
             return ("failed", Finish::Event(TurnEvent::Error(e.to_api())));
         }
-        // MLX: the turn's conversation owns the prefix cache before its
-        // request reaches the child (no-op on the llama.cpp engines).
         if route.generates() {
-            self.claim_prefix(conversation, kind).await;
             self.backend.adapt_request(&mut body, entry);
             body.insert("stream".into(), serde_json::Value::Bool(stream));
         }
@@ -252,11 +247,14 @@ impl EngineCore {
         // The answer is relayed: the turn's end (its brake sample, a
         // respawn there) happens with the child at rest.
         self.activity = super::core::Activity::Resting;
+        if route.generates() {
+            let abandoned = matches!(relayed, Ok(Relayed::Abandoned));
+            self.cache_after_turn(abandoned, matches!(relayed, Ok(Relayed::Completed(_))));
+        }
         match relayed {
             Ok(Relayed::Completed(finish)) => ("completed", finish),
             Ok(Relayed::Abandoned) => {
                 tracing::debug!("turn abandoned by the client; upstream request dropped");
-                self.prefix_abandoned();
                 ("abandoned", Finish::Nothing)
             }
             Ok(Relayed::UpstreamError) => ("failed", Finish::Nothing),
