@@ -18,7 +18,9 @@
 use serde::Serialize;
 
 use super::brake::Level;
-use super::window::MIB;
+use super::window::{self, Excess, MIB};
+use super::kv;
+use crate::gguf::ModelFacts;
 
 /// One GPU as NVML reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -198,6 +200,47 @@ pub fn classify_placement(
 /// weights) + 256 MiB; above it, one WARNING.
 pub fn device_check_limit(kv: u64, compute: u64, context: u64, weights: u64) -> u64 {
     ((kv + compute + context + weights) as f64 * 1.1) as u64 + 256 * MIB
+}
+
+/// The post-load device check: the child's memory on its GPU (NVML)
+/// against what its window, compute, CUDA context and weights allow;
+/// `None` within the limit or without a reading.
+pub fn device_excess(facts: &ModelFacts, allocated: u32, fa: bool, device_bytes: Option<u64>) -> Option<Excess> {
+    let held = device_bytes?;
+    let tokens = allocated as u64;
+    let kv = kv::kv_bytes_allocated(facts, tokens).unwrap_or(kv::kv_bytes_per_token(facts) * tokens);
+    let compute = tokens * window::cuda_slope(fa, facts.head_count_max()) + window::COMPUTE_INTERCEPT_BYTES;
+    let limit = device_check_limit(kv, compute, window::CUDA_CONTEXT_BYTES, facts.weights_bytes);
+    (held > limit).then_some(Excess {
+        held_bytes: held,
+        limit_bytes: limit,
+    })
+}
+
+/// Flash Attention after a load, as llama.cpp resolved it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlashAttention {
+    /// Whether it runs: the last line llama.cpp logged about it (`Flash
+    /// Attention enabled`, or `... not supported, set to disabled`; fit's
+    /// probe pass logs one too), else, with no such line, the static proof.
+    pub runs: bool,
+    /// The window was sized on the Flash-Attention slope and llama.cpp
+    /// disabled it (one WARNING).
+    pub wrong_slope: bool,
+}
+
+/// Resolves Flash Attention from the static proof and the child's output.
+pub fn flash_attention(proven: bool, tail: &[String]) -> FlashAttention {
+    let said = tail
+        .iter()
+        .rev()
+        .find(|l| l.contains("Flash Attention"))
+        .map(|l| !l.contains("not supported"));
+    let runs = said.unwrap_or(proven);
+    FlashAttention {
+        runs,
+        wrong_slope: proven && !runs,
+    }
 }
 
 /// The healthy Shared GPU memory of a child (Windows): its pinned host

@@ -182,3 +182,54 @@ fn preflight_rows() {
         assert_eq!(preflight(n, driver, build, present).is_some(), falls_back, "row {i}");
     }
 }
+
+#[test]
+fn device_excess_rows() {
+    let f = crate::law::kv::tests::smollm2();
+    // SmolLM2 at 8192 tokens: KV 180 MiB, compute 8 MiB + 256 MiB with FA
+    // (144 MiB + 256 MiB without: 512 x 9 heads x 4 B = 18,432 B per token).
+    let limit = |compute: u64| device_check_limit(180 * MIB, compute, 512 * MIB, f.weights_bytes);
+    let (fa, no_fa) = (limit(264 * MIB), limit(400 * MIB));
+    let rows = [
+        // why: within the FA limit
+        (true, Some(fa), None),
+        // why: above it: the figures the WARNING prints
+        (true, Some(fa + 1), Some((fa + 1, fa))),
+        // why: without FA the non-FA scores are allowed for
+        (false, Some(fa + 1), None),
+        (false, Some(no_fa + 1), Some((no_fa + 1, no_fa))),
+        // why: NVML did not say: nothing to check
+        (true, None, None),
+    ];
+    for (i, (runs, held, want)) in rows.into_iter().enumerate() {
+        let got = device_excess(&f, 8192, runs, held).map(|e| (e.held_bytes, e.limit_bytes));
+        assert_eq!(got, want, "row {i}");
+    }
+}
+
+#[test]
+fn flash_attention_rows() {
+    let lines = |ls: &[&str]| ls.iter().map(|l| l.to_string()).collect::<Vec<_>>();
+    let on = "llama_context: Flash Attention enabled";
+    let off = "llama_context: Flash Attention not supported, set to disabled";
+    let rows = [
+        // why: proven and llama.cpp agrees
+        (true, lines(&[on]), (true, false)),
+        // why: proven but llama.cpp disabled it: the window is on the wrong slope
+        (true, lines(&[off]), (false, true)),
+        // why: the last line wins (fit's probe pass prints one first)
+        (true, lines(&[off, "x", on]), (true, false)),
+        (true, lines(&[on, off]), (false, true)),
+        // why: no line reached the output: the static proof
+        (true, lines(&["other"]), (true, false)),
+        (false, lines(&[]), (false, false)),
+        // why: the spec: what llama.cpp logged decides, even against the proof
+        (false, lines(&[on]), (true, false)),
+        // why: not proven and off: sized on the non-FA slope, nothing to say
+        (false, lines(&[off]), (false, false)),
+    ];
+    for (i, (proven, tail, want)) in rows.into_iter().enumerate() {
+        let fa = flash_attention(proven, &tail);
+        assert_eq!((fa.runs, fa.wrong_slope), want, "row {i}");
+    }
+}

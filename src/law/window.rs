@@ -219,6 +219,27 @@ pub fn postload_limit_bytes(shape: &ModelShape, window: u32) -> u64 {
     (predicted as f64 * 1.1) as u64 + POSTLOAD_HEADROOM_BYTES
 }
 
+/// A child holding more memory than its window allows (a post-load
+/// check's one WARNING; never an action).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Excess {
+    /// What the child holds, bytes.
+    pub held_bytes: u64,
+    /// What its window allows, bytes.
+    pub limit_bytes: u64,
+}
+
+/// The CPU post-load check: the child's anonymous memory against
+/// `postload_limit_bytes`; `None` within it or without a reading.
+pub fn postload_excess(shape: &ModelShape, window: u32, anon_bytes: Option<u64>) -> Option<Excess> {
+    let held = anon_bytes?;
+    let limit = postload_limit_bytes(shape, window);
+    (held > limit).then_some(Excess {
+        held_bytes: held,
+        limit_bytes: limit,
+    })
+}
+
 /// The working window (MLX): `min(allocated, memory ceiling)`.
 pub fn working_window(allocated: Option<u32>, ceiling: Option<u32>) -> Option<u32> {
     match (allocated, ceiling) {

@@ -212,3 +212,28 @@ fn footprint_postload_working_window_and_kv_bound() {
         assert_eq!(kv_bound(trained, limit), want, "kv_bound row {i}");
     }
 }
+
+#[test]
+fn postload_excess_rows() {
+    let s = smollm2();
+    let limit = postload_limit_bytes(&s, 4096);
+    let over = |held| {
+        Some(Excess {
+            held_bytes: held,
+            limit_bytes: limit,
+        })
+    };
+    let rows = [
+        // why: within the limit: nothing to say
+        (Some(limit - MIB), None),
+        // why: the limit itself is still allowed
+        (Some(limit), None),
+        // why: above it, one WARNING with both figures
+        (Some(limit + 1), over(limit + 1)),
+        // why: an unread footprint says nothing
+        (None, None),
+    ];
+    for (i, (anon, want)) in rows.into_iter().enumerate() {
+        assert_eq!(postload_excess(&s, 4096, anon), want, "row {i}");
+    }
+}

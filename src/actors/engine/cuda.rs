@@ -15,7 +15,7 @@ use super::core::{EngineCore, LiveChild};
 use crate::engines::Backend;
 use crate::law::brake::{Point, Readings, WindowFacts};
 use crate::law::cuda::{self, CudaPlacement, Offload};
-use crate::law::{kv, window};
+use crate::law::kv;
 
 impl EngineCore {
     /// Whether this platform can spill VRAM (Windows), or a test says so.
@@ -28,14 +28,8 @@ impl EngineCore {
         let Backend::Cuda(engine) = &self.backend else { return };
         let Some(spawn) = child.plan.cuda.clone() else { return };
         let kept = child.process.output().kept();
-        // Flash Attention as llama.cpp resolved it: the last such line (fit's
-        // probe pass prints one too).
-        let fa_off = kept
-            .iter()
-            .rev()
-            .find(|l| l.contains("Flash Attention"))
-            .is_some_and(|l| l.contains("not supported"));
-        if spawn.flash_attention && fa_off {
+        let fa = cuda::flash_attention(spawn.flash_attention, &kept);
+        if fa.wrong_slope {
             tracing::warn!(
                 "[CUDA_Engine] llama.cpp disabled Flash Attention for {}: the window was sized on the Flash-Attention slope (1 KiB per token), not the larger non-FA scores",
                 child.model_id()
@@ -70,18 +64,18 @@ impl EngineCore {
             return;
         }
         // The post-load device check (skipped with a vision projector).
-        if child.plan.entry.mmproj.is_none() {
-            device_check(
-                &facts,
-                allocated,
-                spawn.flash_attention && !fa_off,
-                device_bytes,
-                &device.name,
+        if child.plan.entry.mmproj.is_none()
+            && let Some(over) = cuda::device_excess(&facts, allocated, fa.runs, device_bytes)
+        {
+            tracing::warn!(
+                "[CUDA_Engine] the child holds {} MiB on {} (more than the {} MiB its window, compute, CUDA context and weights allow): a mis-calibrated constant or a Flash-Attention mis-prediction",
+                over.held_bytes >> 20,
+                device.name,
+                over.limit_bytes >> 20
             );
         }
         if self.spill_platform() {
-            let fa = spawn.flash_attention && !fa_off;
-            child.spill_baseline = Some(self.spill_after_load(pid, allocated, fa, respawn));
+            child.spill_baseline = Some(self.spill_after_load(pid, allocated, fa.runs, respawn));
         }
     }
 
@@ -160,24 +154,5 @@ impl EngineCore {
                 None
             }
         }
-    }
-}
-
-/// The post-load device check: the child's memory on its GPU against what
-/// its window, compute, CUDA context and weights allow (one WARNING above;
-/// never an action).
-fn device_check(facts: &crate::gguf::ModelFacts, allocated: u32, fa: bool, device_bytes: Option<u64>, device: &str) {
-    let Some(bytes) = device_bytes else { return };
-    let kv =
-        kv::kv_bytes_allocated(facts, allocated as u64).unwrap_or(kv::kv_bytes_per_token(facts) * allocated as u64);
-    let slope = window::cuda_slope(fa, facts.head_count_max());
-    let compute = allocated as u64 * slope + window::COMPUTE_INTERCEPT_BYTES;
-    let limit = cuda::device_check_limit(kv, compute, window::CUDA_CONTEXT_BYTES, facts.weights_bytes);
-    if bytes > limit {
-        tracing::warn!(
-            "[CUDA_Engine] the child holds {} MiB on {device} (more than the {} MiB its window, compute, CUDA context and weights allow): a mis-calibrated constant or a Flash-Attention mis-prediction",
-            bytes >> 20,
-            limit >> 20
-        );
     }
 }

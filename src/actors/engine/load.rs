@@ -220,16 +220,13 @@ impl EngineCore {
         let (Some(shape), Some(window)) = (child.plan.shape, child.allocated) else {
             return;
         };
-        let Some(anon) = footprint::anon_bytes(child.process.pid()) else {
-            return;
-        };
-        let limit = window::postload_limit_bytes(&shape, window);
-        if anon > limit {
+        let anon = footprint::anon_bytes(child.process.pid());
+        if let Some(over) = window::postload_excess(&shape, window, anon) {
             tracing::warn!(
                 model = child.model_id(),
                 "llama-server allocated more than the window budget predicted: anonymous memory {} MiB > {} MiB allowed for a {window}-token window",
-                anon >> 20,
-                limit >> 20
+                over.held_bytes >> 20,
+                over.limit_bytes >> 20
             );
         }
     }
