@@ -38,3 +38,10 @@ impl CpuEngine {
         a
     }
 }
+
+/// What the CPU engine keeps about its live child.
+#[derive(Debug, Default)]
+pub struct CpuChild {
+    /// Over RPC workers: what llama-server says each device was given.
+    pub given: Vec<super::rpc::Given>,
+}

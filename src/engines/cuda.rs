@@ -149,3 +149,14 @@ pub fn build_cuda_version(server: &std::path::Path) -> Option<(u32, u32)> {
         b.trim_end_matches(|c: char| !c.is_ascii_digit()).parse().ok()?,
     ))
 }
+
+/// What the CUDA engine keeps about its live child.
+#[derive(Debug, Default)]
+pub struct CudaChild {
+    /// What fit did with the layers.
+    pub offload: Option<crate::law::cuda::Offload>,
+    /// Why the brake never samples this child (partial offload, unsized).
+    pub brake_off: Option<String>,
+    /// The Shared GPU memory baseline (spill platforms).
+    pub spill_baseline: Option<u64>,
+}

@@ -317,3 +317,16 @@ mod tests {
         assert_eq!(body["model"], "/m/SmolLM2");
     }
 }
+
+/// What the MLX engine keeps about its live child.
+#[derive(Debug, Default)]
+pub struct MlxChild {
+    /// The footprint measured right after load.
+    pub base_bytes: Option<u64>,
+    /// The memory ceiling (tokens).
+    pub ceiling: Option<u32>,
+    /// The bound the child enforces, when memory bounds it.
+    pub memory_bound: Option<u32>,
+    /// What its prefix cache holds (`law::prefix::plan_reset`).
+    pub cache: crate::law::prefix::ChildCache,
+}

@@ -14,6 +14,7 @@
 pub mod cpu;
 pub mod cuda;
 pub mod env;
+pub mod live;
 pub mod llama;
 pub mod mlx;
 pub mod preflight;

@@ -18,8 +18,8 @@
 use serde::Serialize;
 
 use super::brake::Level;
-use super::window::{self, Excess, MIB};
 use super::kv;
+use super::window::{self, Excess, MIB};
 use crate::gguf::ModelFacts;
 
 /// One GPU as NVML reports it.

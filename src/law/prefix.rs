@@ -57,6 +57,12 @@ impl ChildCache {
     };
 }
 
+impl Default for ChildCache {
+    fn default() -> Self {
+        Self::FRESH
+    }
+}
+
 /// What a `Reset` comes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResetPlan {

@@ -46,25 +46,11 @@ pub struct LiveChild {
     pub loaded_since: SystemTime,
     /// The cgroup's OOM-kill count when it was spawned.
     pub oom_kills_at_spawn: Option<u64>,
-    /// MLX: the footprint measured right after load.
-    pub base_bytes: Option<u64>,
-    /// MLX: the memory ceiling (tokens).
-    pub ceiling: Option<u32>,
-    /// MLX: the bound the child enforces, when memory bounds it.
-    pub memory_bound: Option<u32>,
-    /// CUDA: what fit did with the layers.
-    pub offload: Option<crate::law::cuda::Offload>,
-    /// Why the brake never samples this child (CUDA: partial, unsized).
-    pub brake_off: Option<String>,
-    /// CUDA: the Shared GPU memory baseline (spill platforms).
-    pub spill_baseline: Option<u64>,
+    /// The engine's own state of this child.
+    pub engine: crate::engines::live::ChildState,
     /// The conversation whose KV its slot holds, and about how many tokens
     /// (`kv`); `None` for a fresh slot or one a keyless turn used.
     pub slot: Option<(String, u32)>,
-    /// MLX: what its prefix cache holds (`law::prefix::plan_reset`).
-    pub cache: crate::law::prefix::ChildCache,
-    /// Over RPC workers: what llama-server says each device was given.
-    pub given: Vec<crate::engines::rpc::Given>,
 }
 
 impl LiveChild {

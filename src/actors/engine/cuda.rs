@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::core::{EngineCore, LiveChild};
 use crate::engines::Backend;
+use crate::engines::cuda::CudaChild;
 use crate::law::brake::{Point, Readings, WindowFacts};
 use crate::law::cuda::{self, CudaPlacement, Offload};
 use crate::law::kv;
@@ -25,8 +26,22 @@ impl EngineCore {
 
     /// Right after a CUDA child is ready, before the brake is seeded.
     pub(super) async fn cuda_after_load(&mut self, child: &mut LiveChild, respawn: bool) {
-        let Backend::Cuda(engine) = &self.backend else { return };
-        let Some(spawn) = child.plan.cuda.clone() else { return };
+        let state = self.cuda_state_at_load(child, respawn);
+        if let Some(s) = child.engine.cuda_mut() {
+            *s = state;
+        }
+    }
+
+    /// What the CUDA engine learns of its child at load: the placement fit
+    /// made, whether the brake can sample it, and the spill baseline.
+    fn cuda_state_at_load(&mut self, child: &LiveChild, respawn: bool) -> CudaChild {
+        let mut state = CudaChild::default();
+        let Backend::Cuda(engine) = &self.backend else {
+            return state;
+        };
+        let Some(spawn) = child.plan.cuda.clone() else {
+            return state;
+        };
         let kept = child.process.output().kept();
         let fa = cuda::flash_attention(spawn.flash_attention, &kept);
         if fa.wrong_slope {
@@ -36,12 +51,12 @@ impl EngineCore {
             );
         }
         let CudaPlacement::Sized { device, .. } = &spawn.placement else {
-            child.brake_off = Some("the window was not sized (several GPUs named, or no NVML)".into());
-            return;
+            state.brake_off = Some("the window was not sized (several GPUs named, or no NVML)".into());
+            return state;
         };
         let (Some(facts), Some(allocated)) = (child.plan.facts.clone(), child.allocated) else {
-            child.brake_off = Some("the model's header could not be read".into());
-            return;
+            state.brake_off = Some("the model's header could not be read".into());
+            return state;
         };
         let pid = child.process.pid();
         let device_bytes = engine.gpus.process_used_bytes(device.index, pid);
@@ -54,14 +69,14 @@ impl EngineCore {
         );
         let layer_bytes = facts.weights_bytes.saturating_sub(facts.token_embd_bytes) / facts.block_count.max(1) as u64;
         let (offload, signal) = cuda::classify_placement(cuda::offloaded_line(&kept), device_bytes, floor, layer_bytes);
-        child.offload = Some(offload);
+        state.offload = Some(offload);
         if offload == Offload::Partial {
             tracing::info!(
                 "[CUDA_Engine] {} loaded partly on the GPU ({signal}): the memory brake is off for this child; the window memory keeps its cap",
                 child.model_id()
             );
-            child.brake_off = Some(format!("partial offload ({signal})"));
-            return;
+            state.brake_off = Some(format!("partial offload ({signal})"));
+            return state;
         }
         // The post-load device check (skipped with a vision projector).
         if child.plan.entry.mmproj.is_none()
@@ -75,8 +90,9 @@ impl EngineCore {
             );
         }
         if self.spill_platform() {
-            child.spill_baseline = Some(self.spill_after_load(pid, allocated, fa.runs, respawn));
+            state.spill_baseline = Some(self.spill_after_load(pid, allocated, fa.runs, respawn));
         }
+        state
     }
 
     /// The spill brake's baseline after a load: the Shared GPU memory read
@@ -109,14 +125,15 @@ impl EngineCore {
             return None;
         }
         let c = self.child.as_ref()?;
-        if c.brake_off.is_some() || c.offload == Some(Offload::Partial) {
+        let state = c.engine.cuda()?;
+        if state.brake_off.is_some() || state.offload == Some(Offload::Partial) {
             return None;
         }
         let spawn = c.plan.cuda.as_ref()?;
         let CudaPlacement::Sized { device, .. } = &spawn.placement else {
             return None;
         };
-        let (shape, allocated, baseline) = (c.plan.shape?, c.allocated?, c.spill_baseline?);
+        let (shape, allocated, baseline) = (c.plan.shape?, c.allocated?, state.spill_baseline?);
         let facts = WindowFacts {
             allocated,
             kv_per_token: shape.kv_per_token,

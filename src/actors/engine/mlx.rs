@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::core::{EngineCore, LiveChild};
-use crate::engines::mlx::{self, BoundAnswer};
+use crate::engines::mlx::{self, BoundAnswer, MlxChild};
 use crate::law::brake::Point;
 use crate::law::caps::WINDOW_FLOOR_TOKENS;
 use crate::law::mlx::{self as mlx_law, MemoryBudget, MlxAction, MlxFacts, MlxReadings};
@@ -25,6 +25,14 @@ impl EngineCore {
     /// Right after an MLX child is ready: measure its base footprint, compute
     /// the memory ceiling, and send `kv_bound(trained, min(ceiling, cap))`.
     pub(super) async fn mlx_bound_at_load(&self, child: &mut LiveChild, cap: Option<u32>) {
+        let mut state = MlxChild::default();
+        self.mlx_measure_and_bound(child, cap, &mut state).await;
+        if let Some(s) = child.engine.mlx_mut() {
+            *s = state;
+        }
+    }
+
+    async fn mlx_measure_and_bound(&self, child: &mut LiveChild, cap: Option<u32>, state: &mut MlxChild) {
         let (Some(facts), Some(ram)) = (child.plan.mlx, child.plan.ram) else {
             return;
         };
@@ -32,16 +40,16 @@ impl EngineCore {
             tracing::info!("[MLX_Engine] the child's base footprint is unreadable; no memory bound");
             return;
         };
-        child.base_bytes = Some(base);
+        state.base_bytes = Some(base);
         let ceiling = mlx_law::tokens_at_ceiling(MemoryBudget {
             base_bytes: base,
             total_bytes: ram.bytes,
             kv_per_token: facts.kv_per_token,
         });
-        child.ceiling = Some(ceiling);
+        state.ceiling = Some(ceiling);
         if facts.trained <= WINDOW_FLOOR_TOKENS {
             // The child enforces it since its spawn; recorded all the same.
-            child.memory_bound = Some(facts.trained);
+            state.memory_bound = Some(facts.trained);
             return;
         }
         let Some(bound) = mlx_law::memory_bound(facts.trained, ceiling, cap) else {
@@ -55,7 +63,7 @@ impl EngineCore {
                     facts.trained
                 );
                 child.allocated = Some(b);
-                child.memory_bound = Some(b);
+                state.memory_bound = Some(b);
             }
             Ok(BoundAnswer::Enforces(n)) if n == bound => {
                 tracing::warn!(
@@ -63,7 +71,7 @@ impl EngineCore {
                     facts.trained
                 );
                 child.allocated = Some(n);
-                child.memory_bound = Some(n);
+                state.memory_bound = Some(n);
             }
             Ok(BoundAnswer::Enforces(n)) => {
                 tracing::warn!("[MLX_Engine] the child did not apply the memory bound {bound}; it enforces {n}");
@@ -76,7 +84,7 @@ impl EngineCore {
     /// One MLX brake sample (the caller checked the pacing and the child).
     pub(super) async fn mlx_brake_point(&mut self, point: Point, given: Option<super::brake::Given>) {
         let Some(c) = self.child.as_ref() else { return };
-        let (Some(f), Some(ram), Some(base)) = (c.plan.mlx, c.plan.ram, c.base_bytes) else {
+        let (Some(f), Some(ram), Some(base)) = (c.plan.mlx, c.plan.ram, c.engine.base_bytes()) else {
             return; // the base was never measured: no bound, no brake
         };
         let pid = c.process.pid();
@@ -184,7 +192,9 @@ impl EngineCore {
                 self.brake.state = mlx_law::after_bound(before, &self.brake.state, action, true);
                 if let Some(c) = self.child.as_mut() {
                     c.allocated = Some(b);
-                    c.memory_bound = Some(b);
+                    if let Some(m) = c.engine.mlx_mut() {
+                        m.memory_bound = Some(b);
+                    }
                 }
                 Some(b)
             }
@@ -238,5 +248,5 @@ impl EngineCore {
 }
 
 fn c_ceiling(c: Option<&LiveChild>) -> Option<u32> {
-    c?.ceiling
+    c?.engine.mlx()?.ceiling
 }

@@ -19,7 +19,10 @@ impl EngineCore {
             (Ok(entry), Some(c)) => c.model_id() == entry.id,
             _ => false,
         };
-        let barrier = match plan_reset(self.child.as_ref().map(|c| c.cache), same_model) {
+        let barrier = match plan_reset(
+            self.child.as_ref().and_then(|c| Some(c.engine.mlx()?.cache)),
+            same_model,
+        ) {
             ResetPlan::Skip(why) => {
                 tracing::debug!("prefix cache reset ({}) skipped: {why}", msg.reason);
                 return;
@@ -44,7 +47,11 @@ impl EngineCore {
     /// The brake's release: the reset (with its barrier when due), said as
     /// a `memory` reset, then a one-token request.
     pub(super) async fn release_cache(&mut self) -> Result<(), String> {
-        let barrier = self.child.as_ref().is_some_and(|c| c.cache.abandoned);
+        let barrier = self
+            .child
+            .as_ref()
+            .and_then(|c| c.engine.mlx())
+            .is_some_and(|m| m.cache.abandoned);
         if let Err(why) = self.reset_cache(barrier).await {
             self.prefix_failed();
             return Err(why);
@@ -81,8 +88,8 @@ impl EngineCore {
         mlx::reset_cache(&c.client)
             .await
             .map_err(|why| format!("reset failed ({why})"))?;
-        if let Some(c) = self.child.as_mut() {
-            c.cache = ChildCache::FRESH;
+        if let Some(m) = self.child.as_mut().and_then(|c| c.engine.mlx_mut()) {
+            m.cache = ChildCache::FRESH;
         }
         Ok(())
     }
@@ -98,15 +105,12 @@ impl EngineCore {
     /// conversation's KV, and whether its request may still be in the
     /// batch (abandoned) or has proved the batch empty (completed).
     pub(super) fn cache_after_turn(&mut self, abandoned: bool, completed: bool) {
-        if self.prefix.is_none() {
-            return;
-        }
-        if let Some(c) = self.child.as_mut() {
-            c.cache.fresh = false;
+        if let Some(m) = self.child.as_mut().and_then(|c| c.engine.mlx_mut()) {
+            m.cache.fresh = false;
             if abandoned {
-                c.cache.abandoned = true;
+                m.cache.abandoned = true;
             } else if completed {
-                c.cache.abandoned = false;
+                m.cache.abandoned = false;
             }
         }
     }

@@ -14,8 +14,8 @@ impl EngineCore {
     pub(super) fn publish(&self) {
         let c = self.child.as_ref();
         let memory_bound = c.and_then(|c| {
-            if c.memory_bound.is_some() {
-                return c.memory_bound; // MLX: the bound the child enforces
+            if let Some(b) = c.engine.memory_bound() {
+                return Some(b); // MLX: the bound the child enforces
             }
             let bound = c.plan.window.memory_bound()?;
             // The bound is reported only while the child enforces it.
@@ -36,7 +36,7 @@ impl EngineCore {
             memory_bound_tokens: memory_bound,
             memory_bound_footprint_bytes: memory_bound.and_then(|b| {
                 let c = c?;
-                match (c.plan.shape, c.plan.mlx, c.base_bytes) {
+                match (c.plan.shape, c.plan.mlx, c.engine.base_bytes()) {
                     (Some(s), _, _) => Some(crate::law::window::footprint_bytes(&s, b)),
                     (None, Some(m), Some(base)) => Some(base + b as u64 * m.kv_per_token),
                     _ => None,
@@ -67,9 +67,13 @@ impl EngineCore {
             // child alone (CUDA: a partial or unsized placement).
             brake: BrakeView {
                 enabled: self.brake.off.is_none()
-                    && c.is_none_or(|c| c.brake_off.is_none())
+                    && c.is_none_or(|c| c.engine.brake_off().is_none())
                     && self.backend.brake_capable(),
-                off_reason: self.brake.off.clone().or_else(|| c.and_then(|c| c.brake_off.clone())),
+                off_reason: self
+                    .brake
+                    .off
+                    .clone()
+                    .or_else(|| c.and_then(|c| c.engine.brake_off().map(str::to_string))),
                 level: self.brake.level,
                 state: self.brake.state,
                 last_action: self.brake.last_action.clone(),
@@ -82,11 +86,11 @@ impl EngineCore {
                 }
                 _ => None,
             }),
-            offload: c.and_then(|c| c.offload),
+            offload: c.and_then(|c| c.engine.offload()),
             workers: self.workers.as_ref().map(|w| crate::status::WorkersStatus {
                 workers: w.views.borrow().clone(),
                 split: c.and_then(|c| c.plan.rpc.clone()),
-                given: c.map(|c| c.given.clone()).unwrap_or_default(),
+                given: c.map(|c| c.engine.given().to_vec()).unwrap_or_default(),
             }),
         };
         self.status_tx.send_replace(status);

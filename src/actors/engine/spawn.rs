@@ -140,15 +140,8 @@ impl EngineCore {
             allocated,
             loaded_since: SystemTime::now(),
             oom_kills_at_spawn: s.oom_before,
-            base_bytes: None,
-            ceiling: None,
-            memory_bound: None,
-            offload: None,
-            brake_off: None,
-            spill_baseline: None,
+            engine: crate::engines::live::ChildState::new(self.backend.kind()),
             slot: None,
-            cache: crate::law::prefix::ChildCache::FRESH,
-            given: Vec::new(),
             plan,
         };
         if child.plan.cuda.is_some() {

@@ -158,8 +158,8 @@ impl EngineCore {
     /// Records what each device was given, from the child's load lines.
     pub(super) fn read_given(&self, child: &mut LiveChild) {
         let Some(r) = &child.plan.rpc else { return };
-        child.given = rpc::given(&child.process.output().kept(), r);
-        for g in &child.given {
+        let given = rpc::given(&child.process.output().kept(), r);
+        for g in &given {
             tracing::info!(
                 model = child.model_id(),
                 device = %g.device,
@@ -168,6 +168,9 @@ impl EngineCore {
                 g.kv_bytes >> 20,
                 g.compute_bytes >> 20
             );
+        }
+        if let Some(cpu) = child.engine.cpu_mut() {
+            cpu.given = given;
         }
     }
 
