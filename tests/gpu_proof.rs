@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use llm_warden::catalog::Catalog;
 use llm_warden::engines;
+use llm_warden::engines::cuda::nvml;
 use llm_warden::law::{cuda, window};
 use llm_warden::messages::Load;
-use llm_warden::sensors::nvml;
 use llm_warden::status::EngineKind;
 use llm_warden::{Warden, WardenConfig};
 use support::*;

@@ -2,6 +2,9 @@
 //! (`law::window::cpu`) against the RAM total, passed as `-c`; over RPC
 //! workers, the layers and the window of `law::split` (`engines::rpc`).
 
+pub mod brake;
+pub mod workers;
+
 use std::ffi::OsString;
 use std::path::PathBuf;
 

@@ -7,6 +7,12 @@
 //! buffer sizes, `Flash Attention enabled` or `... not supported, set to
 //! disabled`, `offloaded N/M layers to GPU`), about 170 lines per load.
 
+pub mod live;
+pub mod nvml;
+pub mod vram;
+#[cfg(windows)]
+pub mod windows_vram;
+
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -15,7 +21,6 @@ use serde::Serialize;
 use super::SpawnPlan;
 use crate::law::cuda::{self, CudaPlacement};
 use crate::law::window::{self, ModelShape, Window};
-use crate::sensors::nvml;
 
 /// The child verbosity that shows the lines the CUDA engine reads.
 pub const CUDA_CHILD_VERBOSITY: u8 = 4;

@@ -11,6 +11,8 @@
 //! cache"). The per-spawn key goes in the environment as `LLAMA_API_KEY`
 //! (llama-server's own equivalent of `--api-key`), so `ps` never shows it.
 
+pub mod brake;
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 

@@ -19,6 +19,9 @@
 //! memory through `PATCH /v1/settings {"max_kv_size": N}` (see
 //! `actors::engine::mlx_bound`).
 
+pub mod live;
+pub mod prefix;
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

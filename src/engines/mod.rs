@@ -14,6 +14,7 @@
 pub mod cpu;
 pub mod cuda;
 pub mod env;
+pub mod hooks;
 pub mod live;
 pub mod llama;
 pub mod mlx;
@@ -36,6 +37,7 @@ use crate::status::EngineKind;
 
 pub use cpu::CpuEngine;
 pub use cuda::{CudaEngine, CudaSpawn, GpuSource};
+pub use hooks::EngineHooks;
 pub use mlx::{MlxEngine, MlxFacts};
 
 /// Everything decided about one spawn before it happens.
@@ -208,17 +210,7 @@ impl Backend {
 
     /// The process to start for `plan` on `port` with `key`.
     pub fn spawn_spec(&self, plan: &SpawnPlan, port: u16, key: &ApiKey) -> SpawnSpec {
-        match self {
-            Self::Cpu(e) => llama::spawn_spec(&e.server, e.argv(plan), port, key, env::inherited()),
-            Self::Mlx(e) => e.spawn_spec(plan, port, key),
-            Self::Cuda(e) => {
-                let mut env = env::inherited();
-                if let Some(v) = CudaEngine::visible_devices(plan, cfg_visible(plan)) {
-                    env.push(("CUDA_VISIBLE_DEVICES".into(), v.into()));
-                }
-                llama::spawn_spec(&e.server, e.argv(plan), port, key, env)
-            }
-        }
+        hooks::on_engine!(self, e => EngineHooks::spawn_spec(e, plan, port, key))
     }
 
     /// The plan of a brake respawn: the same model with `cap`. The CPU
@@ -261,10 +253,7 @@ impl Backend {
 
     /// Adapts an OpenAI request body for this engine's child.
     pub fn adapt_request(&self, body: &mut serde_json::Map<String, serde_json::Value>, entry: &ModelEntry) {
-        match self {
-            Self::Cpu(_) | Self::Cuda(_) => llama::adapt_request(body),
-            Self::Mlx(_) => mlx::adapt_request(body, &entry.path),
-        }
+        hooks::on_engine!(self, e => EngineHooks::adapt_request(e, body, entry))
     }
 
     /// The readiness ping.
@@ -292,11 +281,6 @@ impl Backend {
             }
         }
     }
-}
-
-/// The user's `CUDA_VISIBLE_DEVICES` a plan was made under.
-fn cfg_visible(plan: &SpawnPlan) -> Option<&str> {
-    plan.user_visible.as_deref()
 }
 
 /// Builds the backend of the selected engine, finding its child program.

@@ -13,7 +13,7 @@ fn platform() -> Platform {
     Platform {
         os: std::env::consts::OS,
         arm: std::env::consts::ARCH == "aarch64",
-        nvidia_devices: crate::sensors::nvml::device_count(),
+        nvidia_devices: crate::engines::cuda::nvml::device_count(),
     }
 }
 
@@ -21,7 +21,7 @@ fn platform() -> Platform {
 /// run it (no device the child may see, no CUDA build, a driver older than
 /// the build's CUDA).
 fn cuda_preflight(cfg: &WardenConfig) -> Result<Backend, String> {
-    let snap = crate::sensors::nvml::snapshot()?;
+    let snap = crate::engines::cuda::nvml::snapshot()?;
     let visible = crate::law::cuda::visible(&snap.devices, cfg.cuda_visible_devices.as_deref()).len() as u32;
     let server = cfg
         .llama_server

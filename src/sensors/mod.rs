@@ -1,7 +1,7 @@
 //! OS readings: the RAM total (with the cgroup bound), the child's anonymous
-//! memory, NVIDIA GPUs (NVML), the memory brake's pressure providers, one
-//! per OS, the engine's view of the sensor's latest reading, and the GPU
-//! spill gauge.
+//! memory, the memory brake's pressure providers, one per OS, and the
+//! engine's view of the sensor's latest reading. The GPU's readings (NVML,
+//! the spill gauge) are the CUDA engine's (`engines::cuda`).
 
 pub mod footprint;
 pub mod history;
@@ -9,12 +9,8 @@ pub mod history;
 pub mod linux;
 #[cfg(target_os = "macos")]
 pub mod macos;
-pub mod nvml;
 pub mod pressure;
 pub mod ram;
 pub mod view;
-pub mod vram;
 #[cfg(windows)]
 pub mod windows;
-#[cfg(windows)]
-pub mod windows_vram;

@@ -171,7 +171,7 @@ impl Warden {
         // The prefix cache has an owner only on the MLX engine. Its address
         // exists before it runs: the engine tells it of a failed reset, and
         // it forwards turns to the engine.
-        let prefix_ctx = matches!(backend, Backend::Mlx(_)).then(Context::<PrefixCacheActor>::new);
+        let prefix_ctx = backend.prefix_cache().then(Context::<PrefixCacheActor>::new);
         let (workers, views_tx) = crate::actors::engine::workers_link(&config, &backend);
         let worker_views = workers.as_ref().map(|w| w.views.clone());
         // The watch reads with the engine's own reader (one client, one key).

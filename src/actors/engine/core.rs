@@ -17,6 +17,7 @@ use crate::child::client::ChildClient;
 use crate::child::port::PortLease;
 use crate::child::process::{self, ChildProcess};
 use crate::config::WardenConfig;
+use crate::engines::cuda::vram::SpillGauge;
 use crate::engines::{Backend, SpawnPlan};
 use crate::error::{ApiError, GenerationError};
 use crate::law::brake::{BrakeReload, BrakeState, Level, Remembered};
@@ -26,7 +27,6 @@ use crate::messages::prefix::ResetFailed;
 use crate::metrics::Metrics;
 use crate::sensors::ram;
 use crate::sensors::view::PressureView;
-use crate::sensors::vram::SpillGauge;
 use crate::status::{EngineState, EngineStatus, TurnTimings, WardenEvent};
 
 /// The live child and what the engine knows of it.
@@ -77,7 +77,7 @@ pub struct Wiring {
     /// The counters every event feeds.
     pub metrics: Arc<Metrics>,
     /// The RPC workers, when configured (CPU engine).
-    pub workers: Option<super::workers::WorkersLink>,
+    pub workers: Option<crate::engines::cpu::workers::WorkersLink>,
 }
 
 /// What the engine is busy with, beside whether a child runs.
@@ -135,56 +135,56 @@ pub struct Brake {
 #[derive(Debug)]
 pub struct EngineCore {
     /// Configuration.
-    pub(super) cfg: Arc<WardenConfig>,
+    pub(crate) cfg: Arc<WardenConfig>,
     /// The backend (CPU, CUDA, MLX).
-    pub(super) backend: Backend,
+    pub(crate) backend: Backend,
     /// The models.
-    pub(super) catalog: Arc<Catalog>,
+    pub(crate) catalog: Arc<Catalog>,
     /// The HTTP client shared by every child.
-    pub(super) http: reqwest::Client,
+    pub(crate) http: reqwest::Client,
     /// The child, when one runs.
-    pub(super) child: Option<LiveChild>,
+    pub(crate) child: Option<LiveChild>,
     /// Status publication.
-    pub(super) status_tx: watch::Sender<EngineStatus>,
+    pub(crate) status_tx: watch::Sender<EngineStatus>,
     /// Lifecycle events.
-    pub(super) events_tx: broadcast::Sender<WardenEvent>,
+    pub(crate) events_tx: broadcast::Sender<WardenEvent>,
     /// End of the last turn (or of the last load), monotonic.
-    pub(super) last_used: Option<Instant>,
+    pub(crate) last_used: Option<Instant>,
     /// The same on the wall clock, for status.
-    pub(super) last_used_wall: Option<SystemTime>,
+    pub(crate) last_used_wall: Option<SystemTime>,
     /// Turns handled.
-    pub(super) turns: u64,
+    pub(crate) turns: u64,
     /// What the engine is busy with; the published state is derived from
     /// it and the child (`state`), never assigned.
-    pub(super) activity: Activity,
+    pub(crate) activity: Activity,
     /// Set by `Shutdown`: no further child is started.
-    pub(super) shut_down: bool,
+    pub(crate) shut_down: bool,
     /// The model an idle reap unloaded, until a turn consumes it (the spec's
     /// `_idle_unload`, read by `take_idle_reload`).
-    pub(super) idle_reload: Option<String>,
+    pub(crate) idle_reload: Option<String>,
     /// Where brake samples read the sensor's latest reading.
-    pub(super) sensor: Box<dyn PressureView>,
+    pub(crate) sensor: Box<dyn PressureView>,
     /// Everything the memory brake keeps.
-    pub(super) brake: Brake,
+    pub(crate) brake: Brake,
     /// The MLX child's prefix-cache owner (`None` on the llama.cpp engines).
-    pub(super) prefix: Option<Recipient<ResetFailed>>,
+    pub(crate) prefix: Option<Recipient<ResetFailed>>,
     /// Where the CUDA spill brake reads the child's Shared GPU memory.
-    pub(super) spill: SpillGauge,
+    pub(crate) spill: SpillGauge,
     /// Where the side door is published.
-    pub(super) door_tx: watch::Sender<Option<super::Door>>,
+    pub(crate) door_tx: watch::Sender<Option<super::Door>>,
     /// The counters every event feeds.
-    pub(super) metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Metrics>,
     /// The keep-alive a request set, and the model it holds for.
-    pub(super) keep_alive: Option<(String, KeepAlive)>,
+    pub(crate) keep_alive: Option<(String, KeepAlive)>,
     /// The running turn's timings, set by the stream relay.
-    pub(super) timings: Option<TurnTimings>,
+    pub(crate) timings: Option<TurnTimings>,
     /// The saved KV caches (`None`: `WARDEN_KV_SAVE=0`, or an engine
     /// without slot files).
-    pub(super) kv: Option<crate::kv_store::KvStore>,
+    pub(crate) kv: Option<crate::kv_store::KvStore>,
     /// The store as status shows it (refreshed after each change).
-    pub(super) kv_view: Option<crate::kv_store::StoreView>,
+    pub(crate) kv_view: Option<crate::kv_store::StoreView>,
     /// The RPC workers, when configured.
-    pub(super) workers: Option<super::workers::WorkersLink>,
+    pub(crate) workers: Option<crate::engines::cpu::workers::WorkersLink>,
 }
 
 impl EngineCore {
@@ -234,19 +234,19 @@ impl EngineCore {
     }
 
     /// Sends a lifecycle event (nobody listening is fine) after counting it.
-    pub(super) fn emit(&self, event: WardenEvent) {
+    pub(crate) fn emit(&self, event: WardenEvent) {
         self.metrics.observe(&event);
         let _ = self.events_tx.send(event);
     }
 
     /// Marks the idle clock at now.
-    pub(super) fn touch(&mut self) {
+    pub(crate) fn touch(&mut self) {
         self.last_used = Some(Instant::now());
         self.last_used_wall = Some(SystemTime::now());
     }
 
     /// Looks a model id up; `None` is the default model.
-    pub(super) fn resolve(&self, id: Option<&str>) -> Result<Arc<ModelEntry>, ApiError> {
+    pub(crate) fn resolve(&self, id: Option<&str>) -> Result<Arc<ModelEntry>, ApiError> {
         match id {
             Some(id) => self.catalog.get(id).ok_or_else(|| ApiError::model_not_found(id)),
             None => self.catalog.default_entry().ok_or_else(|| ApiError {
@@ -261,7 +261,7 @@ impl EngineCore {
     }
 
     /// The classified death of the current child, clearing it.
-    pub(super) fn take_dead_child(&mut self) -> Option<GenerationError> {
+    pub(crate) fn take_dead_child(&mut self) -> Option<GenerationError> {
         let info = self.child.as_ref()?.process.exit()?;
         let c = self.child.take()?;
         let code = classify_exit(&c, info);
@@ -289,7 +289,7 @@ impl EngineCore {
 }
 
 /// Classifies a dead child from its tail, its exit and the OOM counter.
-pub(super) fn classify_exit(c: &LiveChild, info: process::ExitInfo) -> EngineCode {
+pub(crate) fn classify_exit(c: &LiveChild, info: process::ExitInfo) -> EngineCode {
     let oom_kill_seen = match (c.oom_kills_at_spawn, ram::oom_kill_count()) {
         (Some(before), Some(now)) => now > before,
         _ => false,

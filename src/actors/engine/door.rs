@@ -41,7 +41,7 @@ pub enum DoorError {
 
 impl Door {
     /// A door to the child behind `client`.
-    pub(super) fn new(model: String, port: u16, client: ChildClient) -> Self {
+    pub(crate) fn new(model: String, port: u16, client: ChildClient) -> Self {
         Self { model, port, client }
     }
 

@@ -25,8 +25,8 @@ use crate::law::kv_save::{self, SLOT_IO_TIMEOUT_S};
 
 /// The store for this engine, `None` when saves are off or the engine's
 /// child has no slot files (mlx_vlm.server).
-pub(super) fn open_store(cfg: &WardenConfig, backend: &Backend) -> Option<KvStore> {
-    if !cfg.kv_save || matches!(backend, Backend::Mlx(_)) {
+pub(crate) fn open_store(cfg: &WardenConfig, backend: &Backend) -> Option<KvStore> {
+    if !cfg.kv_save || !backend.slot_files() {
         return None;
     }
     let dir = cfg
@@ -78,7 +78,7 @@ impl EngineCore {
 
     /// Saves the live child's slot for the conversation it holds, when
     /// there is one worth saving; `why` names the interruption in the log.
-    pub(super) async fn save_slot(&mut self, why: &'static str) {
+    pub(crate) async fn save_slot(&mut self, why: &'static str) {
         let Some(store) = self.kv.clone() else { return };
         let Some(c) = self.child.as_mut() else { return };
         let Some((conversation, tokens)) = c.slot.take() else {
@@ -128,7 +128,7 @@ impl EngineCore {
     /// Before a generating turn: the slot changes hands to `conversation`
     /// (`None`: a turn with no conversation, a raw completion). The
     /// previous owner's KV is saved, and `conversation`'s save restored.
-    pub(super) async fn claim_slot(&mut self, conversation: Option<&str>, tokens: u32) {
+    pub(crate) async fn claim_slot(&mut self, conversation: Option<&str>, tokens: u32) {
         let Some(c) = self.child.as_ref() else { return };
         let owner = c.slot.as_ref().map(|(o, _)| o.as_str());
         if owner.is_some() && owner == conversation {

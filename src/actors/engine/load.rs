@@ -20,7 +20,7 @@ impl EngineCore {
     /// Makes `entry` the loaded model: reuses a live child of it, replaces a
     /// dead one or another model's, or loads it fresh. `events`, when given,
     /// receives the `loading` notice before a spawn.
-    pub(super) async fn ensure_loaded(
+    pub(crate) async fn ensure_loaded(
         &mut self,
         entry: &Arc<ModelEntry>,
         events: Option<&mut Outbox>,
@@ -118,7 +118,9 @@ impl EngineCore {
     /// Whether a failed CUDA load is retried at the floor: sized by the
     /// warden, not pinned, a CUDA allocation failure in its output.
     fn oom_retry_due(&self, plan: &SpawnPlan, raw: &str) -> bool {
-        let Backend::Cuda(_) = &self.backend else { return false };
+        if !self.backend.retries_oom_at_floor() {
+            return false;
+        }
         let tail: Vec<String> = raw.lines().map(str::to_string).collect();
         let sized = matches!(plan.window, crate::law::window::Window::Sized { .. });
         crate::law::cuda::retry_at_floor(
@@ -131,7 +133,7 @@ impl EngineCore {
     }
 
     /// Makes a ready child the live one.
-    pub(super) fn install(&mut self, child: LiveChild) {
+    pub(crate) fn install(&mut self, child: LiveChild) {
         self.child = Some(child);
         self.activity = super::core::Activity::Resting;
         self.touch();
@@ -194,7 +196,7 @@ impl EngineCore {
     /// The allocated window: `/props` when it answers, else the `-c` given
     /// (a llama-server spawned with `-c` keeps it), else unknown. A failed
     /// read or a value other than the `-c` (padded) is one WARNING.
-    pub(super) async fn read_allocated(&self, client: &ChildClient, plan: &SpawnPlan) -> Option<u32> {
+    pub(crate) async fn read_allocated(&self, client: &ChildClient, plan: &SpawnPlan) -> Option<u32> {
         let requested = plan.window.ctx();
         match self.backend.read_window(client, plan).await {
             Ok(Some(n)) => {
@@ -212,7 +214,7 @@ impl EngineCore {
 
     /// The CPU post-load check: the child's anonymous memory against the
     /// window's prediction (one WARNING above it, never an action).
-    pub(super) fn post_load_check(&self, child: &LiveChild) {
+    pub(crate) fn post_load_check(&self, child: &LiveChild) {
         if child.plan.entry.mmproj.is_some() {
             tracing::debug!("post-load memory check skipped: a vision projector is loaded");
             return;

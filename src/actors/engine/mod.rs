@@ -15,22 +15,18 @@
 //! reads the sensor's latest reading from a watch, and replies to other
 //! actors are fire-and-forget.
 
-mod brake;
+pub(crate) mod brake;
 mod core;
-mod cuda;
 mod door;
 mod kv;
 mod load;
-mod mlx;
-mod outbox;
-mod prefix;
+pub(crate) mod outbox;
 mod publish;
 mod reap;
 mod relay;
-mod retire;
+pub(crate) mod retire;
 mod spawn;
 mod turn;
-mod workers;
 
 use std::future::Future;
 
@@ -38,9 +34,9 @@ use actix::prelude::*;
 use actix::{ActorFutureExt, WrapFuture};
 
 pub use self::core::{EngineCore, LiveChild, Wiring};
+pub use crate::engines::cpu::workers::{WorkersLink, workers_link};
 pub use door::{Door, DoorError};
 pub use turn::shutting_down;
-pub use workers::{WorkersLink, workers_link};
 
 use crate::error::ApiError;
 use crate::messages::{BrakeSample, Generate, Load, Reap, Reset, Shutdown, Unload, WorkerCheck};

@@ -11,7 +11,7 @@ use crate::status::EngineStatus;
 
 impl EngineCore {
     /// Publishes the status snapshot (after every change).
-    pub(super) fn publish(&self) {
+    pub(crate) fn publish(&self) {
         let c = self.child.as_ref();
         let memory_bound = c.and_then(|c| {
             if let Some(b) = c.engine.memory_bound() {
@@ -61,7 +61,7 @@ impl EngineCore {
             kv_saves: self.kv_view.clone(),
             memory_budget_bytes: c
                 .and_then(|c| c.plan.ram)
-                .filter(|_| self.backend.kind() == crate::status::EngineKind::Cpu)
+                .filter(|_| self.backend.ram_budget())
                 .map(|r| (r.bytes as f64 * crate::law::window::CPU_RAM_FRACTION) as u64),
             // Off for the engine (a sensor that cannot read), or for this
             // child alone (CUDA: a partial or unsized placement).
@@ -113,7 +113,7 @@ impl EngineCore {
     }
 
     /// The idle timeout in force for the loaded model (`None`: never).
-    pub(super) fn idle_timeout(&self) -> Option<std::time::Duration> {
+    pub(crate) fn idle_timeout(&self) -> Option<std::time::Duration> {
         keep_alive::effective_timeout(
             self.keep_alive.as_ref().map(|(m, k)| (m.as_str(), *k)),
             self.child.as_ref().map(|c| c.model_id()),

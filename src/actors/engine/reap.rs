@@ -28,7 +28,7 @@ impl EngineCore {
 
     /// Unloads the model as the idle reap does (the reap, and a turn that
     /// asked for `keep_alive: 0`).
-    pub(super) async fn unload_idle(&mut self) {
+    pub(crate) async fn unload_idle(&mut self) {
         let id = self.child.as_ref().map(|c| c.model_id().to_string());
         self.retire(super::retire::Retire::Idle).await;
         // Left for the next turn to announce (the spec's `_idle_unload`).

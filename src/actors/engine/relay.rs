@@ -34,7 +34,7 @@ const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl EngineCore {
     /// Relays a streamed answer event by event.
-    pub(super) async fn relay_stream(
+    pub(crate) async fn relay_stream(
         &mut self,
         route: Route,
         body: Bytes,
@@ -118,7 +118,7 @@ impl EngineCore {
     }
 
     /// Relays a non-streamed answer whole (sent by the caller, last).
-    pub(super) async fn relay_whole(&mut self, route: Route, body: Bytes) -> Result<Relayed, GenerationError> {
+    pub(crate) async fn relay_whole(&mut self, route: Route, body: Bytes) -> Result<Relayed, GenerationError> {
         let mut loss = self.worker_loss();
         let child = self.child.as_ref().expect("a turn relays only after its model loaded");
         let mut exit = child.process.exit_watch();
@@ -152,7 +152,7 @@ impl EngineCore {
     /// within `DEATH_GRACE`, else a transport failure. Over RPC workers, a
     /// worker the watch then calls lost is the cause (llama-server aborts
     /// with "Remote RPC server crashed", which names no worker).
-    pub(super) async fn broken_stream(&mut self) -> GenerationError {
+    pub(crate) async fn broken_stream(&mut self) -> GenerationError {
         if let Some(c) = self.child.as_mut() {
             let _ = tokio::time::timeout(DEATH_GRACE, c.process.wait()).await;
         }

@@ -85,7 +85,7 @@ impl EngineCore {
     /// Retires the live child for `why`: its output tail as it was when it
     /// was told to stop (a hung or lost child's error quotes it); `None`
     /// when there was no child.
-    pub(super) async fn retire(&mut self, why: Retire) -> Option<String> {
+    pub(crate) async fn retire(&mut self, why: Retire) -> Option<String> {
         if let Some(what) = why.saves_kv() {
             self.save_slot(what).await;
         }

@@ -41,7 +41,7 @@ impl EngineCore {
     /// Spawns a child for `plan` and waits until it is ready, retrying the
     /// next port when the child reports its port taken. `respawn`: a brake
     /// respawn (its post-load notes are INFO, not WARNING).
-    pub(super) async fn spawn_ready(
+    pub(crate) async fn spawn_ready(
         &mut self,
         plan: SpawnPlan,
         timeout: Duration,
@@ -132,7 +132,6 @@ impl EngineCore {
     /// the `model ready` line and event.
     async fn after_ready(&mut self, s: Started, plan: SpawnPlan, respawn: bool) -> LiveChild {
         let allocated = self.read_allocated(&s.client, &plan).await;
-        let cap = plan.cap;
         let mut child = LiveChild {
             process: s.proc,
             client: s.client,
@@ -144,17 +143,7 @@ impl EngineCore {
             slot: None,
             plan,
         };
-        if child.plan.cuda.is_some() {
-            self.cuda_after_load(&mut child, respawn).await;
-        } else if child.plan.mlx.is_some() {
-            self.mlx_bound_at_load(&mut child, cap).await;
-        } else if child.plan.rpc.is_some() {
-            // The prediction is of a whole model here; over workers each
-            // device's share is read back instead.
-            self.read_given(&mut child);
-        } else {
-            self.post_load_check(&child);
-        }
+        crate::engines::hooks::after_load(self, &mut child, respawn).await;
         let load_ms = s.at.elapsed().as_millis() as u64;
         tracing::info!(
             engine = self.backend.kind().tag(),

@@ -56,7 +56,7 @@ impl Sampler {
             available_bytes: sample.as_ref().and_then(|s| s.available_bytes),
         };
         let gpus = if banner.iter().any(|d| d.kind == Some(DeviceKind::Cuda)) {
-            crate::sensors::nvml::snapshot().ok().map(|s| s.devices)
+            crate::engines::cuda::nvml::snapshot().ok().map(|s| s.devices)
         } else {
             None
         };

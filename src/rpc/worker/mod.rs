@@ -94,7 +94,7 @@ pub async fn run(cfg: WorkerConfig, stop: impl Future<Output = &'static str>) ->
             "binding {host}: rpc-server has no authentication or encryption; reach this worker only over a private network or a tunnel"
         );
     }
-    let gpu_seen = crate::sensors::nvml::device_count() > 0;
+    let gpu_seen = crate::engines::cuda::nvml::device_count() > 0;
     let binary = build::find_rpc_server(cfg.rpc_server.as_deref(), &cfg.warden, gpu_seen)
         .map_err(|searched| WorkerError::RpcServerMissing { searched })?;
     let build = crate::rpc::build::read_build_info(&binary);

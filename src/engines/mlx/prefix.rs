@@ -5,7 +5,7 @@
 //! cache. Every failure is one WARNING and a `ResetFailed` to the owner; it
 //! never fails a turn.
 
-use super::core::EngineCore;
+use crate::actors::engine::EngineCore;
 use crate::engines::mlx;
 use crate::law::prefix::{ChildCache, ResetPlan, plan_reset};
 use crate::messages::Reset;
@@ -14,7 +14,7 @@ use crate::status::WardenEvent;
 
 impl EngineCore {
     /// The `Reset` the prefix cache's owner queued before a turn.
-    pub(super) async fn reset_prefix(&mut self, msg: Reset) {
+    pub(crate) async fn reset_prefix(&mut self, msg: Reset) {
         let same_model = match (self.resolve(msg.model.as_deref()), &self.child) {
             (Ok(entry), Some(c)) => c.model_id() == entry.id,
             _ => false,
@@ -46,7 +46,7 @@ impl EngineCore {
 
     /// The brake's release: the reset (with its barrier when due), said as
     /// a `memory` reset, then a one-token request.
-    pub(super) async fn release_cache(&mut self) -> Result<(), String> {
+    pub(crate) async fn release_cache(&mut self) -> Result<(), String> {
         let barrier = self
             .child
             .as_ref()
@@ -104,7 +104,7 @@ impl EngineCore {
     /// What a generating turn left in the MLX child's cache: a
     /// conversation's KV, and whether its request may still be in the
     /// batch (abandoned) or has proved the batch empty (completed).
-    pub(super) fn cache_after_turn(&mut self, abandoned: bool, completed: bool) {
+    pub(crate) fn cache_after_turn(&mut self, abandoned: bool, completed: bool) {
         if let Some(m) = self.child.as_mut().and_then(|c| c.engine.mlx_mut()) {
             m.cache.fresh = false;
             if abandoned {

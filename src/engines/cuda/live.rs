@@ -11,7 +11,7 @@
 
 use tokio::time::Instant;
 
-use super::core::{EngineCore, LiveChild};
+use crate::actors::engine::{EngineCore, LiveChild};
 use crate::engines::Backend;
 use crate::engines::cuda::CudaChild;
 use crate::law::brake::{Point, Readings, WindowFacts};
@@ -20,12 +20,12 @@ use crate::law::kv;
 
 impl EngineCore {
     /// Whether this platform can spill VRAM (Windows), or a test says so.
-    pub(super) fn spill_platform(&self) -> bool {
+    pub(crate) fn spill_platform(&self) -> bool {
         cfg!(windows) || self.cfg.pretend_spill_platform
     }
 
     /// Right after a CUDA child is ready, before the brake is seeded.
-    pub(super) async fn cuda_after_load(&mut self, child: &mut LiveChild, respawn: bool) {
+    pub(crate) async fn cuda_after_load(&mut self, child: &mut LiveChild, respawn: bool) {
         let state = self.cuda_state_at_load(child, respawn);
         if let Some(s) = child.engine.cuda_mut() {
             *s = state;
@@ -120,7 +120,7 @@ impl EngineCore {
     /// level. `None` (nothing read, nothing acts) off a spill platform, for
     /// a child the warden did not size or that loaded partly on the GPU, or
     /// while the gauge is unreadable (one WARNING per episode of that).
-    pub(super) fn spill_sample(&mut self, point: Point) -> Option<(Readings, WindowFacts)> {
+    pub(crate) fn spill_sample(&mut self, point: Point) -> Option<(Readings, WindowFacts)> {
         if !self.spill_platform() {
             return None;
         }

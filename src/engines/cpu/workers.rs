@@ -10,8 +10,8 @@ use std::pin::Pin;
 
 use tokio::sync::watch;
 
-use super::core::{EngineCore, LiveChild};
-use super::outbox::Outbox;
+use crate::actors::engine::outbox::Outbox;
+use crate::actors::engine::{EngineCore, LiveChild};
 use crate::engines::SpawnPlan;
 use crate::engines::rpc::{self, Reading, RpcUse};
 use crate::error::{GenerationError, ModelLoadError};
@@ -81,7 +81,7 @@ impl EngineCore {
     /// The CPU plan `plan` split over the workers that answer now (each read
     /// before the load); a notice when one was left out and the window is
     /// smaller for it.
-    pub(super) async fn plan_over_workers(
+    pub(crate) async fn plan_over_workers(
         &self,
         plan: SpawnPlan,
         events: Option<&mut Outbox>,
@@ -136,7 +136,7 @@ impl EngineCore {
 
     /// A brake respawn's plan over the watch's latest readings (no new
     /// reading inside a safe point's handler beyond the views).
-    pub(super) fn replan_from_views(&self, plan: SpawnPlan) -> Result<SpawnPlan, ModelLoadError> {
+    pub(crate) fn replan_from_views(&self, plan: SpawnPlan) -> Result<SpawnPlan, ModelLoadError> {
         let Some(link) = &self.workers else { return Ok(plan) };
         let views = link.views.borrow().clone();
         let readings: Vec<Reading> = link
@@ -156,7 +156,7 @@ impl EngineCore {
     }
 
     /// Records what each device was given, from the child's load lines.
-    pub(super) fn read_given(&self, child: &mut LiveChild) {
+    pub(crate) fn read_given(&self, child: &mut LiveChild) {
         let Some(r) = &child.plan.rpc else { return };
         let given = rpc::given(&child.process.output().kept(), r);
         for g in &given {
@@ -175,19 +175,19 @@ impl EngineCore {
     }
 
     /// The first worker of the live child that the watch calls lost.
-    pub(super) fn lost_worker(&self) -> Option<Lost> {
+    pub(crate) fn lost_worker(&self) -> Option<Lost> {
         let used = &self.child.as_ref()?.plan.rpc.as_ref()?.used;
         first_lost(&self.workers.as_ref()?.views.borrow(), used)
     }
 
     /// Resolves when a worker of the live child is lost (never without one).
-    pub(super) fn worker_loss(&self) -> Pin<Box<dyn Future<Output = Lost> + Send + 'static>> {
+    pub(crate) fn worker_loss(&self) -> Pin<Box<dyn Future<Output = Lost> + Send + 'static>> {
         self.loss_of(self.child.as_ref().map(|c| &c.plan))
     }
 
     /// Resolves when a worker of `plan` is lost (never without one): a load
     /// races it too, so a worker gone mid-upload fails the load at once.
-    pub(super) fn loss_of(&self, plan: Option<&SpawnPlan>) -> Pin<Box<dyn Future<Output = Lost> + Send + 'static>> {
+    pub(crate) fn loss_of(&self, plan: Option<&SpawnPlan>) -> Pin<Box<dyn Future<Output = Lost> + Send + 'static>> {
         let used = plan
             .and_then(|p| p.rpc.as_ref())
             .map(|r| r.used.clone())
@@ -210,7 +210,7 @@ impl EngineCore {
 
     /// After a child over workers died: the worker that took it down, once
     /// the watch names one (bounded).
-    pub(super) async fn loss_behind_death(&self) -> Option<Lost> {
+    pub(crate) async fn loss_behind_death(&self) -> Option<Lost> {
         let rpc = self.child.as_ref()?.plan.rpc.as_ref()?;
         if rpc.used.is_empty() {
             return None;
@@ -220,29 +220,32 @@ impl EngineCore {
 
     /// A live child one of whose workers is lost is retired before a turn
     /// uses it (the watch's `WorkerCheck` may still wait behind the turn).
-    pub(super) async fn retire_if_worker_lost(&mut self) {
+    pub(crate) async fn retire_if_worker_lost(&mut self) {
         if let Some(lost) = self.lost_worker() {
             let _ = self.retire_for_worker(lost).await;
         }
     }
 
     /// Stops the child whose worker `lost` is gone, and the turn's error.
-    pub(super) async fn retire_for_worker(&mut self, lost: Lost) -> GenerationError {
+    pub(crate) async fn retire_for_worker(&mut self, lost: Lost) -> GenerationError {
         let (worker, why) = lost;
         tracing::warn!(worker = %worker, "the RPC worker {worker} was lost ({why}); stopping the model server");
-        let raw = self.retire(super::retire::Retire::WorkerLost).await.unwrap_or_default();
+        let raw = self
+            .retire(crate::actors::engine::retire::Retire::WorkerLost)
+            .await
+            .unwrap_or_default();
         GenerationError::WorkerLost { worker, why, raw }
     }
 
     /// `WorkerCheck` with no turn running: a child whose worker is gone is
     /// retired now, so the next request reloads instead of meeting an abort.
-    pub(super) async fn worker_check(&mut self) {
+    pub(crate) async fn worker_check(&mut self) {
         self.publish();
         self.retire_if_worker_lost().await;
     }
 
     /// The used workers' pressure for a brake sample.
-    pub(super) fn worker_pressure(&self) -> Vec<WorkerPressure> {
+    pub(crate) fn worker_pressure(&self) -> Vec<WorkerPressure> {
         let (Some(c), Some(link)) = (self.child.as_ref(), &self.workers) else {
             return Vec::new();
         };

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::core::{EngineCore, LiveChild};
+use crate::actors::engine::{EngineCore, LiveChild};
 use crate::engines::mlx::{self, BoundAnswer, MlxChild};
 use crate::law::brake::Point;
 use crate::law::caps::WINDOW_FLOOR_TOKENS;
@@ -24,7 +24,7 @@ const RELEASE_SETTLE: Duration = Duration::from_secs(2);
 impl EngineCore {
     /// Right after an MLX child is ready: measure its base footprint, compute
     /// the memory ceiling, and send `kv_bound(trained, min(ceiling, cap))`.
-    pub(super) async fn mlx_bound_at_load(&self, child: &mut LiveChild, cap: Option<u32>) {
+    pub(crate) async fn mlx_bound_at_load(&self, child: &mut LiveChild, cap: Option<u32>) {
         let mut state = MlxChild::default();
         self.mlx_measure_and_bound(child, cap, &mut state).await;
         if let Some(s) = child.engine.mlx_mut() {
@@ -82,7 +82,7 @@ impl EngineCore {
     }
 
     /// One MLX brake sample (the caller checked the pacing and the child).
-    pub(super) async fn mlx_brake_point(&mut self, point: Point, given: Option<super::brake::Given>) {
+    pub(crate) async fn mlx_brake_point(&mut self, point: Point, given: Option<crate::actors::engine::brake::Given>) {
         let Some(c) = self.child.as_ref() else { return };
         let (Some(f), Some(ram), Some(base)) = (c.plan.mlx, c.plan.ram, c.engine.base_bytes()) else {
             return; // the base was never measured: no bound, no brake
@@ -161,7 +161,7 @@ impl EngineCore {
         &mut self,
         point: Point,
         pid: u32,
-        given: Option<super::brake::Given>,
+        given: Option<crate::actors::engine::brake::Given>,
     ) -> Option<crate::law::brake::Readings> {
         let mut r = self.read_sensor(point, given)?;
         if r.footprint_bytes.is_none() {
@@ -239,7 +239,7 @@ impl EngineCore {
         };
         // The carry first: it is the live brake state the retirement drops.
         self.record_unload(&id);
-        self.retire(super::retire::Retire::Brake).await;
+        self.retire(crate::actors::engine::retire::Retire::Brake).await;
         tracing::warn!(
             "[MLX_Engine] Memory brake: point={}, level={level}, action=unload, window={window}->0; lasting critical memory pressure while idle: the model reloads at the next message",
             point.as_str()
