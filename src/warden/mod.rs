@@ -61,7 +61,9 @@ struct Inner {
     /// short lock, so the numbers are the mailbox's order even when two HTTP
     /// workers submit at once (the lock guards a counter, never the child).
     seq: std::sync::Mutex<u64>,
-    arbiter: ArbiterHandle,
+    /// The engine's own arbiter; `None` when it runs on the caller's
+    /// (`start_here`), which the warden does not own and never stops.
+    arbiter: Option<ArbiterHandle>,
     engine_note: Option<String>,
     door: watch::Receiver<Option<Door>>,
     metrics: Arc<Metrics>,
@@ -124,7 +126,7 @@ impl Warden {
             SensorActor::new(crate::sensors::pressure::default_provider(), forced)
         });
         let vram = sensor.clone().recipient();
-        Self::start_inner(config, catalog, backend, note, arbiter, sensor.recipient(), Some(vram))
+        Self::start_inner(config, catalog, backend, note, Some(arbiter), sensor.recipient(), Some(vram))
     }
 
     /// As `start_with`, with the brake's readings from `sensor` (a test's
@@ -142,19 +144,33 @@ impl Warden {
             catalog,
             backend,
             note,
-            Arbiter::new().handle(),
+            Some(Arbiter::new().handle()),
             sensor,
             sensor_vram,
         )
     }
 
-    /// Starts the engine on `arbiter` (a long-lived thread of its own).
+    /// As `start_with`, with the engine and its sensor on the caller's own
+    /// arbiter (its thread and tokio runtime) instead of a thread of their
+    /// own: for tests, so that the engine's timers are the test's and
+    /// `tokio::time::pause` controls them (with `child::fake`'s in-process
+    /// child). A real child spawned so dies with the caller's thread.
+    #[doc(hidden)]
+    pub fn start_here(config: Arc<WardenConfig>, catalog: Catalog, backend: Backend) -> Self {
+        let forced = config.force_pressure;
+        let sensor = SensorActor::new(crate::sensors::pressure::default_provider(), forced).start();
+        let vram = sensor.clone().recipient();
+        Self::start_inner(config, catalog, backend, None, None, sensor.recipient(), Some(vram))
+    }
+
+    /// Starts the engine on `arbiter` (a long-lived thread of its own), or
+    /// on the current one when `None`.
     fn start_inner(
         config: Arc<WardenConfig>,
         catalog: Catalog,
         backend: Backend,
         note: Option<String>,
-        arbiter: ArbiterHandle,
+        arbiter: Option<ArbiterHandle>,
         sensor: Recipient<ReadSensors>,
         sensor_vram: Option<Recipient<ReadVram>>,
     ) -> Self {
@@ -187,7 +203,10 @@ impl Warden {
                 workers,
             },
         );
-        let engine = EngineActor::start_in_arbiter(&arbiter, move |_| EngineActor::new(core));
+        let engine = match &arbiter {
+            Some(arbiter) => EngineActor::start_in_arbiter(arbiter, move |_| EngineActor::new(core)),
+            None => EngineActor::new(core).start(),
+        };
         if let (Some(tx), Some(remote)) = (views_tx, watch_remote) {
             crate::rpc::remote::start_watch(remote, config.workers.clone(), tx, engine.clone().recipient());
         }
@@ -356,6 +375,8 @@ impl Warden {
         if let Err(e) = self.inner.engine.send(Shutdown).await {
             tracing::warn!("engine shutdown message failed: {e}");
         }
-        self.inner.arbiter.stop();
+        if let Some(arbiter) = &self.inner.arbiter {
+            arbiter.stop();
+        }
     }
 }
