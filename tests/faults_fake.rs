@@ -27,7 +27,7 @@ async fn load_failures_are_classified() {
         fake_model(dir.path(), fault, json!({"exit_on_load": fault}));
     }
     fake_model(dir.path(), "good", json!({}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     for (i, (fault, code)) in rows.into_iter().enumerate() {
         let t = collect(w.submit(chat(Some(fault), 2, false)).unwrap()).await;
         let e = t.error.unwrap_or_else(|| panic!("row {i} ({fault}) should fail"));
@@ -53,7 +53,7 @@ async fn a_child_that_never_gets_ready_times_out() {
         load_timeout: Duration::from_millis(800),
         ..test_config()
     };
-    let w = fake_warden(dir.path(), cfg);
+    let w = TestWarden::fake(dir.path()).config(cfg).start();
     let mut ev = w.subscribe();
     let t = collect(w.submit(chat(None, 2, true)).unwrap()).await;
     assert_eq!(t.error.expect("a load error").code, "load_timeout");
@@ -69,7 +69,7 @@ async fn a_child_that_never_gets_ready_times_out() {
 async fn a_child_dying_mid_stream_is_reported_and_respawned() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", json!({"tokens": 10, "die_after": 3}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     let t = collect(w.submit(chat(None, 10, true)).unwrap()).await;
     let e = t.error.clone().expect("an error event");
     assert_eq!(e.code, "child_crashed", "{e:?}");
@@ -91,7 +91,7 @@ async fn a_hung_child_is_stopped_by_the_watchdog() {
         stall_timeout: Duration::from_millis(500),
         ..test_config()
     };
-    let w = fake_warden(dir.path(), cfg);
+    let w = TestWarden::fake(dir.path()).config(cfg).start();
     let mut ev = w.subscribe();
     let t = collect(w.submit(chat(None, 10, true)).unwrap()).await;
     assert_eq!(t.error.expect("an error").code, "child_hung");
@@ -115,7 +115,7 @@ async fn the_first_token_watchdog_fires() {
         first_token_timeout: Duration::from_millis(600),
         ..test_config()
     };
-    let w = fake_warden(dir.path(), cfg);
+    let w = TestWarden::fake(dir.path()).config(cfg).start();
     let t = collect(w.submit(chat(None, 10, true)).unwrap()).await;
     let e = t.error.expect("an error");
     assert_eq!(e.code, "child_hung");
@@ -132,7 +132,7 @@ async fn a_failed_props_read_keeps_the_requested_window() {
         ctx_pin: Some(4096),
         ..test_config()
     };
-    let w = fake_warden(dir.path(), cfg);
+    let w = TestWarden::fake(dir.path()).config(cfg).start();
     assert!(collect(w.submit(chat(None, 2, true)).unwrap()).await.done);
     assert_eq!(w.status().context_tokens, Some(4096));
     w.shutdown().await;
@@ -156,7 +156,7 @@ async fn fatal_signals_are_named() {
         fake_model(dir.path(), sig, json!({"signal_on_load": sig}));
     }
     fake_model(dir.path(), "good", json!({}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     for (i, (sig, code)) in rows.into_iter().enumerate() {
         let t = collect(w.submit(chat(Some(sig), 2, false)).unwrap()).await;
         let e = t.error.unwrap_or_else(|| panic!("row {i} ({sig}) should fail"));
@@ -199,7 +199,7 @@ async fn a_signal_death_mid_stream_is_named() {
         "m",
         json!({"tokens": 10, "signal_after": {"signal": "SIGSEGV", "tokens": 3}}),
     );
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     let t = collect(w.submit(chat(None, 10, true)).unwrap()).await;
     let e = t.error.clone().expect("an error event");
     assert_eq!(e.code, "child_crashed", "{e:?}");
