@@ -8,7 +8,6 @@
 
 mod support;
 
-
 use serde_json::json;
 use support::*;
 

@@ -6,7 +6,6 @@
 
 mod support;
 
-
 use llm_warden::config::ForcedPressure;
 use llm_warden::engines::{Backend, MlxEngine};
 use llm_warden::messages::TurnEvent;

@@ -106,7 +106,10 @@ async fn a_slow_first_token_inside_the_bound_is_served() {
     assert!(t.done, "{t:?}");
     assert_eq!(t.text(), "t0 t1 t2 t3 ");
     assert_at("the turn", took, delay + 3 * Duration::from_millis(100));
-    let end = event_or_fail(&mut ev, "the turn's end", |e| matches!(e, WardenEvent::TurnEnded { .. })).await;
+    let end = event_or_fail(&mut ev, "the turn's end", |e| {
+        matches!(e, WardenEvent::TurnEnded { .. })
+    })
+    .await;
     let WardenEvent::TurnEnded { timings, .. } = end else {
         unreachable!()
     };
@@ -138,7 +141,10 @@ async fn a_stall_between_tokens_fires_at_its_bound() {
     assert!(e.message.contains("between tokens"), "{e:?}");
     assert_eq!(t.text(), "t0 t1 ", "the tokens before the stall were relayed");
     assert_at("the stall watchdog", took, first + step + STALL);
-    let e = event_or_fail(&mut ev, "the hung unload", |e| matches!(e, WardenEvent::Unloaded { .. })).await;
+    let e = event_or_fail(&mut ev, "the hung unload", |e| {
+        matches!(e, WardenEvent::Unloaded { .. })
+    })
+    .await;
     assert!(matches!(e, WardenEvent::Unloaded { reason: "hung", .. }), "{e:?}");
     assert_eq!(r.w.status().child_pid, None);
     // Two tokens come before the fault: the respawned child answers them.

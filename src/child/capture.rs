@@ -34,7 +34,6 @@ pub(super) fn capture(
     (output, drains)
 }
 
-
 /// Removes the key (whole, and the `****abcd` suffix form) from output lines.
 #[derive(Clone, Default)]
 struct Redactor {
@@ -83,4 +82,3 @@ async fn drain<R: AsyncRead + Unpin>(stream: R, log: Arc<OutputLog>, label: &'st
         }
     }
 }
-

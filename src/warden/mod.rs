@@ -126,7 +126,15 @@ impl Warden {
             SensorActor::new(crate::sensors::pressure::default_provider(), forced)
         });
         let vram = sensor.clone().recipient();
-        Self::start_inner(config, catalog, backend, note, Some(arbiter), sensor.recipient(), Some(vram))
+        Self::start_inner(
+            config,
+            catalog,
+            backend,
+            note,
+            Some(arbiter),
+            sensor.recipient(),
+            Some(vram),
+        )
     }
 
     /// As `start_with`, with the brake's readings from `sensor` (a test's

@@ -220,7 +220,10 @@ impl FakeLlama {
 
 /// The value after `name` in `argv`.
 fn flag<'a>(argv: &'a [String], name: &str) -> Option<&'a str> {
-    argv.iter().position(|a| a == name).and_then(|i| argv.get(i + 1)).map(String::as_str)
+    argv.iter()
+        .position(|a| a == name)
+        .and_then(|i| argv.get(i + 1))
+        .map(String::as_str)
 }
 
 /// A test double's lock: a panic while holding it is a failed test

@@ -35,7 +35,12 @@ pub(super) async fn connection(sock: TcpStream, child: Arc<Child>, died: mpsc::S
 }
 
 /// Answers one request; whether the connection stays open.
-async fn answer(req: &Request, wr: &mut OwnedWriteHalf, child: &Child, died: &mpsc::Sender<ExitInfo>) -> std::io::Result<bool> {
+async fn answer(
+    req: &Request,
+    wr: &mut OwnedWriteHalf,
+    child: &Child,
+    died: &mpsc::Sender<ExitInfo>,
+) -> std::io::Result<bool> {
     let close = req.wants_close();
     if req.method == "GET" && req.path == "/health" {
         let (status, body) = if child.ready() {
@@ -79,7 +84,12 @@ fn loading() -> Value {
 }
 
 /// A chat request, streamed or whole; whether the connection stays open.
-async fn chat(req: &Request, wr: &mut OwnedWriteHalf, child: &Child, died: &mpsc::Sender<ExitInfo>) -> std::io::Result<bool> {
+async fn chat(
+    req: &Request,
+    wr: &mut OwnedWriteHalf,
+    child: &Child,
+    died: &mpsc::Sender<ExitInfo>,
+) -> std::io::Result<bool> {
     let Ok(body) = serde_json::from_slice::<Value>(&req.body) else {
         let e = json!({"error": {"code": 400, "message": "invalid JSON", "type": "invalid_request_error"}});
         http::write_json(wr, 400, &e, true).await?;
