@@ -146,6 +146,10 @@ pub struct WardenConfig {
     /// can spill VRAM into RAM (as Windows' WDDM does), so the CUDA spill
     /// brake runs on Linux, driven by `WARDEN_FORCE_MEMORY_PRESSURE=vram-*`.
     pub pretend_spill_platform: bool,
+    /// How the engine starts its child: an OS process, always, outside
+    /// tests; with the `testing` feature a test may hand it an in-process
+    /// fake (`child::fake`). Never read from the environment.
+    pub launcher: crate::child::launch::Launcher,
 }
 
 /// A variable that is set but unusable: the warden refuses to start rather
@@ -200,6 +204,7 @@ impl Default for WardenConfig {
             child_verbosity: 3,
             cuda_visible_devices: None,
             pretend_spill_platform: false,
+            launcher: Default::default(),
         }
     }
 }

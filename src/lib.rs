@@ -42,6 +42,11 @@
 //!   runs the CUDA pre-flight; `engines::rpc` plans the CPU engine's split
 //!   over RPC workers (`law::split`, `law::workers`) and reads back what
 //!   each device got.
+//! - `child`: the one child: `launch` (the seam that starts it: an OS
+//!   process, or with the `testing` feature the in-process fake
+//!   llama-server `child::fake`, which runs the watchdog tests on paused
+//!   tokio time), `process` (process group, parent-death signal, the one
+//!   `terminate`), its output, key, port, readiness probe and HTTP client.
 //! - `server`: the binary's HTTP server (`bind`).
 //! - `sse`: the incremental SSE parser of a chat stream (the engine's relay,
 //!   `llm-warden chat`, the bench and embedders read streams with it).

@@ -64,7 +64,7 @@ async fn the_api_names_each_bad_file_and_keeps_serving() {
     let rows = bad_files(dir.path());
     let doomed = dir.path().join("gone.gguf");
     write_llama_gguf(&doomed, 8192);
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     // A file deleted after the catalog was built is "missing" at load.
     std::fs::remove_file(&doomed).unwrap();
     let mut rows = rows;

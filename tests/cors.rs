@@ -176,7 +176,7 @@ fn fake_rig(origins: &[&str]) -> (llm_warden::Warden, String, tempfile::TempDir)
         cors_origins: origins.iter().map(|o| o.to_string()).collect(),
         ..test_config()
     };
-    let w = fake_warden(dir.path(), cfg);
+    let w = TestWarden::fake(dir.path()).config(cfg).start();
     let base = serve_http(&w);
     (w, base, dir)
 }

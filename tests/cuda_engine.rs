@@ -10,9 +10,7 @@
 mod support;
 
 use std::path::Path;
-use std::sync::Arc;
 
-use llm_warden::catalog::Catalog;
 use llm_warden::config::ForcedPressure;
 use llm_warden::engines::{Backend, CudaEngine, GpuSource};
 use llm_warden::law::cuda::GpuDevice;
@@ -42,7 +40,7 @@ fn cuda_warden(dir: &Path, cfg: WardenConfig) -> Warden {
         build_cuda: None,
         gpus: GpuSource::Fixed(vec![card()]),
     });
-    Warden::start_with(Arc::new(cfg), Catalog::scan(dir), backend, None)
+    TestWarden::backend(backend, dir).config(cfg).start()
 }
 
 /// The spawns the fake recorded: (argv, its CUDA_VISIBLE_DEVICES).

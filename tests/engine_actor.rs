@@ -22,7 +22,7 @@ async fn reap_waits_for_the_turn_and_never_interrupts_it() {
         idle_timeout: Duration::ZERO,
         ..test_config()
     };
-    let w = fake_warden(dir.path(), cfg);
+    let w = TestWarden::fake(dir.path()).config(cfg).start();
     let mut ev = w.subscribe();
     let first = w.submit(chat(None, 20, true)).unwrap();
     event_or_fail(&mut ev, "turn 0 start", |e| {
@@ -65,7 +65,7 @@ async fn reap_waits_for_the_turn_and_never_interrupts_it() {
 async fn a_queued_reap_rechecks_idleness() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", json!({"tokens": 10, "token_ms": 20}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     let mut ev = w.subscribe();
     let first = w.submit(chat(None, 10, true)).unwrap();
     event_or_fail(&mut ev, "turn start", |e| matches!(e, WardenEvent::TurnStarted { .. })).await;
@@ -87,7 +87,7 @@ async fn a_queued_reap_rechecks_idleness() {
 async fn turns_are_served_in_arrival_order() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", json!({"tokens": 2, "token_ms": 1}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     let mut ev = w.subscribe();
     let rxs: Vec<_> = (0..20).map(|_| w.submit(chat(None, 2, true)).unwrap()).collect();
     let mut started = Vec::new();
@@ -124,7 +124,7 @@ async fn a_disconnect_abandons_the_turn_and_the_next_is_served() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("requests.log");
     fake_model(dir.path(), "m", json!({"tokens": 200, "token_ms": 20, "log": log}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     let mut ev = w.subscribe();
     let mut rx = w.submit(chat(None, 200, true)).unwrap();
     loop {
@@ -158,7 +158,7 @@ async fn a_disconnect_abandons_the_turn_and_the_next_is_served() {
 async fn a_turn_abandoned_in_the_queue_is_skipped() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", json!({"tokens": 10, "token_ms": 20}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     let mut ev = w.subscribe();
     let first = w.submit(chat(None, 10, true)).unwrap();
     drop(w.submit(chat(None, 10, true)).unwrap());
@@ -187,7 +187,7 @@ async fn model_switch_and_unknown_model() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "a", json!({}));
     fake_model(dir.path(), "b", json!({}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     assert!(collect(w.submit(chat(Some("a"), 2, true)).unwrap()).await.done);
     let pid_a = w.status().child_pid.unwrap();
     assert_eq!(w.status().model.as_deref(), Some("a"));
@@ -211,7 +211,7 @@ async fn repetition_penalty_is_translated() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("requests.log");
     fake_model(dir.path(), "m", json!({"log": log}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     let mut req = chat(None, 2, true);
     req.body.insert("repetition_penalty".into(), json!(1.3));
     assert!(collect(w.submit(req).unwrap()).await.done);
@@ -227,7 +227,7 @@ async fn repetition_penalty_is_translated() {
 async fn load_status_unload() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", json!({"props_ctx": 6144}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     let s = load_default(&w).await;
     assert_eq!(s.context_tokens, Some(6144));
     let pid = s.child_pid.unwrap();

@@ -1,13 +1,13 @@
-//! Fault injection with the fake child (a test double: the real llama-server
-//! cannot die, hang or print a given failure on demand). Every fault ends the
-//! turn with a coded error, the child is gone, and the next request is served.
-//! The same faults against the real llama-server are in `tests/real_faults.rs`.
+//! Fault injection with the Python fake child, a real process (the real
+//! llama-server cannot print a given failure or die of a given signal on
+//! demand): what only a process shows, its exit status and output at load,
+//! a signal death named from the wait status. Every fault ends the turn
+//! with a coded error, the child is gone, and the next request is served.
+//! The watchdogs (first token, stall, request, load timeout, a death
+//! mid-stream) run on virtual time in `watchdogs.rs`.
 
 mod support;
 
-use std::time::Duration;
-
-use llm_warden::status::WardenEvent;
 use serde_json::json;
 use support::*;
 
@@ -27,7 +27,7 @@ async fn load_failures_are_classified() {
         fake_model(dir.path(), fault, json!({"exit_on_load": fault}));
     }
     fake_model(dir.path(), "good", json!({}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     for (i, (fault, code)) in rows.into_iter().enumerate() {
         let t = collect(w.submit(chat(Some(fault), 2, false)).unwrap()).await;
         let e = t.error.unwrap_or_else(|| panic!("row {i} ({fault}) should fail"));
@@ -43,86 +43,6 @@ async fn load_failures_are_classified() {
     w.shutdown().await;
 }
 
-/// A child that never becomes ready is stopped at the load timeout with
-/// `load_timeout`; nothing of it remains.
-#[actix_rt::test]
-async fn a_child_that_never_gets_ready_times_out() {
-    let dir = tempfile::tempdir().unwrap();
-    fake_model(dir.path(), "stuck", json!({"never_ready": true}));
-    let cfg = llm_warden::WardenConfig {
-        load_timeout: Duration::from_millis(800),
-        ..test_config()
-    };
-    let w = fake_warden(dir.path(), cfg);
-    let mut ev = w.subscribe();
-    let t = collect(w.submit(chat(None, 2, true)).unwrap()).await;
-    assert_eq!(t.error.expect("a load error").code, "load_timeout");
-    let e = event_or_fail(&mut ev, "the spawn", |e| matches!(e, WardenEvent::Loading { .. })).await;
-    drop(e);
-    assert_eq!(w.status().child_pid, None);
-    w.shutdown().await;
-}
-
-/// A child that dies mid-stream ends the stream with an error event carrying
-/// `code` and `raw` (never a hang); the next request respawns it.
-#[actix_rt::test]
-async fn a_child_dying_mid_stream_is_reported_and_respawned() {
-    let dir = tempfile::tempdir().unwrap();
-    fake_model(dir.path(), "m", json!({"tokens": 10, "die_after": 3}));
-    let w = fake_warden(dir.path(), test_config());
-    let t = collect(w.submit(chat(None, 10, true)).unwrap()).await;
-    let e = t.error.clone().expect("an error event");
-    assert_eq!(e.code, "child_crashed", "{e:?}");
-    assert!(e.raw.as_deref().unwrap_or("").contains("dying mid-stream"), "{e:?}");
-    assert_eq!(t.text().split_whitespace().count(), 3);
-    // The next request respawns (and dies the same way: the script is the model's).
-    let again = collect(w.submit(chat(None, 2, true)).unwrap()).await;
-    assert!(again.done, "2 tokens come before the fault: {again:?}");
-    w.shutdown().await;
-}
-
-/// A child that stops sending tokens is caught by the stall watchdog: the
-/// turn ends with `child_hung`, the child is terminated, the next respawns.
-#[actix_rt::test]
-async fn a_hung_child_is_stopped_by_the_watchdog() {
-    let dir = tempfile::tempdir().unwrap();
-    fake_model(dir.path(), "m", json!({"tokens": 10, "hang_after": 2}));
-    let cfg = llm_warden::WardenConfig {
-        stall_timeout: Duration::from_millis(500),
-        ..test_config()
-    };
-    let w = fake_warden(dir.path(), cfg);
-    let mut ev = w.subscribe();
-    let t = collect(w.submit(chat(None, 10, true)).unwrap()).await;
-    assert_eq!(t.error.expect("an error").code, "child_hung");
-    let e = event_or_fail(&mut ev, "the hung unload", |e| {
-        matches!(e, WardenEvent::Unloaded { .. })
-    })
-    .await;
-    assert!(matches!(e, WardenEvent::Unloaded { reason: "hung", .. }));
-    assert_eq!(w.status().child_pid, None);
-    let again = collect(w.submit(chat(None, 2, true)).unwrap()).await;
-    assert!(again.done);
-    w.shutdown().await;
-}
-
-/// The first-token watchdog: a child that never sends its first token.
-#[actix_rt::test]
-async fn the_first_token_watchdog_fires() {
-    let dir = tempfile::tempdir().unwrap();
-    fake_model(dir.path(), "m", json!({"tokens": 10, "hang_after": 0}));
-    let cfg = llm_warden::WardenConfig {
-        first_token_timeout: Duration::from_millis(600),
-        ..test_config()
-    };
-    let w = fake_warden(dir.path(), cfg);
-    let t = collect(w.submit(chat(None, 10, true)).unwrap()).await;
-    let e = t.error.expect("an error");
-    assert_eq!(e.code, "child_hung");
-    assert!(e.message.contains("before the first token"), "{e:?}");
-    w.shutdown().await;
-}
-
 /// A failed `/props` degrades to the `-c` given, and the model still loads.
 #[actix_rt::test]
 async fn a_failed_props_read_keeps_the_requested_window() {
@@ -132,7 +52,7 @@ async fn a_failed_props_read_keeps_the_requested_window() {
         ctx_pin: Some(4096),
         ..test_config()
     };
-    let w = fake_warden(dir.path(), cfg);
+    let w = TestWarden::fake(dir.path()).config(cfg).start();
     assert!(collect(w.submit(chat(None, 2, true)).unwrap()).await.done);
     assert_eq!(w.status().context_tokens, Some(4096));
     w.shutdown().await;
@@ -156,7 +76,7 @@ async fn fatal_signals_are_named() {
         fake_model(dir.path(), sig, json!({"signal_on_load": sig}));
     }
     fake_model(dir.path(), "good", json!({}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     for (i, (sig, code)) in rows.into_iter().enumerate() {
         let t = collect(w.submit(chat(Some(sig), 2, false)).unwrap()).await;
         let e = t.error.unwrap_or_else(|| panic!("row {i} ({sig}) should fail"));
@@ -199,7 +119,7 @@ async fn a_signal_death_mid_stream_is_named() {
         "m",
         json!({"tokens": 10, "signal_after": {"signal": "SIGSEGV", "tokens": 3}}),
     );
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     let t = collect(w.submit(chat(None, 10, true)).unwrap()).await;
     let e = t.error.clone().expect("an error event");
     assert_eq!(e.code, "child_crashed", "{e:?}");

@@ -12,9 +12,7 @@
 mod support;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use llm_warden::catalog::Catalog;
 use llm_warden::engines;
 use llm_warden::engines::cuda::nvml;
 use llm_warden::law::{cuda, window};
@@ -50,7 +48,7 @@ fn proof(key: &str, value: impl std::fmt::Display) {
 
 fn start(cfg: WardenConfig, dir: &std::path::Path) -> Warden {
     let backend = engines::build(&cfg, EngineKind::Cuda).expect("the CUDA build of llama-server");
-    Warden::start_with(Arc::new(cfg), Catalog::scan(dir), backend, None)
+    TestWarden::backend(backend, dir).config(cfg).start()
 }
 
 /// Selection, UUID pinning, the window against NVML's free memory (read back

@@ -14,7 +14,7 @@ use support::*;
 
 /// A warden over the fake child, served on a free port: (warden, base URL).
 fn serve(dir: &std::path::Path, cfg: WardenConfig) -> (Warden, String) {
-    let w = fake_warden(dir, cfg);
+    let w = TestWarden::fake(dir).config(cfg).start();
     let base = serve_http(&w);
     (w, base)
 }

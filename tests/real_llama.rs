@@ -113,7 +113,7 @@ async fn broken_model_files_are_clear_errors_and_the_warden_keeps_serving() {
     let bytes = std::fs::read(&model).unwrap();
     std::fs::write(dir.path().join("truncated.gguf"), &bytes[..bytes.len() / 2]).unwrap();
     std::fs::write(dir.path().join("notgguf.gguf"), b"hello, this is not a model\n").unwrap();
-    let w = real_cpu_warden(server, dir.path(), test_config());
+    let w = TestWarden::real_cpu(server, dir.path()).start();
     for (id, code) in [("truncated", "model_truncated"), ("notgguf", "not_gguf")] {
         let t = collect(w.submit(chat(Some(id), 4, true)).unwrap()).await;
         let e = t.error.unwrap_or_else(|| panic!("{id} should fail"));

@@ -6,9 +6,6 @@
 
 mod support;
 
-use std::sync::Arc;
-
-use llm_warden::catalog::Catalog;
 use llm_warden::config::ForcedPressure;
 use llm_warden::engines::{Backend, MlxEngine};
 use llm_warden::messages::TurnEvent;
@@ -29,7 +26,7 @@ fn mlx_setup(cfg: &WardenConfig) -> Option<(Backend, std::path::PathBuf)> {
 
 fn mlx_warden(cfg: WardenConfig) -> Option<Warden> {
     let (backend, dir) = mlx_setup(&cfg)?;
-    Some(Warden::start_with(Arc::new(cfg), Catalog::scan(&dir), backend, None))
+    Some(TestWarden::backend(backend, &dir).config(cfg).start())
 }
 
 fn ask(conversation: &str, text: &str, max_tokens: u32) -> llm_warden::TurnRequest {

@@ -74,7 +74,7 @@ async fn completions_infill_and_the_tokenizer_answer_through_the_warden() {
     if !fim_copy(dir.path(), &smollm) {
         return;
     }
-    let w = real_cpu_warden(server, dir.path(), test_config());
+    let w = TestWarden::real_cpu(server, dir.path()).start();
     let base = serve_http(&w);
 
     // Nothing is loaded: the tokenizer call loads the default model first.

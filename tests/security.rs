@@ -195,7 +195,7 @@ async fn the_key_never_leaks_and_the_child_env_is_explicit() {
 async fn uninvited_pages_and_rebound_hosts_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", serde_json::json!({}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     let base = serve_http(&w);
     let port = base.rsplit(':').next().unwrap().to_string();
     let http = reqwest::Client::new();

@@ -12,7 +12,7 @@ use support::*;
 async fn chat_hands_an_embedder_typed_chunks() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", json!({"tokens": 5, "token_ms": 1}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     let mut s = w.chat(chat(None, 5, true)).unwrap();
     let mut got = Vec::new();
     while let Some(c) = s.next().await {

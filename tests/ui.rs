@@ -138,7 +138,7 @@ async fn the_page_takes_the_key_as_basic_credentials() {
         api_key: Some("ui-key".into()),
         ..test_config()
     };
-    let w = fake_warden(dir.path(), cfg);
+    let w = TestWarden::fake(dir.path()).config(cfg).start();
     let base = serve_http(&w);
     let http = reqwest::Client::new();
     let r = http.get(format!("{base}/warden/ui")).send().await.unwrap();
@@ -195,7 +195,7 @@ async fn the_page_takes_the_key_as_basic_credentials() {
 async fn a_lost_event_stream_is_said_and_reconnects() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", serde_json::json!({}));
-    let w = fake_warden(dir.path(), test_config());
+    let w = TestWarden::fake(dir.path()).start();
     let Some(b) = Browser::start().await else {
         w.shutdown().await;
         return;

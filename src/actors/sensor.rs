@@ -5,8 +5,8 @@
 //! engine as a `BrakeSample`: the brake's idle cadence. It applies the QA seam
 //! (`WARDEN_FORCE_MEMORY_PRESSURE`, RAM tiers) and says once when the paging
 //! counter is missing. A sample is a few small `/proc` reads (tens of
-//! microseconds); it runs on its own arbiter so it never delays the engine's
-//! relay or the HTTP workers.
+//! microseconds); it runs on the engine's arbiter (and stops with it), off
+//! the HTTP workers.
 
 use std::time::Duration;
 

@@ -3,9 +3,13 @@
 //! `tracing` and the `OutputLog`, and the one `terminate` every stop goes
 //! through (unload, reap, respawn, shutdown, crash cleanup).
 //!
-//! Called by the engine core only. The `tokio::process::Child` itself lives in
-//! a wait task that reaps it the moment it exits (no zombie outlives it) and
-//! publishes how it ended on a `watch` channel.
+//! Called by the engine core (through `launch::Launcher`) and the RPC
+//! worker's supervisor. The `tokio::process::Child` itself lives in a wait
+//! task that reaps it the moment it exits (no zombie outlives it) and
+//! publishes how it ended on a `watch` channel. A `ChildProcess` may also
+//! stand for an in-process fake (`child::fake`, feature `testing`): the same
+//! handle, exit watch and output, with its stops sent to the fake instead of
+//! the OS.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -13,9 +17,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::{mpsc, watch};
 
+use super::capture::capture;
 use super::key::ApiKey;
 use super::output::OutputLog;
 use crate::law::crash::ExitKind;
@@ -93,14 +97,35 @@ pub struct ChildProcess {
     pid: u32,
     /// `None` while running; how it ended once it did.
     exit: watch::Receiver<Option<ExitInfo>>,
-    /// Asks the wait task to kill the child (the portable path; on Unix the
-    /// group is signalled directly).
-    kill_tx: mpsc::UnboundedSender<()>,
+    /// Where the warden's stops go.
+    control: Control,
     /// Its captured output.
     output: Arc<OutputLog>,
     /// Set once the warden itself signalled the child, so its death is not
     /// mistaken for a crash or the OOM killer.
     stopped_by_us: bool,
+}
+
+/// Where a child's stops go.
+#[derive(Debug)]
+enum Control {
+    /// An OS process leading its own group. `kill_tx` asks the wait task to
+    /// kill it (the portable path; on Unix the group is signalled directly).
+    Process { kill_tx: mpsc::UnboundedSender<()> },
+    /// An in-process fake: its stops go down this channel, never to the OS
+    /// (its pid is no process's; see `child::fake::FAKE_PID_BASE`).
+    #[cfg(feature = "testing")]
+    InProcess(mpsc::UnboundedSender<Stop>),
+}
+
+/// A stop as an in-process fake receives it.
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGTERM: a graceful stop, which a wedged child may ignore.
+    Term,
+    /// SIGKILL: the end, which nothing ignores.
+    Kill,
 }
 
 /// Starts the child described by `spec`.
@@ -118,10 +143,39 @@ pub fn spawn(spec: &SpawnSpec) -> std::io::Result<ChildProcess> {
     Ok(ChildProcess {
         pid,
         exit,
-        kill_tx,
+        control: Control::Process { kill_tx },
         output,
         stopped_by_us: false,
     })
+}
+
+/// The handle of an in-process fake child (`child::fake`): `pid` is a
+/// number no process has, `exit` is published by the fake, and every stop
+/// goes down `stops`.
+#[cfg(feature = "testing")]
+pub(crate) fn in_process(
+    pid: u32,
+    exit: watch::Receiver<Option<ExitInfo>>,
+    stops: mpsc::UnboundedSender<Stop>,
+    output: Arc<OutputLog>,
+) -> ChildProcess {
+    ChildProcess {
+        pid,
+        exit,
+        control: Control::InProcess(stops),
+        output,
+        stopped_by_us: false,
+    }
+}
+
+/// The line that ends the tail of a child killed by `sig`: a signal death
+/// prints nothing of its own, so the error's `raw` says which signal, by
+/// name.
+pub(crate) fn record_signal_death(tail: &OutputLog, sig: i32) {
+    tail.push(&format!(
+        "llm-warden: the model server was killed by {}",
+        crate::law::crash::describe_signal(sig)
+    ));
 }
 
 /// The command of `spec`: an explicit environment, piped output, its own
@@ -161,30 +215,6 @@ fn command(spec: &SpawnSpec) -> tokio::process::Command {
     cmd
 }
 
-/// One drain task per output stream, both into one redacted log.
-fn capture(
-    child: &mut tokio::process::Child,
-    spec: &SpawnSpec,
-    pid: u32,
-) -> (Arc<OutputLog>, Vec<tokio::task::JoinHandle<()>>) {
-    let output = Arc::new(OutputLog::default());
-    let redact = Redactor::new(spec.secret.as_ref());
-    let mut drains = Vec::with_capacity(2);
-    if let Some(out) = child.stdout.take() {
-        drains.push(tokio::spawn(drain(
-            out,
-            output.clone(),
-            spec.label,
-            pid,
-            redact.clone(),
-        )));
-    }
-    if let Some(err) = child.stderr.take() {
-        drains.push(tokio::spawn(drain(err, output.clone(), spec.label, pid, redact)));
-    }
-    (output, drains)
-}
-
 /// The wait task: it owns the child, kills it when asked, reaps it the
 /// moment it exits and publishes how it ended.
 fn watch_exit(
@@ -216,13 +246,8 @@ fn watch_exit(
         for d in drains {
             let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, d).await;
         }
-        // A signal death prints nothing of its own: the last line of the
-        // tail (the error's `raw`) says which signal, by name.
         if let Some(sig) = info.signal {
-            tail.push(&format!(
-                "llm-warden: the model server was killed by {}",
-                crate::law::crash::describe_signal(sig)
-            ));
+            record_signal_death(&tail, sig);
         }
         tracing::debug!(pid, child = label, "child ended: {info}");
         let _ = exit_tx.send(Some(info));
@@ -244,55 +269,6 @@ fn exit_info(s: std::process::ExitStatus) -> ExitInfo {
     ExitInfo {
         code: s.code(),
         signal: None,
-    }
-}
-
-/// Removes the key (whole, and the `****abcd` suffix form) from output lines.
-#[derive(Clone, Default)]
-struct Redactor {
-    needles: Vec<String>,
-}
-
-impl Redactor {
-    fn new(key: Option<&ApiKey>) -> Self {
-        let needles = key
-            .map(|k| {
-                let s = k.expose();
-                vec![s.to_string(), format!("****{}", &s[s.len().saturating_sub(4)..])]
-            })
-            .unwrap_or_default();
-        Self { needles }
-    }
-
-    fn apply<'a>(&self, line: &'a str) -> std::borrow::Cow<'a, str> {
-        let mut out = std::borrow::Cow::Borrowed(line);
-        for n in &self.needles {
-            if out.contains(n.as_str()) {
-                out = std::borrow::Cow::Owned(out.replace(n.as_str(), "<redacted>"));
-            }
-        }
-        out
-    }
-}
-
-/// Forwards one output stream, line by line, to `tracing` and the log.
-async fn drain<R: AsyncRead + Unpin>(stream: R, log: Arc<OutputLog>, label: &'static str, pid: u32, redact: Redactor) {
-    let mut reader = BufReader::new(stream);
-    let mut buf = Vec::with_capacity(256);
-    loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                while matches!(buf.last(), Some(b'\n' | b'\r')) {
-                    buf.pop();
-                }
-                let lossy = String::from_utf8_lossy(&buf);
-                let line = redact.apply(&lossy);
-                tracing::debug!(target: "llm_warden::child", pid, child = label, "{line}");
-                log.push(&line);
-            }
-        }
     }
 }
 
@@ -336,20 +312,42 @@ impl ChildProcess {
         }
     }
 
-    /// Sends `sig` to the child's whole process group.
+    /// Sends `sig` to the child's whole process group (a fake gets
+    /// SIGTERM as `Stop::Term` and nothing else: its pid is no process's).
     #[cfg(unix)]
     fn signal_group(&mut self, sig: nix::sys::signal::Signal) {
         self.stopped_by_us = true;
-        let pgid = nix::unistd::Pid::from_raw(self.pid as i32);
-        let _ = nix::sys::signal::killpg(pgid, sig);
+        match &self.control {
+            Control::Process { .. } => {
+                let pgid = nix::unistd::Pid::from_raw(self.pid as i32);
+                let _ = nix::sys::signal::killpg(pgid, sig);
+            }
+            #[cfg(feature = "testing")]
+            Control::InProcess(stops) => {
+                if sig == nix::sys::signal::Signal::SIGTERM {
+                    let _ = stops.send(Stop::Term);
+                }
+            }
+        }
     }
 
     /// SIGKILL to the group at once, without waiting (used by `Drop`).
     fn kill_now(&mut self) {
         self.stopped_by_us = true;
-        #[cfg(unix)]
-        self.signal_group(nix::sys::signal::Signal::SIGKILL);
-        let _ = self.kill_tx.send(());
+        match &self.control {
+            Control::Process { kill_tx } => {
+                #[cfg(unix)]
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(self.pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                let _ = kill_tx.send(());
+            }
+            #[cfg(feature = "testing")]
+            Control::InProcess(stops) => {
+                let _ = stops.send(Stop::Kill);
+            }
+        }
     }
 }
 

@@ -65,7 +65,9 @@ struct Inner {
     /// short lock, so the numbers are the mailbox's order even when two HTTP
     /// workers submit at once (the lock guards a counter, never the child).
     seq: std::sync::Mutex<u64>,
-    arbiter: ArbiterHandle,
+    /// The engine's own arbiter; `None` when it runs on the caller's
+    /// (`start_here`), which the warden does not own and never stops.
+    arbiter: Option<ArbiterHandle>,
     engine_note: Option<String>,
     door: watch::Receiver<Option<Door>>,
     metrics: Arc<Metrics>,
@@ -125,14 +127,47 @@ impl Warden {
             config.force_pressure,
             config.sensor_period,
         );
-        let w = Self::start_inner(config.clone(), catalog, backend, note, Box::new(view));
+        let arbiter = Arbiter::new().handle();
+        let w = Self::start_inner(
+            config.clone(),
+            catalog,
+            backend,
+            note,
+            Some(arbiter.clone()),
+            Box::new(view),
+        );
         let sensor = sensor.brake_samples_to(
             w.inner.engine.clone().recipient(),
             w.inner.status.clone(),
             config.brake_tick,
         );
-        // Its own thread: a sample's reads never delay the engine's relay.
-        SensorActor::start_in_arbiter(&Arbiter::new().handle(), move |_| sensor);
+        // The engine's thread, which stops with it: a sample is a few small
+        // /proc reads (microseconds) between the relay's chunks.
+        SensorActor::start_in_arbiter(&arbiter, move |_| sensor);
+        w
+    }
+
+    /// As `start_with`, with the engine and its sensor on the caller's own
+    /// arbiter (its thread and tokio runtime) instead of threads of their
+    /// own: for tests, so that the engine's timers and the sensor's clock
+    /// are the test's and `tokio::time::pause` controls them (with
+    /// `child::fake`'s in-process child). A real child spawned so dies with
+    /// the caller's thread.
+    #[doc(hidden)]
+    pub fn start_here(config: Arc<WardenConfig>, catalog: Catalog, backend: Backend) -> Self {
+        let (sensor, view) = SensorActor::new(
+            crate::sensors::pressure::default_provider(),
+            config.force_pressure,
+            config.sensor_period,
+        );
+        let w = Self::start_inner(config.clone(), catalog, backend, None, None, Box::new(view));
+        sensor
+            .brake_samples_to(
+                w.inner.engine.clone().recipient(),
+                w.inner.status.clone(),
+                config.brake_tick,
+            )
+            .start();
         w
     }
 
@@ -146,20 +181,21 @@ impl Warden {
         note: Option<String>,
         sensor: Box<dyn PressureView>,
     ) -> Self {
-        Self::start_inner(config, catalog, backend, note, sensor)
+        Self::start_inner(config, catalog, backend, note, Some(Arbiter::new().handle()), sensor)
     }
 
-    /// Starts the engine on an arbiter of its own (a long-lived thread: the
+    /// Starts the engine on `arbiter` (a long-lived thread of its own: the
     /// child's parent-death signal is tied to the thread that spawned it),
-    /// the MLX prefix cache's owner, the worker watch and the idle timer.
+    /// or on the current one when `None`; then the MLX prefix cache's
+    /// owner, the worker watch and the idle timer.
     fn start_inner(
         config: Arc<WardenConfig>,
         catalog: Catalog,
         backend: Backend,
         note: Option<String>,
+        arbiter: Option<ArbiterHandle>,
         sensor: Box<dyn PressureView>,
     ) -> Self {
-        let arbiter = Arbiter::new().handle();
         // The catalog lists what this engine can run.
         let mut catalog = catalog;
         catalog.retain(|e| backend.accepts(e.format));
@@ -190,7 +226,10 @@ impl Warden {
                 workers,
             },
         );
-        let engine = EngineActor::start_in_arbiter(&arbiter, move |_| EngineActor::new(core));
+        let engine = match &arbiter {
+            Some(arbiter) => EngineActor::start_in_arbiter(arbiter, move |_| EngineActor::new(core)),
+            None => EngineActor::new(core).start(),
+        };
         let prefix = prefix_ctx.map(|ctx| ctx.run(PrefixCacheActor::new(engine.clone())));
         if let (Some(tx), Some(remote)) = (views_tx, watch_remote) {
             crate::rpc::remote::start_watch(remote, config.workers.clone(), tx, engine.clone().recipient());
@@ -358,6 +397,8 @@ impl Warden {
         if let Err(e) = self.inner.engine.send(Shutdown).await {
             tracing::warn!("engine shutdown message failed: {e}");
         }
-        self.inner.arbiter.stop();
+        if let Some(arbiter) = &self.inner.arbiter {
+            arbiter.stop();
+        }
     }
 }

@@ -1,7 +1,8 @@
-//! Spawning a child for a plan and waiting until it is ready: a free port
-//! (the next one when the child loses the bind race), the key, readiness
-//! raced against the plan's RPC workers, then what each engine reads after
-//! load. Part of `EngineCore`; runs inside an atomic handler (a load or a
+//! Spawning a child for a plan (through the configured `Launcher`: an OS
+//! process, or a test's in-process fake) and waiting until it is ready: a
+//! free port (the next one when the child loses the bind race), the key,
+//! readiness raced against the plan's RPC workers, then what each engine
+//! reads after load. Part of `EngineCore`; runs inside an atomic handler (a load or a
 //! brake respawn).
 
 use std::time::{Duration, SystemTime};
@@ -86,7 +87,7 @@ impl EngineCore {
         let spec = self.spec_for(plan, lease.port(), &key);
         let oom_before = ram::oom_kill_count();
         let at = Instant::now();
-        let mut proc = process::spawn(&spec).map_err(|source| EngineError::Spawn {
+        let mut proc = self.cfg.launcher.spawn(&spec).map_err(|source| EngineError::Spawn {
             program: spec.program.clone(),
             source,
         })?;

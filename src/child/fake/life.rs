@@ -1,0 +1,130 @@
+//! A fake child's life: it binds its port (or exits as llama-server does
+//! when the port is taken), loads for the script's time, accepts
+//! connections, and ends on a stop from the warden or its own scripted
+//! death. Every connection closes before the exit is published, as the
+//! kernel closes a dead process's sockets before its parent reaps it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio::time::MissedTickBehavior;
+
+use super::{FakeLlama, HEARTBEAT, Script};
+use crate::child::output::OutputLog;
+use crate::child::process::{self, ChildProcess, ExitInfo, Stop};
+
+/// SIGKILL's number (the exit a kill reports on every Unix).
+const SIGKILL: i32 = 9;
+
+/// What one fake child knows, shared by its connections.
+#[derive(Debug)]
+pub(super) struct Child {
+    pub script: Script,
+    /// The key every route but `/health` requires.
+    pub key: String,
+    /// The `-c` it was started with.
+    pub ctx: Option<u32>,
+    pub model_path: String,
+    /// Where chat requests are recorded.
+    pub fake: Arc<FakeLlama>,
+    pub output: Arc<OutputLog>,
+    /// Set once the model is "loaded": `/health` says 200 from then on.
+    pub ready: AtomicBool,
+}
+
+impl Child {
+    /// Whether the model is loaded.
+    pub fn ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// One line of the child's output.
+    pub fn say(&self, line: &str) {
+        tracing::debug!(target: "llm_warden::child", child = "fake llama-server", "{line}");
+        self.output.push(line);
+    }
+}
+
+/// Starts `child` on `port` as a task; its handle.
+pub(super) fn start(child: Child, port: u16, pid: u32) -> ChildProcess {
+    let child = Arc::new(child);
+    let (exit_tx, exit_rx) = watch::channel(None);
+    let (stop_tx, stop_rx) = mpsc::unbounded_channel();
+    let handle = process::in_process(pid, exit_rx, stop_tx, child.output.clone());
+    child.say(&format!("srv    load_model: loading model '{}'", child.model_path));
+    let bound = std::net::TcpListener::bind(("127.0.0.1", port)).and_then(|l| {
+        l.set_nonblocking(true)?;
+        TcpListener::from_std(l)
+    });
+    tokio::spawn(async move {
+        let info = match bound {
+            Ok(listener) => serve(&child, listener, port, stop_rx).await,
+            Err(_) => {
+                child.say(&format!(
+                    "srv          start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: {port}"
+                ));
+                child.say("srv           main: exiting due to HTTP server error");
+                ExitInfo {
+                    code: Some(1),
+                    signal: None,
+                }
+            }
+        };
+        if let Some(sig) = info.signal {
+            process::record_signal_death(&child.output, sig);
+        }
+        let _ = exit_tx.send(Some(info));
+    });
+    handle
+}
+
+/// Serves until a stop or the script's death; how the child ended. Its
+/// connections are closed before it returns.
+async fn serve(
+    child: &Arc<Child>,
+    listener: TcpListener,
+    port: u16,
+    mut stops: mpsc::UnboundedReceiver<Stop>,
+) -> ExitInfo {
+    let (died_tx, mut died_rx) = mpsc::channel::<ExitInfo>(1);
+    let mut conns = JoinSet::new();
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    heartbeat.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    let loaded = tokio::time::sleep(child.script.load);
+    tokio::pin!(loaded);
+    let mut announced = child.script.never_ready;
+    let info = loop {
+        tokio::select! {
+            biased;
+            stop = stops.recv() => match stop {
+                Some(Stop::Term) if child.script.ignore_term => {
+                    child.say("fake: ignoring SIGTERM");
+                }
+                Some(Stop::Term) => break ExitInfo { code: Some(0), signal: None },
+                // A dropped handle kills (`ChildProcess`'s backstop).
+                Some(Stop::Kill) | None => break ExitInfo { code: None, signal: Some(SIGKILL) },
+            },
+            Some(info) = died_rx.recv() => break info,
+            () = &mut loaded, if !announced => {
+                announced = true;
+                child.ready.store(true, Ordering::Release);
+                child.say("srv    load_model: model loaded");
+                child.say(&format!("main: server is listening on http://127.0.0.1:{port}"));
+            }
+            accepted = listener.accept() => {
+                if let Ok((sock, _)) = accepted {
+                    let _ = sock.set_nodelay(true);
+                    conns.spawn(super::routes::connection(sock, child.clone(), died_tx.clone()));
+                }
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            _ = heartbeat.tick() => {}
+        }
+    };
+    drop(listener);
+    conns.shutdown().await;
+    info
+}

@@ -1,0 +1,233 @@
+//! An in-process fake llama-server (feature `testing`): a task on the
+//! engine's runtime that binds the port of the `SpawnSpec`'s argv and
+//! speaks the part of llama-server b10883's HTTP API the engine uses
+//! (`/health`, `/props`, the `/completion` readiness ping,
+//! `/v1/chat/completions` streamed and whole; see `routes`), guarded by the
+//! spec's `LLAMA_API_KEY` like the real one. Its behaviour is a `Script`
+//! the test writes: load time, token pacing, a hang, a death, an ignored
+//! SIGTERM. `tests/support/fake_llama_server.py` is the same double as a
+//! real process, for what only a process shows (signals, process groups,
+//! orphans, a crash classified from real output).
+//!
+//! # Why in-process
+//!
+//! Its timers are the engine's runtime's, so a test on paused tokio time
+//! (`tokio::time::pause`) runs a 30 s watchdog in milliseconds and can
+//! assert the virtual time at which it fired. The engine must then run on
+//! the test's runtime (`Warden::start_here`).
+//!
+//! # The heartbeat rule
+//!
+//! While a fake lives it keeps a timer at most `HEARTBEAT` away. Paused
+//! time auto-advances to the next timer whenever the runtime parks, and it
+//! parks at every loopback hop between the engine's client and the fake
+//! (the IO driver is only polled there): without a near timer one hop
+//! would let the clock jump straight to a watchdog's deadline before the
+//! fake had even read its request. With it, virtual time moves in 1 ms
+//! steps while bytes cross loopback, so a hop costs at most a step or two
+//! and a deadline fires because the fake was silent, not because the
+//! kernel was slow.
+//!
+//! Its pid is `FAKE_PID_BASE` and up, above Linux's `pid_max` limit (2^22):
+//! no process has it, and `ChildProcess` never signals it (every stop goes
+//! down the fake's control channel).
+
+mod http;
+mod life;
+mod routes;
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::launch::Launcher;
+use super::process::{ChildProcess, ExitInfo, SpawnSpec};
+
+/// The first fake pid: above Linux's largest possible `pid_max` (2^22).
+pub const FAKE_PID_BASE: u32 = 1 << 30;
+/// The longest virtual step while a fake lives (see the heartbeat rule).
+pub const HEARTBEAT: Duration = Duration::from_millis(1);
+
+/// The next fake pid (unique in this process).
+static NEXT_PID: AtomicU32 = AtomicU32::new(FAKE_PID_BASE);
+
+/// What a fake child does, as a test scripts it. The defaults answer
+/// quickly and completely.
+#[derive(Debug, Clone)]
+pub struct Script {
+    /// How long `/health` answers 503 (loading) before 200.
+    pub load: Duration,
+    /// `/health` answers 503 forever.
+    pub never_ready: bool,
+    /// Tokens per answer, capped by the request's `max_tokens`.
+    pub tokens: u32,
+    /// From a chat request to its first token (prompt processing); a
+    /// streamed answer's headers come with that token, as llama-server's do.
+    pub first_token_delay: Duration,
+    /// Between two tokens.
+    pub token_delay: Duration,
+    /// Sends nothing more (the connection stays open) after this many
+    /// tokens: `Some(0)` never answers at all.
+    pub hang_after: Option<u32>,
+    /// Exits with status 3 after this many tokens, saying
+    /// `fake: dying mid-stream`.
+    pub die_after: Option<u32>,
+    /// SIGTERM is ignored (a wedged child): only the kill after the stop
+    /// grace ends it.
+    pub ignore_term: bool,
+    /// The `n_ctx` `/props` reports (default: the `-c` given, else 4096).
+    pub props_ctx: Option<u32>,
+    /// `/props` answers 500.
+    pub props_fail: bool,
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Self {
+            load: Duration::from_millis(50),
+            never_ready: false,
+            tokens: 8,
+            first_token_delay: Duration::from_millis(5),
+            token_delay: Duration::from_millis(5),
+            hang_after: None,
+            die_after: None,
+            ignore_term: false,
+            props_ctx: None,
+            props_fail: false,
+        }
+    }
+}
+
+/// One start of a fake child, as recorded.
+#[derive(Debug, Clone)]
+pub struct Spawned {
+    /// Its (fake) pid.
+    pub pid: u32,
+    /// The model id: the `-m` file's stem.
+    pub model: String,
+    /// Its argv.
+    pub argv: Vec<String>,
+    exit: watch::Receiver<Option<ExitInfo>>,
+}
+
+impl Spawned {
+    /// How it ended, or `None` while it runs.
+    pub fn exit(&self) -> Option<ExitInfo> {
+        *self.exit.borrow()
+    }
+}
+
+/// The fake llama-server a test hands the engine: a script per model (or
+/// one for all), and a record of every start and chat request.
+#[derive(Debug, Default)]
+pub struct FakeLlama {
+    default: Script,
+    models: HashMap<String, Script>,
+    spawns: Mutex<Vec<Spawned>>,
+    requests: Mutex<Vec<serde_json::Value>>,
+}
+
+impl FakeLlama {
+    /// A fake that runs `script` for every model.
+    pub fn new(script: Script) -> Self {
+        Self {
+            default: script,
+            ..Self::default()
+        }
+    }
+
+    /// The same, with `script` for the model `id` instead.
+    pub fn with_model(mut self, id: &str, script: Script) -> Self {
+        self.models.insert(id.to_string(), script);
+        self
+    }
+
+    /// The launcher that starts this fake (for `WardenConfig::launcher`).
+    pub fn launcher(self: &Arc<Self>) -> Launcher {
+        Launcher::InProcess(self.clone())
+    }
+
+    /// Every start so far, oldest first.
+    pub fn spawns(&self) -> Vec<Spawned> {
+        lock(&self.spawns).clone()
+    }
+
+    /// Fakes still running.
+    pub fn running(&self) -> usize {
+        lock(&self.spawns).iter().filter(|s| s.exit().is_none()).count()
+    }
+
+    /// Every chat request body received, oldest first.
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        lock(&self.requests).clone()
+    }
+
+    /// Starts a fake child for `spec` (llama-server's argv and environment).
+    /// Like a process, it starts even when its port is taken: it then says
+    /// so in its output and exits 1, as llama-server does. Must run inside
+    /// a tokio runtime (the fake is a task on it).
+    pub(crate) fn spawn(self: &Arc<Self>, spec: &SpawnSpec) -> std::io::Result<ChildProcess> {
+        let argv: Vec<String> = spec.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let port = flag(&argv, "--port")
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(|| std::io::Error::other("the fake needs llama-server's --port"))?;
+        let model_path = flag(&argv, "-m").unwrap_or_default().to_string();
+        let model = Path::new(&model_path)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let key = spec
+            .env
+            .iter()
+            .find(|(k, _)| k == OsStr::new("LLAMA_API_KEY"))
+            .map(|(_, v)| v.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let script = self.models.get(&model).unwrap_or(&self.default).clone();
+        let ctx = flag(&argv, "-c").and_then(|c| c.parse().ok());
+        let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
+        let child = life::start(
+            life::Child {
+                script,
+                key,
+                ctx,
+                model_path,
+                fake: self.clone(),
+                output: Default::default(),
+                ready: Default::default(),
+            },
+            port,
+            pid,
+        );
+        lock(&self.spawns).push(Spawned {
+            pid,
+            model,
+            argv,
+            exit: child.exit_watch(),
+        });
+        Ok(child)
+    }
+
+    /// Records one chat request body.
+    fn record_request(&self, body: serde_json::Value) {
+        lock(&self.requests).push(body);
+    }
+}
+
+/// The value after `name` in `argv`.
+fn flag<'a>(argv: &'a [String], name: &str) -> Option<&'a str> {
+    argv.iter()
+        .position(|a| a == name)
+        .and_then(|i| argv.get(i + 1))
+        .map(String::as_str)
+}
+
+/// A test double's lock: a panic while holding it is a failed test
+/// already, so a poisoned lock still holds usable records.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,178 @@
+//! The fake's routes, shaped as llama-server b10883 answers them (the
+//! Python fake, `tests/support/fake_llama_server.py`, is the reference):
+//! `/health` (503 loading, then 200; no key needed), `/props`
+//! (`default_generation_settings.n_ctx`), the `/completion` readiness ping,
+//! and `/v1/chat/completions`, streamed as SSE chunks ending in `[DONE]`
+//! (then the connection closes, as llama-server's does) or whole. Any other
+//! route is a 404, as a route the build lacks would be.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::io::BufReader;
+use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::mpsc;
+
+use super::http::{self, Request};
+use super::life::Child;
+use crate::child::process::ExitInfo;
+
+/// The status a scripted death exits with.
+const DEATH_STATUS: i32 = 3;
+
+/// Serves one connection until it closes, or forever when the script hangs
+/// or dies in it (the fake's end then closes it).
+pub(super) async fn connection(sock: TcpStream, child: Arc<Child>, died: mpsc::Sender<ExitInfo>) {
+    let (rd, mut wr) = sock.into_split();
+    let mut rd = BufReader::new(rd);
+    while let Some(req) = http::read_request(&mut rd).await {
+        match answer(&req, &mut wr, &child, &died).await {
+            Ok(true) if !req.wants_close() => continue,
+            _ => return,
+        }
+    }
+}
+
+/// Answers one request; whether the connection stays open.
+async fn answer(
+    req: &Request,
+    wr: &mut OwnedWriteHalf,
+    child: &Child,
+    died: &mpsc::Sender<ExitInfo>,
+) -> std::io::Result<bool> {
+    let close = req.wants_close();
+    if req.method == "GET" && req.path == "/health" {
+        let (status, body) = if child.ready() {
+            (200, json!({"status": "ok"}))
+        } else {
+            (503, loading())
+        };
+        http::write_json(wr, status, &body, close).await?;
+        return Ok(true);
+    }
+    if req.header("authorization") != Some(&format!("Bearer {}", child.key)) {
+        let body = json!({"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}});
+        http::write_json(wr, 401, &body, close).await?;
+        return Ok(true);
+    }
+    match (req.method.as_str(), req.path.as_str()) {
+        ("GET", "/props") if child.script.props_fail => {
+            http::write_json(wr, 500, &json!({"error": {"code": 500, "message": "boom"}}), close).await?;
+        }
+        ("GET", "/props") => {
+            let n_ctx = child.script.props_ctx.or(child.ctx).unwrap_or(4096);
+            let body = json!({"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": 1});
+            http::write_json(wr, 200, &body, close).await?;
+        }
+        ("POST", "/completion") if child.ready() => {
+            let body = json!({"content": "t", "tokens_predicted": 1, "stop": true});
+            http::write_json(wr, 200, &body, close).await?;
+        }
+        ("POST", "/v1/chat/completions") if child.ready() => return chat(req, wr, child, died).await,
+        ("POST", "/completion" | "/v1/chat/completions") => http::write_json(wr, 503, &loading(), close).await?,
+        _ => {
+            http::write_json(wr, 404, &json!({"error": {"code": 404, "message": "Not Found"}}), close).await?;
+        }
+    }
+    Ok(true)
+}
+
+/// llama-server's answer while loading.
+fn loading() -> Value {
+    json!({"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}})
+}
+
+/// A chat request, streamed or whole; whether the connection stays open.
+async fn chat(
+    req: &Request,
+    wr: &mut OwnedWriteHalf,
+    child: &Child,
+    died: &mpsc::Sender<ExitInfo>,
+) -> std::io::Result<bool> {
+    let Ok(body) = serde_json::from_slice::<Value>(&req.body) else {
+        let e = json!({"error": {"code": 400, "message": "invalid JSON", "type": "invalid_request_error"}});
+        http::write_json(wr, 400, &e, true).await?;
+        return Ok(false);
+    };
+    child.fake.record_request(body.clone());
+    let asked = body.get("max_tokens").and_then(Value::as_u64).unwrap_or(u64::MAX);
+    let n = u64::from(child.script.tokens).min(asked) as u32;
+    if body.get("stream").and_then(Value::as_bool) == Some(true) {
+        if let Err(e) = stream(wr, child, n, died).await {
+            // The client went away mid-stream: llama-server cancels the slot.
+            child.say("srv  stop: cancel task, id_task = 0");
+            return Err(e);
+        }
+        return Ok(false);
+    }
+    whole(wr, child, n, died, req.wants_close()).await?;
+    Ok(true)
+}
+
+/// What the script says happens before token `i` (of an answer's tokens;
+/// a fault scripted at or past its length never happens, as in the Python
+/// fake): nothing, a hang (forever: the fake's end closes the connection),
+/// or its death.
+async fn before_token(i: u32, child: &Child, died: &mpsc::Sender<ExitInfo>) {
+    if child.script.die_after == Some(i) {
+        child.say("fake: dying mid-stream");
+        let _ = died
+            .send(ExitInfo {
+                code: Some(DEATH_STATUS),
+                signal: None,
+            })
+            .await;
+        std::future::pending::<()>().await;
+    }
+    if child.script.hang_after == Some(i) {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// A streamed answer: `n` tokens as chunks, the final chunk with
+/// `timings`, `[DONE]`.
+async fn stream(wr: &mut OwnedWriteHalf, child: &Child, n: u32, died: &mpsc::Sender<ExitInfo>) -> std::io::Result<()> {
+    let s = &child.script;
+    for i in 0..n {
+        before_token(i, child, died).await;
+        tokio::time::sleep(if i == 0 { s.first_token_delay } else { s.token_delay }).await;
+        if i == 0 {
+            http::write_stream_head(wr).await?;
+        }
+        let ev = json!({"object": "chat.completion.chunk", "model": "fake",
+            "choices": [{"index": 0, "delta": {"content": format!("t{i} ")}, "finish_reason": null}]});
+        http::write_event(wr, &ev.to_string()).await?;
+    }
+    if n == 0 {
+        http::write_stream_head(wr).await?;
+    }
+    let last = json!({"object": "chat.completion.chunk", "model": "fake",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+        "timings": {"predicted_n": n}});
+    http::write_event(wr, &last.to_string()).await?;
+    http::write_event(wr, "[DONE]").await?;
+    http::write_stream_end(wr).await
+}
+
+/// A whole answer, after the time its tokens take.
+async fn whole(
+    wr: &mut OwnedWriteHalf,
+    child: &Child,
+    n: u32,
+    died: &mpsc::Sender<ExitInfo>,
+    close: bool,
+) -> std::io::Result<()> {
+    let s = &child.script;
+    for i in 0..n {
+        before_token(i, child, died).await;
+        tokio::time::sleep(if i == 0 { s.first_token_delay } else { s.token_delay }).await;
+    }
+    let body = json!({
+        "object": "chat.completion", "model": "fake",
+        "choices": [{"index": 0, "finish_reason": "length",
+            "message": {"role": "assistant", "content": "tok ".repeat(n as usize)}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": 3 + n},
+    });
+    http::write_json(wr, 200, &body, close).await
+}

@@ -1,0 +1,66 @@
+//! Serving a warden over HTTP in a test: its routes in-process
+//! (`serve_http`), or the `llm-warden serve` binary as a child
+//! (`spawn_warden_binary`), and a JSON one-liner.
+use std::time::Duration;
+
+use llm_warden::Warden;
+
+/// Serves `w`'s HTTP routes on a free port; returns the base URL.
+pub fn serve_http(w: &Warden) -> String {
+    let bound = llm_warden::server::bind(w.clone(), "127.0.0.1", Some(0)).unwrap();
+    let base = format!("http://127.0.0.1:{}", bound.port);
+    actix_rt::spawn(bound.server);
+    base
+}
+
+/// Sends a request and reads its JSON answer (a test's HTTP one-liner).
+pub async fn json_of(r: reqwest::RequestBuilder) -> serde_json::Value {
+    r.send().await.unwrap().json().await.unwrap()
+}
+/// Starts the `llm-warden serve` binary on a free port with `envs`; returns
+/// the process and its base URL once it listens.
+pub async fn spawn_warden_binary(envs: &[(&str, &str)]) -> (tokio::process::Child, String) {
+    spawn_warden_binary_with(&[], envs).await
+}
+
+/// As `spawn_warden_binary`, with more `serve` arguments (`--cors-origin ...`).
+pub async fn spawn_warden_binary_with(args: &[&str], envs: &[(&str, &str)]) -> (tokio::process::Child, String) {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-warden"));
+    cmd.args(["serve", "--port", "0"])
+        .args(args)
+        .envs(envs.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().expect("the warden binary starts");
+    let base = read_listen_url(&mut child).await;
+    (child, base)
+}
+
+/// The base URL a started warden prints on stdout (waiting up to 30 s).
+/// Its stdout keeps draining afterwards so the warden never blocks on a full
+/// pipe; a piped stderr is forwarded to the test's output.
+pub async fn read_listen_url(child: &mut tokio::process::Child) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            if let Some(u) = l.strip_prefix("llm-warden listening on ") {
+                return u.trim().to_string();
+            }
+        }
+        panic!("the warden exited before listening");
+    })
+    .await
+    .expect("the warden listens within 30 s");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(async move {
+            let mut l = tokio::io::BufReader::new(err).lines();
+            while let Ok(Some(line)) = l.next_line().await {
+                eprintln!("warden: {line}");
+            }
+        });
+    }
+    url
+}

@@ -1,0 +1,147 @@
+//! The one way a test starts a warden: `TestWarden`, over the Python fake
+//! llama-server (a real process), the in-process fake (`child::fake`, on
+//! the test's own runtime, so paused time governs the engine), the real
+//! llama-server, or any backend; and the test configuration.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use llm_warden::Warden;
+use llm_warden::catalog::Catalog;
+use llm_warden::child::fake::FakeLlama;
+use llm_warden::child::launch::Launcher;
+use llm_warden::config::WardenConfig;
+use llm_warden::engines::{Backend, CpuEngine};
+
+use super::models::fake_server;
+use super::real::{SMOLLM2, real_llama_server, real_model};
+
+/// A config for tests: no timers unless asked, a short stop grace, and
+/// watchdogs generous enough for a loaded 2-core machine (tests of the
+/// watchdogs themselves set theirs).
+pub fn test_config() -> WardenConfig {
+    WardenConfig {
+        idle_tick: Duration::ZERO,
+        brake_tick: Duration::ZERO,
+        load_timeout: Duration::from_secs(120),
+        first_token_timeout: Duration::from_secs(120),
+        stall_timeout: Duration::from_secs(60),
+        request_timeout: Duration::from_secs(120),
+        stop_grace: Duration::from_secs(2),
+        ..WardenConfig::default()
+    }
+}
+
+/// A warden to start: its catalog directory, backend, configuration and
+/// default model. Start it inside an actix `System` (`#[actix_rt::test]`).
+pub struct TestWarden {
+    dir: PathBuf,
+    backend: Backend,
+    cfg: WardenConfig,
+    launcher: Launcher,
+    default_model: Option<String>,
+    /// On the test's own arbiter (the in-process fake), else on a thread of
+    /// the engine's own, as in production.
+    here: bool,
+}
+
+impl TestWarden {
+    /// Over `backend`, serving the models in `dir`, with `test_config()`.
+    pub fn backend(backend: Backend, dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            backend,
+            cfg: test_config(),
+            launcher: Launcher::Process,
+            default_model: None,
+            here: false,
+        }
+    }
+
+    /// Over the Python fake llama-server (`fake_model` scripts it), a real
+    /// process: for what only a process shows (signals, exit statuses,
+    /// process groups).
+    pub fn fake(dir: &Path) -> Self {
+        Self::backend(cpu(fake_server()), dir)
+    }
+
+    /// Over the in-process fake `fake`, with the engine on the test's own
+    /// runtime: call `tokio::time::pause()` first and every timer of the
+    /// engine and the fake runs on virtual time.
+    pub fn in_process(fake: &Arc<FakeLlama>, dir: &Path) -> Self {
+        Self {
+            launcher: fake.launcher(),
+            here: true,
+            // The program is never run: the launcher serves the fake instead.
+            ..Self::backend(cpu(PathBuf::from("llama-server")), dir)
+        }
+    }
+
+    /// Over the real llama-server `server` on the CPU, `smollm2` the
+    /// default model.
+    pub fn real_cpu(server: PathBuf, dir: &Path) -> Self {
+        Self::backend(cpu(server), dir).default_model("smollm2")
+    }
+
+    /// With `cfg` instead of `test_config()` (the launcher stays).
+    pub fn config(mut self, cfg: WardenConfig) -> Self {
+        self.cfg = cfg;
+        self
+    }
+
+    /// With `id` as the default model.
+    pub fn default_model(mut self, id: &str) -> Self {
+        self.default_model = Some(id.to_string());
+        self
+    }
+
+    /// Starts it.
+    pub fn start(self) -> Warden {
+        let mut catalog = Catalog::scan(&self.dir);
+        if let Some(id) = &self.default_model {
+            catalog.set_default(id);
+        }
+        let cfg = Arc::new(WardenConfig {
+            launcher: self.launcher,
+            ..self.cfg
+        });
+        if self.here {
+            Warden::start_here(cfg, catalog, self.backend)
+        } else {
+            Warden::start_with(cfg, catalog, self.backend, None)
+        }
+    }
+}
+
+/// The CPU engine over `server`.
+fn cpu(server: PathBuf) -> Backend {
+    Backend::Cpu(CpuEngine { server, verbosity: 3 })
+}
+
+/// A warden over the real llama-server serving the real SmolLM2 (as model
+/// `smollm2`, the default), with `cfg`; `None` when build-llama.sh has not
+/// run (see `real_llama_server`). The directory lives as long as the warden.
+pub fn real_smollm_warden(cfg: WardenConfig) -> Option<(Warden, tempfile::TempDir)> {
+    let (server, model) = (real_llama_server()?, real_model(SMOLLM2)?);
+    let dir = real_smollm_dir(&model);
+    let w = TestWarden::real_cpu(server, dir.path()).config(cfg).start();
+    Some((w, dir))
+}
+
+/// A catalog directory holding the real SmolLM2 as `smollm2.gguf` (a symlink),
+/// for tests that add files of their own beside it.
+pub fn real_smollm_dir(smollm: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(smollm, dir.path().join("smollm2.gguf")).unwrap();
+    dir
+}
+
+/// Loads the default model now (`Load`), and the status after it.
+pub async fn load_default(w: &Warden) -> llm_warden::status::EngineStatus {
+    w.engine()
+        .send(llm_warden::messages::Load::default())
+        .await
+        .expect("the engine answers")
+        .expect("the default model loads")
+}
