@@ -32,9 +32,11 @@
 //!   chunks), `submit` (its raw events, for the HTTP relay), `shutdown`,
 //!   the tokenizer's side door, metrics, the memory history).
 //! - `engines`: per backend; `engines::preflight` selects the engine and
-//!   runs the CUDA pre-flight; `engines::rpc` plans the CPU engine's split
-//!   over RPC workers (`law::split`, `law::workers`) and reads back what
-//!   each device got.
+//!   runs the CUDA pre-flight; `engines::plan` gathers the readings
+//!   `law::plan` turns into every spawn's window and placement (a load,
+//!   `inspect` and `/v1/models` alike); `engines::rpc` plans the CPU
+//!   engine's split over RPC workers (`law::split`, `law::workers`) and
+//!   reads back what each device got.
 //! - `server`: the binary's HTTP server (`bind`).
 //! - `sse`: the incremental SSE parser of a chat stream (the engine's relay,
 //!   `llm-warden chat`, the bench and embedders read streams with it).
