@@ -30,7 +30,8 @@
 //!
 //! - `warden`: the embedding API (`Warden::start`, `chat` (a turn as typed
 //!   chunks), `submit` (its raw events, for the HTTP relay), `shutdown`,
-//!   the tokenizer's side door, metrics, the memory history).
+//!   the tokenizer's side door, metrics, the memory history, `plan_for`:
+//!   the plan a load would get, as `/v1/models` shows it).
 //! - `engines`: per backend; `engines::preflight` selects the engine and
 //!   runs the CUDA pre-flight; `engines::plan` gathers the readings
 //!   `law::plan` turns into every spawn's window and placement (a load,
