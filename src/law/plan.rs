@@ -61,7 +61,6 @@ pub struct GpuReadings {
 pub struct Plan {
     /// The law's view of the model, when its header was read.
     pub shape: Option<ModelShape>,
-    /// The window.
     pub window: Window,
     /// The budget the engine's law sizes against (bytes, negative when
     /// nothing fits), also when a pin or MLA set the window; `None` where
@@ -71,7 +70,8 @@ pub struct Plan {
     pub cuda: Option<CudaSpawn>,
 }
 
-/// The plan of a load.
+/// The plan of a load (a brake respawn on the CPU engine plans again with
+/// its cap; on CUDA see `cuda_respawn_window`).
 pub fn plan(facts: Option<&ModelFacts>, readings: &Readings, cap: Option<u32>, pin: Option<u32>) -> Plan {
     let shape = facts.map(|f| window::shape_of(f, readings.mmproj_bytes));
     match &readings.engine {
