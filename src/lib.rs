@@ -37,11 +37,22 @@
 //!
 //! - `warden`: the embedding API (`Warden::start`, `chat` (a turn as typed
 //!   chunks), `submit` (its raw events, for the HTTP relay), `shutdown`,
-//!   the tokenizer's side door, metrics, the memory history).
+//!   the tokenizer's side door, metrics, the memory history, `plan_for`:
+//!   the plan a load would get, as `/v1/models` shows it).
 //! - `engines`: per backend; `engines::preflight` selects the engine and
-//!   runs the CUDA pre-flight; `engines::rpc` plans the CPU engine's split
-//!   over RPC workers (`law::split`, `law::workers`) and reads back what
-//!   each device got.
+//!   runs the CUDA pre-flight; `engines::hooks` is the one trait every
+//!   engine implements (spawn spec, request adaptation, after-load, brake
+//!   sample) and the one place that dispatches on the engine; each engine's
+//!   home is its folder: `cpu/` (the RAM brake sample, the split over RPC
+//!   workers and a lost worker), `cuda/` (after-load placement, the spill
+//!   brake, NVML, the spill gauge), `mlx/` (the memory bound, the MLX brake,
+//!   the prefix cache's resets), with the llama.cpp engines' shared part in
+//!   `llama` (argv, ping, `llama/brake`: `llama_step` carried out) and each
+//!   engine's per-child state in `live::ChildState`; `engines::plan`
+//!   gathers the readings `law::plan` turns into every spawn's window and
+//!   placement (a load, `inspect` and `/v1/models` alike); `engines::rpc`
+//!   plans the CPU engine's split over RPC workers (`law::split`,
+//!   `law::workers`) and reads back what each device got.
 //! - `child`: the one child: `launch` (the seam that starts it: an OS
 //!   process, or with the `testing` feature the in-process fake
 //!   llama-server `child::fake`, which runs the watchdog tests on paused

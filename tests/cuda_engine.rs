@@ -95,6 +95,25 @@ async fn sized_on_the_card_and_pinned_by_uuid() {
     w.shutdown().await;
 }
 
+/// `/v1/models` on the CUDA engine shows the CUDA plan (the card's window,
+/// the UUID pin), the one the load then passes as `-c`.
+#[actix_rt::test]
+async fn models_show_the_cuda_plan_the_load_uses() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("argv.log");
+    heavy_model(dir.path(), "m", json!({"argv_log": log}));
+    let w = cuda_warden(dir.path(), test_config());
+    let base = serve_http(&w);
+    let v: Value = json_of(llm_warden::child::client::shared_http_client().get(format!("{base}/v1/models"))).await;
+    let plan = &v["data"][0]["plan"];
+    assert_eq!(plan["context_tokens"], 16_384, "{plan}");
+    assert_eq!(plan["cuda"]["placement"]["pin"], "GPU-1234abcd-5678", "{plan}");
+    assert_eq!(plan["cuda"]["flash_attention"], true, "{plan}");
+    assert!(collect(w.submit(chat(None, 2, true)).unwrap()).await.done);
+    assert_eq!(flag(&spawns(&log)[0].0, "-c"), Some("16384"));
+    w.shutdown().await;
+}
+
 /// CUDA out of memory at load: one retry at the 4096 floor (it loads);
 /// failing there too, the curated load error.
 #[actix_rt::test]

@@ -243,3 +243,33 @@ async fn lifecycle_events_stream() {
     assert!(seen.contains("event: loading"), "{seen}");
     w.shutdown().await;
 }
+
+/// `/v1/models` shows each model's facts and the plan a load of it gets
+/// here: the engine's own plan, so the window it shows is the one the load
+/// then runs, memory-bound or not.
+#[actix_rt::test]
+async fn models_show_the_plan_a_load_gets() {
+    // 128 KiB + 1 KiB per token: 8 GiB holds the trained 16384; 2 GiB holds
+    // (1.5 GiB - 256 MiB - weights) / 132,096 B = 10,160 -> 9984 tokens.
+    for (ram_gib, window, bound) in [(8u64, 16_384, false), (2, 9984, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        heavy_model(dir.path(), "m", json!({}));
+        let cfg = WardenConfig {
+            ram_override_bytes: Some(ram_gib << 30),
+            ..test_config()
+        };
+        let (w, base) = serve(dir.path(), cfg);
+        let v: Value = json_of(http().get(format!("{base}/v1/models"))).await;
+        let m = &v["data"][0];
+        assert_eq!(m["facts"]["trained_window"], 16_384, "{m}");
+        assert_eq!(m["plan"]["context_tokens"], window, "{ram_gib} GiB: {m}");
+        assert_eq!(m["plan"]["memory_bound"], bound, "{ram_gib} GiB: {m}");
+        assert_eq!(m["plan"]["ram_bytes"], ram_gib << 30, "{m}");
+        let s: Value = json_of(http().post(format!("{base}/warden/load"))).await;
+        assert_eq!(
+            s["context_tokens"], m["plan"]["context_tokens"],
+            "{ram_gib} GiB: the load's window"
+        );
+        w.shutdown().await;
+    }
+}

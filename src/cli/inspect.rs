@@ -1,18 +1,24 @@
 //! `llm-warden inspect <model>`: what the warden reads from a model's header
-//! and the window it would give the model on this machine (CPU law), as a
-//! table or `--json`; with `--worker` (or `WARDEN_WORKERS`) also the plan
-//! over those RPC workers, per device (`inspect_workers`). A broken file is
-//! an error with its code (exit 2).
+//! and the window a load would give the model on this machine, planned by
+//! the engine a warden here would run (`engines::plan`, so a CUDA machine
+//! shows the CUDA plan; the CPU engine's where the chosen one runs no GGUF
+//! or no llama-server is found), as a table or `--json`; with `--worker`
+//! (or `WARDEN_WORKERS`) also the CPU engine's plan over those RPC workers,
+//! per device (`inspect_workers`). A broken file is an error with its code
+//! (exit 2).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Args;
 use llm_warden::WardenConfig;
-use llm_warden::catalog::{self, ModelFormat};
+use llm_warden::catalog::{self, ModelEntry, ModelFormat};
+use llm_warden::engines::{self, Backend, Site, SpawnPlan};
 use llm_warden::gguf::{self, ModelFacts};
+use llm_warden::law::cuda::CudaPlacement;
 use llm_warden::law::{kv, window};
-use llm_warden::sensors::ram;
+use llm_warden::status::EngineKind;
 use serde_json::json;
 
 /// `inspect`'s options.
@@ -37,44 +43,32 @@ pub async fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
     if !a.workers.is_empty() {
         cfg.workers = llm_warden::config::workers("--worker", a.workers.iter().map(String::as_str))?;
     }
-    let path = PathBuf::from(&a.model);
-    let entry = if path.exists() {
-        catalog::entry_for(&path)
-    } else {
-        let dir = a.models_dir.clone().unwrap_or_else(|| cfg.models_dir());
-        catalog::Catalog::scan(&dir).get(&a.model).map(|e| (*e).clone())
+    let entry = match entry_of(&a, &cfg)? {
+        Ok(e) => e,
+        Err(exit) => return Ok(exit),
     };
-    let (model_path, mmproj) = match &entry {
-        Some(e) if e.format == ModelFormat::Mlx => {
-            anyhow::bail!(
-                "{} is an MLX model directory: inspect reads GGUF models",
-                e.path.display()
-            )
-        }
-        Some(e) => (e.path.clone(), e.mmproj.clone()),
-        // Not a recognised model: read it anyway, so the reader says why.
-        None => (path, None),
-    };
-    if entry.is_none() && model_path.is_dir() {
-        let msg = format!(
-            "{} holds no GGUF model (no .gguf file other than mmproj sidecars)",
-            model_path.display()
-        );
-        return Ok(fail(a.json, "no_model_in_directory", &msg));
-    }
+    let model_path = entry.path.clone();
     let facts = match gguf::read_model_facts(&model_path) {
-        Ok(f) => f,
+        Ok(f) => Arc::new(f),
         Err(e) => return Ok(fail(a.json, e.code(), &e.to_string())),
     };
-    let mmproj_bytes = mmproj
-        .as_ref()
-        .and_then(|p| std::fs::metadata(p).ok())
-        .map_or(0, |m| m.len());
-    let report = Report::new(&cfg, facts, mmproj_bytes);
+    let backend = gguf_backend(&cfg);
+    let site = backend.as_ref().map_or(Site::Cpu, Backend::site);
+    let entry = Arc::new(entry);
+    let report = Report {
+        kind: backend.as_ref().map_or(EngineKind::Cpu, Backend::kind),
+        plan: engines::plan::plan(site, &cfg, entry.clone(), Some(facts.clone()), None),
+        facts,
+    };
     let split = if cfg.workers.is_empty() {
         None
     } else {
-        Some(super::inspect_workers::plan(&cfg, &model_path, report.facts.clone(), report.shape, report.ram).await)
+        // Only the CPU engine splits over workers.
+        let base = match site {
+            Site::Cpu => report.plan.clone(),
+            _ => engines::plan::plan(Site::Cpu, &cfg, entry, Some(report.facts.clone()), None),
+        };
+        Some(super::inspect_workers::plan(&cfg, base).await)
     };
     if a.json {
         let mut j = report.to_json();
@@ -91,6 +85,41 @@ pub async fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The model `a.model` names (a path or a catalog id); `Err` is the exit
+/// of a directory that holds no GGUF model.
+fn entry_of(a: &InspectArgs, cfg: &WardenConfig) -> anyhow::Result<Result<ModelEntry, ExitCode>> {
+    let path = PathBuf::from(&a.model);
+    let entry = if path.exists() {
+        catalog::entry_for(&path)
+    } else {
+        let dir = a.models_dir.clone().unwrap_or_else(|| cfg.models_dir());
+        catalog::Catalog::scan(&dir).get(&a.model).map(|e| (*e).clone())
+    };
+    Ok(match entry {
+        Some(e) if e.format == ModelFormat::Mlx => {
+            anyhow::bail!(
+                "{} is an MLX model directory: inspect reads GGUF models",
+                e.path.display()
+            )
+        }
+        Some(e) => Ok(e),
+        None if path.is_dir() => {
+            let msg = format!(
+                "{} holds no GGUF model (no .gguf file other than mmproj sidecars)",
+                path.display()
+            );
+            Err(fail(a.json, "no_model_in_directory", &msg))
+        }
+        // Not a recognised model: read it anyway, so the reader says why.
+        None => Ok(ModelEntry {
+            id: path.display().to_string(),
+            format: ModelFormat::Gguf,
+            path,
+            mmproj: None,
+        }),
+    })
+}
+
 /// Reports an error (exit status 2): JSON on stdout with `--json`, else stderr.
 fn fail(json_out: bool, code: &str, message: &str) -> ExitCode {
     if json_out {
@@ -101,32 +130,31 @@ fn fail(json_out: bool, code: &str, message: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// The backend a warden started here would plan GGUF models with, when it
+/// would run one (`None`: the CPU engine's plan stands in).
+fn gguf_backend(cfg: &WardenConfig) -> Option<Backend> {
+    let (backend, _) = engines::preflight::choose(cfg).ok()?;
+    backend.accepts(ModelFormat::Gguf).then_some(backend)
+}
+
 /// Everything `inspect` shows.
 struct Report {
-    facts: ModelFacts,
-    shape: window::ModelShape,
-    ram: ram::RamTotal,
-    budget: i64,
-    window: window::Window,
+    kind: EngineKind,
+    facts: Arc<ModelFacts>,
+    plan: SpawnPlan,
 }
 
 impl Report {
-    fn new(cfg: &WardenConfig, facts: ModelFacts, mmproj_bytes: u64) -> Self {
-        let shape = window::shape_of(&facts, mmproj_bytes);
-        let ram = ram::ram_total(cfg.ram_override_bytes);
-        let budget = window::cpu_budget(ram.bytes, shape.weights_bytes);
-        let window = window::cpu(&shape, ram.bytes, None, cfg.ctx_pin);
-        Self {
-            facts,
-            shape,
-            ram,
-            budget,
-            window,
-        }
+    fn shape(&self) -> window::ModelShape {
+        // Planned with the facts: the plan has their shape.
+        self.plan.shape.expect("planned with facts")
     }
 
     fn footprint(&self) -> Option<u64> {
-        self.window.ctx().map(|w| window::footprint_bytes(&self.shape, w))
+        self.plan
+            .window
+            .ctx()
+            .map(|w| window::footprint_bytes(&self.shape(), w))
     }
 
     fn kv_heads(&self) -> String {
@@ -138,9 +166,15 @@ impl Report {
         }
     }
 
+    fn ram(&self) -> llm_warden::sensors::ram::RamTotal {
+        // Every engine's plan records the RAM total it read.
+        self.plan.ram.expect("every plan reads the RAM total")
+    }
+
     fn to_json(&self) -> serde_json::Value {
         let f = &self.facts;
-        json!({
+        let (shape, ram, w) = (self.shape(), self.ram(), self.plan.window);
+        let mut j = json!({
             "architecture": f.architecture,
             "name": f.name,
             "file_type": f.file_type_name(),
@@ -148,39 +182,49 @@ impl Report {
             "kv_heads": f.kv_heads,
             "key_length": f.key_length,
             "value_length": f.value_length,
-            "kv_bytes_per_token": self.shape.kv_per_token,
+            "kv_bytes_per_token": shape.kv_per_token,
             "sliding_window": f.sliding_window,
             "mla": kv::is_mla(f),
             "trained_window": f.trained_window,
-            "weights_bytes": self.shape.weights_bytes,
+            "weights_bytes": shape.weights_bytes,
             "parts": f.parts,
             "chat_template": f.has_chat_template,
-            "ram_bytes": self.ram.bytes,
-            "ram_source": self.ram.source,
-            "budget_bytes": self.budget,
-            "window": self.window,
-            "context_tokens": self.window.ctx(),
-            "memory_bound": self.window.memory_bound().is_some(),
+            "engine": self.kind,
+            "ram_bytes": ram.bytes,
+            "ram_source": ram.source,
+            "budget_bytes": self.plan.budget_bytes,
+            "window": w,
+            "context_tokens": w.ctx(),
+            "memory_bound": w.memory_bound().is_some(),
             "predicted_footprint_bytes": self.footprint(),
-        })
+        });
+        if let Some(c) = &self.plan.cuda {
+            j["cuda"] = json!(c);
+        }
+        j
     }
 
     fn print_table(&self, path: &std::path::Path) {
+        let mut rows = self.fact_rows(path);
+        rows.extend(self.plan_rows());
+        let w = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        for (k, v) in rows {
+            println!("{k:<w$}  {v}");
+        }
+    }
+
+    /// The header's rows.
+    fn fact_rows(&self, path: &std::path::Path) -> Vec<(&'static str, String)> {
         let f = &self.facts;
-        let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64);
-        let window = match self.window {
-            window::Window::Sized { ctx, .. } => format!("{ctx} tokens (-c {ctx})"),
-            window::Window::Pinned { ctx } => format!("{ctx} tokens (pinned by WARDEN_CTX)"),
-            window::Window::Unsized => "no -c (MLA: llama-server's fit sizes it)".into(),
-        };
-        let rows: Vec<(&str, String)> = vec![
+        let shape = self.shape();
+        vec![
             ("model", path.display().to_string()),
             ("architecture", f.architecture.clone()),
             ("quantization", f.file_type_name().unwrap_or("unknown").into()),
             ("layers", f.block_count.to_string()),
             ("KV heads", self.kv_heads()),
             ("key / value length", format!("{} / {}", f.key_length, f.value_length)),
-            ("KV bytes per token", format!("{} B", self.shape.kv_per_token)),
+            ("KV bytes per token", format!("{} B", shape.kv_per_token)),
             (
                 "sliding window",
                 f.sliding_window
@@ -192,31 +236,127 @@ impl Report {
             ),
             (
                 "weights",
-                format!("{} ({} file(s))", mib(self.shape.weights_bytes), f.parts.len()),
+                format!("{} ({} file(s))", mib(shape.weights_bytes), f.parts.len()),
             ),
-            (
-                "RAM",
-                format!("{} ({})", mib(self.ram.bytes), self.ram.source.describe()),
-            ),
-            (
-                "budget (0.75 x RAM - weights - 256 MiB)",
-                format!("{:.1} MiB", self.budget as f64 / (1u64 << 20) as f64),
-            ),
-            ("window chosen here", window),
-            (
-                "memory-bound",
-                if self.window.memory_bound().is_some() {
-                    "yes"
-                } else {
-                    "no"
-                }
-                .into(),
-            ),
-            ("predicted footprint", self.footprint().map_or("-".into(), mib)),
-        ];
-        let w = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-        for (k, v) in rows {
-            println!("{k:<w$}  {v}");
+        ]
+    }
+
+    /// The plan's rows: the memory it was sized on, the window, the footprint.
+    fn plan_rows(&self) -> Vec<(&'static str, String)> {
+        let ram = self.ram();
+        let w = self.plan.window;
+        let window = match w {
+            window::Window::Sized { ctx, .. } => format!("{ctx} tokens (-c {ctx})"),
+            window::Window::Pinned { ctx } => format!("{ctx} tokens (pinned by WARDEN_CTX)"),
+            window::Window::Unsized if self.shape().mla => "no -c (MLA: llama-server's fit sizes it)".into(),
+            window::Window::Unsized => "no -c (no GPU to size on: llama-server's fit sizes it)".into(),
+        };
+        let budget = self
+            .plan
+            .budget_bytes
+            .map_or("-".into(), |b| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64));
+        let mut rows = vec![("RAM", format!("{} ({})", mib(ram.bytes), ram.source.describe()))];
+        match &self.plan.cuda {
+            None => rows.push(("budget (0.75 x RAM - weights - 256 MiB)", budget)),
+            Some(c) => {
+                rows.push(("engine", "CUDA (the GPU's memory sizes the window)".into()));
+                rows.push(("GPU", gpu_row(&c.placement)));
+                rows.push((
+                    "Flash Attention",
+                    if c.flash_attention {
+                        "proven (1 KiB per token)"
+                    } else {
+                        "not proven (non-FA scores per token)"
+                    }
+                    .into(),
+                ));
+                rows.push(("budget (min(0.9 x VRAM, free) - 1 GiB - weights - 768 MiB)", budget));
+            }
         }
+        rows.push(("window chosen here", window));
+        rows.push((
+            "memory-bound",
+            if w.memory_bound().is_some() { "yes" } else { "no" }.into(),
+        ));
+        rows.push(("predicted footprint", self.footprint().map_or("-".into(), mib)));
+        rows
+    }
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+}
+
+/// The GPU a CUDA plan sized on, or why none.
+fn gpu_row(p: &CudaPlacement) -> String {
+    match p {
+        CudaPlacement::Sized { device, pin } => format!(
+            "{} ({}): {} total, {} free{}",
+            device.name,
+            device.uuid,
+            mib(device.total_bytes),
+            mib(device.free_bytes),
+            if pin.is_some() { ", the child pinned to it" } else { "" }
+        ),
+        CudaPlacement::Unsized => "none sized on (several devices named, or NVML unreadable)".into(),
+        CudaPlacement::NoDevice => "none the child may see".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llm_warden::engines::GpuSource;
+    use llm_warden::law::cuda::GpuDevice;
+
+    /// On a CUDA machine the report is the CUDA engine's plan: the card's
+    /// budget and window, the GPU and the Flash-Attention proof.
+    #[test]
+    fn a_cuda_machine_shows_the_cuda_plan() {
+        const GIB: u64 = 1 << 30;
+        let gpus = GpuSource::Fixed(vec![GpuDevice {
+            index: 0,
+            uuid: "GPU-x".into(),
+            name: "Card".into(),
+            total_bytes: 8 * GIB,
+            free_bytes: 2 * GIB,
+        }]);
+        // SmolLM2-135M's shape: 23,040 B of KV per token, 64/64 heads.
+        let facts = Arc::new(ModelFacts {
+            architecture: "llama".into(),
+            block_count: 30,
+            trained_window: Some(8192),
+            head_count: vec![9; 30],
+            kv_heads: vec![3; 30],
+            key_length: 64,
+            value_length: 64,
+            weights_bytes: 98_362_432,
+            ..ModelFacts::default()
+        });
+        let entry = Arc::new(ModelEntry {
+            id: "m".into(),
+            format: ModelFormat::Gguf,
+            path: "/m/m.gguf".into(),
+            mmproj: None,
+        });
+        let cfg = WardenConfig::default();
+        let report = Report {
+            kind: EngineKind::Cuda,
+            plan: engines::plan::plan(Site::Cuda(&gpus), &cfg, entry, Some(facts.clone()), None),
+            facts,
+        };
+        let j = report.to_json();
+        // 2 GiB free: 1 GiB - weights - 768 MiB = 170,073,024 B / 24,064 B -> 6912.
+        assert_eq!(j["engine"], "cuda");
+        assert_eq!(j["budget_bytes"], 170_073_024);
+        assert_eq!(j["context_tokens"], 6912, "{j}");
+        assert_eq!(j["memory_bound"], true);
+        assert_eq!(j["cuda"]["placement"]["pin"], "GPU-x", "{j}");
+        let rows = report.plan_rows();
+        let row = |k: &str| rows.iter().find(|(r, _)| *r == k).map(|(_, v)| v.clone());
+        assert!(row("GPU").is_some_and(|g| g.starts_with("Card (GPU-x)")), "{rows:?}");
+        assert_eq!(row("Flash Attention").as_deref(), Some("proven (1 KiB per token)"));
+        assert_eq!(row("window chosen here").as_deref(), Some("6912 tokens (-c 6912)"));
+        assert!(row("budget (0.75 x RAM - weights - 256 MiB)").is_none(), "{rows:?}");
     }
 }

@@ -1,28 +1,16 @@
 //! `inspect MODEL --worker HOST:PORT ...`: the plan over RPC workers, per
 //! device, exactly as a load would make it (`engines::rpc::plan` over fresh
-//! readings of every worker).
-
-use std::sync::Arc;
+//! readings of every worker, refining the CPU engine's own plan).
 
 use llm_warden::WardenConfig;
-use llm_warden::catalog::{ModelEntry, ModelFormat};
 use llm_warden::engines::rpc::{self, Reading};
 use llm_warden::engines::{SpawnPlan, llama};
 use llm_warden::error::ModelLoadError;
-use llm_warden::gguf::ModelFacts;
-use llm_warden::law::window::{ModelShape, Window};
 use llm_warden::rpc::remote::{LOAD_READ_TIMEOUT, Remote};
-use llm_warden::sensors::ram::RamTotal;
 use serde_json::json;
 
-/// The split plan for `facts` over `cfg.workers`, or why a load would fail.
-pub async fn plan(
-    cfg: &WardenConfig,
-    path: &std::path::Path,
-    facts: ModelFacts,
-    shape: ModelShape,
-    ram: RamTotal,
-) -> Result<SpawnPlan, ModelLoadError> {
+/// The CPU plan `base` split over `cfg.workers`, or why a load would fail.
+pub async fn plan(cfg: &WardenConfig, base: SpawnPlan) -> Result<SpawnPlan, ModelLoadError> {
     let remote = Remote::new(cfg.worker_key.clone());
     let now = remote.read_all(&cfg.workers, LOAD_READ_TIMEOUT).await;
     let readings: Vec<Reading> = cfg
@@ -44,23 +32,6 @@ pub async fn plan(
             rpc_protocol: None,
             flavour: None,
         });
-    let base = SpawnPlan {
-        entry: Arc::new(ModelEntry {
-            id: path.display().to_string(),
-            format: ModelFormat::Gguf,
-            path: path.to_path_buf(),
-            mmproj: None,
-        }),
-        facts: Some(Arc::new(facts)),
-        shape: Some(shape),
-        window: Window::Unsized,
-        ram: Some(ram),
-        cap: None,
-        mlx: None,
-        cuda: None,
-        user_visible: None,
-        rpc: None,
-    };
     rpc::plan(base, &readings, &ours, cfg.ctx_pin)
 }
 

@@ -16,11 +16,10 @@ pub mod windows_vram;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use serde::Serialize;
-
 use super::SpawnPlan;
 use crate::law::cuda::{self, CudaPlacement};
-use crate::law::window::{self, ModelShape, Window};
+
+pub use crate::law::cuda::CudaSpawn;
 
 /// The child verbosity that shows the lines the CUDA engine reads.
 pub const CUDA_CHILD_VERBOSITY: u8 = 4;
@@ -35,7 +34,8 @@ pub enum GpuSource {
 }
 
 impl GpuSource {
-    fn snapshot(&self) -> Result<nvml::GpuSnapshot, String> {
+    /// The devices now (NVML's free memory read fresh: the sizing of a load).
+    pub fn snapshot(&self) -> Result<nvml::GpuSnapshot, String> {
         match self {
             Self::Nvml => nvml::snapshot(),
             Self::Fixed(devices) => Ok(nvml::GpuSnapshot {
@@ -65,64 +65,7 @@ pub struct CudaEngine {
     pub gpus: GpuSource,
 }
 
-/// The CUDA part of a spawn plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CudaSpawn {
-    /// Where the child runs.
-    pub placement: CudaPlacement,
-    /// The window the law gave at load, before any cap: brake respawns fold
-    /// their cap into it and never read NVML again.
-    pub static_window: Option<u32>,
-    /// Flash Attention proven for the model (the slope the window assumed).
-    pub flash_attention: bool,
-    /// `-ngl -2` (all layers, no fit) instead of `-ngl -1`: the spill brake's
-    /// respawns, which must spill rather than drop layers.
-    pub all_layers: bool,
-}
-
 impl CudaEngine {
-    /// The placement and the window for a load: NVML's free and total
-    /// memory of the chosen GPU now (`WARDEN_VRAM_OVERRIDE_GB` standing in
-    /// for the free memory).
-    pub fn plan_load(
-        &self,
-        shape: Option<&ModelShape>,
-        facts: Option<&crate::gguf::ModelFacts>,
-        cap: Option<u32>,
-        pin: Option<u32>,
-        user_visible: Option<&str>,
-        vram_override: Option<u64>,
-    ) -> (Window, CudaSpawn) {
-        let placement = match self.gpus.snapshot() {
-            Ok(s) => cuda::place(&s.devices, user_visible),
-            Err(why) => {
-                tracing::warn!("[CUDA_Engine] {why}; the window is left to llama-server's fit");
-                CudaPlacement::Unsized
-            }
-        };
-        let fa = facts.is_some_and(|f| {
-            window::fa_proven(f.key_length, f.value_length, f.max_alibi_bias.is_some_and(|b| b > 0.0))
-        });
-        let slope = window::cuda_slope(fa, facts.map_or(0, |f| f.head_count_max()));
-        let sized = |cap| match (&placement, shape) {
-            (CudaPlacement::Sized { device, .. }, Some(s)) => {
-                window::cuda(s, cuda::vram_for_sizing(device, vram_override), slope, cap, pin)
-            }
-            _ => pin.map_or(Window::Unsized, |ctx| Window::Pinned { ctx }),
-        };
-        let static_window = sized(None).ctx();
-        let w = sized(cap);
-        (
-            w,
-            CudaSpawn {
-                placement,
-                static_window,
-                flash_attention: fa,
-                all_layers: false,
-            },
-        )
-    }
-
     /// The engine's argv for a plan (the fixed flags come after).
     pub fn argv(&self, plan: &SpawnPlan) -> Vec<OsString> {
         let mut a = super::llama::model_args(plan);

@@ -10,6 +10,8 @@
 //!
 //! `preflight` decides which of them runs here (selection and the CUDA
 //! pre-flight).
+//! `plan` plans every spawn: it gathers the readings `law::plan` decides
+//! from (loads, `inspect` and `/v1/models` alike).
 
 pub mod cpu;
 pub mod cuda;
@@ -18,6 +20,7 @@ pub mod hooks;
 pub mod live;
 pub mod llama;
 pub mod mlx;
+pub mod plan;
 pub mod preflight;
 pub mod rpc;
 
@@ -31,40 +34,14 @@ use crate::child::key::ApiKey;
 use crate::child::process::SpawnSpec;
 use crate::config::WardenConfig;
 use crate::gguf::ModelFacts;
-use crate::law::window::{self, ModelShape, Window};
-use crate::sensors::ram::{self, RamTotal};
+use crate::law::window::Window;
 use crate::status::EngineKind;
 
 pub use cpu::CpuEngine;
 pub use cuda::{CudaEngine, CudaSpawn, GpuSource};
 pub use hooks::EngineHooks;
 pub use mlx::{MlxEngine, MlxFacts};
-
-/// Everything decided about one spawn before it happens.
-#[derive(Debug, Clone)]
-pub struct SpawnPlan {
-    /// The model.
-    pub entry: Arc<ModelEntry>,
-    /// Its header facts, when readable.
-    pub facts: Option<Arc<ModelFacts>>,
-    /// The law's view of it, when the facts were read.
-    pub shape: Option<ModelShape>,
-    /// The window chosen.
-    pub window: Window,
-    /// The RAM total the window was sized against (CPU).
-    pub ram: Option<RamTotal>,
-    /// The brake's cap folded into the window, when there was one.
-    pub cap: Option<u32>,
-    /// An MLX model's facts (`config.json`).
-    pub mlx: Option<MlxFacts>,
-    /// The CUDA engine's placement and static window.
-    pub cuda: Option<CudaSpawn>,
-    /// The user's `CUDA_VISIBLE_DEVICES`, passed on untouched when the warden
-    /// does not pin the child itself.
-    pub user_visible: Option<String>,
-    /// The split over RPC workers (CPU engine with `WARDEN_WORKERS`).
-    pub rpc: Option<rpc::RpcPlan>,
-}
+pub use plan::{Site, SpawnPlan};
 
 /// The engine in use.
 #[derive(Debug, Clone)]
@@ -134,7 +111,17 @@ impl Backend {
         }
     }
 
-    /// Decides the window (and anything else) for a spawn of `entry`.
+    /// Which law plans this engine's spawns, and where it reads its GPUs.
+    pub fn site(&self) -> Site<'_> {
+        match self {
+            Self::Cpu(_) => Site::Cpu,
+            Self::Mlx(_) => Site::Mlx,
+            Self::Cuda(e) => Site::Cuda(&e.gpus),
+        }
+    }
+
+    /// Decides the window (and anything else) for a spawn of `entry`: the
+    /// readings now, then `law::plan` (`engines::plan`).
     pub fn plan(
         &self,
         cfg: &WardenConfig,
@@ -142,70 +129,7 @@ impl Backend {
         facts: Option<Arc<ModelFacts>>,
         cap: Option<u32>,
     ) -> SpawnPlan {
-        let mmproj_bytes = entry
-            .mmproj
-            .as_ref()
-            .and_then(|p| std::fs::metadata(p).ok())
-            .map_or(0, |m| m.len());
-        let shape = facts.as_deref().map(|f| window::shape_of(f, mmproj_bytes));
-        match self {
-            Self::Cpu(_) => {
-                let ram = ram::ram_total(cfg.ram_override_bytes);
-                let window = match (&shape, cfg.ctx_pin) {
-                    (_, Some(pin)) => Window::Pinned { ctx: pin },
-                    (Some(s), None) => window::cpu(s, ram.bytes, cap, None),
-                    (None, None) => Window::Unsized,
-                };
-                SpawnPlan {
-                    entry,
-                    facts,
-                    shape,
-                    window,
-                    ram: Some(ram),
-                    cap,
-                    mlx: None,
-                    cuda: None,
-                    user_visible: None,
-                    rpc: None,
-                }
-            }
-            Self::Cuda(e) => {
-                let (window, spawn) = e.plan_load(
-                    shape.as_ref(),
-                    facts.as_deref(),
-                    cap,
-                    cfg.ctx_pin,
-                    cfg.cuda_visible_devices.as_deref(),
-                    cfg.vram_override_bytes,
-                );
-                SpawnPlan {
-                    entry,
-                    facts,
-                    shape,
-                    window,
-                    ram: Some(ram::ram_total(cfg.ram_override_bytes)),
-                    cap,
-                    mlx: None,
-                    cuda: Some(spawn),
-                    user_visible: cfg.cuda_visible_devices.clone(),
-                    rpc: None,
-                }
-            }
-            // MLX runs the trained window; memory bounds it after the load
-            // (the bound needs the child's measured base footprint).
-            Self::Mlx(_) => SpawnPlan {
-                mlx: mlx::read_facts(&entry.path),
-                entry,
-                facts,
-                shape,
-                window: Window::Unsized,
-                ram: Some(ram::ram_total(cfg.ram_override_bytes)),
-                cap,
-                cuda: None,
-                user_visible: None,
-                rpc: None,
-            },
-        }
+        plan::plan(self.site(), cfg, entry, facts, cap)
     }
 
     /// The process to start for `plan` on `port` with `key`.
@@ -225,12 +149,8 @@ impl Backend {
                 plan.cap = Some(cap);
                 if let Some(c) = plan.cuda.as_mut() {
                     c.all_layers = true;
-                    if let (Some(st), None) = (c.static_window, cfg.ctx_pin) {
-                        plan.window = Window::Sized {
-                            ctx: crate::law::caps::cap(st.min(cap)),
-                            memory_bound: false,
-                            budget_bytes: 0,
-                        };
+                    if let Some(w) = crate::law::plan::cuda_respawn_window(c.static_window, cap, cfg.ctx_pin) {
+                        plan.window = w;
                     }
                 }
                 plan

@@ -121,6 +121,8 @@ pub fn plan(
     used.retain(|u| plan.shares[u.shares.clone()].iter().any(|s| s.layers > 0 || s.output));
     Ok(SpawnPlan {
         window: plan.window,
+        // The split has a limit per device, not one budget.
+        budget_bytes: None,
         rpc: Some(RpcPlan {
             split: plan,
             used,

@@ -22,6 +22,7 @@ fn base(ram_mib: u64) -> SpawnPlan {
         shape: Some(window::shape_of(&facts, 0)),
         facts: Some(facts),
         window: Window::Unsized,
+        budget_bytes: None,
         ram: Some(RamTotal {
             bytes: ram_mib * MIB,
             source: RamSource::Override,

@@ -1,24 +1,37 @@
 //! `GET /v1/models`: the catalog in OpenAI's list shape, each entry with the
-//! facts the warden read from its header (or the reason it could not).
+//! facts the warden read from its header (or the reason it could not) and
+//! the plan a load would give it here (`Warden::plan_for`: the engine's own
+//! plan, so a CUDA warden shows the CUDA window).
+
+use std::sync::Arc;
 
 use actix_web::{HttpResponse, web};
 use serde_json::json;
 
 use crate::catalog::{ModelEntry, ModelFormat};
+use crate::engines::SpawnPlan;
 use crate::gguf;
-use crate::law::kv;
+use crate::law::{header, kv};
 use crate::warden::Warden;
 
-/// The route handler. Header reads are a few milliseconds each and run off
-/// the server's thread.
+/// The route handler. Header reads are a few milliseconds each and run,
+/// with the plans' readings, off the server's thread.
 pub async fn list_models(warden: web::Data<Warden>) -> HttpResponse {
     let entries: Vec<_> = warden.catalog().entries().to_vec();
     let loaded = warden.status().model;
     let default = warden.catalog().default_id();
+    let w = warden.get_ref().clone();
     let data = web::block(move || {
         entries
             .iter()
-            .map(|e| model_json(e, loaded.as_deref() == Some(&e.id), default.as_deref() == Some(&e.id)))
+            .map(|e| {
+                model_json(
+                    &w,
+                    e,
+                    loaded.as_deref() == Some(&e.id),
+                    default.as_deref() == Some(&e.id),
+                )
+            })
             .collect::<Vec<_>>()
     })
     .await
@@ -27,7 +40,7 @@ pub async fn list_models(warden: web::Data<Warden>) -> HttpResponse {
 }
 
 /// One entry of the list.
-pub fn model_json(e: &ModelEntry, loaded: bool, default: bool) -> serde_json::Value {
+pub fn model_json(w: &Warden, e: &Arc<ModelEntry>, loaded: bool, default: bool) -> serde_json::Value {
     let created = std::fs::metadata(&e.path)
         .and_then(|m| m.modified())
         .ok()
@@ -43,20 +56,43 @@ pub fn model_json(e: &ModelEntry, loaded: bool, default: bool) -> serde_json::Va
         "loaded": loaded,
         "default": default,
     });
+    let mut facts = None;
     if e.format == ModelFormat::Gguf {
-        v["facts"] = match gguf::read_model_facts(&e.path) {
+        let read = gguf::read_model_facts(&e.path);
+        v["facts"] = match &read {
             Ok(f) => json!({
                 "architecture": f.architecture,
                 "file_type": f.file_type_name(),
                 "layers": f.block_count,
                 "trained_window": f.trained_window,
-                "kv_bytes_per_token": kv::kv_bytes_per_token(&f),
+                "kv_bytes_per_token": kv::kv_bytes_per_token(f),
                 "sliding_window": f.sliding_window,
                 "weights_bytes": f.weights_bytes,
                 "chat_template": f.has_chat_template,
             }),
             Err(err) => json!({ "error": { "code": err.code(), "message": err.to_string() } }),
         };
+        match read {
+            Ok(f) => facts = Some(Arc::new(f)),
+            // A load refuses this file: there is no plan to show.
+            Err(err) if header::is_fatal(err.code()) => return v,
+            Err(_) => {}
+        }
     }
+    v["plan"] = plan_json(&w.plan_for(e.clone(), facts));
     v
+}
+
+/// A plan as `/v1/models` shows it: the window (an MLX child runs its
+/// trained window until memory bounds it), what it was sized on, and the
+/// CUDA placement.
+fn plan_json(p: &SpawnPlan) -> serde_json::Value {
+    json!({
+        "window": p.window,
+        "context_tokens": p.window.ctx().or(p.mlx.map(|f| f.trained)),
+        "memory_bound": p.window.memory_bound().is_some(),
+        "budget_bytes": p.budget_bytes,
+        "ram_bytes": p.ram.map(|r| r.bytes),
+        "cuda": p.cuda,
+    })
 }

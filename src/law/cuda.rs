@@ -83,6 +83,21 @@ pub enum CudaPlacement {
     NoDevice,
 }
 
+/// The CUDA part of a spawn plan (`law::plan`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CudaSpawn {
+    /// Where the child runs.
+    pub placement: CudaPlacement,
+    /// The window the law gave at load, before any cap: brake respawns fold
+    /// their cap into it and never read NVML again.
+    pub static_window: Option<u32>,
+    /// Flash Attention proven for the model (the slope the window assumed).
+    pub flash_attention: bool,
+    /// `-ngl -2` (all layers, no fit) instead of `-ngl -1`: the spill brake's
+    /// respawns, which must spill rather than drop layers.
+    pub all_layers: bool,
+}
+
 /// Applies the matrix.
 pub fn place(devices: &[GpuDevice], cuda_visible: Option<&str>) -> CudaPlacement {
     let user_set = cuda_visible.is_some_and(|s| !s.trim().is_empty());

@@ -6,6 +6,7 @@
 //! | module | decides |
 //! |---|---|
 //! | `kv` | KV bytes per token; what a child really allocates |
+//! | `plan` | a spawn's window and placement from the readings, the facts, the cap and the pin |
 //! | `window` | the CPU and CUDA windows, footprints, the post-load check, working window, `kv_bound` |
 //! | `caps` | the 256-token grid, the 4096 floor, padded comparisons |
 //! | `brake` | the memory brake (`llama_step`), episodes, carries |
@@ -16,7 +17,7 @@
 //! | `kv_save` | when a slot is saved, whether a save fits, the store's cap and eviction |
 //! | `route` | which routes an engine serves, and which generate |
 //! | `crash` | crash classification from the child's output tail |
-//! | `cuda` | the GPU choice, spawn matrix, OOM retry, placement, device check, spill, pre-flight |
+//! | `cuda` | the GPU choice, spawn matrix, OOM retry, placement, Flash Attention, device check, spill, pre-flight |
 //! | `quant` | which GGUF of a directory is the model |
 //! | `select` | which engine runs |
 //! | `header` | whether an unreadable model header fails the load |
@@ -33,6 +34,7 @@ pub mod keep_alive;
 pub mod kv;
 pub mod kv_save;
 pub mod mlx;
+pub mod plan;
 pub mod prefix;
 pub mod pressure;
 pub mod quant;

@@ -65,13 +65,20 @@ pub struct Joined {
 /// good `reading`, the rpc-server the child `joined`, and whether the
 /// reading was taken after the child's plan.
 pub fn is_lost(misses: u32, reading: Option<&WorkerStatus>, joined: Option<Joined>, after_plan: bool) -> bool {
-    if misses >= LOST_AFTER_MISSES {
+    if watch_lost(misses) {
         return true;
     }
     let (Some(r), true) = (reading, after_plan) else {
         return false;
     };
     !r.rpc.up || joined.is_some_and(|j| j.pid != r.rpc.pid || j.starts != r.rpc.starts)
+}
+
+/// Whether the watch's misses alone call a worker lost, whatever it read
+/// before: a load leaves such a worker out even when it answers the load's
+/// own (slower) reading.
+pub fn watch_lost(misses: u32) -> bool {
+    misses >= LOST_AFTER_MISSES
 }
 
 /// The devices a worker's reading offers, named `ADDR/DEVICE`, each with
@@ -227,6 +234,22 @@ mod tests {
         ];
         for (i, (misses, reading, joined, after, want)) in rows.iter().enumerate() {
             assert_eq!(is_lost(*misses, *reading, *joined, *after), *want, "row {i}");
+        }
+    }
+
+    #[test]
+    fn watch_lost_rows() {
+        let rows = [
+            // why: a clean watch
+            (0, false),
+            // why: one missed poll is a slow moment
+            (1, false),
+            // why: two in a row are a loss
+            (2, true),
+            (7, true),
+        ];
+        for (i, (misses, want)) in rows.into_iter().enumerate() {
+            assert_eq!(watch_lost(misses), want, "row {i}");
         }
     }
 

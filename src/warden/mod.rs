@@ -28,6 +28,7 @@ use crate::status::{EngineKind, EngineStatus, WardenEvent};
 
 mod chunks;
 mod door;
+mod plan;
 
 pub use chunks::{Chunk, TurnStream};
 
@@ -75,6 +76,9 @@ struct Inner {
     /// The worker watch's live views (status overlays them: the engine
     /// publishes only on changes of its own).
     worker_views: Option<watch::Receiver<Vec<crate::rpc::remote::WorkerView>>>,
+    /// A copy of the engine's backend, which `plan_for` plans with as a
+    /// load does (it holds paths and the GPU source, no child).
+    planner: Backend,
 }
 
 /// A chat turn to submit.
@@ -199,6 +203,7 @@ impl Warden {
         // The catalog lists what this engine can run.
         let mut catalog = catalog;
         catalog.retain(|e| backend.accepts(e.format));
+        let planner = backend.clone();
         let catalog = Arc::new(catalog);
         let (status_tx, status_rx) = watch::channel(EngineStatus::default());
         let (events_tx, _) = broadcast::channel(EVENTS_BUFFER);
@@ -259,6 +264,7 @@ impl Warden {
                 metrics,
                 history,
                 worker_views,
+                planner,
             }),
         }
     }

@@ -99,7 +99,7 @@ impl EngineCore {
                 // answered the load's slower reading: joined, it would end
                 // the first turn with worker_lost, and again, and again.
                 let now = match now {
-                    Ok(_) if v.is_some_and(|v| v.misses >= workers::LOST_AFTER_MISSES) => Err(format!(
+                    Ok(_) if v.is_some_and(|v| workers::watch_lost(v.misses)) => Err(format!(
                         "it does not answer the watch within {} ms ({})",
                         remote::POLL_TIMEOUT.as_millis(),
                         v.and_then(|v| v.error.clone()).unwrap_or_default()
@@ -144,7 +144,7 @@ impl EngineCore {
             .iter()
             .map(|addr| {
                 let v = view_of(&views, addr);
-                let lost = v.is_none_or(|v| v.misses >= workers::LOST_AFTER_MISSES);
+                let lost = v.is_none_or(|v| workers::watch_lost(v.misses));
                 let now = match v.and_then(|v| v.status.clone()) {
                     Some(s) if !lost => Ok(s),
                     _ => Err(v.and_then(|v| v.error.clone()).unwrap_or_else(|| "not read yet".into())),

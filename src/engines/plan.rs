@@ -1,0 +1,114 @@
+//! The plan's shell: `gather` reads what `law::plan::plan` decides from
+//! (the RAM total, the projector's size, NVML for the CUDA engine), and
+//! `plan` turns the law's answer into a `SpawnPlan` (with an MLX model's
+//! `config.json` facts). A load, `llm-warden inspect` and `GET /v1/models`
+//! all plan here; the RPC split (`engines::rpc`) refines a CPU plan after.
+
+use std::sync::Arc;
+
+use super::cuda::GpuSource;
+use super::mlx::{self, MlxFacts};
+use super::rpc;
+use crate::catalog::ModelEntry;
+use crate::config::WardenConfig;
+use crate::gguf::ModelFacts;
+use crate::law::cuda::CudaSpawn;
+use crate::law::plan::{self as law, EngineReadings, GpuReadings, Readings};
+use crate::law::window::{ModelShape, Window};
+use crate::sensors::ram::{self, RamTotal};
+
+/// Everything decided about one spawn before it happens.
+#[derive(Debug, Clone)]
+pub struct SpawnPlan {
+    /// The model.
+    pub entry: Arc<ModelEntry>,
+    /// Its header facts, when readable.
+    pub facts: Option<Arc<ModelFacts>>,
+    /// The law's view of it, when the facts were read.
+    pub shape: Option<ModelShape>,
+    /// The window chosen.
+    pub window: Window,
+    /// The budget the window's law sized against (`law::plan::Plan`).
+    pub budget_bytes: Option<i64>,
+    /// The RAM total at the plan (the CPU window is sized on it).
+    pub ram: Option<RamTotal>,
+    /// The brake's cap folded into the window, when there was one.
+    pub cap: Option<u32>,
+    /// An MLX model's facts (`config.json`).
+    pub mlx: Option<MlxFacts>,
+    /// The CUDA engine's placement and static window.
+    pub cuda: Option<CudaSpawn>,
+    /// The user's `CUDA_VISIBLE_DEVICES`, passed on untouched when the warden
+    /// does not pin the child itself.
+    pub user_visible: Option<String>,
+    /// The split over RPC workers (CPU engine with `WARDEN_WORKERS`).
+    pub rpc: Option<rpc::RpcPlan>,
+}
+
+/// Which engine's law plans, and where the CUDA engine reads its GPUs.
+#[derive(Debug, Clone, Copy)]
+pub enum Site<'a> {
+    /// llama-server on the CPU.
+    Cpu,
+    /// llama-server on one NVIDIA GPU.
+    Cuda(&'a GpuSource),
+    /// mlx_vlm.server.
+    Mlx,
+}
+
+/// Reads what the law plans `entry` from. File and NVML I/O: the engine
+/// calls it inside its load, `/v1/models` off the server's threads.
+pub fn gather(site: Site, cfg: &WardenConfig, entry: &ModelEntry) -> Readings {
+    let mmproj_bytes = entry
+        .mmproj
+        .as_ref()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .map_or(0, |m| m.len());
+    let engine = match site {
+        Site::Cpu => EngineReadings::Cpu,
+        Site::Mlx => EngineReadings::Mlx,
+        Site::Cuda(gpus) => EngineReadings::Cuda(GpuReadings {
+            devices: gpus.snapshot().map(|s| s.devices),
+            user_visible: cfg.cuda_visible_devices.clone(),
+            vram_override_bytes: cfg.vram_override_bytes,
+        }),
+    };
+    Readings {
+        ram: ram::ram_total(cfg.ram_override_bytes),
+        mmproj_bytes,
+        engine,
+    }
+}
+
+/// The plan of a spawn of `entry` with the brake's `cap`: gather, then the law.
+pub fn plan(
+    site: Site,
+    cfg: &WardenConfig,
+    entry: Arc<ModelEntry>,
+    facts: Option<Arc<ModelFacts>>,
+    cap: Option<u32>,
+) -> SpawnPlan {
+    let readings = gather(site, cfg, &entry);
+    if let EngineReadings::Cuda(GpuReadings { devices: Err(why), .. }) = &readings.engine {
+        tracing::warn!("[CUDA_Engine] {why}; the window is left to llama-server's fit");
+    }
+    let p = law::plan(facts.as_deref(), &readings, cap, cfg.ctx_pin);
+    let mlx = matches!(site, Site::Mlx)
+        .then(|| mlx::read_facts(&entry.path))
+        .flatten();
+    SpawnPlan {
+        user_visible: matches!(site, Site::Cuda(_))
+            .then(|| cfg.cuda_visible_devices.clone())
+            .flatten(),
+        entry,
+        facts,
+        shape: p.shape,
+        window: p.window,
+        budget_bytes: p.budget_bytes,
+        ram: Some(readings.ram),
+        cap,
+        mlx,
+        cuda: p.cuda,
+        rpc: None,
+    }
+}

@@ -1,0 +1,370 @@
+//! Table tests of the one plan (`law::plan`).
+#![allow(clippy::type_complexity)] // table rows are wide tuples on purpose
+
+use super::*;
+use crate::law::kv::tests::{gemma3, smollm2};
+use crate::law::window::{GIB, MIB};
+use crate::sensors::ram::RamSource;
+
+fn ram(bytes: u64) -> RamTotal {
+    RamTotal {
+        bytes,
+        source: RamSource::Physical,
+    }
+}
+
+fn cpu(ram_bytes: u64, mmproj_bytes: u64) -> Readings {
+    Readings {
+        ram: ram(ram_bytes),
+        mmproj_bytes,
+        engine: EngineReadings::Cpu,
+    }
+}
+
+fn card(index: u32, total_gib: u64, free_gib: u64) -> GpuDevice {
+    GpuDevice {
+        index,
+        uuid: format!("GPU-{index}"),
+        name: format!("card{index}"),
+        total_bytes: total_gib * GIB,
+        free_bytes: free_gib * GIB,
+    }
+}
+
+fn gpus(devices: Result<Vec<GpuDevice>, &str>, user: Option<&str>, vram_override: Option<u64>) -> Readings {
+    Readings {
+        ram: ram(GIB),
+        mmproj_bytes: 0,
+        engine: EngineReadings::Cuda(GpuReadings {
+            devices: devices.map_err(str::to_string),
+            user_visible: user.map(str::to_string),
+            vram_override_bytes: vram_override,
+        }),
+    }
+}
+
+/// An 8 GiB card with 7 GiB free: SmolLM2's trained window fits many times.
+fn roomy() -> Result<Vec<GpuDevice>, &'static str> {
+    Ok(vec![card(0, 8, 7)])
+}
+
+/// SmolLM2's shape with ALiBi: no Flash Attention, the non-FA slope
+/// (512 x 9 heads x 4 B = 18,432 B per token).
+fn alibi() -> ModelFacts {
+    ModelFacts {
+        max_alibi_bias: Some(8.0),
+        ..smollm2()
+    }
+}
+
+/// The placement as a short word: `-` (not CUDA), `fit` (no GPU to size
+/// on), `none` (no device), `cardN` (+ ` pinned` when the warden pins it).
+fn placed(p: &Plan) -> String {
+    match p.cuda.as_ref().map(|c| &c.placement) {
+        None => "-".into(),
+        Some(CudaPlacement::Unsized) => "fit".into(),
+        Some(CudaPlacement::NoDevice) => "none".into(),
+        Some(CudaPlacement::Sized { device, pin }) => {
+            format!("{}{}", device.name, if pin.is_some() { " pinned" } else { "" })
+        }
+    }
+}
+
+#[test]
+fn plan_rows() {
+    let two = Ok(vec![card(0, 8, 7), card(1, 24, 23)]);
+    let rows: Vec<(
+        &str,
+        Option<ModelFacts>,
+        Readings,
+        Option<u32>,
+        Option<u32>,
+        (Option<u32>, bool, &str),
+    )> = vec![
+        // why: 24 GiB of RAM holds SmolLM2's whole trained window
+        (
+            "cpu roomy",
+            Some(smollm2()),
+            cpu(24 * GIB, 0),
+            None,
+            None,
+            (Some(8192), false, "-"),
+        ),
+        // why: 0.65 GiB: 156,651,250 B / 24,064 B = 6509 -> 6400, memory-bound
+        (
+            "cpu tight",
+            Some(smollm2()),
+            cpu(GIB * 65 / 100, 0),
+            None,
+            None,
+            (Some(6400), true, "-"),
+        ),
+        // why: a 20 MiB projector comes out of the same budget: 135,679,730 B / 24,064 B -> 5632
+        (
+            "cpu mmproj",
+            Some(smollm2()),
+            cpu(GIB * 65 / 100, 20 * MIB),
+            None,
+            None,
+            (Some(5632), true, "-"),
+        ),
+        // why: the brake's cap folds in under the memory window
+        (
+            "cpu cap",
+            Some(smollm2()),
+            cpu(24 * GIB, 0),
+            Some(5120),
+            None,
+            (Some(5120), false, "-"),
+        ),
+        // why: a pin wins over memory and cap alike, off the grid too
+        (
+            "cpu pin",
+            Some(smollm2()),
+            cpu(GIB / 8, 0),
+            Some(5120),
+            Some(8000),
+            (Some(8000), false, "-"),
+        ),
+        // why: no header, no -c: the child sizes itself
+        ("cpu no facts", None, cpu(24 * GIB, 0), None, None, (None, false, "-")),
+        // why: no header but a pin: the pin is passed
+        (
+            "cpu no facts pin",
+            None,
+            cpu(24 * GIB, 0),
+            None,
+            Some(4096),
+            (Some(4096), false, "-"),
+        ),
+        // why: a sliding model is sized on the full formula and never memory-bound
+        (
+            "cpu gemma 1G",
+            Some(gemma3()),
+            cpu(GIB, 0),
+            None,
+            None,
+            (Some(14_336), false, "-"),
+        ),
+        // why: the card's free memory dwarfs the model: trained binds; pinned by UUID
+        (
+            "cuda roomy",
+            Some(smollm2()),
+            gpus(roomy(), None, None),
+            None,
+            None,
+            (Some(8192), false, "card0 pinned"),
+        ),
+        // why: 2 GiB free: ceiling 1 GiB - weights - 768 MiB = 170,073,024 B / (23,040 + 1,024) = 7067 -> 6912
+        (
+            "cuda tight",
+            Some(smollm2()),
+            gpus(Ok(vec![card(0, 8, 2)]), None, None),
+            None,
+            None,
+            (Some(6912), true, "card0 pinned"),
+        ),
+        // why: no Flash Attention (ALiBi): the same budget at 23,040 + 18,432 B per token = 4100 -> 4096
+        (
+            "cuda non-FA slope",
+            Some(alibi()),
+            gpus(Ok(vec![card(0, 8, 2)]), None, None),
+            None,
+            None,
+            (Some(4096), true, "card0 pinned"),
+        ),
+        // why: WARDEN_VRAM_OVERRIDE_GB stands in for the free memory (2 GiB, as "cuda tight")
+        (
+            "cuda override",
+            Some(smollm2()),
+            gpus(roomy(), None, Some(2 * GIB)),
+            None,
+            None,
+            (Some(6912), true, "card0 pinned"),
+        ),
+        // why: the largest card is sized on and pinned
+        (
+            "cuda two cards",
+            Some(smollm2()),
+            gpus(two.clone(), None, None),
+            None,
+            None,
+            (Some(8192), false, "card1 pinned"),
+        ),
+        // why: the user's one device is sized on and left unpinned (their value is passed)
+        (
+            "cuda user one",
+            Some(smollm2()),
+            gpus(two.clone(), Some("0"), None),
+            None,
+            None,
+            (Some(8192), false, "card0"),
+        ),
+        // why: several devices named by the user: no sizing, fit sizes the window
+        (
+            "cuda user two",
+            Some(smollm2()),
+            gpus(two.clone(), Some("0,1"), None),
+            None,
+            None,
+            (None, false, "fit"),
+        ),
+        // why: several devices named and a pin: the pin is passed
+        (
+            "cuda user two pin",
+            Some(smollm2()),
+            gpus(two, Some("0,1"), None),
+            None,
+            Some(6000),
+            (Some(6000), false, "fit"),
+        ),
+        // why: NVML unreadable: no GPU to size on, fit sizes the window
+        (
+            "cuda no nvml",
+            Some(smollm2()),
+            gpus(Err("NVML is unavailable"), None, None),
+            None,
+            None,
+            (None, false, "fit"),
+        ),
+        // why: a device the user names that NVML does not see: nothing to size on
+        (
+            "cuda no device",
+            Some(smollm2()),
+            gpus(roomy(), Some("7"), None),
+            None,
+            None,
+            (None, false, "none"),
+        ),
+        // why: the cap folds in on CUDA too
+        (
+            "cuda cap",
+            Some(smollm2()),
+            gpus(roomy(), None, None),
+            Some(4608),
+            None,
+            (Some(4608), false, "card0 pinned"),
+        ),
+        // why: MLX sizes nothing at spawn, whatever the memory
+        (
+            "mlx",
+            Some(smollm2()),
+            Readings {
+                engine: EngineReadings::Mlx,
+                ..cpu(GIB / 8, 0)
+            },
+            None,
+            None,
+            (None, false, "-"),
+        ),
+    ];
+    for (i, (name, facts, readings, cap, pin, want)) in rows.iter().enumerate() {
+        let p = plan(facts.as_ref(), readings, *cap, *pin);
+        let got = (p.window.ctx(), p.window.memory_bound().is_some(), placed(&p));
+        assert_eq!(got, (want.0, want.1, want.2.to_string()), "row {i} ({name}): {p:?}");
+    }
+}
+
+#[test]
+fn budgets_static_windows_and_the_fa_proof() {
+    let tight = gpus(Ok(vec![card(0, 8, 2)]), None, None);
+    let rows: Vec<(
+        &str,
+        Option<ModelFacts>,
+        Readings,
+        Option<u32>,
+        Option<i64>,
+        Option<(Option<u32>, bool)>,
+    )> = vec![
+        // why: the CPU budget is 0.75 x RAM - weights - 256 MiB, shown even under a pin
+        (
+            "cpu pinned",
+            Some(smollm2()),
+            cpu(GIB * 65 / 100, 0),
+            Some(8000),
+            Some(156_651_250),
+            None,
+        ),
+        // why: the CUDA budget; the static window is the uncapped one, FA proven for 64/64 heads
+        (
+            "cuda",
+            Some(smollm2()),
+            tight.clone(),
+            None,
+            Some(170_073_024),
+            Some((Some(6912), true)),
+        ),
+        // why: ALiBi disproves Flash Attention; same budget, the non-FA window
+        (
+            "cuda alibi",
+            Some(alibi()),
+            tight,
+            None,
+            Some(170_073_024),
+            Some((Some(4096), false)),
+        ),
+        // why: no GPU to size on: no budget, no static window
+        (
+            "cuda fit",
+            Some(smollm2()),
+            gpus(Err("no NVML"), None, None),
+            None,
+            None,
+            Some((None, true)),
+        ),
+        // why: no header: nothing sized, and nothing proves Flash Attention
+        (
+            "cuda no facts",
+            None,
+            gpus(roomy(), None, None),
+            None,
+            None,
+            Some((None, false)),
+        ),
+        // why: MLX sizes nothing
+        (
+            "mlx",
+            Some(smollm2()),
+            Readings {
+                engine: EngineReadings::Mlx,
+                ..cpu(GIB, 0)
+            },
+            None,
+            None,
+            None,
+        ),
+    ];
+    for (i, (name, facts, readings, pin, budget, cuda_want)) in rows.iter().enumerate() {
+        let p = plan(facts.as_ref(), readings, Some(4608), *pin);
+        let got = p.cuda.as_ref().map(|c| (c.static_window, c.flash_attention));
+        assert_eq!((p.budget_bytes, got), (*budget, *cuda_want), "row {i} ({name}): {p:?}");
+    }
+}
+
+#[test]
+fn cuda_respawn_window_rows() {
+    let sized = |ctx| {
+        Some(Window::Sized {
+            ctx,
+            memory_bound: false,
+            budget_bytes: 0,
+        })
+    };
+    let rows = [
+        // why: the cap folds into the static window
+        ((Some(16_384), 8192, None), sized(8192)),
+        // why: a cap off the grid is rounded down (5000 -> 4864)
+        ((Some(16_384), 5000, None), sized(4864)),
+        // why: a cap above the static window changes nothing
+        ((Some(8192), 16_384, None), sized(8192)),
+        // why: never under the 4096 floor
+        ((Some(16_384), 2000, None), sized(4096)),
+        // why: a load the law did not size keeps its window (fit's, no -c)
+        ((None, 8192, None), None),
+        // why: a pinned window is never resized
+        ((Some(16_384), 8192, Some(8000)), None),
+    ];
+    for (i, ((st, cap, pin), want)) in rows.into_iter().enumerate() {
+        assert_eq!(cuda_respawn_window(st, cap, pin), want, "row {i}");
+    }
+}
