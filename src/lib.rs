@@ -93,7 +93,7 @@
 //!   (`llm-warden worker`: rpc-server supervised, its keyed
 //!   `/worker/status`).
 
-pub mod actors;
+pub(crate) mod actors;
 pub mod catalog;
 pub mod child;
 pub mod config;
@@ -103,9 +103,9 @@ pub mod gguf;
 pub mod http;
 pub mod kv_store;
 pub mod law;
-pub mod messages;
+pub(crate) mod messages;
 pub mod metrics;
-pub mod queue;
+pub(crate) mod queue;
 pub mod rpc;
 pub mod sensors;
 pub mod server;
@@ -115,4 +115,6 @@ pub mod warden;
 
 pub use catalog::Catalog;
 pub use config::WardenConfig;
-pub use warden::{Chunk, TurnRequest, TurnStream, Warden};
+pub use messages::prefix::TurnKind;
+pub use messages::{Notice, TurnEvent, TurnOptions};
+pub use warden::{Chunk, TurnRequest, TurnStream, TurnWatch, Warden};

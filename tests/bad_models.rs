@@ -77,7 +77,7 @@ async fn the_api_names_each_bad_file_and_keeps_serving() {
         assert_eq!(w.status().child_pid, None, "row {i}: nothing was spawned");
         let ok = collect(w.submit(chat(Some("good"), 2, true)).unwrap()).await;
         assert!(ok.done, "row {i}: the warden keeps serving");
-        w.engine().send(llm_warden::messages::Unload).await.unwrap().unwrap();
+        w.unload().await.unwrap();
     }
     w.shutdown().await;
 }

@@ -1,5 +1,8 @@
 //! The memory brake carried out by the engine actor, driven by a scripted
-//! pressure view (the engine's window on the sensor) over the fake child: whole sequences of
+//! pressure view (the engine's window on the sensor) over the in-process
+//! fake child on paused tokio time (the idle pacing runs on its real 60 s
+//! clock in virtual milliseconds), and over the Python fake where a real
+//! process must fail: whole sequences of
 //! turns and idle ticks, asserting the respawns (new pids, smaller windows
 //! read back from the child), the unload, the carries, the notices in the
 //! stream and the events. The real llama-server version is in
@@ -10,12 +13,12 @@ mod support;
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use llm_warden::catalog::Catalog;
-use llm_warden::engines::{Backend, CpuEngine};
+use llm_warden::Notice;
+use llm_warden::child::fake::{FakeLlama, Script as ChildScript};
 use llm_warden::law::brake::Point;
 use llm_warden::law::brake::{Level, Readings};
-use llm_warden::messages::{BrakeSample, Notice};
 use llm_warden::sensors::view::{BrakeOff, PressureView};
 use llm_warden::status::WardenEvent;
 use llm_warden::{Warden, WardenConfig};
@@ -45,24 +48,40 @@ impl Script {
     }
 }
 
-fn brake_warden(dir: &Path, cfg: WardenConfig) -> (Warden, Script) {
+/// A warden over the in-process fake on paused time, its brake reading
+/// `Script`; the machine has 8 GiB.
+fn brake_warden(dir: &Path, cfg: WardenConfig) -> (Warden, Script, Arc<FakeLlama>) {
+    tokio::time::pause();
+    let fake = Arc::new(FakeLlama::new(ChildScript::default()));
     let script = Script::default();
-    let cfg = WardenConfig {
+    let w = TestWarden::in_process(&fake, dir)
+        .config(eight_gib(cfg))
+        .sensor(script.clone())
+        .start();
+    (w, script, fake)
+}
+
+/// As `brake_warden`, over the Python fake (a real process, whose model
+/// file scripts how it fails).
+fn brake_warden_process(dir: &Path, cfg: WardenConfig) -> (Warden, Script) {
+    let script = Script::default();
+    let w = TestWarden::fake(dir)
+        .config(eight_gib(cfg))
+        .sensor(script.clone())
+        .start();
+    (w, script)
+}
+
+fn eight_gib(cfg: WardenConfig) -> WardenConfig {
+    WardenConfig {
         ram_override_bytes: Some(8 << 30),
         ..cfg
-    };
-    let backend = Backend::Cpu(CpuEngine {
-        server: fake_server(),
-        verbosity: 3,
-    });
-    let w = Warden::start_with_sensor(
-        Arc::new(cfg),
-        Catalog::scan(dir),
-        backend,
-        None,
-        Box::new(script.clone()),
-    );
-    (w, script)
+    }
+}
+
+/// Whether the fake's child `pid` has exited.
+fn exited(fake: &FakeLlama, pid: u32) -> bool {
+    fake.spawns().iter().any(|s| s.pid == pid && s.exit().is_some())
 }
 
 /// Turn starts and ends read the script like the sensor's latest reading.
@@ -76,7 +95,7 @@ impl PressureView for Script {
 /// here the test's) and waits until the engine handled it.
 async fn idle_tick(w: &Warden, script: &Script) {
     let reading = Ok(script.next());
-    w.engine().send(BrakeSample { reading }).await.unwrap();
+    w.brake_sample_now(reading).await;
 }
 
 fn brake_actions(events: &[WardenEvent]) -> Vec<String> {
@@ -107,7 +126,7 @@ fn drain(rx: &mut tokio::sync::broadcast::Receiver<WardenEvent>) -> Vec<WardenEv
 async fn critical_turn_end_then_two_idle_ticks() {
     let dir = tempfile::tempdir().unwrap();
     heavy_model(dir.path(), "m", json!({}));
-    let (w, script) = brake_warden(dir.path(), test_config());
+    let (w, script, fake) = brake_warden(dir.path(), test_config());
     let mut ev = w.subscribe();
     // Turn 1 loads the model (no turn_start sample: nothing was loaded).
     script.push(Level::Critical, false);
@@ -124,7 +143,7 @@ async fn critical_turn_end_then_two_idle_ticks() {
     script.push(Level::Critical, false);
     idle_tick(&w, &script).await;
     assert_eq!(w.status().child_pid, None, "the second tick unloads");
-    assert!(wait_gone(pid1, 5).await);
+    assert!(exited(&fake, pid1), "the unloaded child stopped");
     assert_eq!(w.status().brake.reload_pending.as_deref(), Some("m"));
     assert_eq!(
         brake_actions(&drain(&mut ev)),
@@ -148,7 +167,7 @@ async fn critical_turn_end_then_two_idle_ticks() {
 async fn warning_with_and_without_paging() {
     let dir = tempfile::tempdir().unwrap();
     heavy_model(dir.path(), "m", json!({}));
-    let (w, script) = brake_warden(dir.path(), test_config());
+    let (w, script, _fake) = brake_warden(dir.path(), test_config());
     script.push(Level::Warning, false);
     let t = collect(w.submit(chat(None, 4, true)).unwrap()).await;
     assert!(t.notices.iter().all(|n| !matches!(n, Notice::MemoryWarning { .. })));
@@ -180,7 +199,7 @@ async fn warning_with_and_without_paging() {
 async fn external_pressure_is_said_and_nothing_shrinks() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "small", json!({}));
-    let (w, script) = brake_warden(dir.path(), test_config());
+    let (w, script, _fake) = brake_warden(dir.path(), test_config());
     script.push(Level::Critical, false);
     let t = collect(w.submit(chat(None, 4, true)).unwrap()).await;
     assert_eq!(t.notices.last(), Some(&Notice::MemoryWarning { reason: "external" }));
@@ -200,7 +219,7 @@ async fn a_pinned_window_is_not_resized_but_unloads() {
         ctx_pin: Some(16384),
         ..test_config()
     };
-    let (w, script) = brake_warden(dir.path(), cfg);
+    let (w, script, fake) = brake_warden(dir.path(), cfg);
     script.push(Level::Critical, false);
     let t = collect(w.submit(chat(None, 4, true)).unwrap()).await;
     assert!(
@@ -214,7 +233,7 @@ async fn a_pinned_window_is_not_resized_but_unloads() {
     script.push(Level::Critical, false);
     idle_tick(&w, &script).await;
     assert_eq!(w.status().child_pid, None);
-    assert!(wait_gone(pid, 5).await);
+    assert!(exited(&fake, pid), "the unloaded child stopped");
     w.shutdown().await;
 }
 
@@ -225,7 +244,7 @@ async fn a_pinned_window_is_not_resized_but_unloads() {
 async fn a_failed_respawn_degrades_into_an_unload() {
     let dir = tempfile::tempdir().unwrap();
     heavy_model(dir.path(), "m", json!({"exit_on_ctx": {"8192": "oom"}}));
-    let (w, script) = brake_warden(dir.path(), test_config());
+    let (w, script) = brake_warden_process(dir.path(), test_config());
     let mut ev = w.subscribe();
     script.push(Level::Critical, false);
     let t = collect(w.submit(chat(None, 4, true)).unwrap()).await;
@@ -236,5 +255,55 @@ async fn a_failed_respawn_degrades_into_an_unload() {
     let t = collect(w.submit(chat(None, 4, true)).unwrap()).await;
     assert_eq!(t.notices.first(), Some(&Notice::MemoryReload { reason: "brake" }));
     assert_eq!(t.error.expect("the reload fails the same way").code, "out_of_memory");
+    w.shutdown().await;
+}
+
+/// The idle pacing on the brake's own clock (`WARDEN_BRAKE_TICK_S` = 60 s,
+/// on virtual time): an idle sample within 55 s of the end of the last turn,
+/// or of the previous sample, is skipped; one past that acts. Critical
+/// throughout: the first sample taken shrinks by a respawn and arms the
+/// unload (a respawn is not a use: the idle clock stays), the next unloads.
+#[actix_rt::test]
+async fn idle_samples_are_paced_by_the_brake_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    heavy_model(dir.path(), "m", json!({}));
+    let cfg = WardenConfig {
+        brake_tick: Duration::from_secs(60),
+        ..test_config()
+    };
+    let (w, script, fake) = brake_warden(dir.path(), cfg);
+    let mut ev = w.subscribe();
+    assert!(collect(w.submit(chat(None, 4, true)).unwrap()).await.done);
+    let pid = w.status().child_pid.unwrap();
+    drain(&mut ev);
+    let critical_idle = |at: u64| {
+        let script = script.clone();
+        let w = w.clone();
+        async move {
+            tokio::time::advance(Duration::from_secs(at)).await;
+            script.push(Level::Critical, false);
+            idle_tick(&w, &script).await;
+        }
+    };
+    critical_idle(54).await; // 54 s after the turn: skipped
+    assert_eq!(
+        brake_actions(&drain(&mut ev)),
+        Vec::<String>::new(),
+        "54 s after a turn"
+    );
+    critical_idle(2).await; // 56 s after the turn: taken
+    assert_eq!(brake_actions(&drain(&mut ev)), ["shrink+respawn:8192"]);
+    assert!(exited(&fake, pid), "respawned");
+    let pid = w.status().child_pid.unwrap();
+    critical_idle(54).await; // 54 s after the last sample: skipped
+    assert_eq!(
+        brake_actions(&drain(&mut ev)),
+        Vec::<String>::new(),
+        "54 s after a sample"
+    );
+    assert_eq!(w.status().child_pid, Some(pid));
+    critical_idle(2).await; // 56 s after it: taken
+    assert_eq!(brake_actions(&drain(&mut ev)), ["unload:-"]);
+    assert!(exited(&fake, pid));
     w.shutdown().await;
 }

@@ -11,10 +11,10 @@ mod support;
 
 use std::path::Path;
 
+use llm_warden::Notice;
 use llm_warden::config::ForcedPressure;
 use llm_warden::engines::{Backend, CudaEngine, GpuSource};
 use llm_warden::law::cuda::GpuDevice;
-use llm_warden::messages::{BrakeSample, Notice};
 use llm_warden::status::WardenEvent;
 use llm_warden::{Warden, WardenConfig};
 use serde_json::{Value, json};
@@ -176,9 +176,9 @@ async fn critical_spill_shrinks_then_unloads() {
     assert_eq!(s.len(), 2);
     assert_eq!((flag(&s[1].0, "-c"), flag(&s[1].0, "-ngl")), (Some("8192"), Some("-2")));
     assert_eq!(s[1].1.as_deref(), Some("GPU-1234abcd-5678"), "the respawn stays pinned");
-    w.engine().send(calm_idle_sample()).await.unwrap();
+    w.brake_sample_now(calm_idle_reading()).await;
     assert!(w.status().child_pid.is_some(), "the first idle critical arms");
-    w.engine().send(calm_idle_sample()).await.unwrap();
+    w.brake_sample_now(calm_idle_reading()).await;
     assert_eq!(w.status().child_pid, None, "the second unloads");
     // The next message reloads at the cap, a fresh load: -ngl -1 again.
     let t = collect(w.submit(chat(None, 2, true)).unwrap()).await;
@@ -199,7 +199,7 @@ async fn warning_spill_shrinks_once_the_user_is_away() {
     assert!(collect(w.submit(chat(None, 2, true)).unwrap()).await.done);
     assert_eq!(spawns(&log).len(), 1, "nothing respawns while the user is here");
     assert_eq!(w.status().brake.state.pending_cap, Some(8192));
-    w.engine().send(calm_idle_sample()).await.unwrap();
+    w.brake_sample_now(calm_idle_reading()).await;
     let s = spawns(&log);
     assert_eq!((flag(&s[1].0, "-c"), flag(&s[1].0, "-ngl")), (Some("8192"), Some("-2")));
     w.shutdown().await;
@@ -220,7 +220,7 @@ async fn linux_has_no_spill_and_the_brake_never_acts() {
     let mut ev = w.subscribe();
     assert!(collect(w.submit(chat(None, 2, true)).unwrap()).await.done);
     for _ in 0..3 {
-        w.engine().send(calm_idle_sample()).await.unwrap();
+        w.brake_sample_now(calm_idle_reading()).await;
     }
     assert_eq!(spawns(&log).len(), 1);
     while let Ok(e) = ev.try_recv() {
@@ -254,14 +254,12 @@ async fn a_partial_offload_turns_the_brake_off() {
     w.shutdown().await;
 }
 
-/// An idle sample as the sensor sends it, with a calm RAM reading: the CUDA
+/// An idle sample's reading as the sensor sends it, a calm RAM one: the CUDA
 /// brake reads its spill gauge, never the RAM.
-fn calm_idle_sample() -> BrakeSample {
-    BrakeSample {
-        reading: Ok(llm_warden::law::brake::Readings {
-            level: llm_warden::law::brake::Level::Calm,
-            paging: Some(false),
-            footprint_bytes: None,
-        }),
-    }
+fn calm_idle_reading() -> Result<llm_warden::law::brake::Readings, llm_warden::sensors::view::BrakeOff> {
+    Ok(llm_warden::law::brake::Readings {
+        level: llm_warden::law::brake::Level::Calm,
+        paging: Some(false),
+        footprint_bytes: None,
+    })
 }

@@ -6,7 +6,6 @@ mod support;
 
 use std::time::Duration;
 
-use llm_warden::messages::{Reap, Unload};
 use llm_warden::status::WardenEvent;
 use serde_json::json;
 use support::*;
@@ -29,7 +28,7 @@ async fn reap_waits_for_the_turn_and_never_interrupts_it() {
         matches!(e, WardenEvent::TurnStarted { seq: 0 })
     })
     .await;
-    w.engine().do_send(Reap);
+    w.queue_reap();
     let second = w.submit(chat(None, 3, true)).unwrap();
     let t1 = collect(first).await;
     assert!(t1.done && t1.error.is_none(), "turn 0 was interrupted: {t1:?}");
@@ -69,7 +68,7 @@ async fn a_queued_reap_rechecks_idleness() {
     let mut ev = w.subscribe();
     let first = w.submit(chat(None, 10, true)).unwrap();
     event_or_fail(&mut ev, "turn start", |e| matches!(e, WardenEvent::TurnStarted { .. })).await;
-    w.engine().do_send(Reap);
+    w.queue_reap();
     assert!(collect(first).await.done);
     let e = event_or_fail(&mut ev, "the reap check", |e| {
         matches!(e, WardenEvent::ReapChecked { .. })
@@ -128,7 +127,7 @@ async fn a_disconnect_abandons_the_turn_and_the_next_is_served() {
     let mut ev = w.subscribe();
     let mut rx = w.submit(chat(None, 200, true)).unwrap();
     loop {
-        if let llm_warden::messages::TurnEvent::Chunk(_) = recv_or_fail(&mut rx, "a first chunk").await {
+        if let llm_warden::TurnEvent::Chunk(_) = recv_or_fail(&mut rx, "a first chunk").await {
             break;
         }
     }
@@ -232,10 +231,10 @@ async fn load_status_unload() {
     assert_eq!(s.context_tokens, Some(6144));
     let pid = s.child_pid.unwrap();
     assert!(alive(pid));
-    assert!(w.engine().send(Unload).await.unwrap().unwrap());
+    assert!(w.unload().await.unwrap());
     assert!(wait_gone(pid, 5).await);
     assert_eq!(w.status().child_pid, None);
     assert_eq!(w.status().context_tokens, None);
-    assert!(!w.engine().send(Unload).await.unwrap().unwrap());
+    assert!(!w.unload().await.unwrap());
     w.shutdown().await;
 }

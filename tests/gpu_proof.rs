@@ -16,7 +16,6 @@ use std::path::PathBuf;
 use llm_warden::engines;
 use llm_warden::engines::cuda::nvml;
 use llm_warden::law::{cuda, window};
-use llm_warden::messages::Load;
 use llm_warden::status::EngineKind;
 use llm_warden::{Warden, WardenConfig};
 use support::*;
@@ -86,15 +85,7 @@ async fn the_cuda_engine_on_a_real_gpu() {
     for id in ["big", "small"] {
         let w = start(cfg.clone(), &dir);
         let before = nvml::snapshot().unwrap();
-        let s = w
-            .engine()
-            .send(Load {
-                model: Some(id.into()),
-                keep_alive: None,
-            })
-            .await
-            .unwrap()
-            .unwrap();
+        let s = w.load(Some(id.into()), None).await.unwrap();
         let pid = s.child_pid.unwrap();
         let facts = llm_warden::gguf::read_model_facts(&dir.join(format!("{id}.gguf"))).unwrap();
         let shape = window::shape_of(&facts, 0);
@@ -160,14 +151,7 @@ async fn the_out_of_memory_retry_on_a_real_gpu() {
         ..WardenConfig::from_env().unwrap()
     };
     let w = start(cfg, &dir);
-    let r = w
-        .engine()
-        .send(Load {
-            model: Some("big".into()),
-            keep_alive: None,
-        })
-        .await
-        .unwrap();
+    let r = w.load(Some("big".into()), None).await;
     let s = r.expect("the retry at the floor loads");
     proof("oom_retry.context_tokens", s.context_tokens.unwrap_or(0));
     assert_eq!(s.context_tokens, Some(4096));

@@ -12,7 +12,7 @@ mod support;
 
 use std::time::Duration;
 
-use llm_warden::messages::Notice;
+use llm_warden::Notice;
 use support::*;
 
 /// Forced critical on a memory-bound SmolLM2: shrink + respawn at turn end.

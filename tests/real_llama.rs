@@ -12,7 +12,6 @@ use std::time::Duration;
 use llm_warden::WardenConfig;
 use llm_warden::child::process::{self, SpawnSpec};
 use llm_warden::law::crash::{self, EngineCode, Hints};
-use llm_warden::messages::Unload;
 use llm_warden::status::WardenEvent;
 use support::*;
 
@@ -42,7 +41,7 @@ async fn load_stream_nonstream_props_unload() {
     );
     assert_eq!(v["model"], "smollm2", "--alias names the model by its id");
     assert_eq!(w.status().child_pid, Some(pid), "one child served every turn");
-    assert!(w.engine().send(Unload).await.unwrap().unwrap());
+    assert!(w.unload().await.unwrap());
     assert!(wait_gone(pid, 10).await);
     w.shutdown().await;
 }
@@ -82,7 +81,7 @@ async fn a_child_killed_mid_stream_is_reported_then_respawned() {
     };
     let mut rx = w.submit(chat(None, 400, true)).unwrap();
     loop {
-        if let llm_warden::messages::TurnEvent::Chunk(_) = recv_or_fail(&mut rx, "a first token").await {
+        if let llm_warden::TurnEvent::Chunk(_) = recv_or_fail(&mut rx, "a first token").await {
             break;
         }
     }

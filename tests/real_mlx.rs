@@ -6,9 +6,9 @@
 
 mod support;
 
+use llm_warden::TurnEvent;
 use llm_warden::config::ForcedPressure;
 use llm_warden::engines::{Backend, MlxEngine};
-use llm_warden::messages::TurnEvent;
 use llm_warden::status::WardenEvent;
 use llm_warden::{Warden, WardenConfig};
 use support::*;
@@ -181,7 +181,7 @@ async fn forced_pressure_releases_memory() {
     assert!(
         t.notices
             .iter()
-            .all(|n| !matches!(n, llm_warden::messages::Notice::MemoryWarning { reason: "acted" })),
+            .all(|n| !matches!(n, llm_warden::Notice::MemoryWarning { reason: "acted" })),
         "a release says nothing"
     );
     w.shutdown().await;

@@ -14,7 +14,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use llm_warden::messages::TurnEvent;
+use llm_warden::TurnEvent;
 use llm_warden::{Warden, WardenConfig};
 use support::*;
 

@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use llm_warden::messages::Load;
 use llm_warden::{Warden, WardenConfig, server};
 
 /// `serve`'s options.
@@ -63,17 +62,9 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if a.preload {
         let w = warden.clone();
         actix_web::rt::spawn(async move {
-            match w
-                .engine()
-                .send(Load {
-                    model: None,
-                    keep_alive: None,
-                })
-                .await
-            {
-                Ok(Ok(s)) => tracing::info!(model = ?s.model, context_tokens = ?s.context_tokens, "preloaded"),
-                Ok(Err(e)) => tracing::error!(code = %e.code, "preload failed: {}", e.message),
-                Err(_) => {}
+            match w.load(None, None).await {
+                Ok(s) => tracing::info!(model = ?s.model, context_tokens = ?s.context_tokens, "preloaded"),
+                Err(e) => tracing::error!(code = %e.code, "preload failed: {}", e.message),
             }
         });
     }

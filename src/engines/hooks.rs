@@ -24,7 +24,7 @@ use super::{CpuEngine, CudaEngine, MlxEngine, SpawnPlan};
 
 /// What an engine does at each moment of its child's life.
 #[allow(async_fn_in_trait)] // crate-private; every caller awaits in place
-pub trait EngineHooks {
+pub(crate) trait EngineHooks {
     /// The process to start for `plan` on `port` with `key`.
     fn spawn_spec(&self, plan: &SpawnPlan, port: u16, key: &ApiKey) -> SpawnSpec;
     /// Adapts an OpenAI request body for this engine's child.
@@ -50,7 +50,7 @@ macro_rules! on_engine {
 pub(crate) use on_engine;
 
 /// The `after_load` hook of the core's engine.
-pub async fn after_load(core: &mut EngineCore, child: &mut LiveChild, respawn: bool) {
+pub(crate) async fn after_load(core: &mut EngineCore, child: &mut LiveChild, respawn: bool) {
     match core.backend.kind() {
         EngineKind::Cpu => CpuEngine::after_load(core, child, respawn).await,
         EngineKind::Cuda => CudaEngine::after_load(core, child, respawn).await,
@@ -59,7 +59,7 @@ pub async fn after_load(core: &mut EngineCore, child: &mut LiveChild, respawn: b
 }
 
 /// The `brake_sample` hook of the core's engine.
-pub async fn brake_sample(core: &mut EngineCore, point: Point, given: Option<Given>) {
+pub(crate) async fn brake_sample(core: &mut EngineCore, point: Point, given: Option<Given>) {
     match core.backend.kind() {
         EngineKind::Cpu => CpuEngine::brake_sample(core, point, given).await,
         EngineKind::Cuda => CudaEngine::brake_sample(core, point, given).await,

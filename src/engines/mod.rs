@@ -16,7 +16,7 @@
 pub mod cpu;
 pub mod cuda;
 pub mod env;
-pub mod hooks;
+pub(crate) mod hooks;
 pub mod live;
 pub mod llama;
 pub mod mlx;
@@ -39,7 +39,7 @@ use crate::status::EngineKind;
 
 pub use cpu::CpuEngine;
 pub use cuda::{CudaEngine, CudaSpawn, GpuSource};
-pub use hooks::EngineHooks;
+pub(crate) use hooks::EngineHooks;
 pub use mlx::{MlxEngine, MlxFacts};
 pub use plan::{Site, SpawnPlan};
 

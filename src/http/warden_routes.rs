@@ -9,7 +9,6 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::errors::error_response;
-use crate::messages::{Load, Unload};
 use crate::warden::Warden;
 
 /// `GET /health`: the warden itself is up (says nothing of a model).
@@ -87,26 +86,17 @@ pub async fn load(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
         Ok(k) => k,
         Err(e) => return error_response(&e),
     };
-    match warden
-        .engine()
-        .send(Load {
-            model: body.model,
-            keep_alive,
-        })
-        .await
-    {
-        Ok(Ok(status)) => HttpResponse::Ok().json(status),
-        Ok(Err(e)) => error_response(&e),
-        Err(_) => error_response(&crate::actors::engine::shutting_down()),
+    match warden.load(body.model, keep_alive).await {
+        Ok(status) => HttpResponse::Ok().json(status),
+        Err(e) => error_response(&e),
     }
 }
 
 /// `POST /warden/unload`: stop the child now.
 pub async fn unload(warden: web::Data<Warden>) -> HttpResponse {
-    match warden.engine().send(Unload).await {
-        Ok(Ok(was_loaded)) => HttpResponse::Ok().json(json!({ "unloaded": was_loaded })),
-        Ok(Err(e)) => error_response(&e),
-        Err(_) => error_response(&crate::actors::engine::shutting_down()),
+    match warden.unload().await {
+        Ok(was_loaded) => HttpResponse::Ok().json(json!({ "unloaded": was_loaded })),
+        Err(e) => error_response(&e),
     }
 }
 

@@ -27,6 +27,7 @@ use crate::sensors::view::PressureView;
 use crate::status::{EngineKind, EngineStatus, WardenEvent};
 
 mod chunks;
+mod control;
 mod door;
 mod plan;
 
@@ -175,6 +176,18 @@ impl Warden {
         w
     }
 
+    /// As `start_here`, with the brake's readings from `sensor` (a test's
+    /// script) and no sensor clock, like `start_with_sensor`.
+    #[doc(hidden)]
+    pub fn start_here_with_sensor(
+        config: Arc<WardenConfig>,
+        catalog: Catalog,
+        backend: Backend,
+        sensor: Box<dyn PressureView>,
+    ) -> Self {
+        Self::start_inner(config, catalog, backend, None, None, sensor)
+    }
+
     /// As `start_with`, with the brake's readings from `sensor` (a test's
     /// script, or an application's own provider) and no sensor clock: the
     /// caller sends `BrakeSample` when it wants an idle sample.
@@ -267,11 +280,6 @@ impl Warden {
                 planner,
             }),
         }
-    }
-
-    /// The engine's address, for an application's own handlers.
-    pub fn engine(&self) -> &Addr<EngineActor> {
-        &self.inner.engine
     }
 
     /// The latest status snapshot (never waits for a turn), with the

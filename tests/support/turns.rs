@@ -3,8 +3,8 @@
 //! lost (`recv_or_fail`, `event_or_fail`).
 use std::time::Duration;
 
+use llm_warden::TurnEvent;
 use llm_warden::TurnRequest;
-use llm_warden::messages::TurnEvent;
 use llm_warden::status::WardenEvent;
 use tokio::sync::{broadcast, mpsc};
 
@@ -50,7 +50,7 @@ pub fn chat(model: Option<&str>, max_tokens: u32, stream: bool) -> TurnRequest {
         body: body.as_object().unwrap().clone(),
         stream,
         // As the HTTP layer sends every chat turn: a conversation's turn.
-        options: llm_warden::messages::TurnOptions {
+        options: llm_warden::TurnOptions {
             stateful: true,
             announce_idle_reload: false,
         },
@@ -63,7 +63,7 @@ pub fn chat(model: Option<&str>, max_tokens: u32, stream: bool) -> TurnRequest {
 /// Everything a turn sent, until it ended.
 #[derive(Debug, Default)]
 pub struct Turn {
-    pub notices: Vec<llm_warden::messages::Notice>,
+    pub notices: Vec<llm_warden::Notice>,
     pub chunks: Vec<bytes::Bytes>,
     pub body: Option<(u16, bytes::Bytes)>,
     pub error: Option<llm_warden::error::ApiError>,

@@ -13,6 +13,7 @@ use llm_warden::child::fake::FakeLlama;
 use llm_warden::child::launch::Launcher;
 use llm_warden::config::WardenConfig;
 use llm_warden::engines::{Backend, CpuEngine};
+use llm_warden::sensors::view::PressureView;
 
 use super::models::fake_server;
 use super::real::{SMOLLM2, real_llama_server, real_model};
@@ -44,6 +45,9 @@ pub struct TestWarden {
     /// On the test's own arbiter (the in-process fake), else on a thread of
     /// the engine's own, as in production.
     here: bool,
+    /// The brake's readings from a script instead of the OS (no sensor
+    /// clock: the test sends the idle samples).
+    sensor: Option<Box<dyn PressureView>>,
 }
 
 impl TestWarden {
@@ -56,6 +60,7 @@ impl TestWarden {
             launcher: Launcher::Process,
             default_model: None,
             here: false,
+            sensor: None,
         }
     }
 
@@ -90,6 +95,12 @@ impl TestWarden {
         self
     }
 
+    /// With the brake's readings from `view` (a script).
+    pub fn sensor(mut self, view: impl PressureView + 'static) -> Self {
+        self.sensor = Some(Box::new(view));
+        self
+    }
+
     /// With `id` as the default model.
     pub fn default_model(mut self, id: &str) -> Self {
         self.default_model = Some(id.to_string());
@@ -106,10 +117,11 @@ impl TestWarden {
             launcher: self.launcher,
             ..self.cfg
         });
-        if self.here {
-            Warden::start_here(cfg, catalog, self.backend)
-        } else {
-            Warden::start_with(cfg, catalog, self.backend, None)
+        match (self.here, self.sensor) {
+            (true, None) => Warden::start_here(cfg, catalog, self.backend),
+            (true, Some(view)) => Warden::start_here_with_sensor(cfg, catalog, self.backend, view),
+            (false, None) => Warden::start_with(cfg, catalog, self.backend, None),
+            (false, Some(view)) => Warden::start_with_sensor(cfg, catalog, self.backend, None, view),
         }
     }
 }
@@ -137,11 +149,7 @@ pub fn real_smollm_dir(smollm: &Path) -> tempfile::TempDir {
     dir
 }
 
-/// Loads the default model now (`Load`), and the status after it.
+/// Loads the default model now, and the status after it.
 pub async fn load_default(w: &Warden) -> llm_warden::status::EngineStatus {
-    w.engine()
-        .send(llm_warden::messages::Load::default())
-        .await
-        .expect("the engine answers")
-        .expect("the default model loads")
+    w.load(None, None).await.expect("the default model loads")
 }

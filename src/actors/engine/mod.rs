@@ -34,7 +34,7 @@ use actix::prelude::*;
 use actix::{ActorFutureExt, WrapFuture};
 
 pub use self::core::{EngineCore, LiveChild, Wiring};
-pub use crate::engines::cpu::workers::{WorkersLink, workers_link};
+pub use crate::engines::cpu::workers::workers_link;
 pub use door::{Door, DoorError};
 pub use turn::shutting_down;
 
