@@ -245,6 +245,12 @@ pub fn classify_line(line: &str) -> Option<EngineCode> {
         .map(|&(_, code)| code)
 }
 
+/// Whether the kernel's OOM killer struck between two readings of its
+/// counter (the cgroup's or the machine's); unknown counts as no.
+pub fn oom_killed_since(before: Option<u64>, now: Option<u64>) -> bool {
+    matches!((before, now), (Some(a), Some(b)) if b > a)
+}
+
 #[cfg(test)]
 #[path = "crash_tests.rs"]
 mod tests;

@@ -171,3 +171,20 @@ fn names_the_fatal_signals_apart() {
     let remedy = EngineCode::IllegalInstruction.remedy().unwrap();
     assert!(remedy.contains("./build-llama.sh --rebuild"), "{remedy}");
 }
+
+#[test]
+fn oom_killed_since_rows() {
+    let rows = [
+        // why: the counter moved: the kernel killed something in the group
+        (Some(3), Some(4), true),
+        // why: unchanged: not the OOM killer
+        (Some(3), Some(3), false),
+        // why: an unreadable counter is no evidence
+        (None, Some(4), false),
+        (Some(3), None, false),
+        (None, None, false),
+    ];
+    for (i, (before, now, want)) in rows.into_iter().enumerate() {
+        assert_eq!(oom_killed_since(before, now), want, "row {i}");
+    }
+}

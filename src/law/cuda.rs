@@ -271,6 +271,12 @@ pub fn spill_baseline(reading_at_load: Option<u64>, healthy: u64) -> u64 {
     reading_at_load.map_or(healthy, |r| r.min(healthy)).max(1)
 }
 
+/// A reading right after load above the healthy level (said: the budget was
+/// too large or the card crowded), `None` when healthy or unread.
+pub fn spill_at_load_excess(reading_at_load: Option<u64>, healthy: u64) -> Option<u64> {
+    reading_at_load.filter(|&r| r > healthy)
+}
+
 /// Spill tiers: the Shared Usage above the baseline.
 pub const SPILL_WARNING_BYTES: u64 = 256 * MIB;
 /// Critical spill.

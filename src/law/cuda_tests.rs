@@ -233,3 +233,20 @@ fn flash_attention_rows() {
         assert_eq!((fa.runs, fa.wrong_slope), want, "row {i}");
     }
 }
+
+#[test]
+fn spill_at_load_rows() {
+    const M: u64 = 1 << 20;
+    let rows = [
+        // why: above the healthy level: said
+        (Some(300 * M), 200 * M, Some(300 * M)),
+        // why: at the healthy level: nothing to say
+        (Some(200 * M), 200 * M, None),
+        (Some(10 * M), 200 * M, None),
+        // why: an unread gauge says nothing
+        (None, 200 * M, None),
+    ];
+    for (i, (reading, healthy, want)) in rows.into_iter().enumerate() {
+        assert_eq!(spill_at_load_excess(reading, healthy), want, "row {i}");
+    }
+}

@@ -290,10 +290,7 @@ impl EngineCore {
 
 /// Classifies a dead child from its tail, its exit and the OOM counter.
 pub(crate) fn classify_exit(c: &LiveChild, info: process::ExitInfo) -> EngineCode {
-    let oom_kill_seen = match (c.oom_kills_at_spawn, ram::oom_kill_count()) {
-        (Some(before), Some(now)) => now > before,
-        _ => false,
-    };
+    let oom_kill_seen = crash::oom_killed_since(c.oom_kills_at_spawn, ram::oom_kill_count());
     let hints = Hints {
         stopped_by_us: c.process.stopped_by_us(),
         oom_kill_seen,

@@ -4,7 +4,7 @@
 
 use std::time::SystemTime;
 
-use super::core::EngineCore;
+use super::core::{EngineCore, LiveChild};
 use crate::law::brake::BrakeView;
 use crate::law::keep_alive;
 use crate::status::EngineStatus;
@@ -63,22 +63,7 @@ impl EngineCore {
                 .and_then(|c| c.plan.ram)
                 .filter(|_| self.backend.ram_budget())
                 .map(|r| (r.bytes as f64 * crate::law::window::CPU_RAM_FRACTION) as u64),
-            // Off for the engine (a sensor that cannot read), or for this
-            // child alone (CUDA: a partial or unsized placement).
-            brake: BrakeView {
-                enabled: self.brake.off.is_none()
-                    && c.is_none_or(|c| c.engine.brake_off().is_none())
-                    && self.backend.brake_capable(),
-                off_reason: self
-                    .brake
-                    .off
-                    .clone()
-                    .or_else(|| c.and_then(|c| c.engine.brake_off().map(str::to_string))),
-                level: self.brake.level,
-                state: self.brake.state,
-                last_action: self.brake.last_action.clone(),
-                reload_pending: self.brake.reload.as_ref().map(|r| r.model.clone()),
-            },
+            brake: self.brake_view(c),
             child_output: c.map(|c| c.process.output().clone()),
             gpu: c.and_then(|c| match &c.plan.cuda.as_ref()?.placement {
                 crate::law::cuda::CudaPlacement::Sized { device, .. } => {
@@ -94,6 +79,26 @@ impl EngineCore {
             }),
         };
         self.status_tx.send_replace(status);
+    }
+
+    /// The brake as the status shows it: off for the engine (a sensor that
+    /// cannot read), or for this child alone (CUDA: a partial or unsized
+    /// placement).
+    fn brake_view(&self, c: Option<&LiveChild>) -> BrakeView {
+        BrakeView {
+            enabled: self.brake.off.is_none()
+                && c.is_none_or(|c| c.engine.brake_off().is_none())
+                && self.backend.brake_capable(),
+            off_reason: self
+                .brake
+                .off
+                .clone()
+                .or_else(|| c.and_then(|c| c.engine.brake_off().map(str::to_string))),
+            level: self.brake.level,
+            state: self.brake.state,
+            last_action: self.brake.last_action.clone(),
+            reload_pending: self.brake.reload.as_ref().map(|r| r.model.clone()),
+        }
     }
 
     /// The side door to the live child, republished only when the child

@@ -207,7 +207,7 @@ impl EngineCore {
 fn classify_load_exit(proc: &ChildProcess, info: ExitInfo, oom_before: Option<u64>) -> EngineCode {
     let hints = Hints {
         stopped_by_us: proc.stopped_by_us(),
-        oom_kill_seen: matches!((oom_before, ram::oom_kill_count()), (Some(a), Some(b)) if b > a),
+        oom_kill_seen: crash::oom_killed_since(oom_before, ram::oom_kill_count()),
     };
     crash::classify(
         &proc.output().tail(crate::child::output::RAW_TAIL_LINES),

@@ -101,7 +101,7 @@ impl EngineCore {
     fn spill_after_load(&mut self, pid: u32, allocated: u32, fa: bool, respawn: bool) -> u64 {
         let healthy = cuda::healthy_shared_bytes(allocated, fa);
         let reading = self.spill.read(pid, healthy).ok();
-        if let Some(r) = reading.filter(|&r| r > healthy) {
+        if let Some(r) = cuda::spill_at_load_excess(reading, healthy) {
             let msg = format!(
                 "[CUDA_Engine] the child's Shared GPU memory after load, {} MiB, is above its healthy {} MiB (the budget was too large or the card crowded)",
                 r >> 20,
