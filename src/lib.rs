@@ -50,7 +50,7 @@
 //!   `llama` (argv, ping, `llama/brake`: `llama_step` carried out) and each
 //!   engine's per-child state in `live::ChildState`; `engines::plan`
 //!   gathers the readings `law::plan` turns into every spawn's window and
-//!   placement (a load, `inspect` and `/v1/models` alike); `engines::rpc`
+//!   placement (a load, `inspect` and `/v1/models` alike); `engines::cpu::rpc`
 //!   plans the CPU engine's split over RPC workers (`law::split`,
 //!   `law::workers`) and reads back what each device got.
 //! - `child`: the one child: `launch` (the seam that starts it: an OS

@@ -66,9 +66,9 @@ pub struct WorkersStatus {
     /// Each configured worker as the watch last saw it.
     pub workers: Vec<crate::rpc::remote::WorkerView>,
     /// The live child's split (window, each device's share, who was left out).
-    pub split: Option<crate::engines::rpc::RpcPlan>,
+    pub split: Option<crate::engines::cpu::rpc::RpcPlan>,
     /// What llama-server says each device was given.
-    pub given: Vec<crate::engines::rpc::Given>,
+    pub given: Vec<crate::engines::cpu::rpc::Given>,
 }
 
 /// The snapshot `/warden/status` returns. Never holds the child's API key.

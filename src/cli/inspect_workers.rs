@@ -1,9 +1,9 @@
 //! `inspect MODEL --worker HOST:PORT ...`: the plan over RPC workers, per
-//! device, exactly as a load would make it (`engines::rpc::plan` over fresh
+//! device, exactly as a load would make it (`engines::cpu::rpc::plan` over fresh
 //! readings of every worker, refining the CPU engine's own plan).
 
 use llm_warden::WardenConfig;
-use llm_warden::engines::rpc::{self, Reading};
+use llm_warden::engines::cpu::rpc::{self, Reading};
 use llm_warden::engines::{SpawnPlan, llama};
 use llm_warden::error::ModelLoadError;
 use llm_warden::rpc::remote::{LOAD_READ_TIMEOUT, Remote};

@@ -1,8 +1,9 @@
 //! The CPU engine: llama-server with `-ngl 0`, its window sized by the warden
 //! (`law::window::cpu`) against the RAM total, passed as `-c`; over RPC
-//! workers, the layers and the window of `law::split` (`engines::rpc`).
+//! workers, the layers and the window of `law::split` (`engines::cpu::rpc`).
 
 pub mod brake;
+pub mod rpc;
 pub mod workers;
 
 use std::ffi::OsString;
@@ -25,8 +26,8 @@ impl CpuEngine {
         let mut a = super::llama::model_args(plan);
         let verbosity = match &plan.rpc {
             Some(rpc) => {
-                a.extend(super::rpc::argv(rpc));
-                self.verbosity.max(super::rpc::RPC_CHILD_VERBOSITY)
+                a.extend(rpc::argv(rpc));
+                self.verbosity.max(rpc::RPC_CHILD_VERBOSITY)
             }
             None => {
                 a.push("-ngl".into());
@@ -46,5 +47,5 @@ impl CpuEngine {
 #[derive(Debug, Default)]
 pub struct CpuChild {
     /// Over RPC workers: what llama-server says each device was given.
-    pub given: Vec<super::rpc::Given>,
+    pub given: Vec<rpc::Given>,
 }

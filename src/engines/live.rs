@@ -5,9 +5,9 @@
 //! it enforce); each engine's hooks reach their own part.
 
 use crate::engines::cpu::CpuChild;
+use crate::engines::cpu::rpc::Given;
 use crate::engines::cuda::CudaChild;
 use crate::engines::mlx::MlxChild;
-use crate::engines::rpc::Given;
 use crate::law::cuda::Offload;
 use crate::status::EngineKind;
 

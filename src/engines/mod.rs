@@ -22,7 +22,6 @@ pub mod llama;
 pub mod mlx;
 pub mod plan;
 pub mod preflight;
-pub mod rpc;
 
 use std::ops::RangeInclusive;
 use std::sync::Arc;

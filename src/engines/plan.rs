@@ -2,13 +2,13 @@
 //! (the RAM total, the projector's size, NVML for the CUDA engine), and
 //! `plan` turns the law's answer into a `SpawnPlan` (with an MLX model's
 //! `config.json` facts). A load, `llm-warden inspect` and `GET /v1/models`
-//! all plan here; the RPC split (`engines::rpc`) refines a CPU plan after.
+//! all plan here; the RPC split (`engines::cpu::rpc`) refines a CPU plan after.
 
 use std::sync::Arc;
 
+use super::cpu::rpc;
 use super::cuda::GpuSource;
 use super::mlx::{self, MlxFacts};
-use super::rpc;
 use crate::catalog::ModelEntry;
 use crate::config::WardenConfig;
 use crate::gguf::ModelFacts;

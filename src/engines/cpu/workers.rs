@@ -1,5 +1,5 @@
 //! The engine over RPC workers: reading every worker before a load and
-//! planning the split (`engines::rpc`), the notice when a worker is left
+//! planning the split (`engines::cpu::rpc`), the notice when a worker is left
 //! out, what each device was given, a worker lost during a turn or while
 //! idle (`worker_lost`), and the workers' pressure in brake samples. Part of
 //! `EngineCore`; the watch's views are read without a round trip, and the
@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use crate::actors::engine::outbox::Outbox;
 use crate::actors::engine::{EngineCore, LiveChild};
 use crate::engines::SpawnPlan;
-use crate::engines::rpc::{self, Reading, RpcUse};
+use crate::engines::cpu::rpc::{self, Reading, RpcUse};
 use crate::error::{GenerationError, ModelLoadError};
 use crate::law::workers::{self, WorkerPressure};
 use crate::messages::{Notice, TurnEvent};

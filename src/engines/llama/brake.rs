@@ -59,10 +59,10 @@ impl EngineCore {
         Some(WindowFacts {
             allocated,
             // Over workers, this machine holds only its own layers' KV.
-            kv_per_token: crate::engines::rpc::local_kv_per_token(&c.plan).unwrap_or(shape.kv_per_token),
+            kv_per_token: crate::engines::cpu::rpc::local_kv_per_token(&c.plan).unwrap_or(shape.kv_per_token),
             ram_bytes,
             uncapped: match &c.plan.rpc {
-                Some(_) => crate::engines::rpc::uncapped(&c.plan),
+                Some(_) => crate::engines::cpu::rpc::uncapped(&c.plan),
                 None => window::cpu(&shape, ram_bytes, None, None).ctx(),
             }
             .unwrap_or(allocated),
