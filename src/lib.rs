@@ -26,12 +26,15 @@
 //!    |-- reads <-- the worker watch (rpc::remote, every 200 ms; WorkerCheck
 //!    |   into the mailbox when a worker fails): RPC workers' readings
 //!    |-- emit --> metrics::Metrics (counted) + WardenEvent (broadcast)
-//!    |-- law::*      pure decisions (windows, caps, brakes, crash codes, CUDA, MLX)
-//!    |-- engines::*  per backend: CPU and CUDA llama-server, MLX mlx_vlm.server
+//!    |-- law::*      pure decisions (the plan, windows, caps, brakes, crash codes,
+//!    |               CUDA, MLX, the prefix cache)
+//!    |-- engines::*  one home per engine behind engines::hooks: cpu/ (llama-server,
+//!    |               the RPC split), cuda/ (llama-server on a GPU, NVML, the
+//!    |               spill gauge), mlx/ (mlx_vlm.server), llama (their shared part)
 //!    |-- gguf::*     header-only model facts
-//!    |-- sensors::*  RAM total and cgroup, footprints, pressure providers, NVML,
-//!    |               the GPU spill gauge, the view of the latest reading,
-//!    |               the dashboard's memory history (its own sampler thread)
+//!    |-- sensors::*  RAM total and cgroup, footprints, pressure providers, the
+//!    |               view of the latest reading, the dashboard's memory history
+//!    |               (its own sampler thread)
 //!    `-- status::*   EngineStatus (watch) and WardenEvent (broadcast)
 //! ```
 //!
@@ -69,9 +72,10 @@
 //!   `outbox` (every hand-over to a caller bounded by the client stall
 //!   bound), `door` (the tokenizer's and metrics' way to the live child
 //!   beside a turn), `kv` (a conversation's KV saved and restored across
-//!   the warden's own interruptions), `brake`, `mlx`, `cuda`, `reap`,
-//!   `workers` (the split over RPC workers, a lost worker, their pressure),
-//!   `prefix` (the MLX cache's resets on the engine's own child)),
+//!   the warden's own interruptions), `brake` (the engine-neutral part:
+//!   the reading, the idle pacing, the window memory and carries; each
+//!   engine's sample and action are its hook), `reap`, `publish`); the
+//!   engine-specific parts live in `engines`.
 //!   `IdleTimer` (sends `Reap`), `SensorActor` (samples on its own clock,
 //!   sends `BrakeSample`), `PrefixCacheActor` (owns who holds the MLX
 //!   cache, sends `Reset`).
