@@ -7,6 +7,7 @@
 //!
 //! | hook | CPU | CUDA | MLX |
 //! |---|---|---|---|
+//! | `plan_site` | RAM | RAM, NVML | RAM, `config.json` |
 //! | `spawn_spec` | llama-server `-ngl 0` (or the RPC split) | llama-server `-ngl -1 -fitt`, pinned GPU | `mlx_vlm.server` |
 //! | `adapt_request` | llama.cpp's names | llama.cpp's names | mlx-vlm's names, its model path |
 //! | `after_load` | footprint check, or each device's share over workers | placement, device check, spill baseline | base footprint, memory bound |
@@ -20,11 +21,15 @@ use crate::child::process::SpawnSpec;
 use crate::law::brake::Point;
 use crate::status::EngineKind;
 
+use super::plan::Site;
 use super::{CpuEngine, CudaEngine, MlxEngine, SpawnPlan};
 
 /// What an engine does at each moment of its child's life.
 #[allow(async_fn_in_trait)] // crate-private; every caller awaits in place
 pub(crate) trait EngineHooks {
+    /// The plan's inputs: which readings `engines::plan::gather` takes for
+    /// this engine (RAM; NVML for CUDA; `config.json` for MLX).
+    fn plan_site(&self) -> Site<'_>;
     /// The process to start for `plan` on `port` with `key`.
     fn spawn_spec(&self, plan: &SpawnPlan, port: u16, key: &ApiKey) -> SpawnSpec;
     /// Adapts an OpenAI request body for this engine's child.
@@ -68,6 +73,10 @@ pub(crate) async fn brake_sample(core: &mut EngineCore, point: Point, given: Opt
 }
 
 impl EngineHooks for CpuEngine {
+    fn plan_site(&self) -> Site<'_> {
+        Site::Cpu
+    }
+
     fn spawn_spec(&self, plan: &SpawnPlan, port: u16, key: &ApiKey) -> SpawnSpec {
         super::llama::spawn_spec(&self.server, self.argv(plan), port, key, super::env::inherited())
     }
@@ -93,6 +102,10 @@ impl EngineHooks for CpuEngine {
 }
 
 impl EngineHooks for CudaEngine {
+    fn plan_site(&self) -> Site<'_> {
+        Site::Cuda(&self.gpus)
+    }
+
     fn spawn_spec(&self, plan: &SpawnPlan, port: u16, key: &ApiKey) -> SpawnSpec {
         let mut env = super::env::inherited();
         if let Some(v) = CudaEngine::visible_devices(plan, plan.user_visible.as_deref()) {
@@ -117,6 +130,10 @@ impl EngineHooks for CudaEngine {
 }
 
 impl EngineHooks for MlxEngine {
+    fn plan_site(&self) -> Site<'_> {
+        Site::Mlx
+    }
+
     fn spawn_spec(&self, plan: &SpawnPlan, port: u16, key: &ApiKey) -> SpawnSpec {
         MlxEngine::spawn_spec(self, plan, port, key)
     }

@@ -112,11 +112,7 @@ impl Backend {
 
     /// Which law plans this engine's spawns, and where it reads its GPUs.
     pub fn site(&self) -> Site<'_> {
-        match self {
-            Self::Cpu(_) => Site::Cpu,
-            Self::Mlx(_) => Site::Mlx,
-            Self::Cuda(e) => Site::Cuda(&e.gpus),
-        }
+        hooks::on_engine!(self, e => EngineHooks::plan_site(e))
     }
 
     /// Decides the window (and anything else) for a spawn of `entry`: the
