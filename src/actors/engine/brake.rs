@@ -49,6 +49,18 @@ impl EngineCore {
         )
     }
 
+    /// The brake's emergency unload of the live child (any engine): the
+    /// carry first, since it is the live brake state the retirement drops,
+    /// then the retirement. `false` without a child.
+    pub(crate) async fn brake_unload_child(&mut self) -> bool {
+        let Some(id) = self.child.as_ref().map(|c| c.model_id().to_string()) else {
+            return false;
+        };
+        self.record_unload(&id);
+        self.retire(super::retire::Retire::Brake).await;
+        true
+    }
+
     /// Records the carry of an unload and clears the live brake state.
     pub(crate) fn record_unload(&mut self, model: &str) {
         self.brake.reload = Some(BrakeReload {

@@ -151,12 +151,9 @@ impl EngineCore {
     /// The emergency unload: the child stops; its episode and cap are
     /// carried to the model's next spawn.
     async fn brake_unload(&mut self, point: Point, r: &Readings, allocated: u32) {
-        let Some(id) = self.child.as_ref().map(|c| c.model_id().to_string()) else {
+        if !self.brake_unload_child().await {
             return;
-        };
-        // The carry first: it is the live brake state the retirement drops.
-        self.record_unload(&id);
-        self.retire(crate::actors::engine::retire::Retire::Brake).await;
+        }
         tracing::warn!(
             "[{}] Memory brake: point={}, level={}, action=unload, window={allocated}->0, footprint_mib={}; lasting critical memory pressure while idle: the model reloads at the next message",
             self.backend.kind().tag(),

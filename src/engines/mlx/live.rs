@@ -234,12 +234,9 @@ impl EngineCore {
 
     /// The MLX emergency unload (the CPU engine's carry and records).
     async fn mlx_unload(&mut self, point: Point, level: &str, window: u32) {
-        let Some(id) = self.child.as_ref().map(|c| c.model_id().to_string()) else {
+        if !self.brake_unload_child().await {
             return;
-        };
-        // The carry first: it is the live brake state the retirement drops.
-        self.record_unload(&id);
-        self.retire(crate::actors::engine::retire::Retire::Brake).await;
+        }
         tracing::warn!(
             "[MLX_Engine] Memory brake: point={}, level={level}, action=unload, window={window}->0; lasting critical memory pressure while idle: the model reloads at the next message",
             point.as_str()
