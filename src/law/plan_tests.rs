@@ -70,8 +70,7 @@ fn placed(p: &Plan) -> String {
     }
 }
 
-/// One `plan` row: name, facts, readings, the brake's cap, the user's pin,
-/// and the expected (ctx, memory-bound, placement).
+/// name, facts, readings, brake cap, user pin, want (ctx, memory-bound, placement)
 type Row = (
     &'static str,
     Option<ModelFacts>,
