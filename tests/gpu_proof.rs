@@ -11,10 +11,11 @@
 
 mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use llm_warden::engines;
 use llm_warden::engines::cuda::nvml;
+use llm_warden::gguf::ModelFacts;
 use llm_warden::law::{cuda, window};
 use llm_warden::status::EngineKind;
 use llm_warden::{Warden, WardenConfig};
@@ -50,13 +51,8 @@ fn start(cfg: WardenConfig, dir: &std::path::Path) -> Warden {
     TestWarden::backend(backend, dir).config(cfg).start()
 }
 
-/// Selection, UUID pinning, the window against NVML's free memory (read back
-/// from /props), the placement, and the device check's figures, on the big
-/// model (the VRAM budget binds) and the small one (it fits whole).
-#[actix_rt::test]
-async fn the_cuda_engine_on_a_real_gpu() {
-    let Some((dir, snap)) = proof_setup() else { return };
-    let cfg = WardenConfig::from_env().unwrap();
+/// The engine selection says CUDA, and the one GPU it sizes on.
+fn selected_gpu(cfg: &WardenConfig, snap: &nvml::GpuSnapshot) -> cuda::GpuDevice {
     let sel = llm_warden::law::select::select(
         llm_warden::law::select::Platform {
             os: std::env::consts::OS,
@@ -82,60 +78,84 @@ async fn the_cuda_engine_on_a_real_gpu() {
             gpu.free_bytes >> 20
         ),
     );
+    gpu
+}
+
+/// The law's window for `facts` on `gpu` with `free_bytes` free, and the
+/// compute slope it used.
+fn law_window(id: &str, facts: &ModelFacts, gpu: &cuda::GpuDevice, free_bytes: u64) -> (window::Window, u64) {
+    let shape = window::shape_of(facts, 0);
+    let vram = window::Vram {
+        total_bytes: gpu.total_bytes,
+        free_bytes,
+    };
+    let slope = window::cuda_slope(
+        window::fa_proven(facts.key_length, facts.value_length, false),
+        facts.head_count_max(),
+    );
+    let expected = window::cuda(&shape, vram, slope, None, None);
+    proof(
+        &format!("{id}.window_law"),
+        format!("{expected:?} (free at load {} MiB)", free_bytes >> 20),
+    );
+    (expected, slope)
+}
+
+/// One model loaded on `gpu` in its own warden: pinned by UUID, fully
+/// offloaded, its window the law's, and a streamed turn.
+async fn prove_model(cfg: &WardenConfig, dir: &Path, gpu: &cuda::GpuDevice, id: &str) {
+    let w = start(cfg.clone(), dir);
+    let before = nvml::snapshot().unwrap();
+    let s = w.load(Some(id.into()), None).await.unwrap();
+    let pid = s.child_pid.unwrap();
+    let facts = llm_warden::gguf::read_model_facts(&dir.join(format!("{id}.gguf"))).unwrap();
+    let free = before.devices.iter().find(|d| d.uuid == gpu.uuid).unwrap().free_bytes;
+    let (expected, slope) = law_window(id, &facts, gpu, free);
+    proof(&format!("{id}.props_n_ctx"), s.context_tokens.unwrap_or(0));
+    proof(&format!("{id}.memory_bound"), format!("{:?}", s.memory_bound_tokens));
+    let pinned = env_of(pid, "CUDA_VISIBLE_DEVICES");
+    proof(&format!("{id}.child_cuda_visible_devices"), format!("{pinned:?}"));
+    assert_eq!(pinned.as_deref(), Some(gpu.uuid.as_str()), "pinned by UUID");
+    let used = nvml::process_used_bytes(gpu.index, pid);
+    proof(&format!("{id}.child_device_mib"), used.map_or(0, |b| b >> 20));
+    let kv = llm_warden::law::kv::kv_bytes_per_token(&facts) * s.context_tokens.unwrap_or(0) as u64;
+    let limit = cuda::device_check_limit(
+        kv,
+        s.context_tokens.unwrap_or(0) as u64 * slope + window::COMPUTE_INTERCEPT_BYTES,
+        window::CUDA_CONTEXT_BYTES,
+        facts.weights_bytes,
+    );
+    proof(&format!("{id}.device_check_limit_mib"), limit >> 20);
+    proof(&format!("{id}.placement"), format!("{:?}", w.status().offload));
+    assert_eq!(
+        w.status().offload,
+        Some(llm_warden::law::cuda::Offload::Full),
+        "{id}: a full offload"
+    );
+    let tail = w.child_output_tail(200);
+    if let Some(l) = tail.iter().rev().find(|l| l.contains("offloaded")) {
+        proof(&format!("{id}.offloaded_line"), l);
+    }
+    assert_eq!(
+        s.context_tokens,
+        expected.ctx(),
+        "{id}: /props n_ctx is the law's window"
+    );
+    let t = collect(w.submit(chat(Some(id), 8, true)).unwrap()).await;
+    proof(&format!("{id}.stream_done"), t.done);
+    w.shutdown().await;
+}
+
+/// Selection, UUID pinning, the window against NVML's free memory (read back
+/// from /props), the placement, and the device check's figures, on the big
+/// model (the VRAM budget binds) and the small one (it fits whole).
+#[actix_rt::test]
+async fn the_cuda_engine_on_a_real_gpu() {
+    let Some((dir, snap)) = proof_setup() else { return };
+    let cfg = WardenConfig::from_env().unwrap();
+    let gpu = selected_gpu(&cfg, &snap);
     for id in ["big", "small"] {
-        let w = start(cfg.clone(), &dir);
-        let before = nvml::snapshot().unwrap();
-        let s = w.load(Some(id.into()), None).await.unwrap();
-        let pid = s.child_pid.unwrap();
-        let facts = llm_warden::gguf::read_model_facts(&dir.join(format!("{id}.gguf"))).unwrap();
-        let shape = window::shape_of(&facts, 0);
-        let free = before.devices.iter().find(|d| d.uuid == gpu.uuid).unwrap().free_bytes;
-        let vram = window::Vram {
-            total_bytes: gpu.total_bytes,
-            free_bytes: free,
-        };
-        let slope = window::cuda_slope(
-            window::fa_proven(facts.key_length, facts.value_length, false),
-            facts.head_count_max(),
-        );
-        let expected = window::cuda(&shape, vram, slope, None, None);
-        proof(
-            &format!("{id}.window_law"),
-            format!("{expected:?} (free at load {} MiB)", free >> 20),
-        );
-        proof(&format!("{id}.props_n_ctx"), s.context_tokens.unwrap_or(0));
-        proof(&format!("{id}.memory_bound"), format!("{:?}", s.memory_bound_tokens));
-        let pinned = env_of(pid, "CUDA_VISIBLE_DEVICES");
-        proof(&format!("{id}.child_cuda_visible_devices"), format!("{pinned:?}"));
-        assert_eq!(pinned.as_deref(), Some(gpu.uuid.as_str()), "pinned by UUID");
-        let used = nvml::process_used_bytes(gpu.index, pid);
-        proof(&format!("{id}.child_device_mib"), used.map_or(0, |b| b >> 20));
-        let kv = llm_warden::law::kv::kv_bytes_per_token(&facts) * s.context_tokens.unwrap_or(0) as u64;
-        let limit = cuda::device_check_limit(
-            kv,
-            s.context_tokens.unwrap_or(0) as u64 * slope + window::COMPUTE_INTERCEPT_BYTES,
-            window::CUDA_CONTEXT_BYTES,
-            facts.weights_bytes,
-        );
-        proof(&format!("{id}.device_check_limit_mib"), limit >> 20);
-        proof(&format!("{id}.placement"), format!("{:?}", w.status().offload));
-        assert_eq!(
-            w.status().offload,
-            Some(llm_warden::law::cuda::Offload::Full),
-            "{id}: a full offload"
-        );
-        let tail = w.child_output_tail(200);
-        if let Some(l) = tail.iter().rev().find(|l| l.contains("offloaded")) {
-            proof(&format!("{id}.offloaded_line"), l);
-        }
-        assert_eq!(
-            s.context_tokens,
-            expected.ctx(),
-            "{id}: /props n_ctx is the law's window"
-        );
-        let t = collect(w.submit(chat(Some(id), 8, true)).unwrap()).await;
-        proof(&format!("{id}.stream_done"), t.done);
-        w.shutdown().await;
+        prove_model(&cfg, &dir, &gpu, id).await;
     }
 }
 

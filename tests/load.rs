@@ -23,29 +23,13 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// 500 concurrent streams (the default run too: each turn is milliseconds).
-#[actix_rt::test]
-async fn five_hundred_concurrent_streams() {
-    let dir = tempfile::tempdir().unwrap();
-    // `serve` scans WARDEN_CACHE_DIR/models: the fake model goes there.
-    let models = dir.path().join("models");
-    std::fs::create_dir(&models).unwrap();
-    fake_model(&models, "m", json!({"tokens": 3, "token_ms": 1, "load_ms": 10}));
-    let server = fake_server();
-    let (mut warden, base) = spawn_warden_binary(&[
-        ("WARDEN_LLAMA_SERVER", server.to_str().unwrap()),
-        ("WARDEN_CACHE_DIR", dir.path().to_str().unwrap()),
-        ("WARDEN_MAX_QUEUE", "1000"),
-    ])
-    .await;
-    let wpid = warden.id().unwrap();
-    let http = llm_warden::child::client::shared_http_client();
-    let rss_idle = rss_kib(wpid);
-    // Lifecycle events: the order proof, read while the turns run (the
-    // event stream drops what a reader leaves unread past its buffer).
-    const N: usize = 500;
+const N: usize = 500;
+
+/// Lifecycle events: the order proof, read while the turns run (the event
+/// stream drops what a reader leaves unread past its buffer).
+async fn read_events(http: &reqwest::Client, base: &str) -> actix_rt::task::JoinHandle<String> {
     let events = http.get(format!("{base}/warden/events")).send().await.unwrap();
-    let reader = actix_rt::spawn(async move {
+    actix_rt::spawn(async move {
         let mut events = events.bytes_stream();
         let mut seen = String::new();
         while seen.matches("event: turn_ended").count() < N {
@@ -55,42 +39,72 @@ async fn five_hundred_concurrent_streams() {
             }
         }
         seen
-    });
-    let mut clients = Vec::with_capacity(N);
-    for _ in 0..N {
-        let http = http.clone();
-        let url = format!("{base}/v1/chat/completions");
-        clients.push(actix_rt::spawn(async move {
-            let r = http
-                .post(url)
-                .json(&json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 3, "stream": true}))
-                .send()
-                .await
-                .unwrap();
-            (r.status().as_u16(), r.text().await.unwrap())
-        }));
-    }
-    // While they wait: status and health answer, and memory stays bounded.
-    let mut rss_peak = rss_idle;
-    let mut status_worst = Duration::ZERO;
-    let mut max_depth = 0;
+    })
+}
+
+/// N streaming chats at once, each answering (status, body).
+fn spawn_clients(http: &reqwest::Client, base: &str) -> Vec<actix_rt::task::JoinHandle<(u16, String)>> {
+    (0..N)
+        .map(|_| {
+            let http = http.clone();
+            let url = format!("{base}/v1/chat/completions");
+            actix_rt::spawn(async move {
+                let r = http
+                    .post(url)
+                    .json(&json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 3, "stream": true}))
+                    .send()
+                    .await
+                    .unwrap();
+                (r.status().as_u16(), r.text().await.unwrap())
+            })
+        })
+        .collect()
+}
+
+/// What the warden looked like while the clients waited.
+struct Watched {
+    rss_peak: u64,
+    status_worst: Duration,
+    max_depth: u64,
+}
+
+/// While they wait: status and health answer, and memory is read.
+async fn watch_while_waiting(
+    http: &reqwest::Client,
+    base: &str,
+    wpid: u32,
+    rss_idle: u64,
+    clients: &[actix_rt::task::JoinHandle<(u16, String)>],
+) -> Watched {
+    let mut w = Watched {
+        rss_peak: rss_idle,
+        status_worst: Duration::ZERO,
+        max_depth: 0,
+    };
     while clients.iter().any(|c| !c.is_finished()) {
         let t = Instant::now();
         let s: Value = json_of(http.get(format!("{base}/warden/status"))).await;
-        status_worst = status_worst.max(t.elapsed());
-        max_depth = max_depth.max(s["queue_depth"].as_u64().unwrap_or(0));
+        w.status_worst = w.status_worst.max(t.elapsed());
+        w.max_depth = w.max_depth.max(s["queue_depth"].as_u64().unwrap_or(0));
         assert_eq!(http.get(format!("{base}/health")).send().await.unwrap().status(), 200);
-        rss_peak = rss_peak.max(rss_kib(wpid));
+        w.rss_peak = w.rss_peak.max(rss_kib(wpid));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    w
+}
+
+/// Every stream completed well-formed, with one final chunk.
+async fn assert_streams_complete(clients: Vec<actix_rt::task::JoinHandle<(u16, String)>>) {
     for (i, c) in clients.into_iter().enumerate() {
         let (status, text) = c.await.unwrap();
         assert_eq!(status, 200, "client {i}");
         assert!(text.ends_with("data: [DONE]\n\n"), "client {i}: {text}");
         assert_eq!(text.matches("\"length\"").count(), 1, "client {i}: one final chunk");
     }
-    // Order: started and ended strictly alternating, seqs 0..N in order.
-    let seen = reader.await.unwrap();
+}
+
+/// Order: started and ended strictly alternating, seqs 0..N in order.
+fn assert_one_at_a_time_in_order(seen: &str) {
     assert!(!seen.contains("events dropped"), "the event reader lagged");
     let mut expect_seq = 0u64;
     let mut open = false;
@@ -116,14 +130,40 @@ async fn five_hundred_concurrent_streams() {
         }
     }
     assert_eq!(expect_seq, N as u64, "every turn started and ended");
-    let growth_mib = (rss_peak.saturating_sub(rss_idle)) as f64 / 1024.0;
+}
+
+/// 500 concurrent streams (the default run too: each turn is milliseconds).
+#[actix_rt::test]
+async fn five_hundred_concurrent_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    // `serve` scans WARDEN_CACHE_DIR/models: the fake model goes there.
+    let models = dir.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    fake_model(&models, "m", json!({"tokens": 3, "token_ms": 1, "load_ms": 10}));
+    let server = fake_server();
+    let (mut warden, base) = spawn_warden_binary(&[
+        ("WARDEN_LLAMA_SERVER", server.to_str().unwrap()),
+        ("WARDEN_CACHE_DIR", dir.path().to_str().unwrap()),
+        ("WARDEN_MAX_QUEUE", "1000"),
+    ])
+    .await;
+    let wpid = warden.id().unwrap();
+    let http = llm_warden::child::client::shared_http_client();
+    let rss_idle = rss_kib(wpid);
+    let reader = read_events(&http, &base).await;
+    let clients = spawn_clients(&http, &base);
+    let seen = watch_while_waiting(&http, &base, wpid, rss_idle, &clients).await;
+    assert_streams_complete(clients).await;
+    assert_one_at_a_time_in_order(&reader.await.unwrap());
+    let growth_mib = (seen.rss_peak.saturating_sub(rss_idle)) as f64 / 1024.0;
     eprintln!(
-        "LOAD n={N} max_queue_depth={max_depth} rss_idle_mib={:.1} rss_peak_mib={:.1} status_worst_ms={}",
+        "LOAD n={N} max_queue_depth={} rss_idle_mib={:.1} rss_peak_mib={:.1} status_worst_ms={}",
+        seen.max_depth,
         rss_idle as f64 / 1024.0,
-        rss_peak as f64 / 1024.0,
-        status_worst.as_millis()
+        seen.rss_peak as f64 / 1024.0,
+        seen.status_worst.as_millis()
     );
-    assert!(max_depth > 50, "the requests did queue ({max_depth})");
+    assert!(seen.max_depth > 50, "the requests did queue ({})", seen.max_depth);
     assert!(
         growth_mib < 64.0,
         "the warden grew {growth_mib:.1} MiB while 500 requests waited"

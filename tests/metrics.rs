@@ -116,56 +116,45 @@ async fn chat_turn(base: &str, key: &str, stream: bool) {
     r.bytes().await.unwrap();
 }
 
-#[actix_rt::test]
-async fn metrics_parse_and_move_as_the_warden_works() {
-    let Some(py) = client_python() else { return };
-    let key = "metrics-test-key";
-    let cfg = WardenConfig {
-        api_key: Some(key.into()),
-        ..test_config()
-    };
-    let Some((w, _dir)) = real_smollm_warden(cfg) else {
-        return;
-    };
-    let base = serve_http(&w);
-    let r = reqwest::get(format!("{base}/metrics")).await.unwrap();
-    assert_eq!(r.status(), 401, "the same key as every route");
+async fn post_authed(base: &str, path: &str, key: &str, body: Option<Value>) -> u16 {
+    let mut r = reqwest::Client::new().post(format!("{base}{path}")).bearer_auth(key);
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    r.send().await.unwrap().status().as_u16()
+}
 
-    let before = scrape(&base, &py, Some(key)).await;
-    assert_eq!(
-        before.get("warden_turns_total", &[("route", "chat"), ("outcome", "completed")]),
-        0.0
-    );
+/// What the counters must count: two streamed turns and one whole, a
+/// tokenizer call, and a refused request.
+async fn do_the_work(base: &str, key: &str) {
+    chat_turn(base, key, true).await;
+    chat_turn(base, key, true).await;
+    chat_turn(base, key, false).await;
+    let tokenize = post_authed(base, "/tokenize", key, Some(json!({"content": "hi"}))).await;
+    assert_eq!(tokenize, 200);
+    let refused = json!({"model": "nope", "messages": [{"role": "user", "content": "x"}]});
+    assert_eq!(post_authed(base, "/v1/chat/completions", key, Some(refused)).await, 404);
+}
+
+fn turns(s: &Scrape, route: &str, outcome: &str) -> f64 {
+    s.get("warden_turns_total", &[("route", route), ("outcome", outcome)])
+}
+
+/// Before any work: nothing counted, nothing loaded, the families typed.
+fn assert_fresh(before: &Scrape) {
+    assert_eq!(turns(before, "chat", "completed"), 0.0);
     assert_eq!(before.get("warden_model_loaded", &[]), 0.0);
     assert_eq!(before.types["warden_time_to_first_token_seconds"], "histogram");
     assert_eq!(before.types["warden_turns"], "counter");
     assert!(!before.has("warden_context_tokens"), "no window without a model");
+}
 
-    chat_turn(&base, key, true).await;
-    chat_turn(&base, key, true).await;
-    chat_turn(&base, key, false).await;
-    let r = reqwest::Client::new()
-        .post(format!("{base}/tokenize"))
-        .bearer_auth(key)
-        .json(&json!({"content": "hi"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let r = reqwest::Client::new()
-        .post(format!("{base}/v1/chat/completions"))
-        .bearer_auth(key)
-        .json(&json!({"model": "nope", "messages": [{"role": "user", "content": "x"}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 404);
-
-    let during = scrape(&base, &py, Some(key)).await;
-    let turns = |s: &Scrape, route, outcome| s.get("warden_turns_total", &[("route", route), ("outcome", outcome)]);
-    assert_eq!(turns(&during, "chat", "completed"), 3.0);
+/// After `do_the_work`: the turns, the refusal, the histograms, the loaded
+/// model's gauges and the child's own series.
+fn assert_worked(during: &Scrape, context_tokens: u32) {
+    assert_eq!(turns(during, "chat", "completed"), 3.0);
     assert_eq!(
-        turns(&during, "tokenize", "completed"),
+        turns(during, "tokenize", "completed"),
         1.0,
         "a tokenizer call beside the queue counts"
     );
@@ -191,25 +180,17 @@ async fn metrics_parse_and_move_as_the_warden_works() {
         1.0
     );
     assert_eq!(during.get("warden_queue_depth", &[]), 0.0);
-    assert_eq!(
-        during.get("warden_context_tokens", &[]),
-        f64::from(w.status().context_tokens.unwrap())
-    );
+    assert_eq!(during.get("warden_context_tokens", &[]), f64::from(context_tokens));
     assert!(during.get("warden_child_footprint_bytes", &[]) > 0.0);
     assert!(during.get("warden_memory_total_bytes", &[]) > 0.0);
     assert!(during.get("warden_idle_deadline_seconds", &[]) > 0.0);
     assert_eq!(during.get("warden_child_metrics_up", &[]), 1.0);
     // The child's own counters, relayed with the model's label.
     assert!(during.get("llamacpp:tokens_predicted_total", &[("model", "smollm2")]) >= 16.0);
+}
 
-    let r = reqwest::Client::new()
-        .post(format!("{base}/warden/unload"))
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let after = scrape(&base, &py, Some(key)).await;
+/// After a manual unload: counted, and the child's series gone with it.
+fn assert_unloaded(after: &Scrape) {
     assert_eq!(after.get("warden_unloads_total", &[("reason", "manual")]), 1.0);
     assert_eq!(after.get("warden_model_loaded", &[]), 0.0);
     assert!(
@@ -217,6 +198,30 @@ async fn metrics_parse_and_move_as_the_warden_works() {
         "no child, no child series"
     );
     assert!(!after.has("warden_child_metrics_up"));
+}
+
+/// The scrape parses before, during and after work, and each figure moves
+/// with what the warden did; the route wants the key.
+#[actix_rt::test]
+async fn metrics_parse_and_move_as_the_warden_works() {
+    let Some(py) = client_python() else { return };
+    let key = "metrics-test-key";
+    let cfg = WardenConfig {
+        api_key: Some(key.into()),
+        ..test_config()
+    };
+    let Some((w, _dir)) = real_smollm_warden(cfg) else {
+        return;
+    };
+    let base = serve_http(&w);
+    let r = reqwest::get(format!("{base}/metrics")).await.unwrap();
+    assert_eq!(r.status(), 401, "the same key as every route");
+    assert_fresh(&scrape(&base, &py, Some(key)).await);
+    do_the_work(&base, key).await;
+    let during = scrape(&base, &py, Some(key)).await;
+    assert_worked(&during, w.status().context_tokens.unwrap());
+    assert_eq!(post_authed(&base, "/warden/unload", key, None).await, 200);
+    assert_unloaded(&scrape(&base, &py, Some(key)).await);
     w.shutdown().await;
 }
 

@@ -59,23 +59,11 @@ async fn forced_critical_shrinks_a_real_child_at_turn_end() {
     w.shutdown().await;
 }
 
-/// Real pressure in a cgroup: the idle samples see it (available memory of
-/// the group under 5 % of its limit: critical), shrink the window by a
-/// respawn (armed), then unload the model; nothing is OOM-killed; the next
-/// message reloads it.
-#[actix_rt::test]
-async fn real_cgroup_pressure_unloads_the_model_before_the_oom_killer() {
-    let (Some(_), Some(_)) = (real_llama_server(), real_model(SMOLLM2)) else {
-        return;
-    };
-    const LIMIT: u64 = 768 << 20;
-    let Some(group) = MemCgroup::new("llm-warden-pressure", LIMIT) else {
-        // Under WARDEN_REQUIRE_REAL=1 (./test.sh) a missing cgroup fails.
-        skip_or_fail::<()>("cannot create a memory cgroup here (not root?)");
-        return;
-    };
-    // The warden and its child live in the group; the brake samples every
-    // second (its 55/60 pacing scales with the period).
+const LIMIT: u64 = 768 << 20;
+
+/// The `llm-warden` binary in the group (its child too), the brake
+/// sampling every second (its 55/60 pacing scales with the period).
+async fn warden_in(group: &MemCgroup) -> (tokio::process::Child, String) {
     let script = format!("{} {} serve --port 0", group.enter(), env!("CARGO_BIN_EXE_llm-warden"));
     let mut warden = tokio::process::Command::new("sh")
         .args(["-c", &script])
@@ -87,32 +75,34 @@ async fn real_cgroup_pressure_unloads_the_model_before_the_oom_killer() {
         .spawn()
         .unwrap();
     let base = read_listen_url(&mut warden).await;
-    let http = llm_warden::child::client::shared_http_client();
-    let s: serde_json::Value = json_of(http.post(format!("{base}/warden/load"))).await;
-    let pid = s["child_pid"].as_u64().expect("loaded") as u32;
-    // 0.75 x 768 MiB - 94 MiB of weights - 256 MiB holds 9,8xx tokens: the
-    // trained 8192, whose 180 MiB of KV is the pressure's cause (>10 %).
-    assert_eq!(s["context_tokens"], 8192, "sized on the group's 768 MiB");
-    // A balloon in the group keeps its available memory (the warden's own
-    // measure: limit - usage + inactive file pages) under 4 % of the limit:
-    // whatever the brake gives back, it takes again, at ~27 MB/s (a growing
-    // application, not an instant one: an instant refill would take the
-    // memory a respawn needs and draw the OOM killer, which is the spec's
-    // "degraded chain", not what this test is about). Lasting pressure that a
-    // smaller window cannot fix: the case the emergency unload exists for.
+    (warden, base)
+}
+
+/// A balloon in the group keeps its available memory (the warden's own
+/// measure: limit - usage + inactive file pages) under 4 % of the limit:
+/// whatever the brake gives back, it takes again, at ~27 MB/s (a growing
+/// application, not an instant one: an instant refill would take the
+/// memory a respawn needs and draw the OOM killer, which is the spec's
+/// "degraded chain", not what this test is about). Lasting pressure that a
+/// smaller window cannot fix: the case the emergency unload exists for.
+fn balloon_in(group: &MemCgroup) -> tokio::process::Child {
     let balloon_script = format!(
         "{} python3 {} {} {LIMIT} 4 0.15",
         group.enter(),
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/balloon.py"),
         group.dir.display()
     );
-    let mut balloon = tokio::process::Command::new("sh")
+    tokio::process::Command::new("sh")
         .args(["-c", &balloon_script])
         .kill_on_drop(true)
         .spawn()
-        .unwrap();
-    // The brake's idle samples: arm, then unload.
-    let unloaded = tokio::time::timeout(Duration::from_secs(60), async {
+        .unwrap()
+}
+
+/// The status once the brake's idle samples (arm, then unload) have
+/// unloaded the model, within 60 s.
+async fn status_once_unloaded(http: &reqwest::Client, base: &str) -> serde_json::Value {
+    tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             let s: serde_json::Value = json_of(http.get(format!("{base}/warden/status"))).await;
             if s["child_pid"].is_null() {
@@ -122,17 +112,11 @@ async fn real_cgroup_pressure_unloads_the_model_before_the_oom_killer() {
         }
     })
     .await
-    .expect("the brake unloads the model under lasting critical pressure");
-    assert_eq!(
-        unloaded["brake"]["reload_pending"], "SmolLM2-135M-Instruct.Q4_1",
-        "{unloaded}"
-    );
-    assert_eq!(unloaded["brake"]["last_action"], "unload", "{unloaded}");
-    assert!(wait_gone(pid, 5).await);
-    assert_eq!(group.oom_kills(), 0, "the brake acted before the OOM killer");
-    // Pressure gone: the next message reloads the model.
-    balloon.start_kill().unwrap();
-    let _ = balloon.wait().await;
+    .expect("the brake unloads the model under lasting critical pressure")
+}
+
+/// The next message reloads the model, saying why, and is answered.
+async fn assert_the_next_message_reloads(http: &reqwest::Client, base: &str) {
     let r = http
         .post(format!("{base}/v1/chat/completions"))
         .json(&serde_json::json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": true}))
@@ -145,6 +129,42 @@ async fn real_cgroup_pressure_unloads_the_model_before_the_oom_killer() {
         "{text}"
     );
     assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+}
+
+/// Real pressure in a cgroup: the idle samples see it (available memory of
+/// the group under 5 % of its limit: critical), shrink the window by a
+/// respawn (armed), then unload the model; nothing is OOM-killed; the next
+/// message reloads it.
+#[actix_rt::test]
+async fn real_cgroup_pressure_unloads_the_model_before_the_oom_killer() {
+    let (Some(_), Some(_)) = (real_llama_server(), real_model(SMOLLM2)) else {
+        return;
+    };
+    let Some(group) = MemCgroup::new("llm-warden-pressure", LIMIT) else {
+        // Under WARDEN_REQUIRE_REAL=1 (./test.sh) a missing cgroup fails.
+        skip_or_fail::<()>("cannot create a memory cgroup here (not root?)");
+        return;
+    };
+    let (mut warden, base) = warden_in(&group).await;
+    let http = llm_warden::child::client::shared_http_client();
+    let s: serde_json::Value = json_of(http.post(format!("{base}/warden/load"))).await;
+    let pid = s["child_pid"].as_u64().expect("loaded") as u32;
+    // 0.75 x 768 MiB - 94 MiB of weights - 256 MiB holds 9,8xx tokens: the
+    // trained 8192, whose 180 MiB of KV is the pressure's cause (>10 %).
+    assert_eq!(s["context_tokens"], 8192, "sized on the group's 768 MiB");
+    let mut balloon = balloon_in(&group);
+    let unloaded = status_once_unloaded(&http, &base).await;
+    assert_eq!(
+        unloaded["brake"]["reload_pending"], "SmolLM2-135M-Instruct.Q4_1",
+        "{unloaded}"
+    );
+    assert_eq!(unloaded["brake"]["last_action"], "unload", "{unloaded}");
+    assert!(wait_gone(pid, 5).await);
+    assert_eq!(group.oom_kills(), 0, "the brake acted before the OOM killer");
+    // Pressure gone: the next message reloads the model.
+    balloon.start_kill().unwrap();
+    let _ = balloon.wait().await;
+    assert_the_next_message_reloads(&http, &base).await;
     warden.start_kill().unwrap();
     let _ = warden.wait().await;
 }

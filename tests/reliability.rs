@@ -134,6 +134,55 @@ fn connections_to(port: u16) -> usize {
         .count()
 }
 
+fn story(max_tokens: u32) -> serde_json::Value {
+    serde_json::json!({"messages": [{"role": "user", "content": "Write a long story about a lighthouse."}],
+                       "max_tokens": max_tokens, "stream": true, "temperature": 0.8})
+}
+
+/// A short streamed answer on a new client, whole.
+async fn short_answer(base: &str) -> String {
+    let r = reqwest::Client::new()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&story(4))
+        .send()
+        .await
+        .unwrap();
+    r.text().await.unwrap()
+}
+
+/// The child's cancellations, from the lines its output log keeps apart.
+fn cancels(w: &Warden) -> usize {
+    w.status()
+        .child_output
+        .map_or(0, |o| o.kept().iter().filter(|l| l.contains("cancel task")).count())
+}
+
+/// Starts a 2,000-token stream on a fresh client (its connection dies with
+/// it), reads three events, and goes away.
+async fn abandon_a_long_stream(base: &str) {
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let mut r = client
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&story(2000))
+        .send()
+        .await
+        .unwrap();
+    let mut got = 0;
+    while got < 3 {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), r.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        got += chunk
+            .split(|&b| b == b'\n')
+            .filter(|l| l.starts_with(b"data: "))
+            .count();
+    }
+    drop(r);
+    drop(client);
+}
+
 /// Clients going away mid-stream, through HTTP (20; 100 with WARDEN_SOAK=1):
 /// each abandoned 2,000-token generation is cancelled in the child (its own
 /// `cancel task` line, one per disconnect), the next request is answered,
@@ -144,31 +193,8 @@ async fn clients_disconnecting_mid_stream() {
         return;
     };
     let base = serve_http(&w);
-    let body = |n: u32| {
-        serde_json::json!({"messages": [{"role": "user", "content": "Write a long story about a lighthouse."}],
-                           "max_tokens": n, "stream": true, "temperature": 0.8})
-    };
-    let answer = |client: reqwest::Client| {
-        let base = base.clone();
-        let b = body(4);
-        async move {
-            let r = client
-                .post(format!("{base}/v1/chat/completions"))
-                .json(&b)
-                .send()
-                .await
-                .unwrap();
-            r.text().await.unwrap()
-        }
-    };
-    // The child's cancellations, from the lines its output log keeps apart.
-    let cancels = |w: &Warden| {
-        w.status()
-            .child_output
-            .map_or(0, |o| o.kept().iter().filter(|l| l.contains("cancel task")).count())
-    };
     // Warm up (loads the model) and take the baseline.
-    let warm = answer(reqwest::Client::new()).await;
+    let warm = short_answer(&base).await;
     assert!(warm.ends_with("data: [DONE]\n\n"), "{warm}");
     let child_port = w.status().port.unwrap();
     let fds_before = open_fds();
@@ -176,29 +202,8 @@ async fn clients_disconnecting_mid_stream() {
     for i in 0..trials {
         let t0 = Instant::now();
         let before = cancels(&w);
-        // A fresh client per trial: its connection dies with it.
-        let client = reqwest::Client::builder().no_proxy().build().unwrap();
-        let mut r = client
-            .post(format!("{base}/v1/chat/completions"))
-            .json(&body(2000))
-            .send()
-            .await
-            .unwrap();
-        let mut got = 0;
-        while got < 3 {
-            let chunk = tokio::time::timeout(Duration::from_secs(30), r.chunk())
-                .await
-                .unwrap()
-                .unwrap()
-                .unwrap();
-            got += chunk
-                .split(|&b| b == b'\n')
-                .filter(|l| l.starts_with(b"data: "))
-                .count();
-        }
-        drop(r);
-        drop(client);
-        let text = answer(reqwest::Client::new()).await;
+        abandon_a_long_stream(&base).await;
+        let text = short_answer(&base).await;
         assert!(text.ends_with("data: [DONE]\n\n"), "trial {i}: {text}");
         // The child itself says it cancelled the abandoned generation.
         assert!(

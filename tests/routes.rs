@@ -12,8 +12,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use futures::StreamExt;
-use llm_warden::WardenConfig;
 use llm_warden::status::{EngineState, WardenEvent};
+use llm_warden::{Warden, WardenConfig};
 use serde_json::{Value, json};
 use support::*;
 
@@ -180,6 +180,74 @@ async fn the_tokenizer_never_waits_behind_a_generation() {
     w.shutdown().await;
 }
 
+fn hi() -> Value {
+    json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})
+}
+
+fn hi_with(keep_alive: Value) -> Value {
+    let mut body = hi();
+    body["keep_alive"] = keep_alive;
+    body
+}
+
+/// The header sets the idle deadline, a request without one leaves it, and
+/// the body wins over the header: negative is forever.
+async fn header_body_and_forever(w: &Warden, base: &str) {
+    let (s, _) = post_with(base, "/v1/chat/completions", hi(), &[("X-Warden-Keep-Alive", "1h")]).await;
+    assert_eq!(s, 200);
+    let st = w.status();
+    assert_eq!((st.idle_timeout_s, st.keep_alive_s), (Some(3600.0), Some(3600.0)));
+    let deadline = st.idle_deadline_ms.unwrap();
+    assert_eq!(deadline, st.last_used.unwrap() + 3_600_000);
+    post(base, "/v1/chat/completions", hi()).await;
+    assert_eq!(w.status().idle_timeout_s, Some(3600.0));
+    let forever = hi_with(json!(-1));
+    post_with(base, "/v1/chat/completions", forever, &[("X-Warden-Keep-Alive", "0")]).await;
+    let st = w.status();
+    assert_eq!(
+        (st.idle_timeout_s, st.idle_deadline_ms, st.keep_alive_s),
+        (None, None, Some(-1.0))
+    );
+    let pid = st.child_pid.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(w.status().child_pid, Some(pid), "kept forever through six idle ticks");
+}
+
+/// A short keep-alive is reaped by the idle timer; zero unloads as soon as
+/// the turn ends, streamed or not.
+async fn short_and_zero_unload(w: &Warden, base: &str, ev: &mut tokio::sync::broadcast::Receiver<WardenEvent>) {
+    post(base, "/v1/chat/completions", hi_with(json!("300ms"))).await;
+    event_or_fail(ev, "the reap of a 300 ms keep-alive", |e| {
+        matches!(e, WardenEvent::Unloaded { reason: "idle", .. })
+    })
+    .await;
+    let mut zero = hi_with(json!(0));
+    zero["stream"] = json!(true);
+    let events = stream_events(base, "/v1/chat/completions", zero).await;
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    event_or_fail(ev, "the unload after a keep_alive 0 turn", |e| {
+        matches!(e, WardenEvent::Unloaded { reason: "idle", .. })
+    })
+    .await;
+    assert_eq!(w.status().model, None);
+}
+
+/// Bad values are refused, naming what was wrong, and change nothing.
+async fn bad_values_are_refused(w: &Warden, base: &str) {
+    let (s, e) = post(base, "/v1/chat/completions", hi_with(json!("soon"))).await;
+    assert_eq!((s, e["error"]["param"].as_str()), (400, Some("keep_alive")), "{e}");
+    let (s, e) = post_with(base, "/v1/chat/completions", hi(), &[("X-Warden-Keep-Alive", "5 min")]).await;
+    assert_eq!((s, e["error"]["code"].as_str()), (400, Some("invalid_value")), "{e}");
+    let (s, _) = post(base, "/warden/load", json!({"keep_alive": true})).await;
+    assert_eq!(s, 400);
+    // why: a malformed load request once loaded the default model silently
+    let (s, e) = post(base, "/warden/load", json!({"model": 5})).await;
+    assert_eq!((s, e["error"]["code"].as_str()), (400, Some("invalid_request")), "{e}");
+    assert_eq!(w.status().keep_alive_s, Some(600.0), "a refused value changes nothing");
+}
+
+/// Keep-alive per request (body, header, zero, forever, short) sets the
+/// idle deadline; `/warden/load` takes one too; a bad one is refused.
 #[actix_rt::test]
 async fn keep_alive_per_request_sets_the_idle_deadline() {
     let cfg = WardenConfig {
@@ -191,78 +259,11 @@ async fn keep_alive_per_request_sets_the_idle_deadline() {
     };
     let base = serve_http(&w);
     let mut ev = w.subscribe();
-    let hi = json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2});
-    let status = || w.status();
-
-    let (s, _) = post_with(
-        &base,
-        "/v1/chat/completions",
-        hi.clone(),
-        &[("X-Warden-Keep-Alive", "1h")],
-    )
-    .await;
-    assert_eq!(s, 200);
-    let st = status();
-    assert_eq!((st.idle_timeout_s, st.keep_alive_s), (Some(3600.0), Some(3600.0)));
-    let deadline = st.idle_deadline_ms.unwrap();
-    assert_eq!(deadline, st.last_used.unwrap() + 3_600_000);
-    // A request without one leaves it alone.
-    post(&base, "/v1/chat/completions", hi.clone()).await;
-    assert_eq!(status().idle_timeout_s, Some(3600.0));
-    // The body wins over the header; negative is forever.
-    let mut forever = hi.clone();
-    forever["keep_alive"] = json!(-1);
-    post_with(&base, "/v1/chat/completions", forever, &[("X-Warden-Keep-Alive", "0")]).await;
-    let st = status();
-    assert_eq!(
-        (st.idle_timeout_s, st.idle_deadline_ms, st.keep_alive_s),
-        (None, None, Some(-1.0))
-    );
-    let pid = st.child_pid.unwrap();
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(status().child_pid, Some(pid), "kept forever through six idle ticks");
-
-    // A short one: the idle timer reaps it.
-    let mut short = hi.clone();
-    short["keep_alive"] = json!("300ms");
-    post(&base, "/v1/chat/completions", short).await;
-    event_or_fail(&mut ev, "the reap of a 300 ms keep-alive", |e| {
-        matches!(e, WardenEvent::Unloaded { reason: "idle", .. })
-    })
-    .await;
-    // Zero: unloaded as soon as the turn ends, streamed or not.
-    let mut zero = hi.clone();
-    zero["keep_alive"] = json!(0);
-    zero["stream"] = json!(true);
-    let events = stream_events(&base, "/v1/chat/completions", zero).await;
-    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
-    event_or_fail(&mut ev, "the unload after a keep_alive 0 turn", |e| {
-        matches!(e, WardenEvent::Unloaded { reason: "idle", .. })
-    })
-    .await;
-    assert_eq!(status().model, None);
-    // /warden/load sets one too.
+    header_body_and_forever(&w, &base).await;
+    short_and_zero_unload(&w, &base, &mut ev).await;
     let (s, l) = post(&base, "/warden/load", json!({"keep_alive": "10m"})).await;
     assert_eq!(s, 200, "{l}");
-    assert_eq!(status().keep_alive_s, Some(600.0));
-    // Bad values are refused, naming what was wrong.
-    let mut bad = hi.clone();
-    bad["keep_alive"] = json!("soon");
-    let (s, e) = post(&base, "/v1/chat/completions", bad).await;
-    assert_eq!((s, e["error"]["param"].as_str()), (400, Some("keep_alive")), "{e}");
-    let (s, e) = post_with(
-        &base,
-        "/v1/chat/completions",
-        hi.clone(),
-        &[("X-Warden-Keep-Alive", "5 min")],
-    )
-    .await;
-    assert_eq!((s, e["error"]["code"].as_str()), (400, Some("invalid_value")), "{e}");
-    let (s, _) = post(&base, "/warden/load", json!({"keep_alive": true})).await;
-    assert_eq!(s, 400);
-    // why: a malformed load request once loaded the default model silently
-    let (s, e) = post(&base, "/warden/load", json!({"model": 5})).await;
-    assert_eq!((s, e["error"]["code"].as_str()), (400, Some("invalid_request")), "{e}");
-    assert_eq!(status().keep_alive_s, Some(600.0), "a refused value changes nothing");
+    assert_eq!(w.status().keep_alive_s, Some(600.0));
+    bad_values_are_refused(&w, &base).await;
     w.shutdown().await;
 }

@@ -26,21 +26,9 @@ fn errors(entries: &[Value]) -> Vec<String> {
         .collect()
 }
 
-#[actix_rt::test]
-async fn the_dashboard_shows_a_turn_and_a_brake_step_in_a_real_browser() {
-    let cfg = WardenConfig {
-        ui_sample: Duration::from_millis(250),
-        ..forced_critical(test_config())
-    };
-    let Some((w, _dir)) = real_smollm_warden(cfg) else {
-        return;
-    };
-    let Some(b) = Browser::start().await else {
-        w.shutdown().await;
-        return;
-    };
-    let base = serve_http(&w);
-    b.go(&format!("{base}/warden/ui")).await;
+/// The page as first loaded: nothing loaded, the event stream live, no
+/// console error.
+async fn assert_the_empty_page(b: &Browser) {
     b.wait_for(
         "the first status",
         "return document.getElementById('model').textContent === 'No model loaded';",
@@ -59,7 +47,11 @@ async fn the_dashboard_shows_a_turn_and_a_brake_step_in_a_real_browser() {
     );
     let first = b.console().await;
     assert!(errors(&first).is_empty(), "console errors on load: {first:?}");
+}
 
+/// A turn sent from the page's own box streams an answer and ends in the
+/// timeline.
+async fn chat_from_the_page(b: &Browser) {
     b.type_into("#chat-input", "What is the capital of France?").await;
     b.click("#chat-send").await;
     let answer = b
@@ -78,6 +70,11 @@ async fn the_dashboard_shows_a_turn_and_a_brake_step_in_a_real_browser() {
         )
         .await;
     assert!(turn.as_str().unwrap().contains("(chat) completed"), "{turn}");
+}
+
+/// The brake's action in the timeline, and the chart's window line stepping
+/// from the memory-bound window down to the brake's cap over a critical band.
+async fn assert_the_brake_step(b: &Browser) {
     let brake = b
         .wait_for(
             "the brake action in the timeline",
@@ -89,8 +86,6 @@ async fn the_dashboard_shows_a_turn_and_a_brake_step_in_a_real_browser() {
         brake.as_str().unwrap().contains("shrink+respawn at critical"),
         "{brake}"
     );
-    // The chart: the window line steps from the memory-bound window down to
-    // the brake's cap, over a critical band.
     let windows = b
         .wait_for(
             "the window line's step",
@@ -111,11 +106,11 @@ async fn the_dashboard_shows_a_turn_and_a_brake_step_in_a_real_browser() {
         b.eval("return document.querySelectorAll('.brake-mark').length;").await,
         1
     );
-    let model = b.eval("return document.getElementById('model').textContent;").await;
-    assert_eq!(model, "smollm2");
-    let rest = b.console().await;
-    assert!(errors(&rest).is_empty(), "console errors after the turn: {rest:?}");
+}
 
+/// The screenshot, under the test's output directory (and docs/ with
+/// `WARDEN_UPDATE_DOCS=1`).
+async fn keep_a_screenshot(b: &Browser) {
     let png = b.screenshot().await;
     assert!(png.starts_with(b"\x89PNG"));
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
@@ -124,6 +119,33 @@ async fn the_dashboard_shows_a_turn_and_a_brake_step_in_a_real_browser() {
     if std::env::var("WARDEN_UPDATE_DOCS").as_deref() == Ok("1") {
         std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/dashboard.png"), &png).unwrap();
     }
+}
+
+/// A turn from the page and the brake's shrink show on the dashboard, with
+/// no console error.
+#[actix_rt::test]
+async fn the_dashboard_shows_a_turn_and_a_brake_step_in_a_real_browser() {
+    let cfg = WardenConfig {
+        ui_sample: Duration::from_millis(250),
+        ..forced_critical(test_config())
+    };
+    let Some((w, _dir)) = real_smollm_warden(cfg) else {
+        return;
+    };
+    let Some(b) = Browser::start().await else {
+        w.shutdown().await;
+        return;
+    };
+    let base = serve_http(&w);
+    b.go(&format!("{base}/warden/ui")).await;
+    assert_the_empty_page(&b).await;
+    chat_from_the_page(&b).await;
+    assert_the_brake_step(&b).await;
+    let model = b.eval("return document.getElementById('model').textContent;").await;
+    assert_eq!(model, "smollm2");
+    let rest = b.console().await;
+    assert!(errors(&rest).is_empty(), "console errors after the turn: {rest:?}");
+    keep_a_screenshot(&b).await;
     b.quit().await;
     w.shutdown().await;
 }

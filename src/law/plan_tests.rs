@@ -70,17 +70,29 @@ fn placed(p: &Plan) -> String {
     }
 }
 
+/// name, facts, readings, brake cap, user pin, want (ctx, memory-bound, placement)
+type Row = (
+    &'static str,
+    Option<ModelFacts>,
+    Readings,
+    Option<u32>,
+    Option<u32>,
+    (Option<u32>, bool, &'static str),
+);
+
+fn check(rows: Vec<Row>) {
+    for (i, (name, facts, readings, cap, pin, want)) in rows.iter().enumerate() {
+        let p = plan(facts.as_ref(), readings, *cap, *pin);
+        let got = (p.window.ctx(), p.window.memory_bound().is_some(), placed(&p));
+        assert_eq!(got, (want.0, want.1, want.2.to_string()), "row {i} ({name}): {p:?}");
+    }
+}
+
+/// A CPU window is sized on RAM less the projector, under the cap, and a
+/// pin or a missing header decides it outright.
 #[test]
-fn plan_rows() {
-    let two = Ok(vec![card(0, 8, 7), card(1, 24, 23)]);
-    let rows: Vec<(
-        &str,
-        Option<ModelFacts>,
-        Readings,
-        Option<u32>,
-        Option<u32>,
-        (Option<u32>, bool, &str),
-    )> = vec![
+fn cpu_rows() {
+    check(vec![
         // why: 24 GiB of RAM holds SmolLM2's whole trained window
         (
             "cpu roomy",
@@ -146,6 +158,14 @@ fn plan_rows() {
             None,
             (Some(14_336), false, "-"),
         ),
+    ]);
+}
+
+/// A CUDA window is sized on the chosen card's free memory (or the
+/// override), with the FA or non-FA slope, under the cap.
+#[test]
+fn cuda_sizing_rows() {
+    check(vec![
         // why: the card's free memory dwarfs the model: trained binds; pinned by UUID
         (
             "cuda roomy",
@@ -182,6 +202,23 @@ fn plan_rows() {
             None,
             (Some(6912), true, "card0 pinned"),
         ),
+        // why: the cap folds in on CUDA too
+        (
+            "cuda cap",
+            Some(smollm2()),
+            gpus(roomy(), None, None),
+            Some(4608),
+            None,
+            (Some(4608), false, "card0 pinned"),
+        ),
+    ]);
+}
+
+/// Which card a CUDA load is sized on and whether the warden pins it.
+#[test]
+fn cuda_placement_rows() {
+    let two = Ok(vec![card(0, 8, 7), card(1, 24, 23)]);
+    check(vec![
         // why: the largest card is sized on and pinned
         (
             "cuda two cards",
@@ -236,15 +273,13 @@ fn plan_rows() {
             None,
             (None, false, "none"),
         ),
-        // why: the cap folds in on CUDA too
-        (
-            "cuda cap",
-            Some(smollm2()),
-            gpus(roomy(), None, None),
-            Some(4608),
-            None,
-            (Some(4608), false, "card0 pinned"),
-        ),
+    ]);
+}
+
+/// MLX is never sized at spawn.
+#[test]
+fn mlx_rows() {
+    check(vec![
         // why: MLX sizes nothing at spawn, whatever the memory
         (
             "mlx",
@@ -257,12 +292,7 @@ fn plan_rows() {
             None,
             (None, false, "-"),
         ),
-    ];
-    for (i, (name, facts, readings, cap, pin, want)) in rows.iter().enumerate() {
-        let p = plan(facts.as_ref(), readings, *cap, *pin);
-        let got = (p.window.ctx(), p.window.memory_bound().is_some(), placed(&p));
-        assert_eq!(got, (want.0, want.1, want.2.to_string()), "row {i} ({name}): {p:?}");
-    }
+    ]);
 }
 
 #[test]
