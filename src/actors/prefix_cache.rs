@@ -18,21 +18,31 @@ use actix::prelude::*;
 
 use crate::actors::EngineActor;
 use crate::law::prefix::{Owner, plan_claim};
-use crate::messages::Reset;
 use crate::messages::prefix::{ClaimPrefix, ResetFailed};
+use crate::messages::{Generate, Reset};
 
 /// The prefix cache actor.
 pub struct PrefixCacheActor {
     owner: Owner,
-    engine: Addr<EngineActor>,
+    /// Where resets go (the engine).
+    resets: Recipient<Reset>,
+    /// Where turns go (the engine's same mailbox, so a reset sent first is
+    /// handled first).
+    turns: Recipient<Generate>,
 }
 
 impl PrefixCacheActor {
     /// An owner of nothing yet, forwarding turns to `engine`.
     pub fn new(engine: Addr<EngineActor>) -> Self {
+        Self::over(engine.clone().recipient(), engine.recipient())
+    }
+
+    /// The same over any mailbox that takes both (a test's recorder).
+    fn over(resets: Recipient<Reset>, turns: Recipient<Generate>) -> Self {
         Self {
             owner: Owner::Empty,
-            engine,
+            resets,
+            turns,
         }
     }
 }
@@ -54,14 +64,14 @@ impl Handler<ClaimPrefix> for PrefixCacheActor {
         if turn.route.generates() {
             let conversation = turn.conversation.as_deref().unwrap_or("");
             if let Some(reason) = plan_claim(&self.owner, conversation, turn.kind) {
-                self.engine.do_send(Reset {
+                self.resets.do_send(Reset {
                     reason,
                     model: turn.model.clone(),
                 });
             }
             self.owner = Owner::Conversation(conversation.to_string());
         }
-        self.engine.do_send(turn);
+        self.turns.do_send(turn);
     }
 }
 
@@ -70,5 +80,98 @@ impl Handler<ResetFailed> for PrefixCacheActor {
 
     fn handle(&mut self, _msg: ResetFailed, _ctx: &mut Self::Context) {
         self.owner = Owner::Dirty;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::law::route::Route;
+    use crate::messages::prefix::TurnKind;
+
+    /// A mailbox that records what reaches it, in order.
+    struct Recorder(Arc<Mutex<Vec<String>>>);
+
+    impl Actor for Recorder {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Reset> for Recorder {
+        type Result = ();
+        fn handle(&mut self, m: Reset, _: &mut Context<Self>) {
+            self.0.lock().unwrap().push(format!("reset:{}", m.reason));
+        }
+    }
+
+    impl Handler<Generate> for Recorder {
+        type Result = ();
+        fn handle(&mut self, m: Generate, _: &mut Context<Self>) {
+            let who = m.conversation.unwrap_or_default();
+            self.0.lock().unwrap().push(format!("turn:{who}"));
+        }
+    }
+
+    fn turn(conversation: &str, kind: TurnKind, route: Route) -> ClaimPrefix {
+        let (events, _) = tokio::sync::mpsc::channel(1);
+        ClaimPrefix(Generate {
+            model: None,
+            body: Default::default(),
+            stream: true,
+            events,
+            options: Default::default(),
+            conversation: Some(conversation.into()),
+            kind,
+            route,
+            keep_alive: None,
+            seq: 0,
+            ticket: None,
+        })
+    }
+
+    /// Each reset reaches the engine's mailbox right ahead of the turn that
+    /// needs it, and a failed reset makes the next claim reset again.
+    #[actix_rt::test]
+    async fn a_reset_is_queued_just_ahead_of_its_turn() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let rec = Recorder(log.clone()).start();
+        let pca = PrefixCacheActor::over(rec.clone().recipient(), rec.clone().recipient()).start();
+        for (conv, kind, route) in [
+            ("a", TurnKind::Chat, Route::Chat),
+            ("a", TurnKind::Chat, Route::Chat),
+            ("b", TurnKind::Chat, Route::Chat),
+            ("b", TurnKind::Arena, Route::Chat),
+            // A tokenizer call claims nothing.
+            ("c", TurnKind::Chat, Route::Tokenize),
+            ("b", TurnKind::Chat, Route::Chat),
+        ] {
+            pca.do_send(turn(conv, kind, route));
+        }
+        pca.send(ResetFailed).await.unwrap();
+        pca.send(turn("b", TurnKind::Chat, Route::Chat)).await.unwrap();
+        // The recorder got everything the actor forwarded before it answered.
+        rec.send(Reset {
+            reason: "end",
+            model: None,
+        })
+        .await
+        .unwrap();
+        assert_eq!(
+            *log.lock().unwrap(),
+            [
+                "turn:a",
+                "turn:a",
+                "reset:conversation_change",
+                "turn:b",
+                "reset:arena",
+                "turn:b",
+                "turn:c",
+                "turn:b",
+                "reset:conversation_change",
+                "turn:b",
+                "reset:end",
+            ]
+        );
     }
 }
