@@ -53,15 +53,19 @@ impl SensorActor {
         let mut sensor = Self {
             provider,
             forced,
-            latest: watch::channel(unread()).0,
+            latest: watch::Sender::new(unread()),
             period,
             brake: None,
             warned_paging: false,
         };
-        let first = sensor.sample();
-        let (tx, rx) = watch::channel(first);
-        sensor.latest = tx;
-        (sensor, SensorView::new(rx))
+        sensor.refresh();
+        let view = SensorView::new(sensor.subscribe());
+        (sensor, view)
+    }
+
+    /// Its latest reading, as it changes (the dashboard's history reads it).
+    pub fn subscribe(&self) -> watch::Receiver<Latest> {
+        self.latest.subscribe()
     }
 
     /// Sends the brake's idle samples to `engine` every `every` (zero: never)
@@ -78,8 +82,11 @@ impl SensorActor {
 
     /// One reading of the OS (or of the seam).
     fn sample(&mut self) -> Latest {
+        let reading = self.provider.as_mut().map(|p| p.sample());
+        let available_bytes = reading.as_ref().and_then(|r| r.available_bytes);
         // The QA seam forces the level and the paging evidence on every RAM
-        // sample; the VRAM tiers are the CUDA engine's and do nothing here.
+        // sample (the available memory stays the OS's); the VRAM tiers are
+        // the CUDA engine's and do nothing here.
         let forced = match self.forced {
             Some(ForcedPressure::Warning) => Some(Level::Warning),
             Some(ForcedPressure::Critical) => Some(Level::Critical),
@@ -89,13 +96,13 @@ impl SensorActor {
             return Latest {
                 level: Ok(level),
                 swapout_bytes: None,
+                available_bytes,
                 forced: true,
             };
         }
-        let Some(provider) = self.provider.as_mut() else {
+        let Some(sample) = reading else {
             return unread();
         };
-        let sample = provider.sample();
         if sample.swapout_bytes.is_none() && !self.warned_paging {
             self.warned_paging = true;
             tracing::warn!("the paging counter is unreadable; the memory pressure level decides alone");
@@ -103,6 +110,7 @@ impl SensorActor {
         Latest {
             level: sample.level.map_err(BrakeOff),
             swapout_bytes: sample.swapout_bytes,
+            available_bytes,
             forced: false,
         }
     }
@@ -121,6 +129,7 @@ fn unread() -> Latest {
             std::env::consts::OS
         ))),
         swapout_bytes: None,
+        available_bytes: None,
         forced: false,
     }
 }
@@ -143,5 +152,25 @@ impl Actor for SensorActor {
                 }
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The QA seam's RAM tiers are the sensor's level (the brake's and the
+    /// dashboard's alike); its VRAM tiers say nothing of RAM.
+    #[test]
+    fn forced_pressure_reads_as_the_brake_sees_it() {
+        let level = |forced| {
+            let (sensor, _) = SensorActor::new(None, forced, Duration::ZERO);
+            sensor.subscribe().borrow().level.clone().ok()
+        };
+        assert_eq!(level(Some(ForcedPressure::Critical)), Some(Level::Critical));
+        assert_eq!(level(Some(ForcedPressure::Warning)), Some(Level::Warning));
+        // why: a forced VRAM level says nothing of RAM: the sensor decides
+        assert_eq!(level(Some(ForcedPressure::VramCritical)), None);
+        assert_eq!(level(None), None);
     }
 }

@@ -5,11 +5,11 @@
 //! it sit side by side in `/warden/ui`'s chart.
 //!
 //! `HISTORY_CAPACITY` (360) samples hold 30 minutes at the default period
-//! (about 40 KiB). The sampler is a plain thread with its own pressure
-//! provider: it reads a few `/proc` files and the child's `smaps_rollup`
-//! (5-6 ms), never touches the engine's mailbox or the brake's own sensor
-//! state (the turn-start paging window), and stops when the warden is
-//! dropped or its engine ends.
+//! (about 40 KiB). The sampler is a plain thread: the level and the
+//! available memory are the `SensorActor`'s latest reading (what the brake
+//! sees, the QA seam included), the footprint is the child's `smaps_rollup`
+//! (5-6 ms). It never touches the engine's mailbox or the brake's paging
+//! window, and stops when the warden is dropped or its engine ends.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::config::ForcedPressure;
+use crate::sensors::view::Latest;
 use crate::status::EngineStatus;
 
 /// Samples kept: 30 minutes at the default 5 s.
@@ -85,17 +85,14 @@ impl History {
     }
 }
 
-/// The level a forced pressure stands for, as the brake's sensor reads it.
-fn forced_level(forced: Option<ForcedPressure>) -> Option<&'static str> {
-    match forced {
-        Some(ForcedPressure::Warning) => Some("warning"),
-        Some(ForcedPressure::Critical) => Some("critical"),
-        _ => None,
-    }
-}
-
-/// Starts the sampler thread over `status`; it holds the history weakly.
-pub fn start(history: &Arc<History>, mut status: watch::Receiver<EngineStatus>, forced: Option<ForcedPressure>) {
+/// Starts the sampler thread over `status` and the sensor's `latest`
+/// reading (`None`: a warden whose brake reads a script has none, and the
+/// chart shows no level); it holds the history weakly.
+pub fn start(
+    history: &Arc<History>,
+    mut status: watch::Receiver<EngineStatus>,
+    latest: Option<watch::Receiver<Latest>>,
+) {
     if history.interval.is_zero() {
         return;
     }
@@ -104,7 +101,6 @@ pub fn start(history: &Arc<History>, mut status: watch::Receiver<EngineStatus>, 
     let spawned = std::thread::Builder::new()
         .name("warden-history".into())
         .spawn(move || {
-            let mut provider = crate::sensors::pressure::default_provider();
             let mut last: Option<(Instant, Option<String>, Option<u32>)> = None;
             loop {
                 std::thread::sleep(POLL.min(interval));
@@ -123,13 +119,10 @@ pub fn start(history: &Arc<History>, mut status: watch::Receiver<EngineStatus>, 
                 if !due {
                     continue;
                 }
-                // One reading gives both the level and the available memory.
-                let reading = provider.as_mut().map(|p| p.sample());
-                let level = forced_level(forced)
-                    .or_else(|| reading.as_ref().and_then(|r| r.level.as_ref().ok()).map(|l| l.as_str()));
+                let reading = latest.as_ref().map(|rx| rx.borrow().clone());
                 history.push(Sample {
                     t_ms: unix_ms(),
-                    level,
+                    level: reading.as_ref().and_then(|r| r.level.as_ref().ok()).map(|l| l.as_str()),
                     available_bytes: reading.and_then(|r| r.available_bytes),
                     footprint_bytes: pid.and_then(crate::sensors::footprint::anon_bytes),
                     context_tokens: window,
@@ -176,14 +169,5 @@ mod tests {
             (s[0].t_ms, s[HISTORY_CAPACITY - 1].t_ms),
             (10, HISTORY_CAPACITY as u64 + 9)
         );
-    }
-
-    #[test]
-    fn forced_pressure_reads_as_the_brake_sees_it() {
-        assert_eq!(forced_level(Some(ForcedPressure::Critical)), Some("critical"));
-        assert_eq!(forced_level(Some(ForcedPressure::Warning)), Some("warning"));
-        // why: a forced VRAM level says nothing of RAM: the sensor decides
-        assert_eq!(forced_level(Some(ForcedPressure::VramCritical)), None);
-        assert_eq!(forced_level(None), None);
     }
 }

@@ -26,6 +26,9 @@ pub struct Latest {
     pub level: Result<Level, BrakeOff>,
     /// The machine's swap-outs so far, when readable.
     pub swapout_bytes: Option<u64>,
+    /// Memory available (the cgroup's when it bounds the warden), when
+    /// readable: the dashboard's chart.
+    pub available_bytes: Option<u64>,
     /// The QA seam forced the level; its paging evidence is forced with it.
     pub forced: bool,
 }
@@ -95,6 +98,7 @@ mod tests {
         Latest {
             level,
             swapout_bytes: swapout,
+            available_bytes: None,
             forced,
         }
     }

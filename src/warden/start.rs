@@ -16,7 +16,7 @@ use crate::engines::{self, Backend};
 use crate::metrics::Metrics;
 use crate::queue::QueueGauge;
 use crate::sensors::history::{self, History};
-use crate::sensors::view::PressureView;
+use crate::sensors::view::{Latest, PressureView};
 use crate::status::EngineStatus;
 
 impl Warden {
@@ -32,29 +32,7 @@ impl Warden {
     /// Starts the warden over an already built backend (tests, embedders
     /// with their own selection), with this platform's memory sensors.
     pub fn start_with(config: Arc<WardenConfig>, catalog: Catalog, backend: Backend, note: Option<String>) -> Self {
-        let (sensor, view) = SensorActor::new(
-            crate::sensors::pressure::default_provider(),
-            config.force_pressure,
-            config.sensor_period,
-        );
-        let arbiter = Arbiter::new().handle();
-        let w = Self::start_inner(
-            config.clone(),
-            catalog,
-            backend,
-            note,
-            Some(arbiter.clone()),
-            Box::new(view),
-        );
-        let sensor = sensor.brake_samples_to(
-            w.inner.engine.clone().recipient(),
-            w.inner.status.clone(),
-            config.brake_tick,
-        );
-        // The engine's thread, which stops with it: a sample is a few small
-        // /proc reads (microseconds) between the relay's chunks.
-        SensorActor::start_in_arbiter(&arbiter, move |_| sensor);
-        w
+        Self::start_sensed(config, catalog, backend, note, Some(Arbiter::new().handle()))
     }
 
     /// As `start_with`, with the engine and its sensor on the caller's own
@@ -65,19 +43,44 @@ impl Warden {
     /// the caller's thread.
     #[doc(hidden)]
     pub fn start_here(config: Arc<WardenConfig>, catalog: Catalog, backend: Backend) -> Self {
+        Self::start_sensed(config, catalog, backend, None, None)
+    }
+
+    /// With this platform's `SensorActor`, on the engine's arbiter (`None`:
+    /// the caller's). On the engine's thread it stops with the engine: a
+    /// sample is a few small /proc reads (microseconds) between the relay's
+    /// chunks.
+    fn start_sensed(
+        config: Arc<WardenConfig>,
+        catalog: Catalog,
+        backend: Backend,
+        note: Option<String>,
+        arbiter: Option<ArbiterHandle>,
+    ) -> Self {
         let (sensor, view) = SensorActor::new(
             crate::sensors::pressure::default_provider(),
             config.force_pressure,
             config.sensor_period,
         );
-        let w = Self::start_inner(config.clone(), catalog, backend, None, None, Box::new(view));
-        sensor
-            .brake_samples_to(
-                w.inner.engine.clone().recipient(),
-                w.inner.status.clone(),
-                config.brake_tick,
-            )
-            .start();
+        let latest = Some(sensor.subscribe());
+        let w = Self::start_inner(
+            config.clone(),
+            catalog,
+            backend,
+            note,
+            arbiter.clone(),
+            Box::new(view),
+            latest,
+        );
+        let sensor = sensor.brake_samples_to(
+            w.inner.engine.clone().recipient(),
+            w.inner.status.clone(),
+            config.brake_tick,
+        );
+        match &arbiter {
+            Some(a) => SensorActor::start_in_arbiter(a, move |_| sensor),
+            None => sensor.start(),
+        };
         w
     }
 
@@ -90,7 +93,7 @@ impl Warden {
         backend: Backend,
         sensor: Box<dyn PressureView>,
     ) -> Self {
-        Self::start_inner(config, catalog, backend, None, None, sensor)
+        Self::start_inner(config, catalog, backend, None, None, sensor, None)
     }
 
     /// As `start_with`, with the brake's readings from `sensor` (a test's
@@ -103,7 +106,15 @@ impl Warden {
         note: Option<String>,
         sensor: Box<dyn PressureView>,
     ) -> Self {
-        Self::start_inner(config, catalog, backend, note, Some(Arbiter::new().handle()), sensor)
+        Self::start_inner(
+            config,
+            catalog,
+            backend,
+            note,
+            Some(Arbiter::new().handle()),
+            sensor,
+            None,
+        )
     }
 
     /// Starts the engine on `arbiter` (a long-lived thread of its own: the
@@ -117,6 +128,7 @@ impl Warden {
         note: Option<String>,
         arbiter: Option<ArbiterHandle>,
         sensor: Box<dyn PressureView>,
+        latest: Option<watch::Receiver<Latest>>,
     ) -> Self {
         // The catalog lists what this engine can run.
         let mut catalog = catalog;
@@ -159,7 +171,7 @@ impl Warden {
         }
         let timer = IdleTimer::new(engine.clone().recipient(), status_rx.clone(), config.idle_tick).start();
         let history = Arc::new(History::new(config.ui_sample));
-        history::start(&history, status_rx.clone(), config.force_pressure);
+        history::start(&history, status_rx.clone(), latest);
         tracing::info!(
             engine = status_rx.borrow().engine.tag(),
             models = catalog.entries().len(),
