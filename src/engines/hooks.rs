@@ -148,11 +148,7 @@ impl EngineHooks for MlxEngine {
     }
 
     async fn brake_sample(core: &mut EngineCore, point: Point, given: Option<Given>) {
-        if point == Point::Idle && !core.idle_due() {
-            return;
-        }
-        if core.child.is_some() {
-            core.brake.last_sample = Some(tokio::time::Instant::now());
+        if core.child.is_some() && core.take_sample(point) {
             core.mlx_brake_point(point, given).await;
         }
     }

@@ -53,18 +53,6 @@ pub enum Backend {
     Cuda(CudaEngine),
 }
 
-/// Which memory brake an engine runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BrakeKind {
-    /// `law::brake::llama_step` over RAM: respawn in place (CPU).
-    LlamaRam,
-    /// `law::mlx::mlx_step`: release, and the memory bound (MLX).
-    Mlx,
-    /// `law::brake::llama_step` over the VRAM spill (CUDA; Windows only,
-    /// or a test's pretend-spill platform).
-    CudaSpill,
-}
-
 /// Bound of the `/props` read after readiness.
 const PROPS_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -83,22 +71,6 @@ impl Backend {
         match self {
             Self::Cpu(_) | Self::Cuda(_) => llama::LLAMA_PORTS,
             Self::Mlx(_) => mlx::MLX_PORTS,
-        }
-    }
-
-    /// Whether the memory brake can act on this engine's child (the CPU
-    /// engine's RAM brake; CUDA's spill brake and MLX's release brake are
-    /// their engines' own).
-    pub fn brake_capable(&self) -> bool {
-        self.brake_kind().is_some()
-    }
-
-    /// The memory brake this engine runs.
-    pub fn brake_kind(&self) -> Option<BrakeKind> {
-        match self {
-            Self::Cpu(_) => Some(BrakeKind::LlamaRam),
-            Self::Mlx(_) => Some(BrakeKind::Mlx),
-            Self::Cuda(_) => Some(BrakeKind::CudaSpill),
         }
     }
 

@@ -19,7 +19,7 @@ impl EngineCore {
     /// Takes one brake sample at `point` and acts on it; `given`: the
     /// reading an idle `BrakeSample` brought (else the sensor's latest).
     pub(crate) async fn brake_point(&mut self, point: Point, given: Option<Given>) {
-        if self.brake.off.is_some() || !self.backend.brake_capable() {
+        if self.brake.off.is_some() {
             return;
         }
         crate::engines::hooks::brake_sample(self, point, given).await;
@@ -39,14 +39,21 @@ impl EngineCore {
         }
     }
 
-    /// Whether an idle sample is due (the 55-of-60 s pacing).
-    pub(crate) fn idle_due(&self) -> bool {
-        brake::idle_sample_due(
-            Instant::now().into_std(),
-            self.brake.last_sample.map(Instant::into_std),
-            self.last_used.map(Instant::into_std),
-            brake::idle_sample_skip(self.cfg.brake_tick),
-        )
+    /// Whether a sample at `point` is taken (an idle one only past the
+    /// 55-of-60 s pacing); a taken one is recorded for the next idle one.
+    pub(crate) fn take_sample(&mut self, point: Point) -> bool {
+        let now = Instant::now();
+        let due = point != Point::Idle
+            || brake::idle_sample_due(
+                now.into_std(),
+                self.brake.last_sample.map(Instant::into_std),
+                self.last_used.map(Instant::into_std),
+                brake::idle_sample_skip(self.cfg.brake_tick),
+            );
+        if due {
+            self.brake.last_sample = Some(now);
+        }
+        due
     }
 
     /// The brake's emergency unload of the live child (any engine): the

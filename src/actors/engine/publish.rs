@@ -86,9 +86,7 @@ impl EngineCore {
     /// placement).
     fn brake_view(&self, c: Option<&LiveChild>) -> BrakeView {
         BrakeView {
-            enabled: self.brake.off.is_none()
-                && c.is_none_or(|c| c.engine.brake_off().is_none())
-                && self.backend.brake_capable(),
+            enabled: self.brake.off.is_none() && c.is_none_or(|c| c.engine.brake_off().is_none()),
             off_reason: self
                 .brake
                 .off

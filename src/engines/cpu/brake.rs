@@ -1,8 +1,6 @@
 //! The CPU engine's brake sample: RAM pressure and paging from the
 //! sensor, combined with the pressure of the RPC workers in use.
 
-use tokio::time::Instant;
-
 use crate::actors::engine::EngineCore;
 use crate::actors::engine::brake::Given;
 use crate::law::brake::{Point, Readings, WindowFacts};
@@ -13,10 +11,9 @@ impl EngineCore {
     /// child, not due, brake off).
     pub(crate) fn ram_sample(&mut self, point: Point, given: Option<Given>) -> Option<(Readings, WindowFacts)> {
         let facts = self.child.as_ref().and_then(|c| self.window_facts(c))?;
-        if point == Point::Idle && !self.idle_due() {
+        if !self.take_sample(point) {
             return None;
         }
-        self.brake.last_sample = Some(Instant::now());
         let r = self.read_sensor(point, given)?;
         // A worker under pressure counts like this machine.
         let (level, facts) = crate::law::workers::combine(r.level, facts, &self.worker_pressure());

@@ -9,8 +9,6 @@
 //! child's baseline drives `llama_step`. A test may pretend a spill platform
 //! (`WARDEN_TEST_SPILL_PLATFORM=1`) to drive the whole path here.
 
-use tokio::time::Instant;
-
 use crate::actors::engine::{EngineCore, LiveChild};
 use crate::engines::Backend;
 use crate::engines::cuda::CudaChild;
@@ -144,10 +142,9 @@ impl EngineCore {
         };
         let healthy = cuda::healthy_shared_bytes(allocated, spawn.flash_attention);
         let pid = c.process.pid();
-        if point == Point::Idle && !self.idle_due() {
+        if !self.take_sample(point) {
             return None;
         }
-        self.brake.last_sample = Some(Instant::now());
         match self.spill.read(pid, healthy) {
             Ok(shared) => {
                 self.brake.spill_gauge_warned = false;
