@@ -57,13 +57,14 @@ pub enum Site<'a> {
 }
 
 /// Reads what the law plans `entry` from. File and NVML I/O: the engine
-/// calls it inside its load, `/v1/models` off the server's threads.
+/// calls it inside its load, `inspect` once.
 pub fn gather(site: Site, cfg: &WardenConfig, entry: &ModelEntry) -> Readings {
-    let mmproj_bytes = entry
-        .mmproj
-        .as_ref()
-        .and_then(|p| std::fs::metadata(p).ok())
-        .map_or(0, |m| m.len());
+    for_entry(machine(site, cfg), entry)
+}
+
+/// The machine's part of the readings (the RAM total, NVML for the CUDA
+/// engine), read once for a whole list of plans (`/v1/models`).
+pub fn machine(site: Site, cfg: &WardenConfig) -> Readings {
     let engine = match site {
         Site::Cpu => EngineReadings::Cpu,
         Site::Mlx => EngineReadings::Mlx,
@@ -75,8 +76,21 @@ pub fn gather(site: Site, cfg: &WardenConfig, entry: &ModelEntry) -> Readings {
     };
     Readings {
         ram: ram::ram_total(cfg.ram_override_bytes),
-        mmproj_bytes,
+        mmproj_bytes: 0,
         engine,
+    }
+}
+
+/// `machine` with `entry`'s own reading: its vision projector's size.
+pub fn for_entry(machine: Readings, entry: &ModelEntry) -> Readings {
+    let mmproj_bytes = entry
+        .mmproj
+        .as_ref()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .map_or(0, |m| m.len());
+    Readings {
+        mmproj_bytes,
+        ..machine
     }
 }
 
@@ -92,6 +106,18 @@ pub fn plan(
     if let EngineReadings::Cuda(GpuReadings { devices: Err(why), .. }) = &readings.engine {
         tracing::warn!("[CUDA_Engine] {why}; the window is left to llama-server's fit");
     }
+    plan_on(readings, site, cfg, entry, facts, cap)
+}
+
+/// The plan of a spawn of `entry` on readings already gathered.
+pub fn plan_on(
+    readings: Readings,
+    site: Site,
+    cfg: &WardenConfig,
+    entry: Arc<ModelEntry>,
+    facts: Option<Arc<ModelFacts>>,
+    cap: Option<u32>,
+) -> SpawnPlan {
     let p = law::plan(facts.as_deref(), &readings, cap, cfg.ctx_pin);
     let mlx = matches!(site, Site::Mlx)
         .then(|| mlx::read_facts(&entry.path))

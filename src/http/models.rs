@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::catalog::{ModelEntry, ModelFormat};
 use crate::engines::SpawnPlan;
 use crate::gguf;
+use crate::law::plan::Readings;
 use crate::law::{header, kv};
 use crate::warden::Warden;
 
@@ -22,11 +23,14 @@ pub async fn list_models(warden: web::Data<Warden>) -> HttpResponse {
     let default = warden.catalog().default_id();
     let w = warden.get_ref().clone();
     let data = web::block(move || {
+        // One reading of the machine for the whole list.
+        let machine = w.plan_readings();
         entries
             .iter()
             .map(|e| {
                 model_json(
                     &w,
+                    &machine,
                     e,
                     loaded.as_deref() == Some(&e.id),
                     default.as_deref() == Some(&e.id),
@@ -40,7 +44,13 @@ pub async fn list_models(warden: web::Data<Warden>) -> HttpResponse {
 }
 
 /// One entry of the list.
-pub fn model_json(w: &Warden, e: &Arc<ModelEntry>, loaded: bool, default: bool) -> serde_json::Value {
+pub fn model_json(
+    w: &Warden,
+    machine: &Readings,
+    e: &Arc<ModelEntry>,
+    loaded: bool,
+    default: bool,
+) -> serde_json::Value {
     let created = std::fs::metadata(&e.path)
         .and_then(|m| m.modified())
         .ok()
@@ -79,7 +89,7 @@ pub fn model_json(w: &Warden, e: &Arc<ModelEntry>, loaded: bool, default: bool) 
             Err(_) => {}
         }
     }
-    v["plan"] = plan_json(&w.plan_for(e.clone(), facts));
+    v["plan"] = plan_json(&w.plan_for(machine, e.clone(), facts));
     v
 }
 
