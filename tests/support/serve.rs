@@ -42,18 +42,7 @@ pub async fn spawn_warden_binary_with(args: &[&str], envs: &[(&str, &str)]) -> (
 /// pipe; a piped stderr is forwarded to the test's output.
 pub async fn read_listen_url(child: &mut tokio::process::Child) -> String {
     use tokio::io::AsyncBufReadExt;
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(l) = lines.next_line().await.unwrap() {
-            if let Some(u) = l.strip_prefix("llm-warden listening on ") {
-                return u.trim().to_string();
-            }
-        }
-        panic!("the warden exited before listening");
-    })
-    .await
-    .expect("the warden listens within 30 s");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let url = read_announced(child, "llm-warden listening on ", "the warden").await;
     if let Some(err) = child.stderr.take() {
         tokio::spawn(async move {
             let mut l = tokio::io::BufReader::new(err).lines();
@@ -62,5 +51,25 @@ pub async fn read_listen_url(child: &mut tokio::process::Child) -> String {
             }
         });
     }
+    url
+}
+
+/// The URL a started `who` prints on stdout after `prefix` (waiting up to
+/// 30 s); its stdout keeps draining afterwards, so it never blocks on a
+/// full pipe.
+pub async fn read_announced(child: &mut tokio::process::Child, prefix: &str, who: &str) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            if let Some(u) = l.strip_prefix(prefix) {
+                return u.trim().to_string();
+            }
+        }
+        panic!("{who} exited before listening");
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{who} listens within 30 s"));
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     url
 }

@@ -137,18 +137,7 @@ pub async fn start_at(
             s.push('\n');
         }
     });
-    let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(l) = out.next_line().await.unwrap() {
-            if let Some(u) = l.strip_prefix("llm-warden worker listening on ") {
-                return u.trim().to_string();
-            }
-        }
-        panic!("the worker exited before listening");
-    })
-    .await
-    .expect("the worker listens within 30 s");
-    tokio::spawn(async move { while let Ok(Some(_)) = out.next_line().await {} });
+    let url = super::read_announced(&mut child, "llm-warden worker listening on ", "the worker").await;
     assert!(url.ends_with(STATUS_PATH), "{url}");
     Worker {
         child,
