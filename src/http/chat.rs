@@ -24,9 +24,9 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::mpsc;
 
 use super::body::read_body;
-use super::errors::error_response;
+use super::errors::{answer_error, log_server_error};
 use super::stall;
-use super::validate::chat_request;
+use super::validate::{chat_request, violation};
 use super::validate_text::keep_alive;
 use crate::error::ApiError;
 use crate::law::route::Route;
@@ -44,6 +44,11 @@ pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payl
         Ok(r) => r,
         Err(e) => return refused(&warden, Route::Chat, &e),
     };
+    if let Some((id, caps)) = warden.capabilities(req.model.as_deref())
+        && let Some(v) = req.needs.unmet(caps, &id)
+    {
+        return refused(&warden, Route::Chat, &violation(v));
+    }
     let keep_alive = match keep_alive(req.keep_alive, &http) {
         Ok(k) => k,
         Err(e) => return refused(&warden, Route::Chat, &e),
@@ -75,32 +80,32 @@ pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payl
 /// A request refused before the engine: counted, and its error response.
 pub(super) fn refused(warden: &Warden, route: Route, e: &ApiError) -> HttpResponse {
     warden.metrics().refused(route, &e.code);
-    error_response(e)
+    answer_error(route, None, e)
 }
 
 /// Submits a turn and answers with it: an error before anything was said
 /// as a plain HTTP error, a whole body as the child sent it, anything else
 /// as an SSE stream. Every route through the engine answers this way.
 pub(super) async fn respond(warden: &Warden, http: &HttpRequest, req: TurnRequest) -> HttpResponse {
-    let stream = req.stream;
+    let (stream, route) = (req.stream, req.route);
     let (mut rx, turn) = match warden.submit_watched(req) {
         Ok(v) => v,
-        Err(e) => return error_response(&e),
+        Err(e) => return answer_error(route, None, &e),
     };
     // A non-streamed answer has no stream for notices: they travel in one
     // response header instead, `X-Warden-Notices: [{"t": ...}, ...]`.
     let mut notices = Vec::new();
     loop {
         let Some(first) = rx.recv().await else {
-            return error_response(&engine_gone());
+            return answer_error(route, Some(turn.seq), &engine_gone());
         };
         match first {
-            TurnEvent::Error(e) => return error_response(&e),
+            TurnEvent::Error(e) => return answer_error(route, Some(turn.seq), &e),
             TurnEvent::Body { status, body } => {
                 return whole_body(http, status, body, &notices, warden.config().client_stall_timeout);
             }
             TurnEvent::Notice(n) if !stream => notices.push(n),
-            first => return sse_response(http, warden.config().client_stall_timeout, first, rx, turn),
+            first => return sse_response(http, warden.config().client_stall_timeout, first, rx, turn, route),
         }
     }
 }
@@ -149,8 +154,10 @@ fn sse_response(
     first: TurnEvent,
     rx: mpsc::Receiver<TurnEvent>,
     turn: TurnWatch,
+    route: Route,
 ) -> HttpResponse {
-    let body = futures::stream::unfold((Some(first), Some(rx)), |(pending, rx)| async move {
+    let seq = turn.seq;
+    let body = futures::stream::unfold((Some(first), Some(rx)), move |(pending, rx)| async move {
         let mut rx = rx?;
         let ev = match pending {
             Some(ev) => ev,
@@ -160,7 +167,10 @@ fn sse_response(
             TurnEvent::Chunk(b) => (b, Some(rx)),
             TurnEvent::Notice(n) => (notice_comment(&n), Some(rx)),
             // Nothing follows an error: end after it.
-            TurnEvent::Error(e) => (error_event(&e), None),
+            TurnEvent::Error(e) => {
+                log_server_error(route, Some(seq), &e, "ended the stream with");
+                (error_event(&e), None)
+            }
             // A whole body cannot come inside a stream; end cleanly if it did.
             TurnEvent::Done | TurnEvent::Body { .. } => return None,
         };

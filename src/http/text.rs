@@ -10,7 +10,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 
 use super::body::read_body;
 use super::chat::{refused, respond, whole_body};
-use super::errors::error_response;
+use super::errors::answer_error;
 use super::validate_text::{keep_alive, text_request};
 use crate::error::GenerationError;
 use crate::law::route::Route;
@@ -37,6 +37,18 @@ pub async fn detokenize(warden: web::Data<Warden>, http: HttpRequest, payload: w
     relay(&warden, &http, payload, Route::Detokenize).await
 }
 
+/// The 400 of an infill for a model without fill-in-the-middle tokens
+/// (llama-server would answer 501 after a load; the header says it first).
+fn no_fim(model: &str) -> crate::error::ApiError {
+    crate::error::ApiError::invalid(
+        "unsupported_value",
+        format!(
+            "the model '{model}' has no fill-in-the-middle tokens (prefix, suffix and middle), so it cannot infill; name a code model that has them in 'model'"
+        ),
+        Some("model"),
+    )
+}
+
 async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route: Route) -> HttpResponse {
     let cfg = warden.config();
     let bytes = match read_body(payload, cfg.max_body_bytes, cfg.body_timeout).await {
@@ -47,6 +59,12 @@ async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route
         Ok(r) => r,
         Err(e) => return refused(warden, route, &e),
     };
+    if route == Route::Infill
+        && let Some((id, caps)) = warden.capabilities(req.model.as_deref())
+        && !caps.fim
+    {
+        return refused(warden, route, &no_fim(&id));
+    }
     if !route.generates() {
         let body = bytes::Bytes::from(serde_json::to_vec(&req.body).expect("a JSON map serializes"));
         match warden.tokenize_now(route, req.model.as_deref(), body).await {
@@ -58,11 +76,11 @@ async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route
             Some(Ok((status, body))) => {
                 warden.metrics().direct(route, "failed");
                 let body = serde_json::from_slice(&body).ok();
-                return error_response(&GenerationError::Upstream { status, body }.to_api());
+                return answer_error(route, None, &GenerationError::Upstream { status, body }.to_api());
             }
             Some(Err(e)) => {
                 warden.metrics().direct(route, "failed");
-                return error_response(&e);
+                return answer_error(route, None, &e);
             }
             // Its model is not running: a turn loads it first.
             None => {}

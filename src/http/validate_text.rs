@@ -13,7 +13,7 @@
 use actix_web::HttpRequest;
 use serde_json::{Map, Value};
 
-use super::validate::{invalid, json_object, model_field, sampling, stream_field};
+use super::validate::{generating_fields, invalid, json_object, model_field, stream_field};
 use crate::error::ApiError;
 use crate::law::keep_alive::{self, KeepAlive};
 use crate::law::route::Route;
@@ -48,7 +48,7 @@ pub fn text_request(route: Route, bytes: &[u8]) -> Result<TextRequest, ApiError>
         Route::Chat => unreachable!("chat bodies are validated by `validate::chat_request`"),
     }
     if route.generates() {
-        sampling(&body)?;
+        generating_fields(route, &mut body)?;
     }
     Ok(TextRequest {
         model,
@@ -207,7 +207,7 @@ mod tests {
             (
                 Route::Completions,
                 r#"{"prompt": "a", "max_tokens": -1}"#,
-                "invalid_type",
+                "invalid_value",
                 Some("max_tokens"),
             ),
             (
