@@ -8,20 +8,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Which engine the user asked for; `Auto` lets selection decide.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EnginePreference {
-    /// Platform and hardware decide (the spec's selection).
-    #[default]
-    Auto,
-    /// llama-server without GPU layers.
-    Cpu,
-    /// llama-server offloading to one NVIDIA GPU.
-    Cuda,
-    /// mlx_vlm.server (Apple Silicon, or anywhere for tests).
-    Mlx,
-}
+/// Which engine the user asked for (the law's own type: `law::types`).
+pub use crate::law::types::EnginePreference;
 
 /// The QA seam that forces a memory-pressure reading (never set in normal use).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

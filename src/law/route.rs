@@ -12,7 +12,7 @@
 //! a model that must be loaded first sends them through the queue. They
 //! take no brake sample and set no keep-alive. Pure.
 
-use crate::status::EngineKind;
+use super::types::EngineKind;
 
 /// A route relayed to the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]

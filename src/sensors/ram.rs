@@ -10,42 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
-/// Where the RAM total came from, for `inspect` and the logs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RamSource {
-    /// The machine's physical memory.
-    Physical,
-    /// cgroup v2 `memory.max` of our group.
-    CgroupV2,
-    /// cgroup v1 `memory.limit_in_bytes` of our group.
-    CgroupV1,
-    /// `WARDEN_RAM_OVERRIDE_GB`.
-    Override,
-}
-
-impl RamSource {
-    /// A phrase for people.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Self::Physical => "physical memory",
-            Self::CgroupV2 => "cgroup v2 memory.max",
-            Self::CgroupV1 => "cgroup v1 memory.limit_in_bytes",
-            Self::Override => "WARDEN_RAM_OVERRIDE_GB",
-        }
-    }
-}
-
-/// The RAM total and its source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct RamTotal {
-    /// Bytes.
-    pub bytes: u64,
-    /// Where it came from.
-    pub source: RamSource,
-}
+pub use crate::law::types::{RamSource, RamTotal};
 
 /// Our memory cgroup's files, as `/proc/self/cgroup` locates them.
 #[derive(Debug, Clone, PartialEq, Eq)]

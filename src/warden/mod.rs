@@ -135,11 +135,21 @@ impl Warden {
     /// empty with no child. Never waits for a turn.
     pub fn child_output_tail(&self, lines: usize) -> Vec<String> {
         self.inner
-            .status
+            .door
             .borrow()
-            .child_output
             .as_ref()
-            .map(|o| o.tail(lines))
+            .map(|d| d.output_tail(lines))
+            .unwrap_or_default()
+    }
+
+    /// The lines the live child's output log keeps apart from its ring
+    /// (load lines, cancellations: `child::output`), empty with no child.
+    pub fn child_output_kept(&self) -> Vec<String> {
+        self.inner
+            .door
+            .borrow()
+            .as_ref()
+            .map(|d| d.output_kept())
             .unwrap_or_default()
     }
 

@@ -138,6 +138,7 @@ impl Warden {
         let (status_tx, status_rx) = watch::channel(EngineStatus::default());
         let (events_tx, _) = broadcast::channel(EVENTS_BUFFER);
         let (door_tx, door_rx) = watch::channel(None);
+        let (idle_clock_tx, idle_clock_rx) = watch::channel(None);
         let metrics = Arc::new(Metrics::default());
         // The prefix cache has an owner only on the MLX engine. Its address
         // exists before it runs: the engine tells it of a failed reset, and
@@ -157,6 +158,7 @@ impl Warden {
                 sensor,
                 prefix: prefix_ctx.as_ref().map(|c| c.address().recipient()),
                 door_tx,
+                idle_clock_tx,
                 metrics: metrics.clone(),
                 workers,
             },
@@ -169,7 +171,13 @@ impl Warden {
         if let (Some(tx), Some(remote)) = (views_tx, watch_remote) {
             crate::rpc::remote::start_watch(remote, config.workers.clone(), tx, engine.clone().recipient());
         }
-        let timer = IdleTimer::new(engine.clone().recipient(), status_rx.clone(), config.idle_tick).start();
+        let timer = IdleTimer::new(
+            engine.clone().recipient(),
+            status_rx.clone(),
+            idle_clock_rx,
+            config.idle_tick,
+        )
+        .start();
         let history = Arc::new(History::new(config.ui_sample));
         history::start(&history, status_rx.clone(), latest);
         tracing::info!(

@@ -26,6 +26,9 @@ pub struct Door {
     /// Its port (a changed port is a new child).
     pub port: u16,
     client: ChildClient,
+    /// Its captured output (redacted as captured): `/warden/logs` and
+    /// diagnostics read it without the mailbox.
+    output: std::sync::Arc<crate::child::output::OutputLog>,
 }
 
 /// Why a door request got no answer.
@@ -41,8 +44,28 @@ pub enum DoorError {
 
 impl Door {
     /// A door to the child behind `client`.
-    pub(crate) fn new(model: String, port: u16, client: ChildClient) -> Self {
-        Self { model, port, client }
+    pub(crate) fn new(
+        model: String,
+        port: u16,
+        client: ChildClient,
+        output: std::sync::Arc<crate::child::output::OutputLog>,
+    ) -> Self {
+        Self {
+            model,
+            port,
+            client,
+            output,
+        }
+    }
+
+    /// The child's last `lines` lines of output.
+    pub fn output_tail(&self, lines: usize) -> Vec<String> {
+        self.output.tail(lines)
+    }
+
+    /// The lines its output log keeps apart from the ring (`OutputLog::kept`).
+    pub fn output_kept(&self) -> Vec<String> {
+        self.output.kept()
     }
 
     /// POSTs a tokenizer request; its status and body.
