@@ -97,7 +97,7 @@ pub(super) async fn respond(warden: &Warden, http: &HttpRequest, req: TurnReques
     let mut notices = Vec::new();
     loop {
         let Some(first) = rx.recv().await else {
-            return answer_error(route, Some(turn.seq), &engine_gone());
+            return answer_error(route, Some(turn.seq), &ApiError::engine_unavailable());
         };
         match first {
             TurnEvent::Error(e) => return answer_error(route, Some(turn.seq), &e),
@@ -133,18 +133,6 @@ pub(super) fn whole_body(
     ))
 }
 
-/// The engine dropped the turn without a word (it stopped).
-fn engine_gone() -> ApiError {
-    ApiError {
-        status: 503,
-        message: "the engine stopped before answering".into(),
-        kind: "server_error",
-        code: "engine_unavailable".into(),
-        param: None,
-        raw: None,
-    }
-}
-
 /// The SSE response: `first`, then the rest of the turn's events, ending
 /// after `Done` or an error; its connection is closed once the client takes
 /// nothing for `stall_bound` (`stall`).
@@ -161,7 +149,12 @@ fn sse_response(
         let mut rx = rx?;
         let ev = match pending {
             Some(ev) => ev,
-            None => rx.recv().await?,
+            // The engine went away mid-turn: the stream still ends with an
+            // error event, never a silent cut.
+            None => rx
+                .recv()
+                .await
+                .unwrap_or_else(|| TurnEvent::Error(ApiError::engine_unavailable())),
         };
         let (bytes, next) = match ev {
             TurnEvent::Chunk(b) => (b, Some(rx)),

@@ -48,7 +48,7 @@ pub fn text_request(route: Route, bytes: &[u8]) -> Result<TextRequest, ApiError>
         Route::Chat => unreachable!("chat bodies are validated by `validate::chat_request`"),
     }
     if route.generates() {
-        generating_fields(route, &mut body)?;
+        generating_fields(route, &body)?;
     }
     Ok(TextRequest {
         model,

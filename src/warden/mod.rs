@@ -84,6 +84,25 @@ pub(crate) struct Inner {
     planner: Backend,
 }
 
+impl Drop for Inner {
+    /// The last `Warden` is gone: nothing can reach the engine any more, so
+    /// it stops its child (SIGTERM, grace, SIGKILL), and the engine's own
+    /// arbiter stops after it, instead of a child running on until the
+    /// process exits. After `Warden::shutdown` this finds both stopped.
+    fn drop(&mut self) {
+        let engine = self.engine.clone();
+        match &self.arbiter {
+            Some(arbiter) => {
+                arbiter.spawn(async move {
+                    let _ = engine.send(crate::messages::Shutdown).await;
+                    actix::Arbiter::current().stop();
+                });
+            }
+            None => engine.do_send(crate::messages::Shutdown),
+        }
+    }
+}
+
 /// A chat turn to submit.
 #[derive(Debug, Clone, Default)]
 pub struct TurnRequest {

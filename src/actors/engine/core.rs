@@ -190,6 +190,9 @@ pub struct EngineCore {
     pub(crate) kv_view: Option<crate::kv_store::StoreView>,
     /// The RPC workers, when configured.
     pub(crate) workers: Option<crate::engines::cpu::workers::WorkersLink>,
+    /// A test asked the next turn to panic once its model is loaded.
+    #[cfg(feature = "testing")]
+    pub(crate) panic_next_turn: bool,
 }
 
 impl EngineCore {
@@ -233,6 +236,8 @@ impl EngineCore {
             kv: None,
             kv_view: None,
             workers,
+            #[cfg(feature = "testing")]
+            panic_next_turn: false,
         };
         core.kv_view = kv.as_ref().map(|s| s.view());
         core.kv = kv;
