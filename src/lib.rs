@@ -127,4 +127,4 @@ pub use catalog::Catalog;
 pub use config::WardenConfig;
 pub use messages::prefix::TurnKind;
 pub use messages::{Notice, TurnEvent, TurnOptions};
-pub use warden::{Chunk, TurnRequest, TurnStream, TurnWatch, Warden};
+pub use warden::{Chunk, TurnRequest, TurnStream, TurnWatch, Warden, WardenBuilder};

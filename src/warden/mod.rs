@@ -32,6 +32,7 @@ mod plan;
 mod start;
 
 pub use chunks::{Chunk, TurnStream};
+pub use start::WardenBuilder;
 
 /// Events buffered per turn between the engine and its caller. Small: the
 /// relay waits for a slow client rather than buffering its stream.
