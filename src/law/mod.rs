@@ -15,7 +15,8 @@
 //! | `reap` | the idle reap |
 //! | `keep_alive` | a request's keep-alive, parsed, and the idle timeout in force |
 //! | `kv_save` | when a slot is saved, whether a save fits, the store's cap and eviction |
-//! | `route` | which routes an engine serves, and which generate |
+//! | `route` | which routes an engine serves, which generate, and how each dialect's stream ends |
+//! | `ollama`, `ollama_reply` | Ollama's requests as llama-server's, and its answers back |
 //! | `crash` | crash classification from the child's output tail |
 //! | `cuda` | the GPU choice, spawn matrix, OOM retry, placement, Flash Attention, device check, spill, pre-flight |
 //! | `quant` | which GGUF of a directory is the model |
@@ -34,6 +35,8 @@ pub mod keep_alive;
 pub mod kv;
 pub mod kv_save;
 pub mod mlx;
+pub mod ollama;
+pub mod ollama_reply;
 pub mod plan;
 pub mod prefix;
 pub mod pressure;
