@@ -90,7 +90,7 @@ impl EngineCore {
             }
             for ev in batch.drain(..) {
                 got_first = true;
-                if ev.is_done() {
+                if route.ends_stream(ev.event.as_deref(), &ev.data) {
                     self.timings = clock.timings();
                     // The answer is read to its end (the chunked
                     // terminator), so the connection ends cleanly rather

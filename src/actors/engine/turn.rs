@@ -229,12 +229,16 @@ impl EngineCore {
         }
         // A map of JSON values always serializes.
         let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON map serializes"));
-        let max_tokens = body.get("max_tokens").and_then(|v| v.as_u64()).unwrap_or(0);
+        // Responses names its bound `max_output_tokens`.
+        let max_tokens = ["max_tokens", "max_output_tokens"]
+            .iter()
+            .find_map(|k| body.get(*k).and_then(|v| v.as_u64()))
+            .unwrap_or(0);
         self.brake.last_request_tokens = (bytes.len() as u64 / 4 + max_tokens).min(u32::MAX as u64) as u32;
         if route.generates() {
             // The single slot changes hands: a conversation's KV is kept
             // (`kv`); a raw completion or infill holds no conversation.
-            let owner = if route == Route::Chat { conversation } else { None };
+            let owner = if route.keeps_conversation() { conversation } else { None };
             self.claim_slot(owner, self.brake.last_request_tokens).await;
         }
         self.activity = super::core::Activity::Generating;
