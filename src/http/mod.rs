@@ -14,7 +14,8 @@
 //! | `GET /warden/logs` | `warden_routes::logs` |
 //! | `GET /warden/ui` (+ `app.js`, `app.css`), `GET /warden/samples` | `ui` (the dashboard) |
 //!
-//! `configure` mounts them on any actix-web `App` that holds a
+//! How an answer reaches the client in each dialect is `reply` (a `Wire`
+//! per dialect). `configure` mounts them on any actix-web `App` that holds a
 //! `web::Data<Warden>`; an embedding application adds its own routes beside.
 //! Middleware, outermost first: `cors` (invited browser origins), `origin`
 //! (uninvited pages and DNS-rebound hosts refused), `auth` (the optional
@@ -28,6 +29,7 @@ pub mod errors;
 pub mod metrics;
 pub mod models;
 pub mod origin;
+pub mod reply;
 pub mod stall;
 pub mod text;
 pub mod ui;
