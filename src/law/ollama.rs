@@ -17,8 +17,11 @@
 //!   (`num_gpu`, `num_thread`, `num_batch`, `main_gpu`, `use_mmap`, `numa`,
 //!   ...) size Ollama's own runner at load; here the warden sizes the child,
 //!   so they are ignored, as Ollama ignores options it does not know.
-//! - `format`: `"json"` is chat's `json_object` response format (a raw
-//!   completion's `json_schema: {}`); an object is a JSON schema.
+//! - `format`: an object is a JSON schema; `"json"` is the schema of any
+//!   object (Ollama's JSON grammar's root is an object). Not chat's
+//!   `json_object` format: b10883 turns it into the empty schema `{}`,
+//!   which its chat path does not constrain (measured: plain text came
+//!   back).
 //! - `images` (base64) become `data:` URLs, never a URL the child would
 //!   fetch or a path it would read.
 //! - `/api/generate`: `raw` sends the prompt as a raw completion; `suffix`
@@ -167,17 +170,16 @@ pub fn format(v: Option<&Value>, target: Target, body: &mut Map<String, Value>) 
     let schema = match v {
         None | Some(Value::Null) => return Ok(()),
         Some(Value::String(s)) if s.is_empty() => return Ok(()),
-        Some(Value::String(s)) if s == "json" => None,
-        Some(Value::Object(schema)) => Some(Value::Object(schema.clone())),
+        Some(Value::String(s)) if s == "json" => json!({"type": "object"}),
+        Some(Value::Object(schema)) => Value::Object(schema.clone()),
         Some(_) => return Err(refuse("format", "'format' must be \"json\" or a JSON schema object")),
     };
-    match (target, schema) {
-        (Target::Chat, None) => body.insert("response_format".into(), json!({"type": "json_object"})),
-        (Target::Chat, Some(s)) => body.insert(
+    match target {
+        Target::Chat => body.insert(
             "response_format".into(),
-            json!({"type": "json_schema", "json_schema": {"name": "format", "schema": s}}),
+            json!({"type": "json_schema", "json_schema": {"name": "format", "schema": schema}}),
         ),
-        (_, s) => body.insert("json_schema".into(), s.unwrap_or_else(|| json!({}))),
+        _ => body.insert("json_schema".into(), schema),
     };
     Ok(())
 }

@@ -48,10 +48,11 @@ fn chat_bodies_translate() {
             true,
             false,
         ),
-        // why: format "json" is the json_object response format; a schema is a json_schema
+        // why: format "json" is any object (b10883's chat leaves json_object's empty schema unconstrained)
         (
             json!({"messages": [{"role": "user", "content": "x"}], "format": "json"}),
-            json!({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}}),
+            json!({"messages": [{"role": "user", "content": "x"}],
+                   "response_format": {"type": "json_schema", "json_schema": {"name": "format", "schema": {"type": "object"}}}}),
             None,
             false,
             false,
@@ -107,11 +108,11 @@ fn generate_bodies_choose_their_route() {
             Target::Chat,
             json!({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]}),
         ),
-        // why: raw is a raw completion; its json format is an empty schema
+        // why: raw is a raw completion; its json format is a schema of its own
         (
             json!({"prompt": "hi", "raw": true, "format": "json", "options": {"num_predict": 5}}),
             Target::Completions,
-            json!({"prompt": "hi", "json_schema": {}, "max_tokens": 5}),
+            json!({"prompt": "hi", "json_schema": {"type": "object"}, "max_tokens": 5}),
         ),
         // why: a suffix is fill-in-the-middle, which speaks n_predict
         (

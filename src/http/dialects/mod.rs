@@ -18,6 +18,7 @@ pub mod counting;
 pub mod fields;
 pub mod ollama;
 pub mod responses;
+pub mod responses_events;
 
 use actix_web::{HttpRequest, HttpResponse};
 use serde_json::Value;

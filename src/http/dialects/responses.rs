@@ -13,11 +13,17 @@
 //! - An assistant item without `"type": "message"` (the SDKs' short form
 //!   of a history entry) gets it: llama-server cannot classify it without.
 //! - `text.format` (structured output) becomes chat's `response_format`,
-//!   which the converter would otherwise drop without a word.
+//!   which the converter would otherwise drop without a word; `json_object`
+//!   as the schema of any object (b10883 leaves chat's own `json_object`
+//!   unconstrained).
 //! - Tools of a type other than `function` (hosted tools: web search,
 //!   file search, ...) are left for llama-server, which skips them with a
 //!   warning: no local model can run them, and refusing would fail every
 //!   request of a client that always lists them.
+//!
+//! - The stream's events get the `output_index`, `content_index` and
+//!   `sequence_number` b10883 leaves out, which the SDKs' stream helpers
+//!   need (`responses_events`).
 //!
 //! Errors are OpenAI's shape; in a stream, an `event: error` event whose
 //! data is both the Responses error event and `{"error": ...}` (which the
@@ -28,6 +34,7 @@ use bytes::{Bytes, BytesMut};
 use serde_json::{Map, Value, json};
 
 use super::fields::{Kind, all_optional, optional, required, unsupported};
+use super::responses_events::Indices;
 use crate::error::ApiError;
 use crate::http::body::read_body;
 use crate::http::reply::{OpenAi, Wire, beside_or_queued, refused_in, respond_in};
@@ -42,16 +49,16 @@ pub async fn create(warden: web::Data<Warden>, http: HttpRequest, payload: web::
     let route = Route::Responses;
     let req = match read(&warden, payload, true).await {
         Ok(r) => r,
-        Err(e) => return refused_in(&warden, route, &e, &Responses),
+        Err(e) => return refused_in(&warden, route, &e, &Responses::default()),
     };
     if req.images
         && let Some(e) = super::no_projector(&warden, req.model.as_deref())
     {
-        return refused_in(&warden, route, &e, &Responses);
+        return refused_in(&warden, route, &e, &Responses::default());
     }
     let keep_alive = match keep_alive(req.keep_alive, &http) {
         Ok(k) => k,
-        Err(e) => return refused_in(&warden, route, &e, &Responses),
+        Err(e) => return refused_in(&warden, route, &e, &Responses::default()),
     };
     let mut opening: Vec<&Value> = req.body.get("instructions").into_iter().collect();
     match req.body.get("input") {
@@ -73,7 +80,7 @@ pub async fn create(warden: web::Data<Warden>, http: HttpRequest, payload: web::
         keep_alive,
         body: req.body,
     };
-    respond_in(&warden, &http, turn, Responses).await
+    respond_in(&warden, &http, turn, Responses::default()).await
 }
 
 /// `POST /v1/responses/input_tokens`: beside a running turn when its model
@@ -332,7 +339,11 @@ fn text_format(body: &mut Map<String, Value>) -> Result<(), ApiError> {
     };
     let rf = match format.get("type").and_then(Value::as_str) {
         Some("text") => None,
-        Some("json_object") => Some(json!({"type": "json_object"})),
+        // b10883 turns chat's json_object into the empty schema `{}`,
+        // which its chat path does not constrain: any object instead.
+        Some("json_object") => {
+            Some(json!({"type": "json_schema", "json_schema": {"name": "json_object", "schema": {"type": "object"}}}))
+        }
         Some("json_schema") => {
             let schema = format.get("schema").filter(|s| s.is_object()).ok_or_else(|| {
                 ApiError::invalid(
@@ -358,17 +369,34 @@ fn text_format(body: &mut Map<String, Value>) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Responses' wire: OpenAI's, with a stream's final error as an
-/// `event: error` event.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Responses;
+/// Responses' wire: the child's events with the indices it leaves out
+/// filled in (`responses_events`), notices as SSE comments, and a stream's
+/// final error as an `event: error` event.
+#[derive(Debug, Default)]
+pub struct Responses(Indices);
 
 impl Wire for Responses {
     fn refusal(&self, e: &ApiError) -> HttpResponse {
         crate::http::errors::error_response(e)
     }
     fn event(&mut self, raw: Bytes) -> Option<Bytes> {
-        Some(raw)
+        let mut parser = crate::sse::SseParser::new();
+        let mut events = Vec::new();
+        let _ = parser.push(&raw, &mut events);
+        let [ev] = events.as_slice() else { return Some(raw) };
+        let (Some(name), Ok(Value::Object(mut data))) = (&ev.event, serde_json::from_slice::<Value>(&ev.data)) else {
+            // The child's own error (`data: {"error": ...}`) passes: the SDKs raise it.
+            return Some(raw);
+        };
+        self.0.fill(&mut data);
+        let json = serde_json::to_vec(&data).expect("a JSON map serializes");
+        let mut b = BytesMut::with_capacity(json.len() + name.len() + 16);
+        b.extend_from_slice(b"event: ");
+        b.extend_from_slice(name.as_bytes());
+        b.extend_from_slice(b"\ndata: ");
+        b.extend_from_slice(&json);
+        b.extend_from_slice(b"\n\n");
+        Some(b.freeze())
     }
     fn notice(&mut self, n: &Notice) -> Option<Bytes> {
         Some(crate::http::chat::notice_comment(n))

@@ -146,7 +146,7 @@ fn a_stream_error_is_an_error_event_the_sdks_raise() {
         param: None,
         raw: Some("tail".into()),
     };
-    let got = String::from_utf8(Responses.error(&e).to_vec()).unwrap();
+    let got = String::from_utf8(Responses::default().error(&e).to_vec()).unwrap();
     let data: Value = serde_json::from_str(got.strip_prefix("event: error\ndata: ").unwrap().trim_end()).unwrap();
     // why: the Responses error event's fields, and `error`, which the SDKs raise as an APIError
     assert_eq!(
