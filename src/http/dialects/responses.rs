@@ -8,6 +8,8 @@
 //! throw a type error (a 500): `input` (a string, or items as the
 //! converter classifies them), `instructions`, `max_output_tokens` (a
 //! count below 2^31), the sampling fields, `tools`. Decided here:
+//! - A top-level `null` is an absent field (a null `instructions` would
+//!   otherwise become an empty system prompt, replacing the template's).
 //! - `previous_response_id` is refused (400 `unsupported_value`): nothing
 //!   is stored, so there is no earlier response to continue.
 //! - An assistant item without `"type": "message"` (the SDKs' short form
@@ -127,6 +129,9 @@ async fn read(warden: &Warden, payload: web::Payload, generate: bool) -> Result<
 /// else for the token counter).
 pub fn responses_request(bytes: &[u8], generate: bool) -> Result<ResponsesRequest, ApiError> {
     let mut body = json_object(bytes)?;
+    // A null field is an absent one, as OpenAI reads it; llama-server's
+    // converter would read a null `instructions` as an empty system prompt.
+    body.retain(|_, v| !v.is_null());
     let model = model_field(&mut body)?;
     let keep_alive = keep_alive_field(&mut body)?;
     let stream = generate && stream_field(&body)?;

@@ -132,6 +132,13 @@ fn decided_changes() {
     assert!(!r.body.contains_key("text"));
     // why: hosted tools are left for llama-server, which skips them
     assert_eq!(r.body["tools"][0]["type"], "web_search");
+    // why: a null is absent: a null instructions would be an empty system prompt
+    let nulls = responses_request(
+        br#"{"input": "hi", "instructions": null, "previous_response_id": null}"#,
+        true,
+    )
+    .unwrap();
+    assert!(!nulls.body.contains_key("instructions") && !nulls.body.contains_key("previous_response_id"));
     let plain = responses_request(br#"{"input": "hi", "stream": true}"#, false).unwrap();
     assert!(!plain.stream && !plain.has_answer && plain.model.is_none());
 }
