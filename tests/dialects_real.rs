@@ -3,7 +3,8 @@
 //! token counters and `/apply-template` answered while that stream runs;
 //! a child killed mid-stream ending a Messages and a Responses stream with
 //! each dialect's error event (code and the child's tail); and two Messages
-//! conversations taking turns, each coming back to its saved KV cache.
+//! conversations taking turns, each coming back to its saved KV cache, with
+//! the keep-alive they asked for.
 
 mod support;
 
@@ -194,8 +195,12 @@ async fn messages_conversations_come_back_to_their_kv() {
     let turn = |messages: &Vec<Value>| json!({"messages": messages, "max_tokens": 8, "temperature": 0});
     let (mut a, mut b) = (open("Apples"), open("Boats"));
     for (conv, m) in [("a", &mut a), ("b", &mut b)] {
-        let (s, v) = post(&base, "/v1/messages", turn(m), Some(conv)).await;
+        let mut body = turn(m);
+        // why: keep_alive is honoured in every dialect, in Ollama's forms
+        body["keep_alive"] = json!("7m");
+        let (s, v) = post(&base, "/v1/messages", body, Some(conv)).await;
         assert_eq!(s, 200, "{v}");
+        assert_eq!(w.status().keep_alive_s, Some(420.0));
         m.push(json!({"role": "assistant", "content": v["content"].clone()}));
         m.push(json!({"role": "user", "content": "Another word."}));
     }
