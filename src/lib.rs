@@ -101,6 +101,7 @@
 //!   `/worker/status`).
 
 pub(crate) mod actors;
+pub(crate) mod capabilities;
 pub mod catalog;
 pub mod child;
 pub mod config;

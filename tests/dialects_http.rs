@@ -102,7 +102,7 @@ async fn malformed_bodies_answer_400_in_each_dialects_shape() {
         (
             "/apply-template",
             json!({"messages": [{"role": "wizard", "content": "x"}]}),
-            "messages[0]",
+            "messages[0].role",
             "/error/message",
             "/error/param",
         ),

@@ -1,7 +1,8 @@
 //! The routes beside chat against the real llama-server and SmolLM2 over
 //! HTTP: raw completions streamed and whole, fill-in-the-middle streamed and
 //! whole, and as Ollama's generate with a suffix (on a copy of SmolLM2 given
-//! FIM tokens by gguf-py, and refused cleanly on a model without them), the tokenizer round trip, a tokenizer call answered while
+//! FIM tokens by gguf-py, and refused with a 400 before any turn on a model
+//! without them), the tokenizer round trip, a tokenizer call answered while
 //! a generation runs, and keep-alive per request (body, header, zero,
 //! forever, a short one reaped, a bad one refused).
 
@@ -112,14 +113,14 @@ async fn completions_infill_and_the_tokenizer_answer_through_the_warden() {
     let (s, e) = post(&base, "/v1/completions", json!({"max_tokens": 2})).await;
     assert_eq!((s, e["error"]["param"].as_str()), (400, Some("prompt")), "{e}");
 
-    // SmolLM2 has no FIM tokens: llama-server's own 501, coded, and the
-    // warden serves the next request.
+    // SmolLM2 has no FIM tokens: its header says so before any turn, a
+    // 400 naming the model, and the warden serves the next request.
     let fim =
         json!({"input_prefix": "def add(a, b):\n    return ", "input_suffix": "\n", "n_predict": 8, "temperature": 0});
     let (s, e) = post(&base, "/infill", fim.clone()).await;
     assert_eq!(
-        (s, e["error"]["code"].as_str()),
-        (501, Some("not_supported_error")),
+        (s, e["error"]["code"].as_str(), e["error"]["param"].as_str()),
+        (400, Some("unsupported_value"), Some("model")),
         "{e}"
     );
     let (s, _) = post(&base, "/v1/completions", prompt.clone()).await;

@@ -140,9 +140,14 @@ pub fn model_arg(dir: &Path) -> String {
     dir.display().to_string()
 }
 
-/// Sets the `model` field mlx-vlm requires (exactly the `--model` string).
+/// Sets the `model` field mlx-vlm requires (exactly the `--model` string),
+/// and moves the warden's token bound (`n_predict`, llama.cpp's name) to
+/// `max_tokens`, the one mlx-vlm reads.
 pub fn adapt_request(body: &mut serde_json::Map<String, serde_json::Value>, dir: &Path) {
     body.insert("model".into(), serde_json::Value::String(model_arg(dir)));
+    if let Some(bound) = body.remove("n_predict") {
+        body.insert("max_tokens".into(), bound);
+    }
 }
 
 /// The readiness ping: one token, not streamed (mlx-vlm clears its buffer
@@ -316,8 +321,14 @@ mod tests {
     fn requests_name_the_model_exactly() {
         let mut body = serde_json::Map::new();
         body.insert("model".into(), "whatever".into());
+        body.insert("n_predict".into(), 12.into());
         adapt_request(&mut body, Path::new("/m/SmolLM2"));
         assert_eq!(body["model"], "/m/SmolLM2");
+        // why: mlx-vlm reads its bound from max_tokens only
+        assert_eq!(
+            (body.get("max_tokens"), body.get("n_predict")),
+            (Some(&12.into()), None)
+        );
     }
 }
 

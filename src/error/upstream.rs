@@ -1,5 +1,7 @@
 //! The child's own 4xx/5xx (`GenerationError::Upstream`) as the wire error,
-//! for `GenerationError::to_api`.
+//! for `GenerationError::to_api`: one the request caused
+//! (`law::upstream::fault`) is the client's 400 with the child's text in
+//! `raw`; a real fault of the server keeps its status and code.
 
 use super::ApiError;
 
@@ -27,6 +29,23 @@ pub(super) fn upstream_error(status: u16, body: Option<&serde_json::Value>) -> A
             raw: None,
         };
     }
+    if crate::law::upstream::fault(status, &message) == crate::law::upstream::Fault::Request {
+        return ApiError {
+            status: 400,
+            message: if upstream_type == "exceed_context_size_error" {
+                message.clone()
+            } else {
+                format!("the model server could not read the request: {}", first_line(&message))
+            },
+            kind: "invalid_request_error",
+            code: match upstream_type {
+                "exceed_context_size_error" => "context_length_exceeded".into(),
+                _ => "invalid_request".into(),
+            },
+            param: None,
+            raw: Some(message),
+        };
+    }
     let code = match upstream_type {
         "exceed_context_size_error" => "context_length_exceeded".to_string(),
         "" => format!("upstream_{status}"),
@@ -44,5 +63,15 @@ pub(super) fn upstream_error(status: u16, body: Option<&serde_json::Value>) -> A
         code,
         param: None,
         raw: None,
+    }
+}
+
+/// The first line of a child's message, at most 300 characters (a tools
+/// parse error dumps the whole tools array after it; `raw` keeps it all).
+fn first_line(message: &str) -> String {
+    let line = message.lines().next().unwrap_or("");
+    match line.char_indices().nth(300) {
+        Some((i, _)) => format!("{}...", &line[..i]),
+        None => line.to_string(),
     }
 }

@@ -60,6 +60,10 @@ pub struct ModelFacts {
     pub max_alibi_bias: Option<f32>,
     /// Whether `tokenizer.chat_template` is present (chat endpoints need it).
     pub has_chat_template: bool,
+    /// Whether llama.cpp finds fill-in-the-middle tokens in it (prefix,
+    /// suffix and middle: by their ids in the header, else by their texts
+    /// in the vocabulary), so `/infill` can run.
+    pub fill_in_middle: bool,
     /// Bytes on disk of every file of the model (every part of a split).
     pub weights_bytes: u64,
     /// Bytes of the `token_embd.weight` tensor (from its type and dims).
@@ -247,6 +251,7 @@ fn facts_from_metadata(path: &Path, meta: &Metadata) -> Result<ModelFacts, GgufE
         kv_lora_rank: u32_key("attention.kv_lora_rank")?,
         max_alibi_bias,
         has_chat_template: meta.has_chat_template,
+        fill_in_middle: fill_in_middle(meta),
         head_count,
         kv_heads,
         weights_bytes: 0,
@@ -257,6 +262,24 @@ fn facts_from_metadata(path: &Path, meta: &Metadata) -> Result<ModelFacts, GgufE
         parts: Vec::new(),
         architecture: keys.arch,
     })
+}
+
+/// Whether every FIM token is there, by id or by text (each found
+/// separately, as llama.cpp's vocabulary does).
+fn fill_in_middle(meta: &Metadata) -> bool {
+    use super::value::{FIM_MID, FIM_PRE, FIM_SUF};
+    let id = |names: [&str; 2]| {
+        names
+            .iter()
+            .any(|n| meta.get(&format!("tokenizer.ggml.{n}_token_id")).is_some())
+    };
+    [
+        (["fim_pre", "prefix"], FIM_PRE),
+        (["fim_suf", "suffix"], FIM_SUF),
+        (["fim_mid", "middle"], FIM_MID),
+    ]
+    .into_iter()
+    .all(|(names, flag)| id(names) || meta.fim_texts & flag != 0)
 }
 
 /// `{arch}.attention.sliding_window_pattern`: an array gives the per-layer

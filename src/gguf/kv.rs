@@ -3,7 +3,7 @@
 
 use super::error::GgufError;
 use super::source::Source;
-use super::value::{Metadata, Value, ValueType, is_wanted_key};
+use super::value::{Metadata, Value, ValueType, fim_text, is_wanted_key};
 
 /// Longest string value the reader keeps in memory (1 MiB); a longer one
 /// outside `tokenizer.*` is `gguf_invalid`.
@@ -23,6 +23,8 @@ pub const MAX_KEPT_BYTES: u64 = 4 << 20;
 const ENTRY_OVERHEAD: u64 = 64;
 /// The `tokenizer.*` key that only matters by its presence.
 const CHAT_TEMPLATE: &[u8] = b"tokenizer.chat_template";
+/// The vocabulary: scanned for FIM token texts, never kept.
+const TOKENS: &[u8] = b"tokenizer.ggml.tokens";
 
 /// Reads every key/value pair, keeping the wanted ones within the
 /// [`MAX_KEPT_BYTES`] budget and seeking over the rest.
@@ -41,6 +43,16 @@ pub(crate) fn read_kvs(src: &mut Source<'_>, count: u64) -> Result<Metadata, Ggu
             meta.has_chat_template = true;
         }
         let tokenizer = key.starts_with(b"tokenizer.");
+        if key == TOKENS && ty == ValueType::Array {
+            let (elem, count) = read_array_head(src, &what)?;
+            if elem == ValueType::String {
+                let fim = &mut meta.fim_texts;
+                src.skip_strings_seen(count, MAX_SKIPPED_STRING, &what, &mut |t| *fim |= fim_text(t))?;
+            } else {
+                skip_elements(src, elem, count, &what)?;
+            }
+            continue;
+        }
         if !is_wanted_key(&key) {
             skip_value(src, ty, tokenizer, &what)?;
             continue;

@@ -12,6 +12,9 @@ use super::error::GgufError;
 /// `read` calls, small enough that it never pulls in much tensor data.
 pub const BUF_SIZE: usize = 64 * 1024;
 
+/// The longest string `skip_strings_seen` shows its visitor.
+pub const SEEN_MAX: u64 = 64;
+
 /// A reader that counts the bytes it hands out, so tests (and callers) can
 /// prove a header read never touches the tensor data.
 #[derive(Debug)]
@@ -169,7 +172,20 @@ impl<'p> Source<'p> {
     /// strings inside the buffer are stepped over in a tight loop (a 262k
     /// entry vocabulary costs about a millisecond); a string that straddles
     /// the buffer end goes through the checked slow path.
-    pub fn skip_strings(&mut self, mut count: u64, cap: u64, what: &dyn Fn() -> String) -> Result<(), GgufError> {
+    pub fn skip_strings(&mut self, count: u64, cap: u64, what: &dyn Fn() -> String) -> Result<(), GgufError> {
+        self.skip_strings_seen(count, cap, what, &mut |_| {})
+    }
+
+    /// As `skip_strings`, showing `seen` every string of at most
+    /// `SEEN_MAX` bytes on the way (a vocabulary scanned for a few special
+    /// tokens' texts without keeping it); longer ones are stepped over.
+    pub fn skip_strings_seen(
+        &mut self,
+        mut count: u64,
+        cap: u64,
+        what: &dyn Fn() -> String,
+        seen: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), GgufError> {
         while count > 0 {
             let buf = self
                 .reader
@@ -184,7 +200,11 @@ impl<'p> Source<'p> {
                     break;
                 }
                 // len fits in the buffer, so in usize.
-                off += 8 + len as usize;
+                let end = off + 8 + len as usize;
+                if len <= SEEN_MAX {
+                    seen(&buf[off + 8..end]);
+                }
+                off = end;
                 count -= 1;
             }
             if off > 0 {
@@ -194,7 +214,15 @@ impl<'p> Source<'p> {
                 // The next string straddles the buffer end, is over the cap,
                 // or the file ends: the checked path reports or handles it.
                 let len = self.string_len(cap, what)?;
-                self.skip(len, what)?;
+                if len <= SEEN_MAX {
+                    let mut b = [0u8; SEEN_MAX as usize];
+                    // len <= SEEN_MAX.
+                    let b = &mut b[..len as usize];
+                    self.read_exact(b, what)?;
+                    seen(b);
+                } else {
+                    self.skip(len, what)?;
+                }
                 count -= 1;
             }
         }

@@ -177,6 +177,69 @@ pub struct Metadata {
     pub entries: HashMap<String, Value>,
     /// Whether `tokenizer.chat_template` was present.
     pub has_chat_template: bool,
+    /// Which fill-in-the-middle token texts the vocabulary holds
+    /// (`FIM_PRE | FIM_SUF | FIM_MID`): llama.cpp finds a model's FIM
+    /// tokens by these texts when its header names no ids.
+    pub fim_texts: u8,
+}
+
+/// `Metadata::fim_texts`: a prefix token's text was seen.
+pub const FIM_PRE: u8 = 1;
+/// `Metadata::fim_texts`: a suffix token's text was seen.
+pub const FIM_SUF: u8 = 2;
+/// `Metadata::fim_texts`: a middle token's text was seen.
+pub const FIM_MID: u8 = 4;
+
+/// The texts llama.cpp's vocabulary (b10883, `llama-vocab.cpp`) takes for
+/// each FIM token when the header names none.
+const FIM_TEXTS: &[(u8, &[&str])] = &[
+    (
+        FIM_PRE,
+        &[
+            "<|fim_prefix|>",
+            "<fim-prefix>",
+            "<fim_prefix>",
+            "<｜fim▁begin｜>",
+            "<PRE>",
+            "▁<PRE>",
+            "<|code_prefix|>",
+            "<|prefix|>",
+        ],
+    ),
+    (
+        FIM_SUF,
+        &[
+            "<|fim_suffix|>",
+            "<fim-suffix>",
+            "<fim_suffix>",
+            "<｜fim▁hole｜>",
+            "<SUF>",
+            "▁<SUF>",
+            "<|code_suffix|>",
+            "<|suffix|>",
+        ],
+    ),
+    (
+        FIM_MID,
+        &[
+            "<|fim_middle|>",
+            "<fim-middle>",
+            "<fim_middle>",
+            "<｜fim▁end｜>",
+            "<MID>",
+            "▁<MID>",
+            "<|code_middle|>",
+            "<|middle|>",
+        ],
+    ),
+];
+
+/// The FIM flag `token` stands for, 0 for any other text.
+pub fn fim_text(token: &[u8]) -> u8 {
+    FIM_TEXTS
+        .iter()
+        .filter(|(_, texts)| texts.iter().any(|t| t.as_bytes() == token))
+        .fold(0, |acc, (flag, _)| acc | flag)
 }
 
 impl Metadata {
@@ -195,6 +258,16 @@ const KEEP_EXACT: &[&str] = &[
     "split.no",
     "split.count",
     "split.tensors.count",
+    // A projector's encoders: what a chat request may send it.
+    "clip.has_vision_encoder",
+    "clip.has_audio_encoder",
+    // Fill-in-the-middle token ids (and their older names).
+    "tokenizer.ggml.fim_pre_token_id",
+    "tokenizer.ggml.fim_suf_token_id",
+    "tokenizer.ggml.fim_mid_token_id",
+    "tokenizer.ggml.prefix_token_id",
+    "tokenizer.ggml.suffix_token_id",
+    "tokenizer.ggml.middle_token_id",
 ];
 
 /// Key suffixes (after `{arch}`) the facts need; matched on any prefix

@@ -22,9 +22,9 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::{Bytes, BytesMut};
 
 use super::body::read_body;
-use super::errors::error_response;
+use super::errors::answer_error;
 use super::reply::{OpenAi, respond_in};
-use super::validate::chat_request;
+use super::validate::{chat_request, violation};
 use super::validate_text::keep_alive;
 use crate::error::ApiError;
 use crate::law::route::Route;
@@ -42,6 +42,11 @@ pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payl
         Ok(r) => r,
         Err(e) => return refused(&warden, Route::Chat, &e),
     };
+    if let Some((id, caps)) = warden.capabilities(req.model.as_deref())
+        && let Some(v) = req.needs.unmet(caps, &id)
+    {
+        return refused(&warden, Route::Chat, &violation(v));
+    }
     let keep_alive = match keep_alive(req.keep_alive, &http) {
         Ok(k) => k,
         Err(e) => return refused(&warden, Route::Chat, &e),
@@ -73,7 +78,7 @@ pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payl
 /// A request refused before the engine: counted, and its error response.
 pub(super) fn refused(warden: &Warden, route: Route, e: &ApiError) -> HttpResponse {
     warden.metrics().refused(route, &e.code);
-    error_response(e)
+    answer_error(route, None, e)
 }
 
 /// Submits a turn and answers with it in OpenAI's dialect (`reply`).

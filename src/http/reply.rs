@@ -18,7 +18,7 @@ use actix_web::{HttpRequest, HttpResponse};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::errors::error_response;
+use super::errors::{error_response, log_server_error};
 use super::stall;
 use crate::error::{ApiError, GenerationError};
 use crate::law::route::Route;
@@ -72,34 +72,42 @@ impl Wire for OpenAi {
 /// the dialect's shape.
 pub fn refused_in(warden: &Warden, route: Route, e: &ApiError, wire: &impl Wire) -> HttpResponse {
     warden.metrics().refused(route, &e.code);
+    answer(wire, route, None, e)
+}
+
+/// `e` as `wire`'s error response; a 5xx is also one WARNING line naming the
+/// route, the code and the turn's `seq` (`errors::log_server_error`).
+fn answer(wire: &impl Wire, route: Route, seq: Option<u64>, e: &ApiError) -> HttpResponse {
+    log_server_error(route, seq, e, "answered");
     wire.refusal(e)
 }
 
 /// Submits a turn and answers with it through `wire`.
 pub async fn respond_in<W: Wire>(warden: &Warden, http: &HttpRequest, req: TurnRequest, mut wire: W) -> HttpResponse {
-    let stream = req.stream;
+    let (stream, route) = (req.stream, req.route);
     let (mut rx, turn) = match warden.submit_watched(req) {
         Ok(v) => v,
-        Err(e) => return wire.refusal(&e),
+        Err(e) => return answer(&wire, route, None, &e),
     };
+    let seq = Some(turn.seq);
     let stall_bound = warden.config().client_stall_timeout;
     // A non-streamed answer has no stream for notices: they travel in one
     // response header instead, `X-Warden-Notices: [{"t": ...}, ...]`.
     let mut notices = Vec::new();
     loop {
         let Some(first) = rx.recv().await else {
-            return wire.refusal(&engine_gone());
+            return answer(&wire, route, seq, &engine_gone());
         };
         match first {
-            TurnEvent::Error(e) => return wire.refusal(&e),
+            TurnEvent::Error(e) => return answer(&wire, route, seq, &e),
             TurnEvent::Body { status, body } => {
                 return match wire.whole(body, &notices) {
                     Ok(body) => whole_body(http, status, body, &notices, stall_bound),
-                    Err(e) => wire.refusal(&e),
+                    Err(e) => answer(&wire, route, seq, &e),
                 };
             }
             TurnEvent::Notice(n) if !stream => notices.push(n),
-            first => return stream_response(http, stall_bound, first, rx, turn, wire),
+            first => return stream_response(http, stall_bound, first, rx, turn, route, wire),
         }
     }
 }
@@ -126,11 +134,11 @@ pub async fn beside_or_queued<W: Wire>(
         Some(Ok((status, body))) => {
             warden.metrics().direct(route, "failed");
             let body = serde_json::from_slice(&body).ok();
-            return wire.refusal(&GenerationError::Upstream { status, body }.to_api());
+            return answer(&wire, route, None, &GenerationError::Upstream { status, body }.to_api());
         }
         Some(Err(e)) => {
             warden.metrics().direct(route, "failed");
-            return wire.refusal(&e);
+            return answer(&wire, route, None, &e);
         }
         // Its model is not running: a turn loads it first.
         None => {}
@@ -192,11 +200,13 @@ fn stream_response<W: Wire>(
     first: TurnEvent,
     rx: mpsc::Receiver<TurnEvent>,
     turn: TurnWatch,
+    route: Route,
     wire: W,
 ) -> HttpResponse {
     let content_type = wire.stream_type();
+    let seq = turn.seq;
     let state = (Some(first), Some(rx), wire);
-    let body = futures::stream::unfold(state, |(pending, rx, mut wire)| async move {
+    let body = futures::stream::unfold(state, move |(pending, rx, mut wire)| async move {
         let mut rx = rx?;
         let mut pending = pending;
         loop {
@@ -208,7 +218,10 @@ fn stream_response<W: Wire>(
                 TurnEvent::Chunk(b) => (wire.event(b), Some(rx)),
                 TurnEvent::Notice(n) => (wire.notice(&n), Some(rx)),
                 // Nothing follows an error: end after it.
-                TurnEvent::Error(e) => (Some(wire.error(&e)), None),
+                TurnEvent::Error(e) => {
+                    log_server_error(route, Some(seq), &e, "ended the stream with");
+                    (Some(wire.error(&e)), None)
+                }
                 // A whole body cannot come inside a stream; end cleanly if it did.
                 TurnEvent::Done | TurnEvent::Body { .. } => return None,
             };

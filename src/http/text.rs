@@ -36,6 +36,18 @@ pub async fn detokenize(warden: web::Data<Warden>, http: HttpRequest, payload: w
     relay(&warden, &http, payload, Route::Detokenize).await
 }
 
+/// The 400 of an infill for a model without fill-in-the-middle tokens
+/// (llama-server would answer 501 after a load; the header says it first).
+pub(crate) fn no_fim(model: &str) -> crate::error::ApiError {
+    crate::error::ApiError::invalid(
+        "unsupported_value",
+        format!(
+            "the model '{model}' has no fill-in-the-middle tokens (prefix, suffix and middle), so it cannot infill; name a code model that has them in 'model'"
+        ),
+        Some("model"),
+    )
+}
+
 async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route: Route) -> HttpResponse {
     let cfg = warden.config();
     let bytes = match read_body(payload, cfg.max_body_bytes, cfg.body_timeout).await {
@@ -46,6 +58,12 @@ async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route
         Ok(r) => r,
         Err(e) => return refused(warden, route, &e),
     };
+    if route == Route::Infill
+        && let Some((id, caps)) = warden.capabilities(req.model.as_deref())
+        && !caps.fim
+    {
+        return refused(warden, route, &no_fim(&id));
+    }
     if !route.generates() {
         return beside_or_queued(warden, http, route, req.model, req.body, OpenAi).await;
     }

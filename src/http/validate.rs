@@ -6,6 +6,9 @@
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+use crate::law::request::{self};
+use crate::law::request_chat::{self, Needs};
+use crate::law::route::Route;
 use crate::messages::TurnOptions;
 
 /// A validated chat request.
@@ -26,10 +29,9 @@ pub struct ChatRequest {
     pub conversation: String,
     /// The keep-alive asked for in the body (removed from it).
     pub keep_alive: Option<crate::law::keep_alive::KeepAlive>,
+    /// What the request needs of its model (media parts).
+    pub needs: Needs,
 }
-
-/// Roles OpenAI's chat API defines.
-const ROLES: &[&str] = &["system", "developer", "user", "assistant", "tool", "function"];
 
 pub(super) fn invalid(code: &str, msg: impl Into<String>, param: &str) -> ApiError {
     ApiError::invalid(code, msg, Some(param))
@@ -84,61 +86,23 @@ pub fn stream_field(body: &Map<String, Value>) -> Result<bool, ApiError> {
     }
 }
 
-/// The chat-specific part: `messages`, the sampling fields, the options.
-fn chat_messages(body: Map<String, Value>, model: Option<String>, stream: bool) -> Result<ChatRequest, ApiError> {
-    let messages = match body.get("messages") {
-        Some(Value::Array(m)) if !m.is_empty() => m,
-        Some(Value::Array(_)) => return Err(invalid("empty_messages", "'messages' must not be empty", "messages")),
-        Some(_) => return Err(invalid("invalid_type", "'messages' must be an array", "messages")),
-        None => {
-            return Err(invalid(
-                "missing_required_parameter",
-                "'messages' is required",
-                "messages",
-            ));
-        }
-    };
-    let mut has_assistant = false;
-    for (i, m) in messages.iter().enumerate() {
-        let param = format!("messages[{i}]");
-        let Value::Object(m) = m else {
-            return Err(invalid("invalid_type", format!("{param} must be an object"), &param));
-        };
-        match m.get("role") {
-            Some(Value::String(r)) if ROLES.contains(&r.as_str()) => has_assistant |= r == "assistant",
-            Some(Value::String(r)) => {
-                return Err(invalid(
-                    "invalid_value",
-                    format!("{param}.role '{r}' is not a chat role"),
-                    &param,
-                ));
-            }
-            _ => {
-                return Err(invalid(
-                    "invalid_type",
-                    format!("{param}.role must be a string"),
-                    &param,
-                ));
-            }
-        }
-        match m.get("content") {
-            None | Some(Value::Null | Value::String(_) | Value::Array(_)) => {}
-            Some(_) => {
-                return Err(invalid(
-                    "invalid_type",
-                    format!("{param}.content must be a string or an array of parts"),
-                    &param,
-                ));
-            }
-        }
-    }
-    sampling(&body)?;
+/// The chat-specific part: every field's rule (`law::request`), the
+/// nested shapes (`law::request_chat`), the token bound folded.
+fn chat_messages(mut body: Map<String, Value>, model: Option<String>, stream: bool) -> Result<ChatRequest, ApiError> {
+    generating_fields(Route::Chat, &mut body)?;
+    let needs = request_chat::check_chat(&body).map_err(violation)?;
+    // check_chat proved `messages` a non-empty array of objects.
+    let messages = body["messages"].as_array().expect("checked by check_chat");
+    let has_assistant = messages
+        .iter()
+        .any(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
     let conversation = fingerprint(messages);
     Ok(ChatRequest {
         model,
         stream,
         conversation,
         keep_alive: None,
+        needs,
         body,
         options: TurnOptions {
             // A conversation "already has messages" when it carries an
@@ -149,43 +113,24 @@ fn chat_messages(body: Map<String, Value>, model: Option<String>, stream: bool) 
     })
 }
 
-/// The sampling fields every generating route shares: counts are
-/// non-negative integers, `n` at most 1 (one sequence runs), the rest
-/// numbers. Anything else a child would refuse or misread.
-pub fn sampling(body: &Map<String, Value>) -> Result<(), ApiError> {
-    for key in ["max_tokens", "max_completion_tokens", "seed", "n"] {
-        match body.get(key) {
-            None | Some(Value::Null) => {}
-            Some(v) if v.as_i64().is_some_and(|n| n >= 0) || v.as_u64().is_some() => {}
-            Some(_) => {
-                return Err(invalid(
-                    "invalid_type",
-                    format!("'{key}' must be a non-negative integer"),
-                    key,
-                ));
-            }
-        }
+/// The field table of a generating route, then its token bound folded into
+/// `n_predict` (the one field llama-server reads first; the engine caps it
+/// by the window and renames it for a child that reads another).
+pub fn generating_fields(route: Route, body: &mut Map<String, Value>) -> Result<(), ApiError> {
+    request::check_fields(route, body).map_err(violation)?;
+    let bound = request::requested_bound(body);
+    for f in request::TOKEN_FIELDS {
+        body.remove(f);
     }
-    if body.get("n").and_then(Value::as_u64).is_some_and(|n| n > 1) {
-        return Err(invalid(
-            "unsupported_value",
-            "'n' greater than 1 is not supported: the model server runs one sequence",
-            "n",
-        ));
-    }
-    for key in [
-        "temperature",
-        "top_p",
-        "presence_penalty",
-        "frequency_penalty",
-        "repetition_penalty",
-    ] {
-        match body.get(key) {
-            None | Some(Value::Null) | Some(Value::Number(_)) => {}
-            Some(_) => return Err(invalid("invalid_type", format!("'{key}' must be a number"), key)),
-        }
+    if let Some(n) = bound {
+        body.insert("n_predict".into(), Value::from(n));
     }
     Ok(())
+}
+
+/// A rule's violation as the 400 that names its field.
+pub fn violation(v: request::Violation) -> ApiError {
+    ApiError::invalid(v.code, v.message, Some(&v.param))
 }
 
 /// The opening of a conversation, hashed: what every turn of it repeats.
@@ -218,12 +163,12 @@ mod tests {
             (
                 br#"{"messages": [{"role": "wizard", "content": "x"}]}"#,
                 "invalid_value",
-                Some("messages[0]"),
+                Some("messages[0].role"),
             ),
             (
                 br#"{"messages": [{"role": "user", "content": 5}]}"#,
                 "invalid_type",
-                Some("messages[0]"),
+                Some("messages[0].content"),
             ),
             (
                 br#"{"model": 7, "messages": [{"role": "user", "content": "x"}]}"#,
@@ -237,7 +182,7 @@ mod tests {
             ),
             (
                 br#"{"max_tokens": -1, "messages": [{"role": "user", "content": "x"}]}"#,
-                "invalid_type",
+                "invalid_value",
                 Some("max_tokens"),
             ),
             (

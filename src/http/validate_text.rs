@@ -13,7 +13,7 @@
 use actix_web::HttpRequest;
 use serde_json::{Map, Value};
 
-use super::validate::{invalid, json_object, model_field, sampling, stream_field};
+use super::validate::{generating_fields, invalid, json_object, model_field, stream_field};
 use crate::error::ApiError;
 use crate::law::keep_alive::{self, KeepAlive};
 use crate::law::route::Route;
@@ -49,7 +49,7 @@ pub fn text_request(route: Route, bytes: &[u8]) -> Result<TextRequest, ApiError>
         other => unreachable!("{other:?} bodies are validated by their dialect (`http::dialects`)"),
     }
     if route.generates() {
-        sampling(&body)?;
+        generating_fields(route, &mut body)?;
     }
     Ok(TextRequest {
         model,
@@ -208,7 +208,7 @@ mod tests {
             (
                 Route::Completions,
                 r#"{"prompt": "a", "max_tokens": -1}"#,
-                "invalid_type",
+                "invalid_value",
                 Some("max_tokens"),
             ),
             (

@@ -90,6 +90,7 @@ pub(crate) mod tests {
             value_length: 64,
             weights_bytes: 98_362_432,
             has_chat_template: true,
+            fill_in_middle: false,
             ..ModelFacts::default()
         }
     }
@@ -108,6 +109,7 @@ pub(crate) mod tests {
             sliding_window: Some(512),
             weights_bytes: 253_113_024,
             has_chat_template: true,
+            fill_in_middle: false,
             ..ModelFacts::default()
         }
     }

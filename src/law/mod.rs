@@ -17,7 +17,10 @@
 //! | `kv_save` | when a slot is saved, whether a save fits, the store's cap and eviction |
 //! | `route` | which routes an engine serves, which generate, and how each dialect's stream ends |
 //! | `ollama`, `ollama_reply` | Ollama's requests as llama-server's, and its answers back |
+//! | `request` | what a request body may hold, field by field, and every generation's token bound |
+//! | `request_chat` | chat's nested shapes (messages, parts, tools) and what a request needs of its model |
 //! | `crash` | crash classification from the child's output tail |
+//! | `upstream` | whether a refusal of the child's was the request's fault (a 400) or the server's |
 //! | `cuda` | the GPU choice, spawn matrix, OOM retry, placement, Flash Attention, device check, spill, pre-flight |
 //! | `quant` | which GGUF of a directory is the model |
 //! | `select` | which engine runs |
@@ -42,8 +45,11 @@ pub mod prefix;
 pub mod pressure;
 pub mod quant;
 pub mod reap;
+pub mod request;
+pub mod request_chat;
 pub mod route;
 pub mod select;
 pub mod split;
+pub mod upstream;
 pub mod window;
 pub mod workers;

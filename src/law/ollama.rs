@@ -70,8 +70,6 @@ pub struct Translated {
     pub body: Map<String, Value>,
     /// `options.num_ctx`, when asked for.
     pub num_ctx: Option<u64>,
-    /// Some image is attached.
-    pub images: bool,
     /// Nothing to generate: only load (or unload) the model.
     pub load_only: bool,
 }
@@ -208,8 +206,8 @@ fn content(text: &str, images: Option<&Value>, param: &str) -> Result<(Value, bo
     Ok((Value::Array(parts), true))
 }
 
-/// An Ollama message as a chat message; whether it has images.
-fn message(m: &Value, i: usize) -> Result<(Value, bool), Refusal> {
+/// An Ollama message as a chat message.
+fn message(m: &Value, i: usize) -> Result<Value, Refusal> {
     let at = format!("messages[{i}]");
     let m = m
         .as_object()
@@ -233,7 +231,7 @@ fn message(m: &Value, i: usize) -> Result<(Value, bool), Refusal> {
             ));
         }
     };
-    let (content, images) = content(text, m.get("images"), &format!("{at}.images"))?;
+    let (content, _) = content(text, m.get("images"), &format!("{at}.images"))?;
     let mut out = json!({"role": role, "content": content});
     if let Some(t) = m.get("thinking").and_then(Value::as_str).filter(|t| !t.is_empty()) {
         out["reasoning_content"] = json!(t);
@@ -259,7 +257,7 @@ fn message(m: &Value, i: usize) -> Result<(Value, bool), Refusal> {
             ));
         }
     }
-    Ok((out, images))
+    Ok(out)
 }
 
 /// An Ollama tool call (`{"function": {"name", "arguments": {...}}}`) as
@@ -309,13 +307,11 @@ pub fn chat(req: &Map<String, Value>) -> Result<Translated, Refusal> {
         Some(_) => return Err(refuse("messages", "'messages' must be an array")),
     };
     let mut body = Map::new();
-    let mut images = false;
-    let mut messages = Vec::with_capacity(msgs.len());
-    for (i, m) in msgs.iter().enumerate() {
-        let (m, img) = message(m, i)?;
-        images |= img;
-        messages.push(m);
-    }
+    let messages = msgs
+        .iter()
+        .enumerate()
+        .map(|(i, m)| message(m, i))
+        .collect::<Result<Vec<_>, _>>()?;
     let load_only = messages.is_empty();
     body.insert("messages".into(), Value::Array(messages));
     match req.get("tools") {
@@ -333,7 +329,6 @@ pub fn chat(req: &Map<String, Value>) -> Result<Translated, Refusal> {
         target: Target::Chat,
         body,
         num_ctx,
-        images,
         load_only,
     })
 }
@@ -406,7 +401,6 @@ pub fn generate(req: &Map<String, Value>) -> Result<Translated, Refusal> {
         target,
         body,
         num_ctx,
-        images,
         load_only: prompt.is_empty() && suffix.is_none(),
     })
 }

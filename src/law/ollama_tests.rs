@@ -10,7 +10,7 @@ fn obj(v: Value) -> Map<String, Value> {
 
 #[test]
 fn chat_bodies_translate() {
-    // (Ollama body, expected chat body, target, num_ctx, images, load_only)
+    // (Ollama body, expected chat body, num_ctx, load_only)
     let rows = [
         // why: plain messages pass; options become sampling fields; num_predict is max_tokens
         (
@@ -20,7 +20,6 @@ fn chat_bodies_translate() {
                    "temperature": 0, "top_p": 0.9, "top_k": 40, "seed": 7, "stop": ["\n"], "max_tokens": 12}),
             Some(2048),
             false,
-            false,
         ),
         // why: -1 (until done) leaves the answer unbounded; runner options are ignored
         (
@@ -28,14 +27,12 @@ fn chat_bodies_translate() {
             json!({"messages": [{"role": "user", "content": "hi"}]}),
             None,
             false,
-            false,
         ),
         // why: llama.cpp's own names pass; num_keep is n_keep
         (
             json!({"messages": [{"role": "user", "content": "hi"}], "options": {"min_p": 0.05, "repeat_penalty": 1.1, "num_keep": 4}}),
             json!({"messages": [{"role": "user", "content": "hi"}], "min_p": 0.05, "repeat_penalty": 1.1, "n_keep": 4}),
             None,
-            false,
             false,
         ),
         // why: images become data: URLs beside the text, never a URL the child fetches
@@ -45,7 +42,6 @@ fn chat_bodies_translate() {
                 {"type": "text", "text": "what is it"},
                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,aGk="}}]}]}),
             None,
-            true,
             false,
         ),
         // why: format "json" is any object (b10883's chat leaves json_object's empty schema unconstrained)
@@ -55,14 +51,12 @@ fn chat_bodies_translate() {
                    "response_format": {"type": "json_schema", "json_schema": {"name": "format", "schema": {"type": "object"}}}}),
             None,
             false,
-            false,
         ),
         (
             json!({"messages": [{"role": "user", "content": "x"}], "format": {"type": "object"}}),
             json!({"messages": [{"role": "user", "content": "x"}],
                    "response_format": {"type": "json_schema", "json_schema": {"name": "format", "schema": {"type": "object"}}}}),
             None,
-            false,
             false,
         ),
         // why: an assistant's tool calls get OpenAI's string arguments; a tool result's name is llama.cpp's `name`
@@ -75,7 +69,6 @@ fn chat_bodies_translate() {
                 {"role": "tool", "content": "2", "name": "f"}]}),
             None,
             false,
-            false,
         ),
         // why: think false turns thinking off through the template
         (
@@ -83,16 +76,15 @@ fn chat_bodies_translate() {
             json!({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"enable_thinking": false}}),
             None,
             false,
-            false,
         ),
         // why: no messages only loads the model
-        (json!({}), json!({"messages": []}), None, false, true),
+        (json!({}), json!({"messages": []}), None, true),
     ];
-    for (i, (ollama, want, num_ctx, images, load_only)) in rows.into_iter().enumerate() {
+    for (i, (ollama, want, num_ctx, load_only)) in rows.into_iter().enumerate() {
         let t = chat(&obj(ollama)).unwrap_or_else(|e| panic!("row {i}: {e:?}"));
         assert_eq!(
-            (Value::Object(t.body), t.target, t.num_ctx, t.images, t.load_only),
-            (want, Target::Chat, num_ctx, images, load_only),
+            (Value::Object(t.body), t.target, t.num_ctx, t.load_only),
+            (want, Target::Chat, num_ctx, load_only),
             "row {i}"
         );
     }

@@ -126,6 +126,17 @@ impl Route {
         matches!(self, Self::Chat | Self::Messages | Self::Responses)
     }
 
+    /// The field a generation's token bound goes in: `n_predict`, which
+    /// llama-server reads first, except on Messages, whose conversion to
+    /// chat (b10883's `server_chat_convert_anthropic_to_oai`) keeps only
+    /// Anthropic's own `max_tokens` and drops every other field.
+    pub fn bound_field(self) -> &'static str {
+        match self {
+            Self::Messages => "max_tokens",
+            _ => "n_predict",
+        }
+    }
+
     /// Whether a streamed event (its `event` field and its data) is the
     /// stream's last, which the relay holds back until the turn's end.
     pub fn ends_stream(self, event: Option<&str>, data: &[u8]) -> bool {
@@ -187,6 +198,13 @@ mod tests {
                 "{r:?}"
             );
             assert_eq!(r.beside_turns(), !gen_, "{r:?}");
+            // why: only Anthropic's conversion drops n_predict
+            let field = if r == Route::Messages {
+                "max_tokens"
+            } else {
+                "n_predict"
+            };
+            assert_eq!(r.bound_field(), field, "{r:?}");
         }
         let mut tags: Vec<_> = Route::ALL.iter().map(|r| r.tag()).collect();
         tags.sort();

@@ -61,6 +61,8 @@ pub(crate) struct Inner {
     status: watch::Receiver<EngineStatus>,
     events: broadcast::Sender<WardenEvent>,
     catalog: Arc<Catalog>,
+    /// What each entry's files let a request send it, read once each.
+    capabilities: crate::capabilities::CapabilityCache,
     config: Arc<WardenConfig>,
     queue: Arc<QueueGauge>,
     /// The next arrival number. Numbering and queueing happen under one
@@ -105,12 +107,16 @@ pub struct TurnRequest {
 
 /// Whether the engine still holds a turn (its sender is alive).
 #[derive(Debug, Clone)]
-pub struct TurnWatch(mpsc::WeakSender<TurnEvent>);
+pub struct TurnWatch {
+    sender: mpsc::WeakSender<TurnEvent>,
+    /// The turn's arrival number (its `seq` in events and logs).
+    pub seq: u64,
+}
 
 impl TurnWatch {
     /// The engine finished the turn or let it go (it holds no sender).
     pub fn engine_done(&self) -> bool {
-        self.0.upgrade().is_none()
+        self.sender.upgrade().is_none()
     }
 }
 
@@ -150,6 +156,17 @@ impl Warden {
     /// The catalog.
     pub fn catalog(&self) -> &Catalog {
         &self.inner.catalog
+    }
+
+    /// The entry a request for `model` (or the default) runs, with what
+    /// its files let a request send it; `None` when there is no such entry
+    /// (the submit answers that with its own 404).
+    pub fn capabilities(&self, model: Option<&str>) -> Option<(String, crate::capabilities::Capabilities)> {
+        let entry = match model {
+            Some(id) => self.inner.catalog.get(id)?,
+            None => self.inner.catalog.default_entry()?,
+        };
+        Some((entry.id.clone(), self.inner.capabilities.of(&entry)))
     }
 
     /// The configuration.
@@ -201,11 +218,14 @@ impl Warden {
             .try_enter(max)
             .ok_or_else(|| refused(ApiError::queue_full(max)))?;
         let (tx, rx) = mpsc::channel(TURN_EVENTS_BUFFER);
-        let watch = TurnWatch(tx.downgrade());
         // A poisoned lock still holds a valid counter.
         let mut next = self.inner.seq.lock().unwrap_or_else(|p| p.into_inner());
         let seq = *next;
         *next += 1;
+        let watch = TurnWatch {
+            sender: tx.downgrade(),
+            seq,
+        };
         let turn = Generate {
             model: req.model,
             body: req.body,

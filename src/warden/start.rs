@@ -185,6 +185,7 @@ impl Warden {
                 status: status_rx,
                 events: events_tx,
                 catalog,
+                capabilities: Default::default(),
                 config,
                 queue: Arc::new(QueueGauge::default()),
                 seq: std::sync::Mutex::new(0),

@@ -156,3 +156,84 @@ fn required_keys_and_bad_types() {
     let g = Gguf::llama().kv("qwen2.block_count", V::s("not a number"));
     assert_eq!(code(&read_bytes(&g.build())), "ok");
 }
+
+/// Fill-in-the-middle is found as llama.cpp finds it: each of the three
+/// tokens by its id key (new or old name) or else by its text in the
+/// vocabulary, whose strings are scanned without being kept.
+#[test]
+fn fill_in_middle_by_ids_or_by_texts() {
+    let vocab = |texts: &[&str]| {
+        let mut t: Vec<V> = ["<s>", "a", "b"].iter().map(|s| V::s(s)).collect();
+        t.extend(texts.iter().map(|s| V::s(s)));
+        V::Arr(8, t)
+    };
+    let rows: Vec<(Gguf, bool)> = vec![
+        // why: no FIM token at all
+        (Gguf::llama().kv("tokenizer.ggml.tokens", vocab(&[])), false),
+        // why: the three ids in the header
+        (
+            Gguf::llama()
+                .kv("tokenizer.ggml.fim_pre_token_id", V::U32(1))
+                .kv("tokenizer.ggml.fim_suf_token_id", V::U32(2))
+                .kv("tokenizer.ggml.fim_mid_token_id", V::U32(0)),
+            true,
+        ),
+        // why: the deprecated names count too
+        (
+            Gguf::llama()
+                .kv("tokenizer.ggml.prefix_token_id", V::U32(1))
+                .kv("tokenizer.ggml.suffix_token_id", V::U32(2))
+                .kv("tokenizer.ggml.middle_token_id", V::U32(0)),
+            true,
+        ),
+        // why: two of three is not enough for llama-server's infill
+        (
+            Gguf::llama()
+                .kv("tokenizer.ggml.fim_pre_token_id", V::U32(1))
+                .kv("tokenizer.ggml.fim_suf_token_id", V::U32(2)),
+            false,
+        ),
+        // why: StarCoder-style texts in the vocabulary, no ids
+        (
+            Gguf::llama().kv(
+                "tokenizer.ggml.tokens",
+                vocab(&["<fim_prefix>", "<fim_middle>", "<fim_suffix>"]),
+            ),
+            true,
+        ),
+        // why: CodeLlama's texts; and one id plus two texts mixes as llama.cpp does
+        (
+            Gguf::llama().kv("tokenizer.ggml.tokens", vocab(&["▁<PRE>", "▁<SUF>", "▁<MID>"])),
+            true,
+        ),
+        (
+            Gguf::llama()
+                .kv("tokenizer.ggml.fim_pre_token_id", V::U32(1))
+                .kv("tokenizer.ggml.tokens", vocab(&["<|fim_suffix|>", "<|fim_middle|>"])),
+            true,
+        ),
+        // why: a text that only resembles one is not it
+        (
+            Gguf::llama().kv("tokenizer.ggml.tokens", vocab(&["<fim_prefix> ", "<SUF>", "<MID>"])),
+            false,
+        ),
+    ];
+    for (i, (g, want)) in rows.into_iter().enumerate() {
+        assert_eq!(facts(g).fill_in_middle, want, "row {i}");
+    }
+}
+
+/// A FIM text that straddles the reader's 64 KiB buffer is still seen: the
+/// vocabulary is shifted a few bytes at a time across the boundary.
+#[test]
+fn fill_in_middle_texts_across_the_buffer_boundary() {
+    // Each one-letter filler is 9 bytes; after the ~300 bytes of header
+    // before the vocabulary, ~7,250 of them reach 64 KiB: 60 shifts of 9
+    // bytes sweep the three texts (60 bytes) across the boundary.
+    for extra in 0..60 {
+        let mut t: Vec<V> = (0..7_200 + extra).map(|_| V::s("a")).collect();
+        t.extend(["<fim_prefix>", "<fim_suffix>", "<fim_middle>"].iter().map(|s| V::s(s)));
+        let g = Gguf::llama().kv("tokenizer.ggml.tokens", V::Arr(8, t));
+        assert!(facts(g).fill_in_middle, "shift {extra}");
+    }
+}

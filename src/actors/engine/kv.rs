@@ -146,6 +146,14 @@ impl EngineCore {
         self.set_slot(conversation, tokens);
     }
 
+    /// The slot's size as the child counted it at the turn's end (reused,
+    /// processed and generated tokens), replacing the estimate.
+    pub(crate) fn slot_counted(&mut self, tokens: u32) {
+        if let Some((_, t)) = self.child.as_mut().and_then(|c| c.slot.as_mut()) {
+            *t = tokens;
+        }
+    }
+
     /// Records who the slot holds after this turn.
     fn set_slot(&mut self, conversation: Option<&str>, tokens: u32) {
         if let Some(c) = self.child.as_mut() {

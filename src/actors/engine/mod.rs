@@ -17,6 +17,7 @@
 
 pub(crate) mod brake;
 mod core;
+mod counts;
 mod door;
 mod kv;
 mod load;

@@ -18,6 +18,7 @@ use futures::StreamExt;
 use tokio::time::Instant;
 
 use super::core::EngineCore;
+use super::counts::ChildCounts;
 use super::outbox::{Outbox, Refused};
 use super::turn::{Finish, Relayed};
 use crate::error::GenerationError;
@@ -64,6 +65,7 @@ impl EngineCore {
         let mut batch = Vec::with_capacity(4);
         let mut got_first = false;
         let mut relayed_error = false;
+        let mut counts = None;
         let mut clock = Clock::new(sent_at);
         loop {
             let deadline = if got_first {
@@ -90,6 +92,9 @@ impl EngineCore {
             }
             for ev in batch.drain(..) {
                 got_first = true;
+                // Only the last events carry timings (a byte search first);
+                // infill's own last event, the stream's end, is one.
+                counts = ChildCounts::read(&ev.data).or(counts);
                 if route.ends_stream(ev.event.as_deref(), &ev.data) {
                     self.timings = clock.timings();
                     // The answer is read to its end (the chunked
@@ -98,7 +103,7 @@ impl EngineCore {
                     read_to_end(&mut body).await;
                     // Held back: the brake's turn end and its notice come
                     // before the stream's terminator.
-                    return Ok(Relayed::Completed(Finish::Stream(Some(ev.raw))));
+                    return Ok(Relayed::Completed(Finish::Stream(Some(ev.raw)), counts));
                 }
                 clock.event(Instant::now());
                 relayed_error |= ev.is_error();
@@ -142,10 +147,11 @@ impl EngineCore {
             let json = serde_json::from_slice(&bytes).ok();
             return Err(GenerationError::Upstream { status, body: json });
         }
-        Ok(Relayed::Completed(Finish::Event(TurnEvent::Body {
-            status,
-            body: bytes,
-        })))
+        let counts = ChildCounts::read(&bytes);
+        Ok(Relayed::Completed(
+            Finish::Event(TurnEvent::Body { status, body: bytes }),
+            counts,
+        ))
     }
 
     /// A stream that broke: the child's death (classified) when it exits

@@ -55,8 +55,9 @@ impl Finish {
 /// How a relay ended without an error of the warden's own.
 #[derive(Debug)]
 pub enum Relayed {
-    /// The child finished; what remains to send closes the turn.
-    Completed(Finish),
+    /// The child finished; what remains to send closes the turn, and the
+    /// child's own counts when it gave them.
+    Completed(Finish, Option<super::counts::ChildCounts>),
     /// The caller went away; the upstream request was dropped (cancelled).
     Abandoned,
     /// The child itself reported an error, which was relayed as it sent it.
@@ -223,23 +224,31 @@ impl EngineCore {
         if let Err(e) = self.ensure_loaded(entry, Some(events)).await {
             return ("failed", Finish::Event(TurnEvent::Error(e.to_api())));
         }
+        // The request's own bound (validation folded it into `n_predict`).
+        let requested = body.get("n_predict").and_then(|v| v.as_u64()).map(|n| n as u32);
         if route.generates() {
+            // Every generation runs under a bound the warden computed, in
+            // the one field the child obeys on this route (the engine's
+            // hook renames it for a child that reads another).
+            let window = self.child.as_ref().and_then(|c| c.allocated);
+            let bound = crate::law::request::token_bound(requested, window);
+            body.remove("n_predict");
+            body.insert(route.bound_field().into(), serde_json::Value::from(bound));
             self.backend.adapt_request(&mut body, entry);
             body.insert("stream".into(), serde_json::Value::Bool(stream));
         }
         // A map of JSON values always serializes.
         let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON map serializes"));
-        // Responses names its bound `max_output_tokens`.
-        let max_tokens = ["max_tokens", "max_output_tokens"]
-            .iter()
-            .find_map(|k| body.get(*k).and_then(|v| v.as_u64()))
-            .unwrap_or(0);
-        self.brake.last_request_tokens = (bytes.len() as u64 / 4 + max_tokens).min(u32::MAX as u64) as u32;
+        let asked = u64::from(requested.unwrap_or(0));
+        self.brake.last_request_tokens = (bytes.len() as u64 / 4 + asked).min(u32::MAX as u64) as u32;
         if route.generates() {
             // The single slot changes hands: a conversation's KV is kept
             // (`kv`); a raw completion or infill holds no conversation.
             let owner = if route.keeps_conversation() { conversation } else { None };
-            self.claim_slot(owner, self.brake.last_request_tokens).await;
+            // Until the child's own count arrives with the answer, the
+            // slot holds about the prompt (its bytes over 4).
+            self.claim_slot(owner, (bytes.len() / 4).min(u32::MAX as usize) as u32)
+                .await;
         }
         self.activity = super::core::Activity::Generating;
         self.publish();
@@ -253,10 +262,15 @@ impl EngineCore {
         self.activity = super::core::Activity::Resting;
         if route.generates() {
             let abandoned = matches!(relayed, Ok(Relayed::Abandoned));
-            self.cache_after_turn(abandoned, matches!(relayed, Ok(Relayed::Completed(_))));
+            self.cache_after_turn(abandoned, matches!(relayed, Ok(Relayed::Completed(..))));
         }
         match relayed {
-            Ok(Relayed::Completed(finish)) => ("completed", finish),
+            Ok(Relayed::Completed(finish, counts)) => {
+                if let Some(c) = counts {
+                    self.slot_counted(c.slot_tokens());
+                }
+                ("completed", finish)
+            }
             Ok(Relayed::Abandoned) => {
                 tracing::debug!("turn abandoned by the client; upstream request dropped");
                 ("abandoned", Finish::Nothing)

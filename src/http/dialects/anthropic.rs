@@ -6,8 +6,10 @@
 //!
 //! Validated here, because that converter throws (a 500) or silently skips
 //! what it does not understand: `messages` (roles `user`/`assistant`,
-//! content a string or blocks), `system`, `max_tokens` (a count below
-//! 2^31), the sampling fields, `stop_sequences`, `tools`. Content blocks
+//! content a string or blocks), `system`, `stop_sequences`, `tools`; the
+//! sampling fields and `max_tokens` (a count below 2^31, the generation's
+//! bound, capped by the window) by the rules every generating route shares
+//! (`law::request`). Content blocks
 //! of a type llama-server would drop without a word (`document`,
 //! `search_result`, ...) are refused rather than answered as if the model
 //! had read them; `redacted_thinking` is dropped by llama-server, which is
@@ -28,7 +30,7 @@ use super::fields::{Kind, all_optional, of_kind, optional, required, unsupported
 use crate::error::ApiError;
 use crate::http::body::read_body;
 use crate::http::reply::{Wire, beside_or_queued, refused_in, respond_in};
-use crate::http::validate::{json_object, model_field, stream_field};
+use crate::http::validate::{generating_fields, json_object, model_field, stream_field};
 use crate::http::validate_text::{keep_alive, keep_alive_field};
 use crate::law::route::Route;
 use crate::messages::{Notice, TurnOptions};
@@ -135,10 +137,6 @@ pub fn messages_request(bytes: &[u8], generate: bool) -> Result<MessagesRequest,
         all_optional(
             &body,
             &[
-                ("max_tokens", Kind::Count),
-                ("temperature", Kind::Number),
-                ("top_p", Kind::Number),
-                ("top_k", Kind::Count),
                 ("stop_sequences", Kind::Texts),
                 ("thinking", Kind::Object),
                 ("metadata", Kind::Object),
@@ -147,6 +145,10 @@ pub fn messages_request(bytes: &[u8], generate: bool) -> Result<MessagesRequest,
         if let Some(Value::Object(t)) = body.get("thinking") {
             optional(t, "budget_tokens", Kind::Count, "thinking.budget_tokens")?;
         }
+        // The sampling fields by the rules every generating route shares
+        // (`law::request`), `max_tokens` folded into the bound the engine
+        // gives back as `max_tokens` (`Route::bound_field`).
+        generating_fields(Route::Messages, &mut body)?;
     }
     Ok(MessagesRequest {
         model,

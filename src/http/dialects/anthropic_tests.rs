@@ -84,7 +84,7 @@ fn bad_bodies_are_refused_with_the_field_named() {
         (
             json!({"messages": user, "max_tokens": -1}),
             false,
-            "invalid_type",
+            "invalid_value",
             Some("max_tokens"),
         ),
         (
@@ -138,7 +138,7 @@ fn bad_bodies_are_refused_with_the_field_named() {
         (
             json!({"messages": user, "thinking": {"type": "enabled", "budget_tokens": -5}}),
             false,
-            "invalid_type",
+            "invalid_value",
             Some("thinking.budget_tokens"),
         ),
         (

@@ -79,9 +79,9 @@ pub fn of_kind(v: &Value, kind: Kind, param: &str) -> Result<(), ApiError> {
     if kind.holds(v) {
         return Ok(());
     }
-    // A count too large is a bad value; a negative or fractional one is not
-    // a count at all (as chat's checks say it).
-    let code = if kind == Kind::Count && v.as_u64().is_some() {
+    // An integer out of range is a bad value; a fraction or a string is not
+    // a count at all (as `law::request` says it for every route).
+    let code = if kind == Kind::Count && (v.is_i64() || v.is_u64()) {
         "invalid_value"
     } else {
         "invalid_type"

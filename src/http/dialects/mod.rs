@@ -60,19 +60,16 @@ pub(crate) fn opening(messages: &[Value]) -> impl Iterator<Item = &Value> {
     messages[..end].iter()
 }
 
-/// A request with images for a model without a projector: refused here,
-/// where llama-server would answer 500 (measured on b10883).
+/// A request with images for a model whose projector reads none (or that
+/// has no projector): refused here, where llama-server would answer 500
+/// (measured on b10883). The capabilities are `Warden::capabilities`'.
 pub(crate) fn no_projector(warden: &Warden, model: Option<&str>) -> Option<ApiError> {
-    let entry = match model {
-        Some(m) => warden.catalog().get(m)?,
-        None => warden.catalog().default_entry()?,
-    };
-    entry.mmproj.is_none().then(|| {
+    let (id, caps) = warden.capabilities(model)?;
+    (!caps.vision).then(|| {
         ApiError::invalid(
             "unsupported_value",
             format!(
-                "the model '{}' has no projector (mmproj) and cannot read images; put its mmproj file beside it, or send text only",
-                entry.id
+                "the model '{id}' has no projector that reads images (a mmproj GGUF beside the model); send text only"
             ),
             None,
         )

@@ -7,7 +7,9 @@
 //! Validated here, where that converter or the chat parser after it would
 //! throw a type error (a 500): `input` (a string, or items as the
 //! converter classifies them), `instructions`, `max_output_tokens` (a
-//! count below 2^31), the sampling fields, `tools`. Decided here:
+//! count below 2^31, folded into the generation's bound), `tools`, and the
+//! sampling fields by the rules every generating route shares
+//! (`law::request`). Decided here:
 //! - A top-level `null` is an absent field (a null `instructions` would
 //!   otherwise become an empty system prompt, replacing the template's).
 //! - `previous_response_id` is refused (400 `unsupported_value`): nothing
@@ -40,7 +42,7 @@ use super::responses_events::Indices;
 use crate::error::ApiError;
 use crate::http::body::read_body;
 use crate::http::reply::{OpenAi, Wire, beside_or_queued, refused_in, respond_in};
-use crate::http::validate::{json_object, model_field, stream_field};
+use crate::http::validate::{generating_fields, json_object, model_field, stream_field};
 use crate::http::validate_text::{keep_alive, keep_alive_field};
 use crate::law::route::Route;
 use crate::messages::{Notice, TurnOptions};
@@ -148,13 +150,17 @@ pub fn responses_request(bytes: &[u8], generate: bool) -> Result<ResponsesReques
     if generate {
         all_optional(
             &body,
-            &[
-                ("max_output_tokens", Kind::Count),
-                ("temperature", Kind::Number),
-                ("top_p", Kind::Number),
-                ("reasoning", Kind::Object),
-            ],
+            &[("max_output_tokens", Kind::Count), ("reasoning", Kind::Object)],
         )?;
+        // The converter passes every other field to the chat parser: the
+        // rules every generating route shares (`law::request`), and the
+        // bound folded into `n_predict`, the field the child reads first.
+        let output = body.remove("max_output_tokens").and_then(|v| v.as_u64());
+        generating_fields(Route::Responses, &mut body)?;
+        if let Some(m) = output {
+            let n = body.get("n_predict").and_then(Value::as_u64).map_or(m, |n| n.min(m));
+            body.insert("n_predict".into(), json!(n));
+        }
     }
     Ok(ResponsesRequest {
         model,

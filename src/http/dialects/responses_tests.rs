@@ -26,7 +26,7 @@ fn bad_bodies_are_refused_with_the_field_named() {
         // why: max_output_tokens is a count below 2^31, never wrapped
         (
             json!({"input": "hi", "max_output_tokens": -1}),
-            "invalid_type",
+            "invalid_value",
             Some("max_output_tokens"),
         ),
         (

@@ -27,7 +27,7 @@ use self::wire::{Api, Ndjson};
 use crate::error::ApiError;
 use crate::http::body::read_body;
 use crate::http::reply::{Wire, respond_in};
-use crate::http::validate::{chat_request, json_object};
+use crate::http::validate::{chat_request, json_object, violation};
 use crate::http::validate_text::{keep_alive, keep_alive_value, text_request};
 use crate::law::keep_alive::KeepAlive;
 use crate::law::ollama::{self, Target, Translated};
@@ -89,30 +89,7 @@ async fn turn(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
         return load_only(warden, api, asked, started).await;
     }
     let t = asked.translated;
-    let bytes = serde_json::to_vec(&t.body).expect("a JSON map serializes");
-    // The translated body passes the rules of the route it takes.
-    let checked = match t.target {
-        Target::Chat => chat_request(&bytes).map(|r| (Route::Chat, r.body, Some(r.conversation), r.options)),
-        Target::Completions | Target::Infill => {
-            let route = if t.target == Target::Infill {
-                Route::Infill
-            } else {
-                Route::Completions
-            };
-            text_request(route, &bytes).map(|r| {
-                (
-                    route,
-                    r.body,
-                    None,
-                    TurnOptions {
-                        announce_idle_reload: false,
-                        stateful: true,
-                    },
-                )
-            })
-        }
-    };
-    let (route, body, conversation, options) = match checked {
+    let (route, body, conversation, options) = match checked(warden, &t, asked.model.as_deref()) {
         Ok(c) => c,
         Err(e) => return refused(warden, route, &e),
     };
@@ -129,6 +106,44 @@ async fn turn(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
         keep_alive: asked.keep_alive,
     };
     respond_in(warden, http, req, wire).await
+}
+
+/// What a checked, translated request takes to the engine: its route, body,
+/// conversation and notice switches.
+type Checked = (Route, Map<String, Value>, Option<String>, TurnOptions);
+
+/// The translated body through the rules of the route it takes, and what
+/// it asks of its model (`model`, or the default): images need a projector
+/// that reads them, a suffix fill-in-the-middle tokens.
+fn checked(warden: &Warden, t: &Translated, model: Option<&str>) -> Result<Checked, ApiError> {
+    let bytes = serde_json::to_vec(&t.body).expect("a JSON map serializes");
+    let caps = warden.capabilities(model);
+    if t.target == Target::Chat {
+        let r = chat_request(&bytes)?;
+        if let Some((id, caps)) = caps
+            && let Some(v) = r.needs.unmet(caps, &id)
+        {
+            return Err(violation(v));
+        }
+        return Ok((Route::Chat, r.body, Some(r.conversation), r.options));
+    }
+    let route = if t.target == Target::Infill {
+        Route::Infill
+    } else {
+        Route::Completions
+    };
+    if let Some((id, caps)) = caps
+        && route == Route::Infill
+        && !caps.fim
+    {
+        return Err(crate::http::text::no_fim(&id));
+    }
+    let r = text_request(route, &bytes)?;
+    let options = TurnOptions {
+        announce_idle_reload: false,
+        stateful: true,
+    };
+    Ok((route, r.body, None, options))
 }
 
 fn refused(warden: &Warden, route: Route, e: &ApiError) -> HttpResponse {
@@ -174,11 +189,6 @@ async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
     };
     let keep_alive = keep_alive(keep_alive_value(body.get("keep_alive"))?, http)?;
     let translated = translate(api, &body)?;
-    if translated.images
-        && let Some(e) = super::no_projector(warden, model.as_deref())
-    {
-        return Err(e);
-    }
     Ok(Asked {
         model,
         name,
