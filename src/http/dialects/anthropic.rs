@@ -14,7 +14,7 @@
 //! `search_result`, ...) are refused rather than answered as if the model
 //! had read them; `redacted_thinking` is dropped by llama-server, which is
 //! right (no local model can read it). `max_tokens` may be omitted
-//! (llama-server then allows 4096), unlike on Anthropic's API.
+//! (the window then bounds the answer), unlike on Anthropic's API.
 //!
 //! Errors are Anthropic's shape, `{"type": "error", "error": {"type",
 //! "message"}}`, with the warden's `code`, `param` and `raw` beside; in a
