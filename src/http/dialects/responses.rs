@@ -34,18 +34,17 @@
 //! SDKs raise) ends it. Notices are SSE comments.
 
 use actix_web::{HttpRequest, HttpResponse, web};
-use bytes::{Bytes, BytesMut};
 use serde_json::{Map, Value, json};
 
 use super::fields::{Kind, all_optional, optional, required, unsupported};
-use super::responses_events::Indices;
+use super::responses_events::Responses;
 use crate::error::ApiError;
 use crate::http::body::read_body;
-use crate::http::reply::{OpenAi, Wire, beside_or_queued, refused_in, respond_in};
+use crate::http::reply::{OpenAi, beside_or_queued, refused_in, respond_in};
 use crate::http::validate::{generating_fields, json_object, model_field, stream_field};
 use crate::http::validate_text::{keep_alive, keep_alive_field};
 use crate::law::route::Route;
-use crate::messages::{Notice, TurnOptions};
+use crate::messages::TurnOptions;
 use crate::warden::{TurnRequest, Warden};
 
 /// `POST /v1/responses`.
@@ -378,55 +377,6 @@ fn text_format(body: &mut Map<String, Value>) -> Result<(), ApiError> {
         body.insert("response_format".into(), rf);
     }
     Ok(())
-}
-
-/// Responses' wire: the child's events with the indices it leaves out
-/// filled in (`responses_events`), notices as SSE comments, and a stream's
-/// final error as an `event: error` event.
-#[derive(Debug, Default)]
-pub struct Responses(Indices);
-
-impl Wire for Responses {
-    fn refusal(&self, e: &ApiError) -> HttpResponse {
-        crate::http::errors::error_response(e)
-    }
-    fn event(&mut self, raw: Bytes) -> Option<Bytes> {
-        let mut parser = crate::sse::SseParser::new();
-        let mut events = Vec::new();
-        let _ = parser.push(&raw, &mut events);
-        let [ev] = events.as_slice() else { return Some(raw) };
-        let (Some(name), Ok(Value::Object(mut data))) = (&ev.event, serde_json::from_slice::<Value>(&ev.data)) else {
-            // The child's own error (`data: {"error": ...}`) passes: the SDKs raise it.
-            return Some(raw);
-        };
-        self.0.fill(&mut data);
-        let json = serde_json::to_vec(&data).expect("a JSON map serializes");
-        let mut b = BytesMut::with_capacity(json.len() + name.len() + 16);
-        b.extend_from_slice(b"event: ");
-        b.extend_from_slice(name.as_bytes());
-        b.extend_from_slice(b"\ndata: ");
-        b.extend_from_slice(&json);
-        b.extend_from_slice(b"\n\n");
-        Some(b.freeze())
-    }
-    fn notice(&mut self, n: &Notice) -> Option<Bytes> {
-        Some(crate::http::chat::notice_comment(n))
-    }
-    fn error(&mut self, e: &ApiError) -> Bytes {
-        let body = json!({
-            "type": "error",
-            "code": e.code,
-            "message": e.message,
-            "param": e.param,
-            "error": e,
-        });
-        let json = serde_json::to_vec(&body).expect("an error serializes");
-        let mut b = BytesMut::with_capacity(json.len() + 22);
-        b.extend_from_slice(b"event: error\ndata: ");
-        b.extend_from_slice(&json);
-        b.extend_from_slice(b"\n\n");
-        b.freeze()
-    }
 }
 
 #[cfg(test)]

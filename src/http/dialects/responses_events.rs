@@ -6,9 +6,16 @@
 //! `sequence_number`. The item's place is the order of its
 //! `response.output_item.added` (or, for an item first seen done, of that);
 //! llama-server gives every item one content part, so `content_index` is 0.
-//! A field the child did send is never changed.
+//! A field the child did send is never changed. And Responses' `Wire`,
+//! which fills them in as the events pass.
 
+use actix_web::HttpResponse;
+use bytes::{Bytes, BytesMut};
 use serde_json::{Map, Value, json};
+
+use crate::error::ApiError;
+use crate::http::reply::Wire;
+use crate::messages::Notice;
 
 /// The stream's items so far, in order.
 #[derive(Debug, Default)]
@@ -51,6 +58,55 @@ impl Indices {
         if in_a_part {
             data.entry("content_index").or_insert(json!(0));
         }
+    }
+}
+
+/// Responses' wire: the child's events with the indices it leaves out
+/// filled in (`responses_events`), notices as SSE comments, and a stream's
+/// final error as an `event: error` event.
+#[derive(Debug, Default)]
+pub struct Responses(Indices);
+
+impl Wire for Responses {
+    fn refusal(&self, e: &ApiError) -> HttpResponse {
+        crate::http::errors::error_response(e)
+    }
+    fn event(&mut self, raw: Bytes) -> Option<Bytes> {
+        let mut parser = crate::sse::SseParser::new();
+        let mut events = Vec::new();
+        let _ = parser.push(&raw, &mut events);
+        let [ev] = events.as_slice() else { return Some(raw) };
+        let (Some(name), Ok(Value::Object(mut data))) = (&ev.event, serde_json::from_slice::<Value>(&ev.data)) else {
+            // The child's own error (`data: {"error": ...}`) passes: the SDKs raise it.
+            return Some(raw);
+        };
+        self.0.fill(&mut data);
+        let json = serde_json::to_vec(&data).expect("a JSON map serializes");
+        let mut b = BytesMut::with_capacity(json.len() + name.len() + 16);
+        b.extend_from_slice(b"event: ");
+        b.extend_from_slice(name.as_bytes());
+        b.extend_from_slice(b"\ndata: ");
+        b.extend_from_slice(&json);
+        b.extend_from_slice(b"\n\n");
+        Some(b.freeze())
+    }
+    fn notice(&mut self, n: &Notice) -> Option<Bytes> {
+        Some(crate::http::chat::notice_comment(n))
+    }
+    fn error(&mut self, e: &ApiError) -> Bytes {
+        let body = json!({
+            "type": "error",
+            "code": e.code,
+            "message": e.message,
+            "param": e.param,
+            "error": e,
+        });
+        let json = serde_json::to_vec(&body).expect("an error serializes");
+        let mut b = BytesMut::with_capacity(json.len() + 22);
+        b.extend_from_slice(b"event: error\ndata: ");
+        b.extend_from_slice(&json);
+        b.extend_from_slice(b"\n\n");
+        b.freeze()
     }
 }
 

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::http::reply::Wire;
 
 #[test]
 fn bad_bodies_are_refused_with_the_field_named() {
