@@ -83,6 +83,9 @@
 //!   cache, sends `Reset`).
 //! - `http`: the actix-web routes (chat, completions, infill, the
 //!   tokenizer, `/metrics`, the dashboard `ui`, the warden's own);
+//!   `http::dialects` the other dialects (Anthropic's Messages, OpenAI's
+//!   Responses, the token counters, the Ollama API translated), each
+//!   answered through its `http::reply::Wire`;
 //!   `http::stall` closes the connection of a client that stopped reading;
 //!   `http::cors` lets listed browser origins in; `http::origin` refuses
 //!   uninvited pages and rebound hosts; `http::validate` refuses a malformed

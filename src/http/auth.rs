@@ -4,7 +4,8 @@
 //!
 //! A browser cannot attach a bearer token to a page it navigates to, so the
 //! key is also accepted as HTTP Basic credentials (any user name, the key
-//! as password), and a refused request that carried no credentials is
+//! as password), Anthropic's SDKs send it as `x-api-key`, which is
+//! accepted too, and a refused request that carried no credentials is
 //! answered with a Basic challenge: the browser asks once for `/warden/ui`
 //! and then sends the same credentials with the page's own requests. API
 //! clients keep sending `Authorization: Bearer`.
@@ -14,7 +15,6 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
 use actix_web::web;
 
-use super::errors::error_response;
 use crate::error::ApiError;
 use crate::warden::Warden;
 
@@ -53,7 +53,12 @@ pub async fn require_key(
             .headers()
             .get(actix_web::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        let given = header.and_then(presented_key).unwrap_or_default();
+        // Anthropic's SDKs send the key as `x-api-key`.
+        let x_api_key = req.headers().get("x-api-key").and_then(|v| v.to_str().ok());
+        let given = header
+            .and_then(presented_key)
+            .or_else(|| x_api_key.map(str::to_string))
+            .unwrap_or_default();
         if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
             let e = ApiError {
                 status: 401,
@@ -63,8 +68,8 @@ pub async fn require_key(
                 param: None,
                 raw: None,
             };
-            let mut resp = error_response(&e);
-            if header.is_none() {
+            let mut resp = super::dialects::error_for_path(req.path(), &e);
+            if header.is_none() && x_api_key.is_none() {
                 resp.headers_mut().insert(
                     actix_web::http::header::WWW_AUTHENTICATE,
                     actix_web::http::header::HeaderValue::from_static("Basic realm=\"llm-warden\", charset=\"UTF-8\""),

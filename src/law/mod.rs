@@ -16,7 +16,8 @@
 //! | `keep_alive` | a request's keep-alive, parsed, and the idle timeout in force |
 //! | `kv_save` | when a slot is saved, whether a save fits, the store's cap and eviction |
 //! | `rpc_plan` | the split over RPC workers as a spawn carries it and the status shows it |
-//! | `route` | which routes an engine serves, and which generate |
+//! | `route` | which routes an engine serves, which generate, and how each dialect's stream ends |
+//! | `ollama`, `ollama_reply` | Ollama's requests as llama-server's, and its answers back |
 //! | `request` | what a request body may hold, field by field, and every generation's token bound |
 //! | `request_chat` | chat's nested shapes (messages, parts, tools) and what a request needs of its model |
 //! | `crash` | crash classification from the child's output tail |
@@ -40,6 +41,8 @@ pub mod keep_alive;
 pub mod kv;
 pub mod kv_save;
 pub mod mlx;
+pub mod ollama;
+pub mod ollama_reply;
 pub mod plan;
 pub mod prefix;
 pub mod pressure;

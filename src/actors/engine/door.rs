@@ -1,7 +1,8 @@
 //! The side door: the one way past the mailbox to a live child, for the
 //! requests that must not wait behind a generation and cannot disturb one:
-//! `/tokenize` and `/detokenize` (llama-server answers them on an HTTP
-//! thread from the vocabulary, never through its task loop) and the child's
+//! `/tokenize`, `/detokenize`, the token counters and `/apply-template`
+//! (llama-server answers them on an HTTP thread from the vocabulary and the
+//! template, never through its task loop: `law::route`) and the child's
 //! own `/metrics` (a high-priority task there, answered between two decode
 //! steps). The engine publishes a `Door` on a watch channel whenever its
 //! child changes; `Warden` reads it.
@@ -34,7 +35,7 @@ pub struct Door {
 /// Why a door request got no answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DoorError {
-    /// Not a door route (only the tokenizer's pass here).
+    /// Not a door route (only those `Route::beside_turns` pass here).
     NotADoorRoute,
     /// The child did not answer in time.
     Timeout,
@@ -68,9 +69,9 @@ impl Door {
         self.output.kept()
     }
 
-    /// POSTs a tokenizer request; its status and body.
+    /// POSTs a request of a route answered beside turns; its status and body.
     pub async fn tokenizer(&self, route: Route, body: Bytes, timeout: Duration) -> Result<(u16, Bytes), DoorError> {
-        if !matches!(route, Route::Tokenize | Route::Detokenize) {
+        if !route.beside_turns() {
             return Err(DoorError::NotADoorRoute);
         }
         let send = async {

@@ -232,14 +232,15 @@ impl EngineCore {
         let requested = crate::law::request::requested_bound(&body);
         if route.generates() {
             // Every generation runs under a bound the warden computed, in
-            // the one field the child obeys (the engine's hook renames it);
-            // the other two go, so no child reads another.
+            // the one field the child obeys on this route (the engine's
+            // hook renames it for a child that reads another); the others
+            // go, so no child reads another.
             let window = self.child.as_ref().and_then(|c| c.allocated);
             let bound = crate::law::request::token_bound(requested, window);
             for f in crate::law::request::TOKEN_FIELDS {
                 body.remove(f);
             }
-            body.insert("n_predict".into(), serde_json::Value::from(bound));
+            body.insert(route.bound_field().into(), serde_json::Value::from(bound));
             self.backend.adapt_request(&mut body, entry);
             body.insert("stream".into(), serde_json::Value::Bool(stream));
         }
@@ -250,7 +251,7 @@ impl EngineCore {
         if route.generates() {
             // The single slot changes hands: a conversation's KV is kept
             // (`kv`); a raw completion or infill holds no conversation.
-            let owner = if route == Route::Chat { conversation } else { None };
+            let owner = if route.keeps_conversation() { conversation } else { None };
             // Until the child's own count arrives with the answer, the
             // slot holds about the prompt (its bytes over 4).
             self.claim_slot(owner, (bytes.len() / 4).min(u32::MAX as usize) as u32)
