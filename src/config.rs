@@ -109,8 +109,9 @@ pub struct WardenConfig {
     pub vram_override_bytes: Option<u64>,
     /// `WARDEN_FORCE_MEMORY_PRESSURE` (QA only).
     pub force_pressure: Option<ForcedPressure>,
-    /// `WARDEN_API_KEY`: when set, a bearer token the warden's own routes require.
-    pub api_key: Option<String>,
+    /// `WARDEN_API_KEY`: when set, a bearer token the warden's own routes
+    /// require (redacted in this struct's `Debug`).
+    pub api_key: Option<crate::child::key::ApiKey>,
     /// `WARDEN_WORKERS` (comma-separated `HOST:PORT`, or `serve --worker`):
     /// llama.cpp RPC workers (`llm-warden worker`) the CPU engine splits
     /// models over.
