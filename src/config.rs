@@ -50,9 +50,10 @@ pub struct WardenConfig {
     pub brake_tick: Duration,
     /// How often the sensor refreshes its latest reading, which a turn's
     /// start and end read (250 ms: a reading's age stays far below the 10 s
-    /// the pressure level averages over, at ~0.04 % of a core; zero: only
-    /// at each idle sample). No environment variable: a tuning knob for
-    /// embedders and tests.
+    /// the pressure level averages over, at ~0.1 % of a core, a Linux
+    /// sample parsed by procfs taking ~0.3 ms; zero: only at each idle
+    /// sample). No environment variable: a tuning knob for embedders and
+    /// tests.
     pub sensor_period: Duration,
     /// `WARDEN_LOAD_TIMEOUT_S`: a child not ready after this is stopped and
     /// reported `load_timeout`. Long enough for a big model from a slow disk.
@@ -109,8 +110,9 @@ pub struct WardenConfig {
     pub vram_override_bytes: Option<u64>,
     /// `WARDEN_FORCE_MEMORY_PRESSURE` (QA only).
     pub force_pressure: Option<ForcedPressure>,
-    /// `WARDEN_API_KEY`: when set, a bearer token the warden's own routes require.
-    pub api_key: Option<String>,
+    /// `WARDEN_API_KEY`: when set, a bearer token the warden's own routes
+    /// require (redacted in this struct's `Debug`).
+    pub api_key: Option<crate::child::key::ApiKey>,
     /// `WARDEN_WORKERS` (comma-separated `HOST:PORT`, or `serve --worker`):
     /// llama.cpp RPC workers (`llm-warden worker`) the CPU engine splits
     /// models over.

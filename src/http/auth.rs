@@ -1,6 +1,6 @@
 //! The optional bearer token of the warden's own routes (`WARDEN_API_KEY`),
 //! for a warden bound beyond loopback. `/health` stays open (liveness probes).
-//! Compared in constant time.
+//! Compared in constant time (`ApiKey::matches`).
 //!
 //! A browser cannot attach a bearer token to a page it navigates to, so the
 //! key is also accepted as HTTP Basic credentials (any user name, the key
@@ -17,12 +17,6 @@ use actix_web::web;
 
 use crate::error::ApiError;
 use crate::warden::Warden;
-
-/// Whether two byte strings are equal, in time independent of where they
-/// differ (also the RPC worker's key check).
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
 
 /// The key an `Authorization` header presents: a bearer token, or the
 /// password of Basic credentials.
@@ -59,7 +53,7 @@ pub async fn require_key(
             .and_then(presented_key)
             .or_else(|| x_api_key.map(str::to_string))
             .unwrap_or_default();
-        if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+        if !expected.matches(&given) {
             let e = ApiError {
                 status: 401,
                 message: "missing or wrong API key (Authorization: Bearer <WARDEN_API_KEY>)".into(),
