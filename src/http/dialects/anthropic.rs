@@ -27,14 +27,14 @@ use bytes::{Bytes, BytesMut};
 use serde_json::{Map, Value, json};
 
 use super::fields::{Kind, all_optional, of_kind, optional, required, unsupported};
+use super::native::{self, NativeRequest};
 use crate::error::ApiError;
-use crate::http::body::read_body;
-use crate::http::reply::{Wire, beside_or_queued, refused_in, respond_in};
+use crate::http::reply::Wire;
 use crate::http::validate::{generating_fields, json_object, model_field, stream_field};
-use crate::http::validate_text::{keep_alive, keep_alive_field};
+use crate::http::validate_text::keep_alive_field;
 use crate::law::route::Route;
-use crate::messages::{Notice, TurnOptions};
-use crate::warden::{TurnRequest, Warden};
+use crate::messages::Notice;
+use crate::warden::Warden;
 
 /// Content block types llama-server b10883 reads; `redacted_thinking` it
 /// drops, as it must.
@@ -49,78 +49,43 @@ const BLOCKS: &[&str] = &[
 
 /// `POST /v1/messages`.
 pub async fn messages(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
-    let route = Route::Messages;
-    let req = match read(&warden, payload, true).await {
-        Ok(r) => r,
-        Err(e) => return refused_in(&warden, route, &e, &Anthropic),
-    };
-    if req.images
-        && let Some(e) = super::no_projector(&warden, req.model.as_deref())
-    {
-        return refused_in(&warden, route, &e, &Anthropic);
-    }
-    let keep_alive = match keep_alive(req.keep_alive, &http) {
-        Ok(k) => k,
-        Err(e) => return refused_in(&warden, route, &e, &Anthropic),
-    };
-    let mut opening: Vec<&Value> = req.body.get("system").into_iter().collect();
-    if let Some(Value::Array(m)) = req.body.get("messages") {
-        opening.extend(super::opening(m));
-    }
-    let conversation = super::conversation(&http, &opening);
-    let turn = TurnRequest {
-        model: req.model,
-        stream: req.stream,
-        options: TurnOptions {
-            announce_idle_reload: req.has_answer,
-            stateful: true,
-        },
-        conversation: Some(conversation),
-        kind: Default::default(),
-        route,
-        keep_alive,
-        body: req.body,
-    };
-    respond_in(&warden, &http, turn, Anthropic).await
+    native::turn(
+        warden,
+        http,
+        payload,
+        Route::Messages,
+        messages_request,
+        opening,
+        Anthropic,
+    )
+    .await
 }
 
 /// `POST /v1/messages/count_tokens`: beside a running turn when its model
 /// runs (`law::route`).
 pub async fn count_tokens(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
-    let route = Route::MessagesCountTokens;
-    let req = match read(&warden, payload, false).await {
-        Ok(r) => r,
-        Err(e) => return refused_in(&warden, route, &e, &Anthropic),
-    };
-    if req.images
-        && let Some(e) = super::no_projector(&warden, req.model.as_deref())
-    {
-        return refused_in(&warden, route, &e, &Anthropic);
-    }
-    beside_or_queued(&warden, &http, route, req.model, req.body, Anthropic).await
+    native::count(
+        warden,
+        http,
+        payload,
+        Route::MessagesCountTokens,
+        messages_request,
+        Anthropic,
+    )
+    .await
 }
 
 /// A validated Messages body.
-#[derive(Debug)]
-pub struct MessagesRequest {
-    /// The model id, when named (removed from the body).
-    pub model: Option<String>,
-    /// Whether to stream.
-    pub stream: bool,
-    /// The body for the child (`model` and `keep_alive` removed).
-    pub body: Map<String, Value>,
-    /// The keep-alive asked for in the body.
-    pub keep_alive: Option<crate::law::keep_alive::KeepAlive>,
-    /// The conversation carries an earlier answer (an idle reload is said).
-    pub has_answer: bool,
-    /// Some block is an image.
-    pub images: bool,
-}
+pub type MessagesRequest = NativeRequest;
 
-async fn read(warden: &Warden, payload: web::Payload, generate: bool) -> Result<MessagesRequest, ApiError> {
-    let cfg = warden.config();
-    let bytes = read_body(payload, cfg.max_body_bytes, cfg.body_timeout).await?;
-    messages_request(&bytes, generate)
+/// The opening of a Messages conversation: its system prompt and its
+/// first messages.
+fn opening(body: &Map<String, Value>) -> Vec<&Value> {
+    let mut opening: Vec<&Value> = body.get("system").into_iter().collect();
+    if let Some(Value::Array(m)) = body.get("messages") {
+        opening.extend(super::opening(m));
+    }
+    opening
 }
 
 /// Parses and validates a Messages body (`generate`: for `/v1/messages`,

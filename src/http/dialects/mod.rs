@@ -16,6 +16,7 @@
 pub mod anthropic;
 pub mod counting;
 pub mod fields;
+pub mod native;
 pub mod ollama;
 pub mod responses;
 pub mod responses_events;

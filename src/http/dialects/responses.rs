@@ -37,93 +37,56 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Map, Value, json};
 
 use super::fields::{Kind, all_optional, optional, required, unsupported};
+use super::native::{self, NativeRequest};
 use super::responses_events::Responses;
 use crate::error::ApiError;
-use crate::http::body::read_body;
-use crate::http::reply::{OpenAi, beside_or_queued, refused_in, respond_in};
+use crate::http::reply::OpenAi;
 use crate::http::validate::{generating_fields, json_object, model_field, stream_field};
-use crate::http::validate_text::{keep_alive, keep_alive_field};
+use crate::http::validate_text::keep_alive_field;
 use crate::law::route::Route;
-use crate::messages::TurnOptions;
-use crate::warden::{TurnRequest, Warden};
+use crate::warden::Warden;
 
 /// `POST /v1/responses`.
 pub async fn create(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
-    let route = Route::Responses;
-    let req = match read(&warden, payload, true).await {
-        Ok(r) => r,
-        Err(e) => return refused_in(&warden, route, &e, &Responses::default()),
-    };
-    if req.images
-        && let Some(e) = super::no_projector(&warden, req.model.as_deref())
-    {
-        return refused_in(&warden, route, &e, &Responses::default());
-    }
-    let keep_alive = match keep_alive(req.keep_alive, &http) {
-        Ok(k) => k,
-        Err(e) => return refused_in(&warden, route, &e, &Responses::default()),
-    };
-    let mut opening: Vec<&Value> = req.body.get("instructions").into_iter().collect();
-    match req.body.get("input") {
-        Some(Value::Array(items)) => opening.extend(super::opening(items)),
-        Some(text) => opening.push(text),
-        None => {}
-    }
-    let conversation = super::conversation(&http, &opening);
-    let turn = TurnRequest {
-        model: req.model,
-        stream: req.stream,
-        options: TurnOptions {
-            announce_idle_reload: req.has_answer,
-            stateful: true,
-        },
-        conversation: Some(conversation),
-        kind: Default::default(),
-        route,
-        keep_alive,
-        body: req.body,
-    };
-    respond_in(&warden, &http, turn, Responses::default()).await
+    native::turn(
+        warden,
+        http,
+        payload,
+        Route::Responses,
+        responses_request,
+        opening,
+        Responses::default(),
+    )
+    .await
 }
 
 /// `POST /v1/responses/input_tokens`: beside a running turn when its model
 /// runs (`law::route`).
 pub async fn input_tokens(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
-    let route = Route::ResponsesInputTokens;
-    let req = match read(&warden, payload, false).await {
-        Ok(r) => r,
-        Err(e) => return refused_in(&warden, route, &e, &OpenAi),
-    };
-    if req.images
-        && let Some(e) = super::no_projector(&warden, req.model.as_deref())
-    {
-        return refused_in(&warden, route, &e, &OpenAi);
-    }
-    beside_or_queued(&warden, &http, route, req.model, req.body, OpenAi).await
+    native::count(
+        warden,
+        http,
+        payload,
+        Route::ResponsesInputTokens,
+        responses_request,
+        OpenAi,
+    )
+    .await
 }
 
 /// A validated Responses body.
-#[derive(Debug)]
-pub struct ResponsesRequest {
-    /// The model id, when named (removed from the body).
-    pub model: Option<String>,
-    /// Whether to stream.
-    pub stream: bool,
-    /// The body for the child (`model` and `keep_alive` removed, the
-    /// decided changes made).
-    pub body: Map<String, Value>,
-    /// The keep-alive asked for in the body.
-    pub keep_alive: Option<crate::law::keep_alive::KeepAlive>,
-    /// The input carries an earlier answer (an idle reload is said).
-    pub has_answer: bool,
-    /// Some part is an image.
-    pub images: bool,
-}
+pub type ResponsesRequest = NativeRequest;
 
-async fn read(warden: &Warden, payload: web::Payload, generate: bool) -> Result<ResponsesRequest, ApiError> {
-    let cfg = warden.config();
-    let bytes = read_body(payload, cfg.max_body_bytes, cfg.body_timeout).await?;
-    responses_request(&bytes, generate)
+/// The opening of a Responses conversation: its instructions and its
+/// first input items (or its input text).
+fn opening(body: &Map<String, Value>) -> Vec<&Value> {
+    let mut opening: Vec<&Value> = body.get("instructions").into_iter().collect();
+    match body.get("input") {
+        Some(Value::Array(items)) => opening.extend(super::opening(items)),
+        Some(text) => opening.push(text),
+        None => {}
+    }
+    opening
 }
 
 /// Parses and validates a Responses body (`generate`: for `/v1/responses`,

@@ -1,0 +1,106 @@
+//! What the two dialects llama-server relays natively (Anthropic's Messages
+//! and OpenAI's Responses) share: a validated body of the same shape, the
+//! turn it becomes (chat's queue, keep-alive, notices and KV by
+//! conversation), and its token counter beside a running turn. Each
+//! dialect brings its parser, the opening of its conversation and its wire.
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+use crate::http::body::read_body;
+use crate::http::reply::{Wire, beside_or_queued, refused_in, respond_in};
+use crate::http::validate_text::keep_alive;
+use crate::law::keep_alive::KeepAlive;
+use crate::law::route::Route;
+use crate::messages::TurnOptions;
+use crate::warden::{TurnRequest, Warden};
+
+/// A validated body of a natively relayed dialect.
+#[derive(Debug)]
+pub struct NativeRequest {
+    /// The model id, when named (removed from the body).
+    pub model: Option<String>,
+    /// Whether to stream.
+    pub stream: bool,
+    /// The body for the child (`model` and `keep_alive` removed, the
+    /// dialect's decided changes made).
+    pub body: Map<String, Value>,
+    /// The keep-alive asked for in the body.
+    pub keep_alive: Option<KeepAlive>,
+    /// The conversation carries an earlier answer (an idle reload is said).
+    pub has_answer: bool,
+    /// Some part is an image.
+    pub images: bool,
+}
+
+/// A dialect's body parser (`generate`: for the generating route, else for
+/// its token counter, which ignores the sampling fields).
+pub type Parse = fn(&[u8], bool) -> Result<NativeRequest, ApiError>;
+
+/// Reads and parses a body, then refuses images for a model without a
+/// projector that reads them.
+async fn read(warden: &Warden, payload: web::Payload, parse: Parse, generate: bool) -> Result<NativeRequest, ApiError> {
+    let cfg = warden.config();
+    let bytes = read_body(payload, cfg.max_body_bytes, cfg.body_timeout).await?;
+    let req = parse(&bytes, generate)?;
+    if req.images
+        && let Some(e) = super::no_projector(warden, req.model.as_deref())
+    {
+        return Err(e);
+    }
+    Ok(req)
+}
+
+/// The generating route: the body as a turn of the conversation whose
+/// opening `opening` names, answered through `wire`.
+pub async fn turn<W: Wire>(
+    warden: web::Data<Warden>,
+    http: HttpRequest,
+    payload: web::Payload,
+    route: Route,
+    parse: Parse,
+    opening: fn(&Map<String, Value>) -> Vec<&Value>,
+    wire: W,
+) -> HttpResponse {
+    let req = match read(&warden, payload, parse, true).await {
+        Ok(r) => r,
+        Err(e) => return refused_in(&warden, route, &e, &wire),
+    };
+    let keep_alive = match keep_alive(req.keep_alive, &http) {
+        Ok(k) => k,
+        Err(e) => return refused_in(&warden, route, &e, &wire),
+    };
+    let conversation = super::conversation(&http, &opening(&req.body));
+    let turn = TurnRequest {
+        model: req.model,
+        stream: req.stream,
+        options: TurnOptions {
+            announce_idle_reload: req.has_answer,
+            stateful: true,
+        },
+        conversation: Some(conversation),
+        kind: Default::default(),
+        route,
+        keep_alive,
+        body: req.body,
+    };
+    respond_in(&warden, &http, turn, wire).await
+}
+
+/// The token counter: beside a running turn when its model runs
+/// (`law::route`).
+pub async fn count<W: Wire>(
+    warden: web::Data<Warden>,
+    http: HttpRequest,
+    payload: web::Payload,
+    route: Route,
+    parse: Parse,
+    wire: W,
+) -> HttpResponse {
+    let req = match read(&warden, payload, parse, false).await {
+        Ok(r) => r,
+        Err(e) => return refused_in(&warden, route, &e, &wire),
+    };
+    beside_or_queued(&warden, &http, route, req.model, req.body, wire).await
+}
