@@ -175,6 +175,58 @@ async fn a_sliding_window_conversation_survives_a_reap_a_switch_and_an_unload() 
     w.shutdown().await;
 }
 
+/// Across a brake respawn (forced critical pressure on a memory-bound
+/// window: with `--swa-full` Gemma's window is bound by memory like any
+/// model's), the restored conversation re-reads only the new message.
+#[actix_rt::test]
+async fn a_sliding_window_conversation_survives_a_brake_respawn() {
+    let _one = serial();
+    let kv = tempfile::tempdir().unwrap();
+    let Some(gemma) = real_model(GEMMA3) else { return };
+    let Some(server) = real_llama_server() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&gemma, dir.path().join("m.gguf")).unwrap();
+    // 1 GiB standing in for the machine's RAM: a window above the 4096
+    // floor that the brake can halve (at forced_critical's 0.65 GiB Gemma
+    // loads at the floor and the brake has nothing to shrink).
+    let cfg = WardenConfig {
+        ram_override_bytes: Some(1 << 30),
+        ..forced_critical(WardenConfig {
+            kv_save_dir: Some(kv.path().to_path_buf()),
+            ..test_config()
+        })
+    };
+    let w = TestWarden::real_cpu(server, dir.path())
+        .default_model("m")
+        .config(cfg)
+        .start();
+    let base = serve_http(&w);
+    let mut msgs = vec![json!({"role": "user", "content": format!("{}\nWhich number follows 41?", long_text(90))})];
+    let first = turn(&base, "braked", &msgs, json!({})).await;
+    let bound = w.status().memory_bound_tokens;
+    let window = w.status().context_tokens;
+    assert!(
+        w.status().brake.last_action.is_some(),
+        "the brake acted at the turn's end (window {window:?}, memory bound {bound:?}): {:?}",
+        w.status().brake
+    );
+    assert!(
+        w.status().kv_saves.is_some_and(|k| k.count >= 1),
+        "saved before the respawn"
+    );
+    msgs.push(answer(&first));
+    msgs.push(json!({"role": "user", "content": "And which follows 99?"}));
+    let second = turn(&base, "braked", &msgs, json!({})).await;
+    let n = processed(&second);
+    eprintln!("after the brake (window {window:?}, memory bound {bound:?}): processed {n}");
+    // why: the uninterrupted run of this shape processes 36 (the test above)
+    assert!(
+        n <= 36 + u64::from(REUSE_SLACK_TOKENS),
+        "processed {n} after the brake respawn"
+    );
+    w.shutdown().await;
+}
+
 /// A recurrent model's cache cannot be used again: the status says so with
 /// its reason, its child gets no slot directory, and an unload saves nothing.
 #[actix_rt::test]
