@@ -35,6 +35,11 @@ pub struct SaveRecord {
     pub conversation: String,
     /// Tokens in the saved slot.
     pub tokens: u32,
+    /// Of those, the model's answer in the conversation's last turn (a
+    /// client may send it back otherwise; `law::kv_keep::reuse`). Absent
+    /// in records of older wardens: 0.
+    #[serde(default)]
+    pub answer_tokens: u32,
     /// The file's size.
     pub bytes: u64,
     /// When it was saved (Unix ms).
@@ -255,6 +260,7 @@ mod tests {
             model_identity: model_identity(model_path).unwrap(),
             conversation: "c".into(),
             tokens: 300,
+            answer_tokens: 0,
             bytes: 0,
             saved_at_ms: 0,
         }

@@ -88,6 +88,9 @@ pub struct EngineStatus {
     pub memory_total_bytes: Option<u64>,
     /// The saved KV caches (`kv_store`), `None` when the feature is off.
     pub kv_saves: Option<crate::kv_store::StoreView>,
+    /// Whether the loaded model's conversations are kept across reloads,
+    /// and why not (`None`: no model).
+    pub kv_keep: Option<KvKeepView>,
     /// CPU engine: the share of that RAM the window rule sizes within
     /// (0.75 x RAM, `law::window::CPU_RAM_FRACTION`).
     pub memory_budget_bytes: Option<u64>,
@@ -100,6 +103,20 @@ pub struct EngineStatus {
     /// RPC workers, when configured: what the watch sees of each, and the
     /// live child's split with what each device was given.
     pub workers: Option<WorkersStatus>,
+}
+
+/// Whether the loaded model's conversation cache is kept across the
+/// warden's reloads (`law::kv_keep`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KvKeepView {
+    /// Its saves are written and restored.
+    pub kept: bool,
+    /// How: `plain`, `swa_full` (its child holds a full-size sliding-window
+    /// cache); or why not: `recurrent`, `hybrid`, `off` (`WARDEN_KV_SAVE=0`),
+    /// `no_slot_files` (mlx_vlm.server).
+    pub how: &'static str,
+    /// Why not, in words.
+    pub reason: Option<&'static str>,
 }
 
 /// How fast a streamed turn's child answered (see `metrics`).

@@ -20,12 +20,13 @@ const MIB: f64 = 1024.0 * 1024.0;
 /// The buffers one llama-server prints at `-c n_ctx`: (sum of the KV
 /// buffers, the compute buffer), in bytes. fit's probe prints a first set of
 /// `0.00 MiB` lines, which are skipped.
-async fn printed_buffers(server: &Path, model: &Path, n_ctx: u32, port: u16) -> (u64, u64) {
-    let args = [
+async fn printed_buffers(server: &Path, model: &Path, n_ctx: u32, port: u16, extra: &[&str]) -> (u64, u64) {
+    let (port_s, ctx_s) = (port.to_string(), n_ctx.to_string());
+    let mut args = vec![
         "-m",
         model.to_str().unwrap(),
         "-c",
-        &n_ctx.to_string(),
+        &ctx_s,
         "-lv",
         "5",
         "-np",
@@ -37,8 +38,9 @@ async fn printed_buffers(server: &Path, model: &Path, n_ctx: u32, port: u16) -> 
         "--host",
         "127.0.0.1",
         "--port",
-        &port.to_string(),
+        &port_s,
     ];
+    args.extend_from_slice(extra);
     let spec = SpawnSpec {
         program: server.to_path_buf(),
         args: args.iter().map(Into::into).collect(),
@@ -82,9 +84,10 @@ async fn printed_buffers(server: &Path, model: &Path, n_ctx: u32, port: u16) -> 
     ((kv * MIB).round() as u64, (compute * MIB).round() as u64)
 }
 
-/// SmolLM2: KV = n_ctx x 23,040 B exactly (180.00 MiB at 8192); Gemma-3-270M:
-/// the sliding-window mix (15 SWA layers of 1024 cells, 3 global layers of
-/// n_ctx), well under the full formula; compute grows by 1 KiB per token.
+/// SmolLM2: KV = n_ctx x 23,040 B exactly (180.00 MiB at 8192); Gemma-3-270M
+/// with `--swa-full`, as the warden runs it: n_ctx x 18,432 B exactly
+/// (without the flag, the sliding-window mix of 15 SWA layers of 1024 cells
+/// and 3 global layers of n_ctx); compute grows by 1 KiB per token.
 #[actix_rt::test]
 async fn law_matches_the_buffers_llama_server_prints() {
     let (Some(server), Some(smol), Some(gemma)) = (real_llama_server(), real_model(SMOLLM2), real_model(GEMMA3)) else {
@@ -94,8 +97,8 @@ async fn law_matches_the_buffers_llama_server_prints() {
     let facts = gguf::read_model_facts(&smol).unwrap();
     let per_token = kv::kv_bytes_per_token(&facts);
     assert_eq!(per_token, 23_040);
-    let (kv_a, compute_a) = printed_buffers(&server, &smol, 4096, 27291).await;
-    let (kv_b, compute_b) = printed_buffers(&server, &smol, 8192, 27292).await;
+    let (kv_a, compute_a) = printed_buffers(&server, &smol, 4096, 27291, &[]).await;
+    let (kv_b, compute_b) = printed_buffers(&server, &smol, 8192, 27292, &[]).await;
     assert_eq!(kv_a, 4096 * per_token, "SmolLM2 KV at 4096");
     assert_eq!(kv_b, 8192 * per_token, "SmolLM2 KV at 8192 (180.00 MiB)");
     let slope = (compute_b - compute_a) as f64 / 4096.0;
@@ -104,24 +107,25 @@ async fn law_matches_the_buffers_llama_server_prints() {
         "compute slope {slope} B/token"
     );
 
-    // Gemma-3-270M: the formula over-estimates; the real mix is what
-    // llama.cpp's gemma3 rule (every 6th layer global) allocates.
-    let mut g = gguf::read_model_facts(&gemma).unwrap();
+    // Gemma-3-270M runs with --swa-full (law::kv_keep): the formula is
+    // exact, every layer holding the whole window.
+    let g = gguf::read_model_facts(&gemma).unwrap();
     assert_eq!(g.sliding_layers, None, "the GGUF carries no layer pattern");
-    assert_eq!(kv::kv_bytes_allocated(&g, 8192), None, "unknown mix: nothing counted");
-    g.sliding_layers = Some((0..g.block_count).map(|l| (l + 1) % 6 != 0).collect());
+    assert!(llm_warden::law::kv_keep::swa_full(&g));
+    assert_eq!(kv::kv_bytes_per_token(&g), 18_432);
     for (n_ctx, port) in [(8192u32, 27293u16), (16384, 27294)] {
-        let (printed, _) = printed_buffers(&server, &gemma, n_ctx, port).await;
+        let (printed, _) = printed_buffers(&server, &gemma, n_ctx, port, &["--swa-full"]).await;
         assert_eq!(
             Some(printed),
             kv::kv_bytes_allocated(&g, n_ctx as u64),
-            "Gemma KV at {n_ctx}"
+            "Gemma KV at {n_ctx} with --swa-full"
         );
-        assert!(
-            printed < kv::kv_bytes_per_token(&g) * n_ctx as u64,
-            "the formula must over-estimate"
-        );
+        assert_eq!(printed, 18_432 * n_ctx as u64, "the full formula");
     }
+    // Without the flag (llama-server's default) the sliding layers hold
+    // 1024 cells: what the flag costs is the rest of the window.
+    let (small, _) = printed_buffers(&server, &gemma, 8192, 27295, &[]).await;
+    assert_eq!(small, (15 + 24) << 20, "15.00 + 24.00 MiB at 8192");
 }
 
 /// With WARDEN_RAM_OVERRIDE_GB=0.65, SmolLM2's budget holds 6,509 tokens: the

@@ -70,6 +70,12 @@ async fn chat_from_the_page(b: &Browser) {
         )
         .await;
     assert!(turn.as_str().unwrap().contains("(chat) completed"), "{turn}");
+    b.wait_for(
+        "the model card's word on its conversations (kv_keep)",
+        "return document.getElementById('kv-note').textContent === 'conversations kept across reloads';",
+        20,
+    )
+    .await;
 }
 
 /// The brake's action in the timeline, and the chart's window line stepping

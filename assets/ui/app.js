@@ -83,9 +83,19 @@ async function loadModels() {
   }
 }
 
+// Whether the loaded model's conversations survive a reload (status kv_keep).
+function kvNote(k) {
+  if (!k) return "";
+  if (k.kept) return k.how === "swa_full"
+    ? "conversations kept across reloads (full-size sliding-window cache)"
+    : "conversations kept across reloads";
+  return `conversations not kept across reloads: ${k.reason || k.how}`;
+}
+
 function renderCards() {
   const s = state.status;
   $("engine").textContent = `${s.engine} engine`;
+  $("kv-note").textContent = kvNote(s.kv_keep);
   if (!s.model) {
     $("model").textContent = "No model loaded";
     $("state").textContent = s.state === "stopped" ? "the warden is stopping" : "the next request loads one";

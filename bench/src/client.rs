@@ -12,6 +12,8 @@
 //! - client decode rate: `(tokens - 1) / (last token - first token)`, what a
 //!   user sees;
 //! - server decode rate: `timings.predicted_per_second` of the final event;
+//! - the prompt tokens the server processed and reused (`timings.prompt_n`,
+//!   `timings.cache_n` of the final event);
 //! - the instants of the last data event before `[DONE]` and of `[DONE]`
 //!   itself (the warden holds `[DONE]` back until the brake's turn end is
 //!   done, so the gap is the brake's time);
@@ -85,6 +87,11 @@ pub struct Turn {
     pub tokens: usize,
     /// `timings.predicted_per_second` of the final event.
     pub server_tps: Option<f64>,
+    /// `timings.prompt_n` of the final event: prompt tokens the model
+    /// server processed (the kv phase's proof of a re-read).
+    pub prompt_n: Option<u64>,
+    /// `timings.cache_n`: prompt tokens it reused from its slot.
+    pub cache_n: Option<u64>,
     /// Warden notices seen (`: warden {json}`), as their JSON text.
     pub notices: Vec<String>,
 }
@@ -124,6 +131,8 @@ pub async fn stream(http: &reqwest::Client, to: &Target, body: Bytes) -> anyhow:
         done: None,
         tokens: 0,
         server_tps: None,
+        prompt_n: None,
+        cache_n: None,
         notices: Vec::new(),
     };
     let mut parser = SseParser::new();
@@ -154,6 +163,10 @@ pub async fn stream(http: &reqwest::Client, to: &Target, body: Bytes) -> anyhow:
             }
             if let Some(tps) = v.pointer("/timings/predicted_per_second").and_then(Value::as_f64) {
                 t.server_tps = Some(tps);
+            }
+            if let Some(n) = v.pointer("/timings/prompt_n").and_then(Value::as_u64) {
+                t.prompt_n = Some(n);
+                t.cache_n = v.pointer("/timings/cache_n").and_then(Value::as_u64);
             }
         }
     }

@@ -1,6 +1,7 @@
 //! `llm-warden ps`: what a running server has loaded, from `/warden/status`:
 //! the model, its state, its window (and what bounds it), its memory, when
-//! the idle reaper will unload it, and the queue. Fields a server does not
+//! the idle reaper will unload it, whether its conversations survive a
+//! reload (`KV`), and the queue. Fields a server does not
 //! send (an older one) show as `-`.
 
 use std::process::ExitCode;
@@ -43,7 +44,7 @@ pub fn unix_now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-const HEADERS: [&str; 10] = [
+const HEADERS: [&str; 11] = [
     "MODEL",
     "ENGINE",
     "STATE",
@@ -53,6 +54,7 @@ const HEADERS: [&str; 10] = [
     "FOOTPRINT",
     "UNLOADS",
     "KEEP-ALIVE",
+    "KV",
     "QUEUE",
 ];
 
@@ -70,6 +72,7 @@ pub fn format_ps(s: &Value, models: Option<&Value>, now_ms: u64) -> String {
         bytes_cell(s.get("footprint_bytes")),
         deadline(s.get("idle_deadline_ms"), loaded, now_ms),
         keep_alive(s),
+        kv(s),
         queue(s),
     ];
     table::render(&HEADERS, &[row])
@@ -119,6 +122,19 @@ fn deadline(v: Option<&Value>, loaded: bool, now_ms: u64) -> String {
     }
 }
 
+/// Whether the loaded model's conversations survive a reload
+/// (`kv_keep`): `kept`, or `not kept (why)` in one word.
+fn kv(s: &Value) -> String {
+    let Some(k) = s.get("kv_keep").filter(|k| k.is_object()) else {
+        return NONE.into();
+    };
+    if k.get("kept").and_then(Value::as_bool) == Some(true) {
+        "kept".into()
+    } else {
+        format!("not kept ({})", k.get("how").and_then(Value::as_str).unwrap_or("?"))
+    }
+}
+
 fn queue(s: &Value) -> String {
     match (s.get("queue_depth"), s.get("max_queue")) {
         (Some(d), Some(m)) if !d.is_null() => format!("{}/{}", cell(Some(d)), cell(Some(m))),
@@ -154,14 +170,15 @@ mod tests {
             // why: nothing loaded: no deadline to show, even when the server says null
             (
                 json!({"engine": "cpu", "state": "idle", "model": null, "context_tokens": null,
-                       "idle_deadline_ms": null, "queue_depth": 0, "max_queue": 256}),
-                vec!["-", "cpu", "idle", "-", "-", "-", "-", "-", "-", "0/256"],
+                       "idle_deadline_ms": null, "kv_keep": null, "queue_depth": 0, "max_queue": 256}),
+                vec!["-", "cpu", "idle", "-", "-", "-", "-", "-", "-", "-", "0/256"],
             ),
             // why: loaded, every new field present
             (
                 json!({"engine": "cpu", "state": "ready", "model": "SmolLM2", "context_tokens": 8192,
                        "trained_window": 8192, "memory_bound_tokens": null, "footprint_bytes": 1_288_490_189u64,
-                       "idle_deadline_ms": NOW + 252_000, "keep_alive": "5m", "queue_depth": 1, "max_queue": 256}),
+                       "idle_deadline_ms": NOW + 252_000, "keep_alive": "5m", "queue_depth": 1, "max_queue": 256,
+                       "kv_keep": {"kept": true, "how": "plain", "reason": null}}),
                 vec![
                     "SmolLM2",
                     "cpu",
@@ -172,6 +189,7 @@ mod tests {
                     "1.2 GiB",
                     "in 4m 12s",
                     "5m",
+                    "kept",
                     "1/256",
                 ],
             ),
@@ -179,7 +197,8 @@ mod tests {
             (
                 json!({"engine": "cuda", "state": "generating", "model": "g", "context_tokens": 4096,
                        "memory_bound_tokens": 4096, "idle_deadline_ms": null, "keep_alive": -1,
-                       "queue_depth": 2, "max_queue": 8}),
+                       "queue_depth": 2, "max_queue": 8,
+                       "kv_keep": {"kept": false, "how": "recurrent", "reason": "recurrent memory: ..."}}),
                 vec![
                     "g",
                     "cuda",
@@ -190,13 +209,14 @@ mod tests {
                     "-",
                     "never",
                     "-1",
+                    "not kept (recurrent)",
                     "2/8",
                 ],
             ),
             // why: an older server without the new fields: dashes, not errors
             (
                 json!({"engine": "cpu", "state": "ready", "model": "m", "context_tokens": 2048}),
-                vec!["m", "cpu", "ready", "2048", "-", "-", "-", "-", "-", "-"],
+                vec!["m", "cpu", "ready", "2048", "-", "-", "-", "-", "-", "-", "-"],
             ),
         ];
         for (i, (status, want)) in rows.iter().enumerate() {

@@ -135,7 +135,9 @@ pub(crate) fn is_executable(p: &Path) -> bool {
 
 /// The model part of every llama-server argv: `-m`, `--alias` (answers name
 /// the model by its catalog id, not its path), `--mmproj` when the model
-/// has a projector, `-c` when the window was decided.
+/// has a projector, `-c` when the window was decided, and `--swa-full` for
+/// a sliding-window model (`law::kv_keep`: without it a restored
+/// conversation is re-read whole; with it the KV is the law's formula).
 pub fn model_args(plan: &super::SpawnPlan) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec![
         "-m".into(),
@@ -150,6 +152,9 @@ pub fn model_args(plan: &super::SpawnPlan) -> Vec<OsString> {
     if let Some(ctx) = plan.window.ctx() {
         a.push("-c".into());
         a.push(ctx.to_string().into());
+    }
+    if plan.facts.as_deref().is_some_and(crate::law::kv_keep::swa_full) {
+        a.push("--swa-full".into());
     }
     a
 }
@@ -235,6 +240,51 @@ mod tests {
         for (i, (mut input, want)) in rows.into_iter().enumerate() {
             adapt_request(input.as_object_mut().unwrap());
             assert_eq!(input, want, "row {i}");
+        }
+    }
+
+    /// A sliding-window model's child gets `--swa-full`, no other does.
+    #[test]
+    fn swa_full_only_for_sliding_models() {
+        use crate::catalog::{ModelEntry, ModelFormat};
+        use crate::gguf::ModelFacts;
+        use crate::law::kv::tests::{gemma3, smollm2};
+        use std::sync::Arc;
+        let plan = |facts: Option<ModelFacts>| super::super::SpawnPlan {
+            entry: Arc::new(ModelEntry {
+                id: "m".into(),
+                format: ModelFormat::Gguf,
+                path: "/m/m.gguf".into(),
+                mmproj: None,
+            }),
+            shape: None,
+            facts: facts.map(Arc::new),
+            window: crate::law::window::Window::Pinned { ctx: 8192 },
+            budget_bytes: None,
+            ram: None,
+            cap: None,
+            mlx: None,
+            cuda: None,
+            user_visible: None,
+            rpc: None,
+        };
+        let has = |facts| model_args(&plan(facts)).iter().any(|a| a == "--swa-full");
+        let mamba = ModelFacts {
+            architecture: "mamba".into(),
+            ..smollm2()
+        };
+        let rows = [
+            // why: a restored sliding cache is only reused when it is full-size
+            (Some(gemma3()), true),
+            // why: full attention needs nothing
+            (Some(smollm2()), false),
+            // why: not kept, so nothing to pay for
+            (Some(mamba), false),
+            // why: unknown facts: llama-server's default
+            (None, false),
+        ];
+        for (i, (facts, want)) in rows.into_iter().enumerate() {
+            assert_eq!(has(facts), want, "row {i}");
         }
     }
 

@@ -5,10 +5,13 @@
 //! buffer llama-server prints is exactly n_ctx × Σ over layers of
 //! (key_length + value_length) × kv_heads\[layer\] × 2 B (SmolLM2: 23,040 B per
 //! token, 180.00 MiB at 8192). A recurrent layer declares 0 KV heads and
-//! counts 0. A sliding-window layer holds only its window's cells: the full
-//! formula over-estimates such models (Gemma-3-270M prints 15.00 + 24.00 MiB
-//! at 8192 against the formula's 144 MiB), which keeps the window law on the
-//! safe side.
+//! counts 0. A sliding-window model runs with `--swa-full` (`kv_keep`: a
+//! restored conversation is reused only then), so its sliding layers hold
+//! the whole window too and the formula is exact: Gemma-3-270M prints
+//! 480.00 + 96.00 MiB at 32768 = 18,432 B per token (without the flag,
+//! 15.00 + 96.00 MiB). Only a sliding model the warden does not run that
+//! way (a hybrid one, `kv_keep::Keep::Not`) holds just its window's cells,
+//! and the formula over-estimates it, on the safe side.
 
 use crate::gguf::ModelFacts;
 
@@ -36,13 +39,18 @@ pub fn pad_cells(n: u64) -> u64 {
 }
 
 /// The KV bytes a child with one sequence really allocates at window
-/// `n_ctx`, when the GGUF says which layers slide: sliding layers hold
+/// `n_ctx`: the formula, unless the child keeps a small sliding cache (a
+/// sliding model without `--swa-full`) and the GGUF says which layers
+/// slide: sliding layers hold
 /// `min(n_ctx, pad(window + n_ubatch))` cells (llama.cpp's `n_ctx_swa` for
 /// one sequence), the others `n_ctx`. `None` for a sliding-window model whose
 /// GGUF carries no layer pattern: the mix is then unknown, and the spec's
 /// placement floor counts nothing rather than guess.
 pub fn kv_bytes_allocated(facts: &ModelFacts, n_ctx: u64) -> Option<u64> {
-    let Some(window) = facts.sliding_window.filter(|&w| w > 0) else {
+    let Some(window) = facts
+        .sliding_window
+        .filter(|&w| w > 0 && !super::kv_keep::swa_full(facts))
+    else {
         return Some(kv_bytes_per_token(facts) * n_ctx);
     };
     let pattern = facts.sliding_layers.as_ref()?;
@@ -61,10 +69,16 @@ pub fn kv_bytes_allocated(facts: &ModelFacts, n_ctx: u64) -> Option<u64> {
     )
 }
 
-/// Whether the model uses a sliding window (Gemma lineage): the formula
-/// over-estimates it, so its window is never reported memory-bound.
+/// Whether the model uses a sliding window (Gemma lineage).
 pub fn is_sliding(facts: &ModelFacts) -> bool {
     facts.sliding_window.is_some_and(|w| w > 0)
+}
+
+/// Whether the formula over-estimates the model's KV: a sliding window
+/// whose child keeps only the window's cells (no `--swa-full`). Such a
+/// window is never reported memory-bound.
+pub fn is_over_estimated(facts: &ModelFacts) -> bool {
+    is_sliding(facts) && !super::kv_keep::swa_full(facts)
 }
 
 /// Whether the model uses MLA (DeepSeek lineage, `kv_lora_rank`): the formula
@@ -121,7 +135,7 @@ pub(crate) mod tests {
         let rows: &[(ModelFacts, u64, &str)] = &[
             // why: SmolLM2 prints KV buffer size = 180.00 MiB at -c 8192
             (smollm2(), 23_040, "smollm2"),
-            // why: the full formula for Gemma-3-270M: 144 MiB at 8192 (over-estimate)
+            // why: the full formula for Gemma-3-270M: 144 MiB at 8192 (exact with --swa-full)
             (gemma3(), 18_432, "gemma3"),
         ];
         for (i, (facts, want, name)) in rows.iter().enumerate() {
@@ -140,17 +154,30 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn sliding_layers_allocate_only_their_window_when_the_pattern_is_known() {
+    fn what_a_child_allocates() {
         let mut g = gemma3();
-        // why: without a pattern key the mix is unknown
-        assert_eq!(kv_bytes_allocated(&g, 8192), None);
         // gemma3's rule in llama.cpp: every 6th layer is global
-        g.sliding_layers = Some((0..18).map(|l| (l + 1) % 6 != 0).collect());
-        // why: Gemma-3-270M prints 15.00 MiB (SWA, 1024 cells) + 24.00 MiB (3 layers, 8192 cells)
-        assert_eq!(kv_bytes_allocated(&g, 8192), Some(15 * MIB + 24 * MIB));
-        // why: at -c 16384 it prints 15.00 + 48.00 MiB
-        assert_eq!(kv_bytes_allocated(&g, 16384), Some(15 * MIB + 48 * MIB));
+        let pattern: Vec<bool> = (0..18).map(|l| (l + 1) % 6 != 0).collect();
+        // why: Gemma runs with --swa-full: it prints 480.00 + 96.00 MiB at -c 32768
+        assert_eq!(kv_bytes_allocated(&g, 32768), Some(480 * MIB + 96 * MIB));
+        assert!(!is_over_estimated(&g));
+        // why: the layer pattern does not matter with a full-size sliding cache
+        g.sliding_layers = Some(pattern.clone());
+        assert_eq!(kv_bytes_allocated(&g, 8192), Some(144 * MIB));
         // why: a full-attention model allocates the formula exactly
         assert_eq!(kv_bytes_allocated(&smollm2(), 8192), Some(180 * MIB));
+        // A sliding hybrid (not kept, so no --swa-full): only its window.
+        let mut h = ModelFacts {
+            architecture: "jamba".into(),
+            ..gemma3()
+        };
+        assert!(is_over_estimated(&h));
+        // why: without a pattern key the mix is unknown
+        assert_eq!(kv_bytes_allocated(&h, 8192), None);
+        h.sliding_layers = Some(pattern);
+        // why: Gemma-3-270M's shape without the flag prints 15.00 MiB (SWA, 1024 cells) + 24.00 MiB
+        assert_eq!(kv_bytes_allocated(&h, 8192), Some(15 * MIB + 24 * MIB));
+        // why: at -c 16384 it prints 15.00 + 48.00 MiB
+        assert_eq!(kv_bytes_allocated(&h, 16384), Some(15 * MIB + 48 * MIB));
     }
 }

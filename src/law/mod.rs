@@ -15,6 +15,7 @@
 //! | `reap` | the idle reap |
 //! | `keep_alive` | a request's keep-alive, parsed, and the idle timeout in force |
 //! | `kv_save` | when a slot is saved, whether a save fits, the store's cap and eviction |
+//! | `kv_keep` | whether a model's saved KV can be used again, `--swa-full`, whether a restore was used |
 //! | `rpc_plan` | the split over RPC workers as a spawn carries it and the status shows it |
 //! | `route` | which routes an engine serves, which generate, and how each dialect's stream ends |
 //! | `ollama`, `ollama_reply` | Ollama's requests as llama-server's, and its answers back |
@@ -39,6 +40,7 @@ pub mod cuda;
 pub mod header;
 pub mod keep_alive;
 pub mod kv;
+pub mod kv_keep;
 pub mod kv_save;
 pub mod mlx;
 pub mod ollama;

@@ -149,10 +149,22 @@ fn cpu_rows() {
             Some(4096),
             (Some(4096), false, "-"),
         ),
-        // why: a sliding model is sized on the full formula and never memory-bound
+        // why: Gemma runs with --swa-full: the formula is its real KV, so memory binds
         (
             "cpu gemma 1G",
             Some(gemma3()),
+            cpu(GIB, 0),
+            None,
+            None,
+            (Some(14_336), true, "-"),
+        ),
+        // why: a sliding hybrid keeps its small cache: the formula over-estimates it, never memory-bound
+        (
+            "cpu sliding hybrid 1G",
+            Some(ModelFacts {
+                architecture: "jamba".into(),
+                ..gemma3()
+            }),
             cpu(GIB, 0),
             None,
             None,

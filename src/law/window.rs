@@ -57,7 +57,8 @@ pub struct ModelShape {
     pub weights_bytes: u64,
     /// The trained window, when the GGUF has one.
     pub trained: Option<u32>,
-    /// A sliding-window model: sized by the full formula, never memory-bound.
+    /// The formula over-estimates the model's KV (a sliding window kept
+    /// small, `kv::is_over_estimated`): sized by it, never memory-bound.
     pub sliding: bool,
     /// An MLA model: no `-c` at all.
     pub mla: bool,
@@ -264,7 +265,7 @@ pub fn shape_of(facts: &crate::gguf::ModelFacts, mmproj_bytes: u64) -> ModelShap
         kv_per_token: super::kv::kv_bytes_per_token(facts),
         weights_bytes: facts.weights_bytes + mmproj_bytes,
         trained: facts.trained_window.map(|t| t.min(u32::MAX as u64) as u32),
-        sliding: super::kv::is_sliding(facts),
+        sliding: super::kv::is_over_estimated(facts),
         mla: super::kv::is_mla(facts),
     }
 }

@@ -13,6 +13,8 @@ fn smollm2() -> ModelShape {
     }
 }
 
+/// Gemma-3-270M's numbers as an over-estimated shape: a sliding cache kept
+/// small (what a sliding model without `--swa-full` would be).
 fn gemma3() -> ModelShape {
     ModelShape {
         kv_per_token: 18_432,
@@ -61,9 +63,21 @@ fn cpu_window_rows() {
             None,
             sized(8192, false),
         ),
-        // why: a sliding model is sized on the full formula (283,757,888 B / 19,456 B = 14,584 -> 14,336,
+        // why: an over-estimated model is sized on the full formula (283,757,888 B / 19,456 B = 14,584 -> 14,336,
         // under its trained 32768) but is never reported memory-bound
         ("gemma3 1G", gemma3(), GIB, None, None, sized(14_336, false)),
+        // why: with --swa-full the formula is exact: the same window, memory-bound
+        (
+            "gemma3 swa-full 1G",
+            ModelShape {
+                sliding: false,
+                ..gemma3()
+            },
+            GIB,
+            None,
+            None,
+            sized(14_336, true),
+        ),
         // why: 24 GiB: gemma's trained 32768 fits
         ("gemma3 24G", gemma3(), big_ram, None, None, sized(32768, false)),
     ];

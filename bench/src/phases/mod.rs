@@ -203,7 +203,9 @@ impl<'a> Run<'a> {
             return;
         }
         let rounds = self.args.rounds.min(3);
-        eprintln!("== kv: the next turn after a reap and a switch, restored or re-read ({rounds} rounds)");
+        eprintln!(
+            "== kv: the next turn after a reap and a switch, restored or re-read, SmolLM2 and Gemma ({rounds} rounds)"
+        );
         let r = kv::run(&self.http, &self.setup, rounds, &mut self.raw).await;
         if let Some(l) = self.keep("kv", r) {
             self.lines.extend(l);

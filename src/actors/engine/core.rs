@@ -48,9 +48,9 @@ pub struct LiveChild {
     pub oom_kills_at_spawn: Option<u64>,
     /// The engine's own state of this child.
     pub engine: crate::engines::live::ChildState,
-    /// The conversation whose KV its slot holds, and about how many tokens
-    /// (`kv`); `None` for a fresh slot or one a keyless turn used.
-    pub slot: Option<(String, u32)>,
+    /// The conversation whose KV its slot holds (`kv`); `None` for a fresh
+    /// slot or one a keyless turn used.
+    pub slot: Option<super::kv::SlotHeld>,
 }
 
 impl LiveChild {

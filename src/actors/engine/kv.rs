@@ -11,6 +11,10 @@
 //! or the stop goes on as if there were none. The brake's memory
 //! accounting is untouched: a save costs disk, not RAM (the restored KV
 //! lives in the window the child already allocated).
+//!
+//! A model whose saved cache cannot be used again (`law::kv_keep`:
+//! recurrent or hybrid memory) is neither saved nor restored; `kv_check`
+//! says so and judges every restore by the next turn's timings.
 
 use std::time::Duration;
 
@@ -21,7 +25,24 @@ use super::core::EngineCore;
 use crate::config::WardenConfig;
 use crate::engines::Backend;
 use crate::kv_store::{self, KvStore, SaveRecord};
+use crate::law::kv_keep::{self, Keep};
 use crate::law::kv_save::{self, SLOT_IO_TIMEOUT_S};
+
+/// Who the live child's slot holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotHeld {
+    /// The conversation's key.
+    pub conversation: String,
+    /// The tokens it holds: the child's count at the last turn's end, else
+    /// an estimate from the request's size.
+    pub tokens: u32,
+    /// Tokens the model generated in the conversation's last turn (the
+    /// child's `predicted_n`): a client may send that answer back otherwise.
+    pub answer_tokens: u32,
+    /// A restore not yet judged: the tokens it put in the slot and the
+    /// answer tokens they end with (`kv_check` judges it after the turn).
+    pub unchecked_restore: Option<(u32, u32)>,
+}
 
 /// The store for this engine, `None` when saves are off or the engine's
 /// child has no slot files (mlx_vlm.server).
@@ -76,17 +97,34 @@ impl EngineCore {
         Some((KvStore::name(&identity, conversation), identity))
     }
 
+    /// How the live child's model keeps its cache (`law::kv_keep`).
+    pub(crate) fn keep(&self) -> Option<Keep> {
+        self.child.as_ref().map(|c| kv_keep::keep(c.plan.facts.as_deref()))
+    }
+
+    /// Whether the live child's saves can be used again.
+    fn kept(&self) -> bool {
+        !matches!(self.keep(), Some(Keep::Not(_)))
+    }
+
     /// Saves the live child's slot for the conversation it holds, when
     /// there is one worth saving; `why` names the interruption in the log.
     pub(crate) async fn save_slot(&mut self, why: &'static str) {
         let Some(store) = self.kv.clone() else { return };
+        let kept = self.kept();
         let Some(c) = self.child.as_mut() else { return };
-        let Some((conversation, tokens)) = c.slot.take() else {
+        let Some(held) = c.slot.take() else {
             return;
         };
-        if !kv_save::worth_saving(tokens) {
+        // A save the next child could not use is not written at all.
+        if !kept || !kv_save::worth_saving(held.tokens) {
             return;
         }
+        let SlotHeld {
+            conversation,
+            answer_tokens,
+            ..
+        } = held;
         let Some((name, identity)) = self.save_name(&conversation) else {
             return;
         };
@@ -101,6 +139,7 @@ impl EngineCore {
                     model_identity: identity,
                     conversation,
                     tokens: v["n_saved"].as_u64().unwrap_or(0) as u32,
+                    answer_tokens,
                     bytes: 0,
                     saved_at_ms: 0,
                 };
@@ -129,48 +168,47 @@ impl EngineCore {
     /// (`None`: a turn with no conversation, a raw completion). The
     /// previous owner's KV is saved, and `conversation`'s save restored.
     pub(crate) async fn claim_slot(&mut self, conversation: Option<&str>, tokens: u32) {
-        let Some(c) = self.child.as_ref() else { return };
-        let owner = c.slot.as_ref().map(|(o, _)| o.as_str());
-        if owner.is_some() && owner == conversation {
-            self.set_slot(conversation, tokens);
+        let Some(c) = self.child.as_mut() else { return };
+        if let Some(held) = c
+            .slot
+            .as_mut()
+            .filter(|h| Some(h.conversation.as_str()) == conversation)
+        {
+            held.tokens = tokens;
             return;
         }
-        if owner.is_some() {
+        if c.slot.is_some() {
             self.save_slot("switch to another conversation").await;
         }
+        let mut restored = None;
         if let Some(conv) = conversation {
-            self.restore_slot(conv).await;
+            restored = self.restore_slot(conv).await;
             // A restore may have dropped a save (truncated, refused, too big).
             self.kv_view = self.kv.as_ref().map(|s| s.view());
         }
-        self.set_slot(conversation, tokens);
-    }
-
-    /// The slot's size as the child counted it at the turn's end (reused,
-    /// processed and generated tokens), replacing the estimate.
-    pub(crate) fn slot_counted(&mut self, tokens: u32) {
-        if let Some((_, t)) = self.child.as_mut().and_then(|c| c.slot.as_mut()) {
-            *t = tokens;
-        }
-    }
-
-    /// Records who the slot holds after this turn.
-    fn set_slot(&mut self, conversation: Option<&str>, tokens: u32) {
         if let Some(c) = self.child.as_mut() {
-            c.slot = conversation.map(|k| (k.to_string(), tokens));
+            c.slot = conversation.map(|k| SlotHeld {
+                conversation: k.to_string(),
+                tokens,
+                answer_tokens: restored.map_or(0, |(_, a)| a),
+                unchecked_restore: restored,
+            });
         }
     }
 
     /// Restores `conversation`'s save into the live child's slot when it
-    /// fits the window.
-    async fn restore_slot(&mut self, conversation: &str) {
-        let Some(store) = self.kv.clone() else { return };
-        let Some((name, _)) = self.save_name(conversation) else {
-            return;
-        };
-        let Some(record) = store.find(&name) else {
-            return;
-        };
+    /// fits the window; the tokens restored and the answer tokens they end
+    /// with.
+    async fn restore_slot(&mut self, conversation: &str) -> Option<(u32, u32)> {
+        let store = self.kv.clone()?;
+        let (name, _) = self.save_name(conversation)?;
+        let record = store.find(&name)?;
+        if !self.kept() {
+            // Written before this model was known not to keep (an older
+            // warden): it cannot be used, so it goes.
+            store.remove(&name);
+            return None;
+        }
         let window = self.child.as_ref().and_then(|c| c.allocated);
         if !kv_save::fits(record.tokens, window) {
             tracing::info!(
@@ -179,17 +217,26 @@ impl EngineCore {
                 "kv: the conversation's saved cache does not fit the window any more; it is dropped and the conversation re-read"
             );
             store.remove(&name);
-            return;
+            return None;
         }
         match self.slot_action("restore", &KvStore::data_file(&name)).await {
-            Ok(v) => tracing::info!(
-                tokens = v["n_restored"].as_u64().unwrap_or(0),
-                ms = v["timings"]["restore_ms"].as_f64().unwrap_or(0.0),
-                "kv: restored the conversation's cache"
-            ),
+            Ok(v) => {
+                let n = v["n_restored"].as_u64().unwrap_or(0) as u32;
+                tracing::info!(
+                    tokens = n,
+                    ms = v["timings"]["restore_ms"].as_f64().unwrap_or(0.0),
+                    "kv: restored the conversation's cache"
+                );
+                Some((n, record.answer_tokens))
+            }
             Err(e) => {
-                tracing::warn!("kv: the saved cache was refused ({e}); it is removed and the conversation re-read");
+                tracing::warn!(
+                    conversation,
+                    saved_tokens = record.tokens,
+                    "kv: the saved cache was refused ({e}); it is removed and the conversation re-read"
+                );
                 store.remove(&name);
+                None
             }
         }
     }

@@ -22,6 +22,7 @@ mod core;
 mod counts;
 mod door;
 mod kv;
+mod kv_check;
 mod load;
 pub(crate) mod outbox;
 mod publish;

@@ -58,6 +58,7 @@ impl EngineCore {
             }),
             memory_total_bytes: c.and_then(|c| c.plan.ram).map(|r| r.bytes),
             kv_saves: self.kv_view.clone(),
+            kv_keep: self.keep_view(),
             memory_budget_bytes: c
                 .and_then(|c| c.plan.ram)
                 .filter(|_| self.backend.ram_budget())

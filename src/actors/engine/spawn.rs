@@ -121,8 +121,13 @@ impl EngineCore {
     /// The engine's process for `plan`, with the slot-file directory.
     fn spec_for(&self, plan: &SpawnPlan, port: u16, key: &ApiKey) -> SpawnSpec {
         let mut spec = self.backend.spawn_spec(plan, port, key);
-        if let Some(store) = &self.kv {
-            // llama-server writes and reads slot files only here.
+        let kept = !matches!(
+            crate::law::kv_keep::keep(plan.facts.as_deref()),
+            crate::law::kv_keep::Keep::Not(_)
+        );
+        if let Some(store) = self.kv.as_ref().filter(|_| kept) {
+            // llama-server writes and reads slot files only here (and a
+            // model whose saves are never used gets none).
             spec.args.push("--slot-save-path".into());
             spec.args.push(store.dir().as_os_str().to_owned());
         }
@@ -155,6 +160,7 @@ impl EngineCore {
             load_ms,
             "model ready"
         );
+        self.say_keep(&child);
         self.emit(WardenEvent::Ready {
             model: child.model_id().to_string(),
             pid: child.process.pid(),

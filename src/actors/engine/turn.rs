@@ -270,14 +270,16 @@ impl EngineCore {
         if route.generates() {
             let abandoned = matches!(relayed, Ok(Relayed::Abandoned));
             self.cache_after_turn(abandoned, matches!(relayed, Ok(Relayed::Completed(..))));
+            // The child's own counts of a completed turn: the slot's size,
+            // and the verdict on a restore this turn was the first to use.
+            let counts = match &relayed {
+                Ok(Relayed::Completed(_, counts)) => *counts,
+                _ => None,
+            };
+            self.slot_counted(counts);
         }
         match relayed {
-            Ok(Relayed::Completed(finish, counts)) => {
-                if let Some(c) = counts {
-                    self.slot_counted(c.slot_tokens());
-                }
-                ("completed", finish)
-            }
+            Ok(Relayed::Completed(finish, _)) => ("completed", finish),
             Ok(Relayed::Abandoned) => {
                 tracing::debug!("turn abandoned by the client; upstream request dropped");
                 ("abandoned", Finish::Nothing)

@@ -1,0 +1,238 @@
+//! Whether a model's saved KV cache can be used again (`kv_save`), what its
+//! llama-server child needs for that, and whether a restore was used. Pure:
+//! from the GGUF facts and the child's own timings.
+//!
+//! Read in the pinned b10883's `tools/server/server-context.cpp`: a slot
+//! restore (`action=restore`) loads the sequence's KV and its tokens and
+//! clears the slot's context checkpoints (`slot->prompt.clear()`). At the
+//! next turn, when the slot's oldest kept position is at or past
+//! `n_past - n_swa` (`pos_min >= pos_min_thold`), the reuse needs a
+//! checkpoint; with none the child re-reads the whole prompt ("forcing
+//! full prompt re-processing due to lack of cache data"). A sliding-window
+//! cache keeps only the last window's cells, a recurrent one only the last
+//! position, so both always need one, and a restored slot never has one.
+//! `--swa-full` gives the sliding layers a full-size cache and sets
+//! `n_swa = 0`: the restored slot then holds every position and is reused
+//! like a full-attention one (and no checkpoints are made at all). Nothing
+//! in b10883 saves the checkpoints with the slot, and a recurrent state has
+//! no full-size form: those models are not kept.
+
+use serde::Serialize;
+
+use crate::gguf::ModelFacts;
+
+/// Architectures whose memory is recurrent only (`llm_arch_is_recurrent`
+/// of the pinned llama.cpp).
+pub const RECURRENT_ARCHS: &[&str] = &["mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"];
+
+/// Architectures that mix attention with recurrent layers
+/// (`llm_arch_is_hybrid` of the pinned llama.cpp).
+pub const HYBRID_ARCHS: &[&str] = &[
+    "jamba",
+    "falcon-h1",
+    "plamo2",
+    "granitehybrid",
+    "lfm2",
+    "lfm2moe",
+    "nemotron_h",
+    "nemotron_h_moe",
+    "qwen3next",
+    "kimi-linear",
+    "bailingmoe3",
+    "kimi-k3",
+    "qwen35",
+    "qwen35moe",
+    "qwen4exp",
+    "deepseek4",
+    "minimax-01",
+];
+
+/// Prompt tokens a turn after a restore may re-read beyond the last answer
+/// and still count as reusing the restored cache: the chat template's
+/// end-of-turn markers after that answer (2 to 5 tokens in the templates
+/// here) and the one token llama-server always evaluates, with room.
+pub const REUSE_SLACK_TOKENS: u32 = 16;
+
+/// How a model's conversation cache can be kept across the warden's own
+/// interruptions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Keep {
+    /// Full attention (or facts unread): a restored slot is reused as is.
+    Plain,
+    /// Sliding-window attention: kept when the child runs with
+    /// `--swa-full`, which makes its KV exactly the full formula.
+    FullSwa,
+    /// Not kept: no save is written and the status says why.
+    Not(NotKept),
+}
+
+/// Why a model's cache is not kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotKept {
+    /// Recurrent memory (Mamba, RWKV): one state, at the last position.
+    Recurrent,
+    /// Attention mixed with recurrent layers (Jamba, Qwen3-Next, LFM2, ...).
+    Hybrid,
+}
+
+impl NotKept {
+    /// The reason, as the log, the status and `ps` say it.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Recurrent => {
+                "recurrent memory: the state a save holds is its last position only, and llama-server re-reads the whole prompt after restoring it"
+            }
+            Self::Hybrid => {
+                "hybrid attention and recurrent memory: the recurrent state a save holds is its last position only, and llama-server re-reads the whole prompt after restoring it"
+            }
+        }
+    }
+
+    /// A word for narrow places (`ps`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Recurrent => "recurrent",
+            Self::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// How `facts`' cache is kept; `None` (header unread) is tried as plain,
+/// and a restore it does not use is then the WARNING `reuse` decides.
+pub fn keep(facts: Option<&ModelFacts>) -> Keep {
+    let Some(f) = facts else { return Keep::Plain };
+    let arch = f.architecture.as_str();
+    if RECURRENT_ARCHS.contains(&arch) {
+        Keep::Not(NotKept::Recurrent)
+    } else if HYBRID_ARCHS.contains(&arch) {
+        Keep::Not(NotKept::Hybrid)
+    } else if super::kv::is_sliding(f) {
+        Keep::FullSwa
+    } else {
+        Keep::Plain
+    }
+}
+
+/// Whether the child gets `--swa-full` (and so allocates the full formula).
+pub fn swa_full(facts: &ModelFacts) -> bool {
+    keep(Some(facts)) == Keep::FullSwa
+}
+
+/// Whether the first turn after a restore used it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reuse {
+    /// The child reused the restored tokens, up to the last answer.
+    Reused,
+    /// It did not.
+    Missed(Miss),
+}
+
+/// Why a restore was not used, as far as the child's timings tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Miss {
+    /// The child kept none of it (`cache_n` 0): its memory could not resume
+    /// from the restored slot (no context checkpoint), or the prompt
+    /// differs from its very first token.
+    Discarded,
+    /// The child kept only the first `cache_n` tokens: the prompt leaves
+    /// the saved conversation there (its history was edited or compacted,
+    /// or the template renders past turns differently).
+    Diverged,
+}
+
+impl Miss {
+    /// The reason, for the WARNING.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Discarded => {
+                "the child kept nothing of the restored cache (a memory it cannot resume without context checkpoints, or a prompt that differs from its first token)"
+            }
+            Self::Diverged => {
+                "the prompt leaves the saved conversation early (its history was edited or compacted, or the chat template renders past turns differently)"
+            }
+        }
+    }
+}
+
+/// Whether a turn that reused `cache_n` prompt tokens used a restore of
+/// `restored` tokens whose last `answer` were the model's own answer (a
+/// client may send that answer back otherwise, e.g. trimmed).
+pub fn reuse(restored: u32, answer: u32, cache_n: u32) -> Reuse {
+    if cache_n.saturating_add(answer).saturating_add(REUSE_SLACK_TOKENS) >= restored {
+        Reuse::Reused
+    } else if cache_n == 0 {
+        Reuse::Missed(Miss::Discarded)
+    } else {
+        Reuse::Missed(Miss::Diverged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::law::kv::tests::{gemma3, smollm2};
+
+    #[test]
+    fn which_shapes_are_kept_and_how() {
+        let arch = |a: &str| ModelFacts {
+            architecture: a.into(),
+            ..smollm2()
+        };
+        let rows: Vec<(Option<ModelFacts>, Keep)> = vec![
+            // why: full attention: the restored KV is every position
+            (Some(smollm2()), Keep::Plain),
+            // why: a sliding window needs a full-size SWA cache to resume
+            (Some(gemma3()), Keep::FullSwa),
+            // why: a recurrent state is the last position only
+            (Some(arch("mamba")), Keep::Not(NotKept::Recurrent)),
+            (Some(arch("rwkv7")), Keep::Not(NotKept::Recurrent)),
+            // why: a hybrid's recurrent layers, likewise
+            (Some(arch("qwen3next")), Keep::Not(NotKept::Hybrid)),
+            (Some(arch("lfm2")), Keep::Not(NotKept::Hybrid)),
+            // why: a sliding window declared as 0 is no window
+            (
+                Some(ModelFacts {
+                    sliding_window: Some(0),
+                    ..gemma3()
+                }),
+                Keep::Plain,
+            ),
+            // why: unread facts are tried; a miss is then said
+            (None, Keep::Plain),
+        ];
+        for (i, (facts, want)) in rows.iter().enumerate() {
+            assert_eq!(keep(facts.as_ref()), *want, "row {i}");
+        }
+    }
+
+    #[test]
+    fn whether_a_restore_was_used() {
+        let rows = [
+            // (restored, answer, cache_n, verdict)
+            // why: everything up to the new message reused
+            (2600, 16, 2599, Reuse::Reused),
+            // why: the client sent its own text for the last answer
+            (2600, 16, 2584, Reuse::Reused),
+            // why: plus the template's end-of-turn markers
+            (2600, 16, 2600 - 16 - REUSE_SLACK_TOKENS, Reuse::Reused),
+            // why: one more token re-read is a miss
+            (
+                2600,
+                16,
+                2600 - 16 - REUSE_SLACK_TOKENS - 1,
+                Reuse::Missed(Miss::Diverged),
+            ),
+            // why: the SWA symptom: a full re-read
+            (2600, 16, 0, Reuse::Missed(Miss::Discarded)),
+            // why: only the template's opening shared
+            (2600, 16, 12, Reuse::Missed(Miss::Diverged)),
+            // why: a tiny restore is always within the slack
+            (10, 0, 0, Reuse::Reused),
+        ];
+        for (i, (restored, answer, cache_n, want)) in rows.into_iter().enumerate() {
+            assert_eq!(reuse(restored, answer, cache_n), want, "row {i}");
+        }
+    }
+}
