@@ -108,10 +108,9 @@ fn save_failure(bytes: &[u8]) -> PathBuf {
 /// (counts, general keys, the vocabulary) and the last 16 KiB before the
 /// data (tensor infos, the data-section bound).
 #[test]
+#[ignore = "needs the real SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 fn fuzz_real_header() {
-    let Some(model) = real_model(SMOLLM2) else {
-        return;
-    };
+    let model = real_model(SMOLLM2);
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("fuzz.gguf");
     let (header, _) = sparse_copy(&model, &path);

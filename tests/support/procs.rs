@@ -69,9 +69,10 @@ pub struct MemCgroup {
 
 impl MemCgroup {
     /// Creates `<prefix>-<pid>` under the v1 memory controller, else under
-    /// the v2 hierarchy, limited to `limit` bytes; `None` where neither is
-    /// writable (not root).
-    pub fn new(prefix: &str, limit: u64) -> Option<Self> {
+    /// the v2 hierarchy, limited to `limit` bytes; fails the (real) test
+    /// where neither is writable (not root).
+    #[track_caller]
+    pub fn new(prefix: &str, limit: u64) -> Self {
         let name = format!("{prefix}-{}", std::process::id());
         for (root, file, v1) in [
             ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", true),
@@ -80,12 +81,14 @@ impl MemCgroup {
             let dir = PathBuf::from(root).join(&name);
             if std::fs::create_dir(&dir).is_ok() {
                 if std::fs::write(dir.join(file), limit.to_string()).is_ok() {
-                    return Some(Self { dir, v1 });
+                    return Self { dir, v1 };
                 }
                 let _ = std::fs::remove_dir(&dir);
             }
         }
-        None
+        super::real::missing(&format!(
+            "a memory cgroup: neither /sys/fs/cgroup/memory nor /sys/fs/cgroup takes {name} (run as root)"
+        ))
     }
 
     /// The OOM kills inside the group so far.
