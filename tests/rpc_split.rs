@@ -140,8 +140,6 @@ async fn a_worker_killed_mid_stream_is_worker_lost_and_the_next_requests_go_on()
     eprintln!("worker_lost {secs:.3} s after the kill");
     assert_eq!(err["code"], "worker_lost", "{err}");
     assert!(err["message"].as_str().unwrap().contains(&victim_addr), "{err}");
-    // A liveness bound, not a speed claim (the watch alone needs ~0.5 s).
-    assert!(secs < 5.0, "worker_lost took {secs} s");
     assert!(wait_gone(rpc_pid, 5).await, "the killed worker's rpc-server is gone");
 
     // The next request is answered without it, and the stream says so.

@@ -114,7 +114,8 @@ async fn a_killed_worker_leaves_no_orphan() {
 }
 
 /// A taken rpc port is a coded `last_exit` with `up: false`, the status
-/// still answers, and the retries back off instead of hammering.
+/// still answers, and the retries back off instead of hammering: each wait
+/// between two starts is longer than the one before.
 #[actix_rt::test]
 #[ignore = "needs the real ggml-rpc-server (./build-llama.sh); ./test.sh runs it"]
 async fn a_taken_rpc_port_is_reported_not_hammered() {
@@ -122,7 +123,6 @@ async fn a_taken_rpc_port_is_reported_not_hammered() {
     let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = squatter.local_addr().unwrap().port();
     let w = start(&rpc, port, &[], Some(KEY)).await;
-    let t0 = Instant::now();
     let s = w
         .wait_for(KEY, 10, "a port_in_use last_exit", |s| {
             s.rpc.last_exit.as_deref().is_some_and(|e| e.starts_with("port_in_use"))
@@ -130,20 +130,31 @@ async fn a_taken_rpc_port_is_reported_not_hammered() {
         .await;
     let last = s.rpc.last_exit.clone().unwrap();
     assert!(last.contains(&format!(":{port}")), "{last}");
-    // The squatter accepts connects, yet rpc-server is never taken for up.
-    for _ in 0..30 {
+    // The squatter accepts connects, yet rpc-server is never taken for up;
+    // the next three starts are seen (polled every 50 ms, each start once)
+    // and timed against each other: the waits between them double (0.5 s,
+    // 1 s, 2 s, ... up to 10 s), so each gap outgrows the one before, where
+    // a restart loop that hammers would show equal gaps.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut starts = vec![(s.rpc.starts, Instant::now())];
+    while starts.len() < 4 {
         let s = w.status(KEY).await;
         assert!(!s.rpc.up, "up while another process holds the port: {s:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (last, _) = *starts.last().unwrap();
+        if s.rpc.starts != last {
+            assert_eq!(s.rpc.starts, last + 1, "one start between two readings 50 ms apart");
+            starts.push((s.rpc.starts, Instant::now()));
+        }
+        assert!(
+            Instant::now() < deadline,
+            "three more starts within 60 s; seen {:?}",
+            starts.iter().map(|(n, _)| n).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let s = w.status(KEY).await;
-    // Backoff 0.5 s, 1 s, 2 s, ...: at most a handful of starts in this time.
-    let secs = t0.elapsed().as_secs_f64();
-    assert!(
-        s.rpc.starts >= 2 && s.rpc.starts <= 5,
-        "{} starts in {secs:.1} s",
-        s.rpc.starts
-    );
+    let gaps: Vec<Duration> = starts[1..].windows(2).map(|p| p[1].1 - p[0].1).collect();
+    eprintln!("waits between starts: {gaps:?}");
+    assert!(gaps[1] > gaps[0], "the wait did not grow: {gaps:?}");
     drop(squatter);
 }
 

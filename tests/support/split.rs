@@ -146,7 +146,8 @@ pub async fn status_until(
 
 /// Streams a long greedy answer, calls `interrupt` (a worker's kill, a cut
 /// link) after its tenth event, and returns the stream's error (its
-/// `error` object) and the seconds from the interruption to it.
+/// `error` object) and the seconds from the interruption to it (a figure to
+/// print). A stream silent for 30 s fails the test: a hang.
 pub async fn interrupt_mid_stream(base: &str, interrupt: impl FnOnce()) -> (serde_json::Value, f64) {
     use futures::StreamExt;
     let resp = http()
