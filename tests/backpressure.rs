@@ -11,6 +11,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use llm_warden::http::stall::CLIENT_SEND_BUFFER_BYTES;
 use llm_warden::status::WardenEvent;
 use serde_json::json;
 use support::slow_clients::*;
@@ -100,18 +101,24 @@ async fn a_client_that_stops_reading_cannot_freeze_the_warden() {
 
     // Nothing leaked: the descriptors and threads are back where they were
     // once the pooled connections age out.
-    let settled = eventually(|| open_fds() <= fds0 && threads() <= threads0).await;
-    assert!(
-        settled,
-        "descriptors {fds0} -> {}, threads {threads0} -> {}",
-        open_fds(),
-        threads()
-    );
+    poll_until(
+        "the descriptors and threads back where they were",
+        Duration::from_secs(10),
+        || open_fds() <= fds0 && threads() <= threads0,
+        || {
+            format!(
+                "descriptors {fds0} -> {}, threads {threads0} -> {}",
+                open_fds(),
+                threads()
+            )
+        },
+    )
+    .await;
     w.shutdown().await;
 }
 
-/// The `llm-warden` binary stops on SIGTERM while a client is stalled on it:
-/// the process exits and its child is gone.
+/// The `llm-warden` binary stops on SIGTERM while its writes to a stalled
+/// client wait: the process exits and its child is gone.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn sigterm_completes_while_a_client_is_stalled() {
@@ -129,6 +136,8 @@ async fn sigterm_completes_while_a_client_is_stalled() {
     ])
     .await;
     let mut stuck = tiny_reader(&base);
+    let stuck_port = stuck.local_addr().unwrap().port();
+    let warden_port: u16 = base.rsplit(':').next().unwrap().parse().unwrap();
     send_long_chat(&mut stuck, 6000);
     let stuck = tokio::task::spawn_blocking(move || {
         read_head(&mut stuck);
@@ -148,9 +157,23 @@ async fn sigterm_completes_while_a_client_is_stalled() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let child = child.expect("a child is loaded") as u32;
-    // Give the stream time to fill every buffer, so the engine is parked on
-    // the stalled client when the signal comes.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The signal comes once the client stalls the warden: the warden's send
+    // buffer to it is full, so its writes to it wait (behind them actix's
+    // buffer and the turn's channel fill, and the engine pauses; no outside
+    // view shows that last step: the relay's HTTP client reads ahead).
+    let unsent = || {
+        tcp_sides()
+            .iter()
+            .find(|s| (s.local_port, s.remote_port) == (warden_port, stuck_port))
+            .map_or(0, |s| s.unsent)
+    };
+    poll_until(
+        "the warden's send buffer to the stalled client full",
+        Duration::from_secs(300),
+        || unsent() >= CLIENT_SEND_BUFFER_BYTES as u64,
+        || format!("{} bytes unsent to the client", unsent()),
+    )
+    .await;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(proc.id().unwrap() as i32),
         nix::sys::signal::Signal::SIGTERM,

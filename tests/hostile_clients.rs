@@ -85,8 +85,13 @@ async fn an_idle_socket_flood_does_not_stop_a_normal_client() {
         t.elapsed()
     );
     drop(idle);
-    let settled = eventually(|| open_fds() <= fds0 + 4).await;
-    assert!(settled, "descriptors {fds0} -> {}", open_fds());
+    poll_until(
+        "the idle sockets' descriptors released",
+        Duration::from_secs(10),
+        || open_fds() <= fds0 + 4,
+        || format!("descriptors {fds0} -> {}", open_fds()),
+    )
+    .await;
     w.shutdown().await;
 }
 

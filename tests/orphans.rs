@@ -45,16 +45,14 @@ async fn trial(sig: Signal, i: usize) {
         "trial {i}: llama-server {pid} outlived the warden ({sig:?}, {status:?})"
     );
     // A killed multi-threaded process shows as a zombie while its last
-    // threads still exit and release its sockets: give that a moment.
-    let mut freed = false;
-    for _ in 0..100 {
-        if !listening(port) {
-            freed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(freed, "trial {i}: port {port} still listened on 5 s after {sig:?}");
+    // threads still exit and release its sockets: wait for that.
+    poll_until(
+        &format!("trial {i}: port {port} free after {sig:?}"),
+        Duration::from_secs(5),
+        || !listening(port),
+        || format!("port {port} still listened on"),
+    )
+    .await;
     if sig != Signal::SIGKILL {
         assert!(status.unwrap().success(), "trial {i}: a {sig:?} stop exits cleanly");
     }

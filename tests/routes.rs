@@ -202,9 +202,20 @@ async fn header_body_and_forever(w: &Warden, base: &str) {
         (st.idle_timeout_s, st.idle_deadline_ms, st.keep_alive_s),
         (None, None, Some(-1.0))
     );
+    // No timeout: the idle timer never asks; asked anyway, the engine keeps it.
     let pid = st.child_pid.unwrap();
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(w.status().child_pid, Some(pid), "kept forever through six idle ticks");
+    let mut ev = w.subscribe();
+    w.queue_reap();
+    let checked = event_or_fail(&mut ev, "the reap's check", |e| {
+        matches!(e, WardenEvent::ReapChecked { .. })
+    })
+    .await;
+    assert_eq!(
+        checked,
+        WardenEvent::ReapChecked { reaped: false },
+        "a model kept forever was reaped"
+    );
+    assert_eq!(w.status().child_pid, Some(pid), "kept forever");
 }
 
 /// A short keep-alive is reaped by the idle timer; zero unloads as soon as
