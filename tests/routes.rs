@@ -155,7 +155,10 @@ async fn the_tokenizer_never_waits_behind_a_generation() {
         .unwrap();
     let mut body = r.bytes_stream();
     // Past the loading notice (an SSE comment) to the first token.
-    while !body.next().await.unwrap().unwrap().windows(6).any(|w| w == b"data: ") {}
+    let first_token = async { while !body.next().await.unwrap().unwrap().windows(6).any(|w| w == b"data: ") {} };
+    tokio::time::timeout(Duration::from_secs(120), first_token)
+        .await
+        .expect("a first token within 120 s");
     assert_eq!(w.status().state, EngineState::Generating);
     let (s, t) = post(
         &base,
