@@ -81,31 +81,62 @@ impl Route {
 mod tests {
     use super::*;
 
+    /// Every engine (a new one is tested once it is listed here).
+    const ENGINES: [EngineKind; 3] = [EngineKind::Cpu, EngineKind::Cuda, EngineKind::Mlx];
+
+    /// `Route::ALL` holds every route once, and each has a path and a tag of
+    /// its own that names it: metrics label by the tag, requests come by the path.
     #[test]
-    fn routes_and_engines() {
-        // (route, generates, on cpu, on cuda, on mlx)
-        let rows = [
-            // why: chat runs everywhere
-            (Route::Chat, true, true, true, true),
-            // why: mlx_vlm.server has no raw completion, infill or tokenizer routes
-            (Route::Completions, true, true, true, false),
-            (Route::Infill, true, true, true, false),
-            // why: the tokenizer routes never run the model
-            (Route::Tokenize, false, true, true, false),
-            (Route::Detokenize, false, true, true, false),
-        ];
-        for (r, gen_, cpu, cuda, mlx) in rows {
+    fn every_route_is_listed_once_under_its_own_path_and_tag() {
+        // why: a route left out of ALL has no metrics series (adding a
+        // variant fails to compile here until it is listed)
+        let listed = |r: Route| match r {
+            Route::Chat | Route::Completions | Route::Infill | Route::Tokenize | Route::Detokenize => {
+                Route::ALL.contains(&r)
+            }
+        };
+        for r in Route::ALL {
+            assert!(listed(r), "{r:?}");
+            assert_eq!(Route::ALL.iter().filter(|o| **o == r).count(), 1, "{r:?} listed twice");
             assert_eq!(
-                (
-                    r.generates(),
-                    r.served_by(EngineKind::Cpu),
-                    r.served_by(EngineKind::Cuda),
-                    r.served_by(EngineKind::Mlx)
-                ),
-                (gen_, cpu, cuda, mlx),
-                "{r:?}"
+                Route::ALL.iter().filter(|o| o.path() == r.path()).count(),
+                1,
+                "{r:?}'s path"
             );
-            assert!(r.path().ends_with(r.tag()) || r == Route::Chat, "{r:?}");
+            assert_eq!(
+                Route::ALL.iter().filter(|o| o.tag() == r.tag()).count(),
+                1,
+                "{r:?}'s tag"
+            );
+            // why: the tag a metric or an event shows is found in the path
+            assert!(r.path().starts_with('/') && r.path().contains(r.tag()), "{r:?}");
+        }
+    }
+
+    /// Only the tokenizer's routes skip the model: every other route runs a
+    /// generation (a brake sample, a keep-alive, timings).
+    #[test]
+    fn only_the_tokenizer_routes_do_not_generate() {
+        for r in Route::ALL {
+            assert_eq!(r.generates(), !r.tag().ends_with("tokenize"), "{r:?}");
+        }
+    }
+
+    /// A request that names no route runs on every engine; llama-server's
+    /// engines serve every route; whatever another engine serves,
+    /// llama-server serves too (a refusal is the engine's lack, never the route's).
+    #[test]
+    fn the_default_route_runs_everywhere_and_llama_server_serves_all() {
+        assert!(Route::default().generates());
+        for r in Route::ALL {
+            let on_llama = [EngineKind::Cpu, EngineKind::Cuda].map(|l| r.served_by(l));
+            assert_eq!(on_llama, [true, true], "{r:?}: llama-server answers every route");
+        }
+        for e in ENGINES {
+            assert!(Route::default().served_by(e), "{e:?}");
+            for r in Route::ALL {
+                assert!(!r.served_by(e) || r.served_by(EngineKind::Cpu), "{r:?} on {e:?}");
+            }
         }
     }
 }
