@@ -84,6 +84,8 @@ fn saves(w: &Warden) -> usize {
     w.status().kv_saves.map_or(0, |k| k.count)
 }
 
+/// A ~3,000-token conversation unloaded after a turn answers as if
+/// uninterrupted and re-reads only the new message.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn an_unloaded_conversation_continues_from_its_saved_cache() {
@@ -132,6 +134,8 @@ async fn an_unloaded_conversation_continues_from_its_saved_cache() {
     w.shutdown().await;
 }
 
+/// Two conversations taking turns each come back to their cache; a cap that
+/// holds one save evicts the older.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn two_conversations_taking_turns_keep_their_reuse_and_the_cap_evicts() {
@@ -186,6 +190,8 @@ async fn two_conversations_taking_turns_keep_their_reuse_and_the_cap_evicts() {
     w.shutdown().await;
 }
 
+/// Across a brake respawn, a save that fits the new window is restored and one
+/// that does not is dropped, the turn answered anyway.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn a_brake_respawn_restores_what_fits_and_drops_what_does_not() {
@@ -240,6 +246,8 @@ async fn a_brake_respawn_restores_what_fits_and_drops_what_does_not() {
     w.shutdown().await;
 }
 
+/// A corrupt save (refused by llama-server) and a truncated one (refused by the
+/// store) are read in full and removed.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn corrupt_and_truncated_saves_are_refused_cleanly() {
@@ -286,6 +294,7 @@ async fn corrupt_and_truncated_saves_are_refused_cleanly() {
     w.shutdown().await;
 }
 
+/// `WARDEN_KV_SAVE=0` saves nothing and shows no store.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn kv_save_off_saves_nothing() {

@@ -8,6 +8,8 @@ use llm_warden::WardenConfig;
 use serde_json::{Value, json};
 use support::*;
 
+/// A prompt larger than the window is a 400 `context_length_exceeded`, and the
+/// next request is answered.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn a_prompt_larger_than_the_window_is_a_400() {

@@ -63,6 +63,8 @@ fn fim_copy(dir: &Path, smollm: &Path) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// Raw completions (whole and streamed alike), infill on a FIM model and
+/// refused without one, and the tokenizer round trip answer through the warden.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh) and the Python clients (./build-llama.sh clients); ./test.sh runs it"]
 async fn completions_infill_and_the_tokenizer_answer_through_the_warden() {

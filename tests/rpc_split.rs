@@ -26,6 +26,8 @@ use support::split::{
 use support::workers::{KEY, free_port, start_in};
 use support::{SMOLLM2, json_of, real_model, wait_gone};
 
+/// A split over two workers answers the greedy text one machine does, every
+/// device running layers.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 and ggml-rpc-server (./build-llama.sh) and root (memory cgroups); ./test.sh runs it"]
 async fn a_split_over_two_workers_answers_the_same_greedy_text_as_one_machine() {
@@ -123,6 +125,8 @@ async fn a_window_one_machine_cannot_hold_is_reached_with_the_workers() {
     assert!(!greedy(&base, 8).await.is_empty());
 }
 
+/// A worker killed mid-stream ends the turn with `worker_lost` naming it; the
+/// next request goes on without it, and a later load uses it again.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 and ggml-rpc-server (./build-llama.sh) and root (memory cgroups); ./test.sh runs it"]
 async fn a_worker_killed_mid_stream_is_worker_lost_and_the_next_requests_go_on() {
@@ -171,6 +175,8 @@ async fn a_worker_killed_mid_stream_is_worker_lost_and_the_next_requests_go_on()
     assert_eq!(shares(&s).len(), 3, "the worker is back: {s}");
 }
 
+/// An idle child whose worker dies is retired at once, and a model the devices
+/// left cannot hold fails with the arithmetic.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 and ggml-rpc-server (./build-llama.sh) and root (memory cgroups); ./test.sh runs it"]
 async fn an_idle_child_whose_worker_dies_is_retired_and_a_model_that_no_longer_fits_fails_clearly() {
@@ -201,6 +207,8 @@ async fn an_idle_child_whose_worker_dies_is_retired_and_a_model_that_no_longer_f
     drop(w);
 }
 
+/// A worker of another llama.cpp build is refused, naming both builds, before
+/// anything is spawned.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 and ggml-rpc-server (./build-llama.sh); ./test.sh runs it"]
 async fn a_worker_of_another_build_is_refused_before_any_spawn() {
@@ -232,6 +240,8 @@ async fn a_worker_of_another_build_is_refused_before_any_spawn() {
     assert!(s["child_pid"].is_null(), "nothing was spawned: {s}");
 }
 
+/// Critical pressure in a worker's machine shrinks the window, keeping both
+/// workers, before the OOM killer acts.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 and ggml-rpc-server (./build-llama.sh) and root (memory cgroups); ./test.sh runs it"]
 async fn pressure_in_a_workers_cgroup_shrinks_the_window() {

@@ -23,6 +23,7 @@ fn kv_bytes_per_token(f: &ModelFacts) -> u64 {
         .sum()
 }
 
+/// The real SmolLM2's facts, pinned.
 #[test]
 #[ignore = "needs the real SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 fn smollm2_facts() {
@@ -45,6 +46,7 @@ fn smollm2_facts() {
     assert_eq!(f.parts, vec![path]);
 }
 
+/// The real Gemma 3's facts, pinned.
 #[test]
 #[ignore = "needs the real Gemma 3 (./build-llama.sh); ./test.sh runs it"]
 fn gemma3_facts() {
@@ -92,6 +94,8 @@ pub fn sparse_copy(src: &Path, dst: &Path) -> (Vec<u8>, u64) {
     (header, h.file_size)
 }
 
+/// A sparse copy of the real header reads as the original; one byte cut off the
+/// end is `model_truncated`.
 #[test]
 #[ignore = "needs the real SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 fn sparse_copy_reads_the_same_and_a_cut_is_caught() {
