@@ -9,8 +9,9 @@
 #       CMAKE_CUDA_ARCHITECTURES (e.g. 90 for Hopper; default: native).
 # mlx   a Python environment with mlx-vlm for the MLX engine (mlx[cpu] on
 #       Linux), plus the GGUF -> MLX conversion of the default model.
-# clients  a Python environment with OpenAI's official client library, which
-#       the test suite drives the warden with (openai==3.57.0), Prometheus'
+# clients  a Python environment with the official client libraries the test
+#       suite drives the warden with: OpenAI's (openai==3.57.0), Anthropic's
+#       (anthropic==2.15.0) and Ollama's (ollama==0.6.3); Prometheus'
 #       own text parser (prometheus-client==0.26.0) that reads /metrics, and
 #       gguf-py (gguf==0.19.0), which gives a test model fill-in-the-middle
 #       tokens for /infill.
@@ -303,7 +304,7 @@ link_models() {
   ln -sfn "$cache/models" "$repo/artifacts/models"
 }
 
-CLIENT_PKGS="openai==3.57.0 prometheus-client==0.26.0 gguf==0.19.0"
+CLIENT_PKGS="openai==3.57.0 anthropic==2.15.0 ollama==0.6.3 prometheus-client==0.26.0 gguf==0.19.0"
 
 build_clients() {
   local venv="$cache/py-clients"

@@ -8,20 +8,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Which engine the user asked for; `Auto` lets selection decide.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EnginePreference {
-    /// Platform and hardware decide (the spec's selection).
-    #[default]
-    Auto,
-    /// llama-server without GPU layers.
-    Cpu,
-    /// llama-server offloading to one NVIDIA GPU.
-    Cuda,
-    /// mlx_vlm.server (Apple Silicon, or anywhere for tests).
-    Mlx,
-}
+/// Which engine the user asked for (the law's own type: `law::types`).
+pub use crate::law::types::EnginePreference;
 
 /// The QA seam that forces a memory-pressure reading (never set in normal use).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -62,9 +50,10 @@ pub struct WardenConfig {
     pub brake_tick: Duration,
     /// How often the sensor refreshes its latest reading, which a turn's
     /// start and end read (250 ms: a reading's age stays far below the 10 s
-    /// the pressure level averages over, at ~0.04 % of a core; zero: only
-    /// at each idle sample). No environment variable: a tuning knob for
-    /// embedders and tests.
+    /// the pressure level averages over, at ~0.1 % of a core, a Linux
+    /// sample parsed by procfs taking ~0.3 ms; zero: only at each idle
+    /// sample). No environment variable: a tuning knob for embedders and
+    /// tests.
     pub sensor_period: Duration,
     /// `WARDEN_LOAD_TIMEOUT_S`: a child not ready after this is stopped and
     /// reported `load_timeout`. Long enough for a big model from a slow disk.
@@ -121,8 +110,9 @@ pub struct WardenConfig {
     pub vram_override_bytes: Option<u64>,
     /// `WARDEN_FORCE_MEMORY_PRESSURE` (QA only).
     pub force_pressure: Option<ForcedPressure>,
-    /// `WARDEN_API_KEY`: when set, a bearer token the warden's own routes require.
-    pub api_key: Option<String>,
+    /// `WARDEN_API_KEY`: when set, a bearer token the warden's own routes
+    /// require (redacted in this struct's `Debug`).
+    pub api_key: Option<crate::child::key::ApiKey>,
     /// `WARDEN_WORKERS` (comma-separated `HOST:PORT`, or `serve --worker`):
     /// llama.cpp RPC workers (`llm-warden worker`) the CPU engine splits
     /// models over.

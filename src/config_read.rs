@@ -92,7 +92,7 @@ impl WardenConfig {
         &mut self,
         var: &impl Fn(&str) -> Option<String>,
     ) -> Result<(), ConfigError> {
-        self.api_key = var("WARDEN_API_KEY");
+        self.api_key = var("WARDEN_API_KEY").map(crate::child::key::ApiKey::from_secret);
         if let Some(v) = var("WARDEN_WORKERS") {
             self.workers = workers("WARDEN_WORKERS", v.split(','))?;
         }

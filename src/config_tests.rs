@@ -64,6 +64,10 @@ fn worker_lists() {
     assert_eq!(c.worker_key.as_ref().map(|k| k.expose()), Some("k1"));
     // why: the key never prints with the configuration
     assert!(!format!("{c:?}").contains("k1"));
+    // why: nor does the warden's own key
+    let c = cfg(&[("WARDEN_API_KEY", "sesame-k2")]).unwrap();
+    assert!(c.api_key.as_ref().is_some_and(|k| k.matches("sesame-k2")));
+    assert!(!format!("{c:?}").contains("sesame-k2"));
 }
 
 #[test]

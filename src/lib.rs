@@ -74,20 +74,28 @@
 //!   beside a turn), `kv` (a conversation's KV saved and restored across
 //!   the warden's own interruptions), `brake` (the engine-neutral part:
 //!   the reading, the idle pacing, the window memory and carries; each
-//!   engine's sample and action are its hook), `reap`, `publish`); the
-//!   engine-specific parts live in `engines`.
+//!   engine's sample and action are its hook), `reap`, `publish`, `supervise`: a
+//!   handler that panics answers its message, retires the child and the
+//!   engine carries on; `counts`: the child's own token counts of a turn);
+//!   the engine-specific parts live in `engines`.
 //!   `IdleTimer` (sends `Reap`), `SensorActor` (samples on its own clock,
 //!   sends `BrakeSample`), `PrefixCacheActor` (owns who holds the MLX
 //!   cache, sends `Reset`).
 //! - `http`: the actix-web routes (chat, completions, infill, the
 //!   tokenizer, `/metrics`, the dashboard `ui`, the warden's own);
+//!   `http::dialects` the other dialects (Anthropic's Messages, OpenAI's
+//!   Responses, the token counters, the Ollama API translated), each
+//!   answered through its `http::reply::Wire`;
 //!   `http::stall` closes the connection of a client that stopped reading;
 //!   `http::cors` lets listed browser origins in; `http::origin` refuses
-//!   uninvited pages and rebound hosts.
+//!   uninvited pages and rebound hosts; `http::validate` refuses a malformed
+//!   body with the field named, by `law::request`'s table, before any turn.
 //! - `metrics`: Prometheus counters fed by every engine event, and the text
 //!   format.
 //! - `kv_store`: the on-disk store of saved KV caches (bounded, 0600).
-//! - `catalog`: the models a warden serves.
+//! - `catalog`: the models a warden serves; `capabilities`: what each
+//!   entry's files let a request send it (a projector's encoders, FIM
+//!   tokens), read once per entry for the HTTP checks.
 //! - `config`: every `WARDEN_*` variable, read once.
 //! - `error`: `EngineError`, `ModelLoadError`, `GenerationError`, `ApiError`.
 //! - `queue`: the queue bound.
@@ -122,4 +130,4 @@ pub use catalog::Catalog;
 pub use config::WardenConfig;
 pub use messages::prefix::TurnKind;
 pub use messages::{Notice, TurnEvent, TurnOptions};
-pub use warden::{Chunk, TurnRequest, TurnStream, TurnWatch, Warden};
+pub use warden::{Chunk, TurnRequest, TurnStream, TurnWatch, Warden, WardenBuilder};

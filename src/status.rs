@@ -5,43 +5,12 @@
 //! queue behind a turn.
 
 use serde::Serialize;
-use tokio::time::Instant;
 
 use crate::law::brake::BrakeView;
 use crate::messages::Notice;
 
-/// The engine family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    /// llama-server, no GPU layers.
-    #[default]
-    Cpu,
-    /// llama-server on one NVIDIA GPU.
-    Cuda,
-    /// mlx_vlm.server.
-    Mlx,
-}
-
-impl EngineKind {
-    /// The lowercase name the status and the metrics' labels use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Cpu => "cpu",
-            Self::Cuda => "cuda",
-            Self::Mlx => "mlx",
-        }
-    }
-
-    /// The spec's log tag (`[CPU_Engine] Memory brake: ...`).
-    pub fn tag(self) -> &'static str {
-        match self {
-            Self::Cpu => "CPU_Engine",
-            Self::Cuda => "CUDA_Engine",
-            Self::Mlx => "MLX_Engine",
-        }
-    }
-}
+/// The engine family (the law's own type: `law::types`).
+pub use crate::law::types::EngineKind;
 
 /// What the engine is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -64,11 +33,11 @@ pub enum EngineState {
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkersStatus {
     /// Each configured worker as the watch last saw it.
-    pub workers: Vec<crate::rpc::remote::WorkerView>,
+    pub workers: Vec<crate::law::worker_status::WorkerView>,
     /// The live child's split (window, each device's share, who was left out).
-    pub split: Option<crate::engines::cpu::rpc::RpcPlan>,
+    pub split: Option<crate::law::rpc_plan::RpcPlan>,
     /// What llama-server says each device was given.
-    pub given: Vec<crate::engines::cpu::rpc::Given>,
+    pub given: Vec<crate::law::rpc_plan::Given>,
 }
 
 /// The snapshot `/warden/status` returns. Never holds the child's API key.
@@ -102,9 +71,6 @@ pub struct EngineStatus {
     pub loaded_since: Option<u64>,
     /// When the last turn ended (Unix milliseconds).
     pub last_used: Option<u64>,
-    /// The same, on the monotonic clock, for the idle timer.
-    #[serde(skip)]
-    pub last_used_at: Option<Instant>,
     /// Turns handled since start.
     pub turns: u64,
     /// The idle timeout in force for the loaded model, in seconds (`None`:
@@ -134,10 +100,6 @@ pub struct EngineStatus {
     /// RPC workers, when configured: what the watch sees of each, and the
     /// live child's split with what each device was given.
     pub workers: Option<WorkersStatus>,
-    /// The live child's captured output (read by `/warden/logs` and
-    /// diagnostics without the mailbox; never serialized into a status).
-    #[serde(skip)]
-    pub child_output: Option<std::sync::Arc<crate::child::output::OutputLog>>,
 }
 
 /// How fast a streamed turn's child answered (see `metrics`).

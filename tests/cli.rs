@@ -173,3 +173,50 @@ async fn failures_exit_non_zero_with_a_sentence() {
         );
     }
 }
+
+/// `serve`'s flags that stand for a variable say so in `--help`, and a bad
+/// value is refused naming where it came from: the variable or the flag.
+#[test]
+fn serve_flags_name_their_variables() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_llm-warden"))
+            .args(args)
+            .env_remove("WARDEN_WORKERS")
+            .env_remove("WARDEN_CORS_ORIGINS")
+            .envs(env.iter().copied())
+            .output()
+            .expect("the binary runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    };
+    let (ok, help) = run(&["serve", "--help"], &[]);
+    assert!(ok, "{help}");
+    for var in ["[env: WARDEN_CORS_ORIGINS=]", "[env: WARDEN_WORKERS=]"] {
+        assert!(help.contains(var), "{var} missing from:\n{help}");
+    }
+    /// (arguments, variables, what the refusal names)
+    type Row = (
+        &'static [&'static str],
+        &'static [(&'static str, &'static str)],
+        &'static str,
+    );
+    let rows: &[Row] = &[
+        // why: the variable's value is refused under the variable's name
+        (
+            &["serve"],
+            &[("WARDEN_WORKERS", "10.0.0.2:x")],
+            "WARDEN_WORKERS=\"10.0.0.2:x\"",
+        ),
+        // why: the flag's value under the flag's
+        (&["serve", "--worker", "10.0.0.2:x"], &[], "--worker=\"10.0.0.2:x\""),
+        (
+            &["serve", "--cors-origin", "localhost:3000"],
+            &[],
+            "--cors-origin=\"localhost:3000\"",
+        ),
+    ];
+    for (i, (args, env, named)) in rows.iter().enumerate() {
+        let (ok, text) = run(args, env);
+        assert!(!ok && text.contains(named), "row {i}: {text}");
+    }
+}

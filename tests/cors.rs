@@ -203,6 +203,11 @@ async fn preflight_needs_no_key_and_a_401_carries_cors_headers() {
         "x-warden-conversation",
         "x-warden-turn",
         "x-warden-keep-alive",
+        // why: Anthropic's SDK in a page sends its key and version so
+        "x-api-key",
+        "anthropic-version",
+        // why: both official JavaScript SDKs add their telemetry headers
+        "x-stainless-retry-count",
     ] {
         assert!(allowed.contains(h), "{h} not allowed: {allowed}");
     }

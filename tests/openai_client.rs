@@ -1,7 +1,9 @@
 //! OpenAI's official Python client library, unchanged, against the warden
 //! serving the real SmolLM2: a streamed and a non-streamed chat completion
 //! and raw completion (`completions.create`), the model list, and refusals
-//! raised as the library's own error types.
+//! raised as the library's own error types; and its Responses API
+//! (`responses.stream`, `responses.create` streamed and whole, the input
+//! token counter, a refusal).
 //! The warden's notices (SSE comments) must not disturb the library.
 
 mod support;
@@ -47,14 +49,47 @@ except openai.BadRequestError as e:
 print("OK", "".join(parts))
 "#;
 
-/// The official client streams, completes, lists and raises as it should.
-#[actix_rt::test]
-#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh) and the Python clients (./build-llama.sh clients); ./test.sh runs it"]
-async fn the_official_openai_client_works_unchanged() {
+const RESPONSES: &str = r#"
+import sys, openai
+client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused", max_retries=0)
+ask = "What is the capital of France?"
+# The first request loads the model: its notices ride in this stream.
+with client.responses.stream(model="smollm2", input=ask, max_output_tokens=12, temperature=0) as s:
+    kinds = [e.type for e in s]
+    final = s.get_final_response()
+assert kinds[0] == "response.created" and kinds[-1] == "response.completed", kinds
+assert "response.output_text.delta" in kinds, kinds
+assert final.output_text.strip(), final
+raw = [e for e in client.responses.create(model="smollm2", input=ask, max_output_tokens=12, temperature=0, stream=True)]
+deltas = "".join(e.delta for e in raw if e.type == "response.output_text.delta")
+whole = client.responses.create(
+    model="smollm2", instructions=None, max_output_tokens=12, temperature=0,
+    input=[{"role": "user", "content": ask}])
+# why: greedy decoding gives the same text streamed and whole
+assert whole.output_text == final.output_text == deltas, (whole.output_text, final.output_text, deltas)
+# why: max_output_tokens is the generation's bound (folded into n_predict)
+assert 0 < whole.usage.output_tokens <= 12, whole.usage
+n = client.responses.input_tokens.count(model="smollm2", input=ask)
+assert n.input_tokens == whole.usage.input_tokens, (n, whole.usage)
+try:
+    client.responses.create(model="smollm2", input=ask, max_output_tokens=-1)
+    raise SystemExit("a negative max_output_tokens must be refused")
+except openai.BadRequestError as e:
+    assert e.body["param"] == "max_output_tokens", e.body
+try:
+    client.responses.create(model="smollm2", input=ask, previous_response_id="resp_1")
+    raise SystemExit("previous_response_id must be refused")
+except openai.BadRequestError as e:
+    assert e.body["code"] == "unsupported_value", e.body
+print("OK", whole.output_text)
+"#;
+
+/// Runs `script` with the client Python against a fresh real warden.
+async fn run(script: &'static str) {
     let py = client_python();
     let (w, _dir) = real_smollm_warden(test_config());
     let base = serve_http(&w);
-    let out = tokio::task::spawn_blocking(move || Command::new(py).args(["-c", SCRIPT, &base]).output().unwrap())
+    let out = tokio::task::spawn_blocking(move || Command::new(py).args(["-c", script, &base]).output().unwrap())
         .await
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -64,4 +99,18 @@ async fn the_official_openai_client_works_unchanged() {
         String::from_utf8_lossy(&out.stderr)
     );
     w.shutdown().await;
+}
+
+/// The official client's Responses API streams, creates, counts and raises.
+#[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh) and the Python clients (./build-llama.sh clients); ./test.sh runs it"]
+async fn the_official_openai_client_speaks_responses() {
+    run(RESPONSES).await;
+}
+
+/// The official client streams, completes, lists and raises as it should.
+#[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh) and the Python clients (./build-llama.sh clients); ./test.sh runs it"]
+async fn the_official_openai_client_works_unchanged() {
+    run(SCRIPT).await;
 }

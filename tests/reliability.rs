@@ -152,9 +152,10 @@ async fn short_answer(base: &str) -> String {
 
 /// The child's cancellations, from the lines its output log keeps apart.
 fn cancels(w: &Warden) -> usize {
-    w.status()
-        .child_output
-        .map_or(0, |o| o.kept().iter().filter(|l| l.contains("cancel task")).count())
+    w.child_output_kept()
+        .iter()
+        .filter(|l| l.contains("cancel task"))
+        .count()
 }
 
 /// Starts a 2,000-token stream on a fresh client (its connection dies with

@@ -1,7 +1,8 @@
 //! The routes beside chat against the real llama-server and SmolLM2 over
-//! HTTP: raw completions streamed and whole, fill-in-the-middle (on a copy
-//! of SmolLM2 given FIM tokens by gguf-py, and refused with a 400 before
-//! any turn on a model without them), the tokenizer round trip, a tokenizer call answered while
+//! HTTP: raw completions streamed and whole, fill-in-the-middle streamed and
+//! whole, and as Ollama's generate with a suffix (on a copy of SmolLM2 given
+//! FIM tokens by gguf-py, and refused with a 400 before any turn on a model
+//! without them), the tokenizer round trip, a tokenizer call answered while
 //! a generation runs, and keep-alive per request (body, header, zero,
 //! forever, a short one reaped, a bad one refused).
 
@@ -126,13 +127,32 @@ async fn completions_infill_and_the_tokenizer_answer_through_the_warden() {
     // The FIM copy answers (the warden switches the child to it).
     let mut on_fim = fim;
     on_fim["model"] = json!("smollm2-fim");
-    let (s, a) = post(&base, "/infill", on_fim).await;
+    let (s, a) = post(&base, "/infill", on_fim.clone()).await;
     assert_eq!(s, 200, "{a}");
     assert!(
         a["content"].is_string() && a["tokens_predicted"].as_u64() > Some(0),
         "{a}"
     );
     assert_eq!(w.status().model.as_deref(), Some("smollm2-fim"));
+    // Streamed, infill ends with its own `"stop": true` event (no [DONE]),
+    // not with a broken stream's error.
+    on_fim["stream"] = json!(true);
+    let events = stream_events(&base, "/infill", on_fim).await;
+    let parsed: Vec<Value> = events.iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+    assert!(parsed.iter().all(|v| v.get("error").is_none()), "{events:?}");
+    assert_eq!(parsed.last().unwrap()["stop"], true, "{events:?}");
+    let joined: String = parsed.iter().filter_map(|v| v["content"].as_str()).collect();
+    // why: greedy decoding: the stream says what the whole answer said
+    assert_eq!(joined, a["content"].as_str().unwrap());
+    // Ollama's generate with a suffix is the same fill-in-the-middle.
+    let (s, g) = post(
+        &base,
+        "/api/generate",
+        json!({"model": "smollm2-fim", "prompt": "def add(a, b):\n    return ", "suffix": "\n",
+               "stream": false, "options": {"num_predict": 8, "temperature": 0}}),
+    )
+    .await;
+    assert_eq!((s, g["response"].as_str()), (200, a["content"].as_str()), "{g}");
     w.shutdown().await;
 }
 

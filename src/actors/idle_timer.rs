@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::law::reap::should_reap;
 use crate::messages::Reap;
@@ -24,16 +25,24 @@ pub struct IdleTimer {
     reap: Recipient<Reap>,
     /// The engine's status.
     status: watch::Receiver<EngineStatus>,
+    /// The end of the engine's last turn, on the monotonic clock.
+    last_used: watch::Receiver<Option<Instant>>,
     /// The tick period.
     idle_tick: Duration,
 }
 
 impl IdleTimer {
     /// A timer over the engine's status.
-    pub fn new(reap: Recipient<Reap>, status: watch::Receiver<EngineStatus>, idle_tick: Duration) -> Self {
+    pub fn new(
+        reap: Recipient<Reap>,
+        status: watch::Receiver<EngineStatus>,
+        last_used: watch::Receiver<Option<Instant>>,
+        idle_tick: Duration,
+    ) -> Self {
         Self {
             reap,
             status,
+            last_used,
             idle_tick,
         }
     }
@@ -48,7 +57,7 @@ impl Actor for IdleTimer {
         }
         ctx.run_interval(self.idle_tick, |act, _| {
             let s = act.status.borrow();
-            let idle_for = s.last_used_at.map(|t| t.elapsed()).unwrap_or_default();
+            let idle_for = act.last_used.borrow().map(|t| t.elapsed()).unwrap_or_default();
             let busy = matches!(s.state, EngineState::Generating | EngineState::Loading);
             if let Some(timeout) = s.idle_timeout_s.map(Duration::from_secs_f64)
                 && should_reap(s.model.is_some(), busy, idle_for, timeout)

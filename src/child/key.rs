@@ -1,10 +1,14 @@
-//! The per-spawn API key: 256 bits from the OS RNG, minted for every child,
-//! handed over in the child's environment (never argv, so `ps` cannot show
-//! it), and impossible to print by accident: it has no `Display`, and its
-//! `Debug` is redacted.
+//! The crate's secret type: the per-spawn API key (256 bits from the OS RNG,
+//! minted for every child, handed over in the child's environment, never
+//! argv, so `ps` cannot show it), the warden's own `WARDEN_API_KEY` and the
+//! RPC workers' key. Impossible to print by accident: it has no `Display`,
+//! and its `Debug` is redacted. Compared in constant time (`subtle`), so a
+//! client guessing a key learns nothing from how long a refusal takes.
 
-/// A child's bearer token.
-#[derive(Clone, PartialEq, Eq)]
+use subtle::ConstantTimeEq;
+
+/// A bearer token.
+#[derive(Clone)]
 pub struct ApiKey(String);
 
 /// Key length in bytes: 256 bits.
@@ -37,6 +41,29 @@ impl ApiKey {
     pub fn bearer(&self) -> String {
         format!("Bearer {}", self.0)
     }
+
+    /// Whether `presented` is this key, in time independent of where the two
+    /// differ (only a length mismatch returns early, and the length of a key
+    /// is no secret worth guarding).
+    pub fn matches(&self, presented: &str) -> bool {
+        self.0.as_bytes().ct_eq(presented.as_bytes()).into()
+    }
+}
+
+/// Constant-time too: no comparison of two keys may leak where they differ.
+impl PartialEq for ApiKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.matches(&other.0)
+    }
+}
+
+impl Eq for ApiKey {}
+
+/// A key written into a configuration by hand (an embedder, a test).
+impl From<&str> for ApiKey {
+    fn from(secret: &str) -> Self {
+        Self(secret.to_string())
+    }
 }
 
 impl std::fmt::Debug for ApiKey {
@@ -56,5 +83,21 @@ mod tests {
         assert_eq!(a.expose().len(), 64);
         assert_ne!(a, b);
         assert!(!format!("{a:?}").contains(a.expose()));
+    }
+
+    /// A key matches itself only: not a prefix, not an extension, not empty.
+    #[test]
+    fn matches_only_the_whole_key() {
+        let k = ApiKey::from("sesame");
+        let rows = [
+            ("sesame", true),
+            ("sesam", false),
+            ("sesame!", false),
+            ("", false),
+            ("Sesame", false),
+        ];
+        for (i, (given, want)) in rows.into_iter().enumerate() {
+            assert_eq!(k.matches(given), want, "row {i}: {given:?}");
+        }
     }
 }

@@ -33,16 +33,20 @@ pub struct InspectArgs {
     #[arg(long)]
     models_dir: Option<PathBuf>,
     /// An `llm-warden worker` (HOST:PORT) to plan the split over; repeat for
-    /// more. Replaces WARDEN_WORKERS.
-    #[arg(long = "worker", value_name = "HOST:PORT")]
+    /// more (the variable: comma-separated).
+    #[arg(
+        long = "worker",
+        value_name = "HOST:PORT",
+        env = "WARDEN_WORKERS",
+        value_delimiter = ','
+    )]
     workers: Vec<String>,
 }
 
 pub async fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
+    // from_env has already refused a bad WARDEN_WORKERS under its own name.
     let mut cfg = WardenConfig::from_env()?;
-    if !a.workers.is_empty() {
-        cfg.workers = llm_warden::config::workers("--worker", a.workers.iter().map(String::as_str))?;
-    }
+    cfg.workers = llm_warden::config::workers("--worker", a.workers.iter().map(String::as_str))?;
     let entry = match entry_of(&a, &cfg)? {
         Ok(e) => e,
         Err(exit) => return Ok(exit),

@@ -26,26 +26,33 @@ pub struct ServeArgs {
     #[arg(long)]
     preload: bool,
     /// A web origin (`http://localhost:5173`) whose pages may call this
-    /// server from a browser; repeat for more. `*` admits every page the
-    /// browser opens. Replaces WARDEN_CORS_ORIGINS; none: no CORS headers.
-    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    /// server from a browser; repeat for more (the variable: comma-separated).
+    /// `*` admits every page the browser opens. None: no CORS headers.
+    #[arg(
+        long = "cors-origin",
+        value_name = "ORIGIN",
+        env = "WARDEN_CORS_ORIGINS",
+        value_delimiter = ','
+    )]
     cors_origins: Vec<String>,
     /// An `llm-warden worker` (HOST:PORT of its status endpoint) whose
     /// devices take a share of the model's layers and KV cache over
-    /// llama.cpp RPC; repeat for more. Replaces WARDEN_WORKERS.
-    #[arg(long = "worker", value_name = "HOST:PORT")]
+    /// llama.cpp RPC; repeat for more (the variable: comma-separated).
+    #[arg(
+        long = "worker",
+        value_name = "HOST:PORT",
+        env = "WARDEN_WORKERS",
+        value_delimiter = ','
+    )]
     workers: Vec<String>,
 }
 
 pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
+    // from_env has already refused a bad variable under its own name, so a
+    // value refused here came from the flag.
     let mut cfg = WardenConfig::from_env()?;
-    if !a.cors_origins.is_empty() {
-        cfg.cors_origins =
-            llm_warden::config::cors_origins("--cors-origin", a.cors_origins.iter().map(String::as_str))?;
-    }
-    if !a.workers.is_empty() {
-        cfg.workers = llm_warden::config::workers("--worker", a.workers.iter().map(String::as_str))?;
-    }
+    cfg.cors_origins = llm_warden::config::cors_origins("--cors-origin", a.cors_origins.iter().map(String::as_str))?;
+    cfg.workers = llm_warden::config::workers("--worker", a.workers.iter().map(String::as_str))?;
     let catalog = super::build_catalog(&cfg, a.models_dir, a.model)?;
     let loopback = matches!(a.host.as_str(), "127.0.0.1" | "localhost" | "::1");
     if !loopback && cfg.api_key.is_none() {

@@ -65,6 +65,34 @@ impl ApiError {
         }
     }
 
+    /// A 503 for a turn whose engine went away before it ended (it stopped,
+    /// or its actor is gone): said in every dialect, never a silent end.
+    pub fn engine_unavailable() -> Self {
+        Self {
+            status: 503,
+            message: "the engine stopped before the turn ended; the next request starts it again".into(),
+            kind: "server_error",
+            code: "engine_unavailable".into(),
+            param: None,
+            raw: None,
+        }
+    }
+
+    /// A 500 for the turn in flight when an engine handler panicked (a bug
+    /// of the warden's: the child was stopped and the engine came back).
+    pub fn engine_panicked(why: &str) -> Self {
+        Self {
+            status: 500,
+            message: format!(
+                "the engine failed inside this request ({why}); it stopped the model server and serves the next request"
+            ),
+            kind: "server_error",
+            code: "engine_panicked".into(),
+            param: None,
+            raw: None,
+        }
+    }
+
     /// A 503 for a full queue.
     pub fn queue_full(depth: usize) -> Self {
         Self {

@@ -1,10 +1,11 @@
 //! The optional bearer token of the warden's own routes (`WARDEN_API_KEY`),
 //! for a warden bound beyond loopback. `/health` stays open (liveness probes).
-//! Compared in constant time.
+//! Compared in constant time (`ApiKey::matches`).
 //!
 //! A browser cannot attach a bearer token to a page it navigates to, so the
 //! key is also accepted as HTTP Basic credentials (any user name, the key
-//! as password), and a refused request that carried no credentials is
+//! as password), Anthropic's SDKs send it as `x-api-key`, which is
+//! accepted too, and a refused request that carried no credentials is
 //! answered with a Basic challenge: the browser asks once for `/warden/ui`
 //! and then sends the same credentials with the page's own requests. API
 //! clients keep sending `Authorization: Bearer`.
@@ -14,15 +15,8 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
 use actix_web::web;
 
-use super::errors::error_response;
 use crate::error::ApiError;
 use crate::warden::Warden;
-
-/// Whether two byte strings are equal, in time independent of where they
-/// differ (also the RPC worker's key check).
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
 
 /// The key an `Authorization` header presents: a bearer token, or the
 /// password of Basic credentials.
@@ -53,8 +47,13 @@ pub async fn require_key(
             .headers()
             .get(actix_web::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        let given = header.and_then(presented_key).unwrap_or_default();
-        if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+        // Anthropic's SDKs send the key as `x-api-key`.
+        let x_api_key = req.headers().get("x-api-key").and_then(|v| v.to_str().ok());
+        let given = header
+            .and_then(presented_key)
+            .or_else(|| x_api_key.map(str::to_string))
+            .unwrap_or_default();
+        if !expected.matches(&given) {
             let e = ApiError {
                 status: 401,
                 message: "missing or wrong API key (Authorization: Bearer <WARDEN_API_KEY>)".into(),
@@ -63,8 +62,8 @@ pub async fn require_key(
                 param: None,
                 raw: None,
             };
-            let mut resp = error_response(&e);
-            if header.is_none() {
+            let mut resp = super::dialects::error_for_path(req.path(), &e);
+            if header.is_none() && x_api_key.is_none() {
                 resp.headers_mut().insert(
                     actix_web::http::header::WWW_AUTHENTICATE,
                     actix_web::http::header::HeaderValue::from_static("Basic realm=\"llm-warden\", charset=\"UTF-8\""),

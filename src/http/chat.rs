@@ -1,5 +1,6 @@
 //! `POST /v1/chat/completions`: OpenAI-compatible, streamed and not, and
-//! `respond`, which every route through the engine answers with.
+//! `respond`, which the OpenAI-shaped routes answer with (`reply::respond_in`
+//! with OpenAI's wire).
 //!
 //! The handler validates the body, submits a turn (404 for an unknown model,
 //! 503 when the queue is full) and waits for the turn's first event: an
@@ -17,22 +18,19 @@
 //! (MLX engine), and `X-Warden-Keep-Alive` sets the idle deadline as a
 //! `keep_alive` body field would (`law::keep_alive`).
 
-use actix_web::body::SizedStream;
-use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::{Bytes, BytesMut};
-use tokio::sync::mpsc;
 
 use super::body::read_body;
-use super::errors::{answer_error, log_server_error};
-use super::stall;
+use super::errors::answer_error;
+use super::reply::{OpenAi, respond_in};
 use super::validate::{chat_request, violation};
 use super::validate_text::keep_alive;
 use crate::error::ApiError;
 use crate::law::route::Route;
+use crate::messages::Notice;
 use crate::messages::prefix::TurnKind;
-use crate::messages::{Notice, TurnEvent};
-use crate::warden::{TurnRequest, TurnWatch, Warden};
+use crate::warden::{TurnRequest, Warden};
 
 /// The route handler.
 pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
@@ -83,104 +81,9 @@ pub(super) fn refused(warden: &Warden, route: Route, e: &ApiError) -> HttpRespon
     answer_error(route, None, e)
 }
 
-/// Submits a turn and answers with it: an error before anything was said
-/// as a plain HTTP error, a whole body as the child sent it, anything else
-/// as an SSE stream. Every route through the engine answers this way.
+/// Submits a turn and answers with it in OpenAI's dialect (`reply`).
 pub(super) async fn respond(warden: &Warden, http: &HttpRequest, req: TurnRequest) -> HttpResponse {
-    let (stream, route) = (req.stream, req.route);
-    let (mut rx, turn) = match warden.submit_watched(req) {
-        Ok(v) => v,
-        Err(e) => return answer_error(route, None, &e),
-    };
-    // A non-streamed answer has no stream for notices: they travel in one
-    // response header instead, `X-Warden-Notices: [{"t": ...}, ...]`.
-    let mut notices = Vec::new();
-    loop {
-        let Some(first) = rx.recv().await else {
-            return answer_error(route, Some(turn.seq), &engine_gone());
-        };
-        match first {
-            TurnEvent::Error(e) => return answer_error(route, Some(turn.seq), &e),
-            TurnEvent::Body { status, body } => {
-                return whole_body(http, status, body, &notices, warden.config().client_stall_timeout);
-            }
-            TurnEvent::Notice(n) if !stream => notices.push(n),
-            first => return sse_response(http, warden.config().client_stall_timeout, first, rx, turn, route),
-        }
-    }
-}
-
-/// A whole JSON answer of the child, as it sent it (its notices, if any, in
-/// `X-Warden-Notices`), in pieces the stall watch can cut off: a client that
-/// stops reading a large body loses its connection after `stall_bound`.
-pub(super) fn whole_body(
-    http: &HttpRequest,
-    status: u16,
-    body: Bytes,
-    notices: &[Notice],
-    stall_bound: std::time::Duration,
-) -> HttpResponse {
-    let mut r = HttpResponse::build(StatusCode::from_u16(status).unwrap_or(StatusCode::OK));
-    r.content_type("application/json");
-    if !notices.is_empty() {
-        r.insert_header(("X-Warden-Notices", serde_json::to_string(notices).unwrap_or_default()));
-    }
-    // Sized, so the answer keeps its Content-Length.
-    let len = body.len() as u64;
-    r.body(SizedStream::new(
-        len,
-        stall::watch(http, stall::pieces(body), stall_bound, None),
-    ))
-}
-
-/// The engine dropped the turn without a word (it stopped).
-fn engine_gone() -> ApiError {
-    ApiError {
-        status: 503,
-        message: "the engine stopped before answering".into(),
-        kind: "server_error",
-        code: "engine_unavailable".into(),
-        param: None,
-        raw: None,
-    }
-}
-
-/// The SSE response: `first`, then the rest of the turn's events, ending
-/// after `Done` or an error; its connection is closed once the client takes
-/// nothing for `stall_bound` (`stall`).
-fn sse_response(
-    http: &HttpRequest,
-    stall_bound: std::time::Duration,
-    first: TurnEvent,
-    rx: mpsc::Receiver<TurnEvent>,
-    turn: TurnWatch,
-    route: Route,
-) -> HttpResponse {
-    let seq = turn.seq;
-    let body = futures::stream::unfold((Some(first), Some(rx)), move |(pending, rx)| async move {
-        let mut rx = rx?;
-        let ev = match pending {
-            Some(ev) => ev,
-            None => rx.recv().await?,
-        };
-        let (bytes, next) = match ev {
-            TurnEvent::Chunk(b) => (b, Some(rx)),
-            TurnEvent::Notice(n) => (notice_comment(&n), Some(rx)),
-            // Nothing follows an error: end after it.
-            TurnEvent::Error(e) => {
-                log_server_error(route, Some(seq), &e, "ended the stream with");
-                (error_event(&e), None)
-            }
-            // A whole body cannot come inside a stream; end cleanly if it did.
-            TurnEvent::Done | TurnEvent::Body { .. } => return None,
-        };
-        Some((Ok::<Bytes, actix_web::Error>(bytes), (None, next)))
-    });
-    HttpResponse::Ok()
-        .content_type("text/event-stream")
-        .insert_header(("Cache-Control", "no-cache"))
-        .insert_header(("X-Accel-Buffering", "no"))
-        .streaming(stall::watch(http, Box::pin(body), stall_bound, Some(turn)))
+    respond_in(warden, http, req, OpenAi).await
 }
 
 /// `: warden {json}\n\n`: a notice as an SSE comment.

@@ -10,14 +10,32 @@ use actix_cors::Cors;
 use actix_web::http::header;
 use actix_web::middleware::Condition;
 
-/// Request headers a browser client sends: the key, a JSON body and the
-/// warden's own turn headers (`http::chat`).
-pub const ALLOWED_HEADERS: [&str; 5] = [
+/// Request headers a browser client sends: the key (as a bearer, or as
+/// Anthropic's `x-api-key`), a JSON body, the warden's own turn headers
+/// (`http::chat`), and what the official SDKs add in a browser: Anthropic's
+/// version and beta headers and its browser opt-in, and the `x-stainless-*`
+/// telemetry both Anthropic's and OpenAI's JavaScript SDKs send. A browser
+/// refuses a preflight that leaves one of them out, so an SDK in a page
+/// could not reach the warden at all; the origin list stays the boundary.
+pub const ALLOWED_HEADERS: [&str; 18] = [
     "authorization",
     "content-type",
     "x-warden-conversation",
     "x-warden-turn",
     "x-warden-keep-alive",
+    "x-api-key",
+    "anthropic-version",
+    "anthropic-beta",
+    "anthropic-dangerous-direct-browser-access",
+    "x-stainless-arch",
+    "x-stainless-lang",
+    "x-stainless-os",
+    "x-stainless-package-version",
+    "x-stainless-retry-count",
+    "x-stainless-runtime",
+    "x-stainless-runtime-version",
+    "x-stainless-timeout",
+    "x-stainless-helper-method",
 ];
 /// Response headers a page may read beyond the CORS-safelisted ones: the
 /// notices of a non-streamed turn (`http::chat`).

@@ -37,14 +37,17 @@ pub fn log_server_error(route: Route, seq: Option<u64>, e: &ApiError, how: &str)
     }
 }
 
-/// The 404 of an unknown route, in the same shape.
+/// The 404 of an unknown route, in the shape of the dialect its path is in.
 pub async fn not_found(req: actix_web::HttpRequest) -> HttpResponse {
-    error_response(&ApiError {
-        status: 404,
-        message: format!("no route {} {}", req.method(), req.path()),
-        kind: "invalid_request_error",
-        code: "unknown_route".into(),
-        param: None,
-        raw: None,
-    })
+    super::dialects::error_for_path(
+        req.path(),
+        &ApiError {
+            status: 404,
+            message: format!("no route {} {}", req.method(), req.path()),
+            kind: "invalid_request_error",
+            code: "unknown_route".into(),
+            param: None,
+            raw: None,
+        },
+    )
 }

@@ -46,8 +46,6 @@ pub async fn metrics(warden: web::Data<Warden>) -> HttpResponse {
         idle_deadline_seconds: s.idle_deadline_ms.map(|d| (d as i128 - now_ms) as f64 / 1000.0),
         child_metrics_up: child.as_ref().map(Option::is_some),
     };
-    let text = render::render(&warden.metrics().snapshot(), &gauges, child.flatten().as_deref());
-    HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(text)
+    let text = render::render(warden.metrics(), &gauges, child.flatten().as_deref());
+    HttpResponse::Ok().content_type(render::CONTENT_TYPE).body(text)
 }

@@ -5,6 +5,11 @@
 //! | `POST /v1/chat/completions` | `chat` |
 //! | `POST /v1/completions`, `POST /infill` | `text` (turns, as chat) |
 //! | `POST /tokenize`, `POST /detokenize` | `text` (beside turns when the model runs) |
+//! | `POST /v1/messages`, `POST /v1/messages/count_tokens` | `dialects::anthropic` (Anthropic's Messages, relayed) |
+//! | `POST /v1/responses`, `POST /v1/responses/input_tokens` | `dialects::responses` (OpenAI's Responses, relayed) |
+//! | `POST /v1/chat/completions/input_tokens`, `POST /apply-template` | `dialects::counting` (beside turns) |
+//! | `POST /api/chat`, `POST /api/generate` | `dialects::ollama` (translated to chat, completions, infill) |
+//! | `GET /api/tags`, `/api/ps`, `/api/version`, `POST /api/show`, `GET`/`HEAD /`, the rest of `/api/*` | `dialects::ollama::info` |
 //! | `GET /v1/models` | `models` |
 //! | `GET /metrics` | `metrics` (Prometheus) |
 //! | `GET /health` | `warden_routes::health` |
@@ -14,7 +19,8 @@
 //! | `GET /warden/logs` | `warden_routes::logs` |
 //! | `GET /warden/ui` (+ `app.js`, `app.css`), `GET /warden/samples` | `ui` (the dashboard) |
 //!
-//! `configure` mounts them on any actix-web `App` that holds a
+//! How an answer reaches the client in each dialect is `reply` (a `Wire`
+//! per dialect). `configure` mounts them on any actix-web `App` that holds a
 //! `web::Data<Warden>`; an embedding application adds its own routes beside.
 //! Middleware, outermost first: `cors` (invited browser origins), `origin`
 //! (uninvited pages and DNS-rebound hosts refused), `auth` (the optional
@@ -24,10 +30,12 @@ pub mod auth;
 pub mod body;
 pub mod chat;
 pub mod cors;
+pub mod dialects;
 pub mod errors;
 pub mod metrics;
 pub mod models;
 pub mod origin;
+pub mod reply;
 pub mod stall;
 pub mod text;
 pub mod ui;
@@ -44,6 +52,22 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/infill", web::post().to(text::infill))
         .route("/tokenize", web::post().to(text::tokenize))
         .route("/detokenize", web::post().to(text::detokenize))
+        .route("/v1/messages", web::post().to(dialects::anthropic::messages))
+        .route(
+            "/v1/messages/count_tokens",
+            web::post().to(dialects::anthropic::count_tokens),
+        )
+        .route("/v1/responses", web::post().to(dialects::responses::create))
+        .route(
+            "/v1/responses/input_tokens",
+            web::post().to(dialects::responses::input_tokens),
+        )
+        .route(
+            "/v1/chat/completions/input_tokens",
+            web::post().to(dialects::counting::chat_input_tokens),
+        )
+        .route("/apply-template", web::post().to(dialects::counting::apply_template))
+        .configure(ollama)
         .route("/metrics", web::get().to(metrics::metrics))
         .route("/v1/models", web::get().to(models::list_models))
         .route("/health", web::get().to(warden_routes::health))
@@ -56,4 +80,29 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/warden/ui/app.js", web::get().to(ui::script))
         .route("/warden/ui/app.css", web::get().to(ui::style))
         .route("/warden/samples", web::get().to(ui::samples));
+}
+
+/// The Ollama API's routes (`dialects::ollama`).
+fn ollama(cfg: &mut web::ServiceConfig) {
+    use dialects::ollama::{self as o, info};
+    cfg.route("/", web::get().to(info::root))
+        .route("/", web::head().to(info::root))
+        .route("/api/chat", web::post().to(o::chat))
+        .route("/api/generate", web::post().to(o::generate))
+        .route("/api/tags", web::get().to(info::tags))
+        .route("/api/ps", web::get().to(info::ps))
+        .route("/api/show", web::post().to(info::show))
+        .route("/api/version", web::get().to(info::version))
+        .route("/api/embed", web::post().to(info::embed))
+        .route("/api/embeddings", web::post().to(info::embed));
+    for path in [
+        "/api/pull",
+        "/api/push",
+        "/api/create",
+        "/api/delete",
+        "/api/copy",
+        "/api/blobs/{digest}",
+    ] {
+        cfg.route(path, web::route().to(info::manage));
+    }
 }

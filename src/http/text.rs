@@ -9,10 +9,9 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 
 use super::body::read_body;
-use super::chat::{refused, respond, whole_body};
-use super::errors::answer_error;
+use super::chat::{refused, respond};
+use super::reply::{OpenAi, beside_or_queued};
 use super::validate_text::{keep_alive, text_request};
-use crate::error::GenerationError;
 use crate::law::route::Route;
 use crate::messages::TurnOptions;
 use crate::warden::{TurnRequest, Warden};
@@ -39,7 +38,7 @@ pub async fn detokenize(warden: web::Data<Warden>, http: HttpRequest, payload: w
 
 /// The 400 of an infill for a model without fill-in-the-middle tokens
 /// (llama-server would answer 501 after a load; the header says it first).
-fn no_fim(model: &str) -> crate::error::ApiError {
+pub(crate) fn no_fim(model: &str) -> crate::error::ApiError {
     crate::error::ApiError::invalid(
         "unsupported_value",
         format!(
@@ -66,25 +65,7 @@ async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route
         return refused(warden, route, &no_fim(&id));
     }
     if !route.generates() {
-        let body = bytes::Bytes::from(serde_json::to_vec(&req.body).expect("a JSON map serializes"));
-        match warden.tokenize_now(route, req.model.as_deref(), body).await {
-            Some(Ok((status, body))) if (200..300).contains(&status) => {
-                warden.metrics().direct(route, "completed");
-                return whole_body(http, status, body, &[], cfg.client_stall_timeout);
-            }
-            // The child's refusal, in the shape every other route uses.
-            Some(Ok((status, body))) => {
-                warden.metrics().direct(route, "failed");
-                let body = serde_json::from_slice(&body).ok();
-                return answer_error(route, None, &GenerationError::Upstream { status, body }.to_api());
-            }
-            Some(Err(e)) => {
-                warden.metrics().direct(route, "failed");
-                return answer_error(route, None, &e);
-            }
-            // Its model is not running: a turn loads it first.
-            None => {}
-        }
+        return beside_or_queued(warden, http, route, req.model, req.body, OpenAi).await;
     }
     let keep_alive = match keep_alive(req.keep_alive, http) {
         Ok(k) => k,
@@ -96,12 +77,12 @@ async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route
         stream: req.stream,
         options: TurnOptions {
             announce_idle_reload: false,
-            stateful: route.generates(),
+            stateful: true,
         },
         conversation: None,
         kind: Default::default(),
         route,
-        keep_alive: keep_alive.filter(|_| route.generates()),
+        keep_alive,
     };
     respond(warden, http, turn).await
 }

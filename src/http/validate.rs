@@ -88,8 +88,8 @@ pub fn stream_field(body: &Map<String, Value>) -> Result<bool, ApiError> {
 
 /// The chat-specific part: every field's rule (`law::request`), the
 /// nested shapes (`law::request_chat`), the token bound folded.
-fn chat_messages(mut body: Map<String, Value>, model: Option<String>, stream: bool) -> Result<ChatRequest, ApiError> {
-    generating_fields(Route::Chat, &mut body)?;
+fn chat_messages(body: Map<String, Value>, model: Option<String>, stream: bool) -> Result<ChatRequest, ApiError> {
+    generating_fields(Route::Chat, &body)?;
     let needs = request_chat::check_chat(&body).map_err(violation)?;
     // check_chat proved `messages` a non-empty array of objects.
     let messages = body["messages"].as_array().expect("checked by check_chat");
@@ -113,19 +113,10 @@ fn chat_messages(mut body: Map<String, Value>, model: Option<String>, stream: bo
     })
 }
 
-/// The field table of a generating route, then its token bound folded into
-/// `n_predict` (the one field llama-server reads first; the engine caps it
-/// by the window and renames it for a child that reads another).
-pub fn generating_fields(route: Route, body: &mut Map<String, Value>) -> Result<(), ApiError> {
-    request::check_fields(route, body).map_err(violation)?;
-    let bound = request::requested_bound(body);
-    for f in request::TOKEN_FIELDS {
-        body.remove(f);
-    }
-    if let Some(n) = bound {
-        body.insert("n_predict".into(), Value::from(n));
-    }
-    Ok(())
+/// The field table of a generating route (the engine folds the token
+/// bound at the turn, for embedders' turns too: `law::request::token_bound`).
+pub fn generating_fields(route: Route, body: &Map<String, Value>) -> Result<(), ApiError> {
+    request::check_fields(route, body).map_err(violation)
 }
 
 /// A rule's violation as the 400 that names its field.

@@ -46,9 +46,10 @@ pub fn text_request(route: Route, bytes: &[u8]) -> Result<TextRequest, ApiError>
         Route::Tokenize => tokenize(&body)?,
         Route::Detokenize => detokenize(&body)?,
         Route::Chat => unreachable!("chat bodies are validated by `validate::chat_request`"),
+        other => unreachable!("{other:?} bodies are validated by their dialect (`http::dialects`)"),
     }
     if route.generates() {
-        generating_fields(route, &mut body)?;
+        generating_fields(route, &body)?;
     }
     Ok(TextRequest {
         model,

@@ -15,7 +15,9 @@
 //! | `reap` | the idle reap |
 //! | `keep_alive` | a request's keep-alive, parsed, and the idle timeout in force |
 //! | `kv_save` | when a slot is saved, whether a save fits, the store's cap and eviction |
-//! | `route` | which routes an engine serves, and which generate |
+//! | `rpc_plan` | the split over RPC workers as a spawn carries it and the status shows it |
+//! | `route` | which routes an engine serves, which generate, and how each dialect's stream ends |
+//! | `ollama`, `ollama_reply` | Ollama's requests as llama-server's, and its answers back |
 //! | `request` | what a request body may hold, field by field, and every generation's token bound |
 //! | `request_chat` | chat's nested shapes (messages, parts, tools) and what a request needs of its model |
 //! | `crash` | crash classification from the child's output tail |
@@ -26,6 +28,8 @@
 //! | `header` | whether an unreadable model header fails the load |
 //! | `prefix` | who owns the MLX prefix cache, and what a claim must reset |
 //! | `split` | the window and layer split over RPC worker devices |
+//! | `types` | the plain types the law shares with the layers above (engine kind and preference, the RAM total) |
+//! | `worker_status` | a worker's status as read and carried on the wire |
 //! | `workers` | a worker's build, when it is lost, its devices' limits, its pressure in the brake |
 
 pub mod brake;
@@ -37,6 +41,8 @@ pub mod keep_alive;
 pub mod kv;
 pub mod kv_save;
 pub mod mlx;
+pub mod ollama;
+pub mod ollama_reply;
 pub mod plan;
 pub mod prefix;
 pub mod pressure;
@@ -45,8 +51,11 @@ pub mod reap;
 pub mod request;
 pub mod request_chat;
 pub mod route;
+pub mod rpc_plan;
 pub mod select;
 pub mod split;
+pub mod types;
 pub mod upstream;
 pub mod window;
+pub mod worker_status;
 pub mod workers;

@@ -18,9 +18,9 @@
 
 use super::caps;
 use super::cuda::{self, CudaPlacement, CudaSpawn, GpuDevice};
+use super::types::RamTotal;
 use super::window::{self, ModelShape, Vram, Window};
 use crate::gguf::ModelFacts;
-use crate::sensors::ram::RamTotal;
 
 /// What the shell read for one plan.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::law::kv::tests::{gemma3, smollm2};
+use crate::law::types::RamSource;
 use crate::law::window::{GIB, MIB};
-use crate::sensors::ram::RamSource;
 
 fn ram(bytes: u64) -> RamTotal {
     RamTotal {

@@ -13,7 +13,17 @@
 //!   request left the batch, so the reset cannot race its late release of
 //!   its blocks: the spec's double-push hazard)?
 
-use crate::messages::prefix::TurnKind;
+/// Why a turn needs the cache reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TurnKind {
+    /// A conversation's turn: reset only when the owner changes.
+    #[default]
+    Chat,
+    /// An Arena turn: always reset (two models, one conversation each).
+    Arena,
+    /// A compaction turn: always reset (the history was rewritten).
+    Compaction,
+}
 
 /// Who owns the cache, as the claims have gone.
 #[derive(Debug, Clone, PartialEq, Eq)]

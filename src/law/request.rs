@@ -353,8 +353,10 @@ fn range_text(min: f64, max: f64) -> String {
 /// The bound a request asks for: the smallest of `n_predict`,
 /// `max_completion_tokens` and `max_tokens` present (a client that sends
 /// two means the tighter one; llama-server would take the first present in
-/// its own order, whatever the others say). Call after `check_fields`,
-/// which refused every value that is not a count.
+/// its own order, whatever the others say). HTTP requests reach here
+/// checked (`check_fields` refused every value that is not a count); in an
+/// embedder's unchecked turn a value that is not a count is ignored and one
+/// past `MAX_COUNT` is `MAX_COUNT`, never wrapped.
 pub fn requested_bound(body: &Map<String, Value>) -> Option<u32> {
     TOKEN_FIELDS
         .iter()

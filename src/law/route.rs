@@ -1,18 +1,31 @@
 //! The routes a turn can take to the child, and which engine serves which.
-//! llama-server answers all five; mlx_vlm.server has only chat (its
-//! `count_tokens` is Anthropic's shape, and it has no raw completion or
-//! fill-in-the-middle), so the other routes are refused on the MLX engine
-//! before they reach the queue (501 `unsupported_route`), never relayed to a
-//! 404 of the child's.
+//! llama-server b10883 answers all of them; mlx_vlm.server has only chat
+//! (its `count_tokens` is Anthropic's shape, and it has no raw completion,
+//! fill-in-the-middle, Messages or Responses route), so the other routes are
+//! refused on the MLX engine before they reach the queue (501
+//! `unsupported_route`), never relayed to a 404 of the child's.
 //!
-//! Tokenize and detokenize are not generations: llama-server answers them
-//! on its HTTP thread from the vocabulary, without the task loop (read in
-//! `server-context.cpp` of b10883), so while the model they name is loaded
-//! the warden sends them straight to the child beside a running turn; only
-//! a model that must be loaded first sends them through the queue. They
-//! take no brake sample and set no keep-alive. Pure.
+//! The routes that do not generate (the tokenizer, the token counters and
+//! `/apply-template`) are answered by llama-server on its HTTP thread from
+//! the vocabulary and the chat template, without the task loop (read in
+//! `server-context.cpp` of b10883: `handle_count_tokens` and
+//! `post_apply_template` parse and tokenize, and post no task), so while
+//! the model they name is loaded the warden sends them straight to the
+//! child beside a running turn; only a model that must be loaded first
+//! sends them through the queue. They take no brake sample and set no
+//! keep-alive.
+//!
+//! How a stream ends differs by dialect: OpenAI's chat and completions end
+//! with `data: [DONE]`; Anthropic's Messages with the `message_stop` event,
+//! Responses with `response.completed`, and llama.cpp's own infill with its
+//! `"stop":true` event, after which llama-server closes the stream without
+//! a `[DONE]` (read in `server-context.cpp` of b10883, and measured). Pure.
 
-use crate::status::EngineKind;
+use super::types::EngineKind;
+
+/// The key of the last event of an infill stream (llama.cpp's JSON has no
+/// spaces; inside a string the quotes would be escaped).
+const STOP_TRUE: &[u8] = b"\"stop\":true";
 
 /// A route relayed to the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -29,16 +42,34 @@ pub enum Route {
     Tokenize,
     /// `POST /detokenize`.
     Detokenize,
+    /// `POST /v1/messages`: Anthropic's Messages API.
+    Messages,
+    /// `POST /v1/messages/count_tokens`: Anthropic's token counter.
+    MessagesCountTokens,
+    /// `POST /v1/responses`: OpenAI's Responses API.
+    Responses,
+    /// `POST /v1/responses/input_tokens`: a Responses body's prompt tokens.
+    ResponsesInputTokens,
+    /// `POST /v1/chat/completions/input_tokens`: a chat body's prompt tokens.
+    ChatInputTokens,
+    /// `POST /apply-template`: a chat body through the model's template.
+    ApplyTemplate,
 }
 
 impl Route {
     /// Every route (metrics list them all, zeros included).
-    pub const ALL: [Route; 5] = [
+    pub const ALL: [Route; 11] = [
         Self::Chat,
         Self::Completions,
         Self::Infill,
         Self::Tokenize,
         Self::Detokenize,
+        Self::Messages,
+        Self::MessagesCountTokens,
+        Self::Responses,
+        Self::ResponsesInputTokens,
+        Self::ChatInputTokens,
+        Self::ApplyTemplate,
     ];
 
     /// The child's path (llama-server's, the same as the warden's).
@@ -49,6 +80,12 @@ impl Route {
             Self::Infill => "/infill",
             Self::Tokenize => "/tokenize",
             Self::Detokenize => "/detokenize",
+            Self::Messages => "/v1/messages",
+            Self::MessagesCountTokens => "/v1/messages/count_tokens",
+            Self::Responses => "/v1/responses",
+            Self::ResponsesInputTokens => "/v1/responses/input_tokens",
+            Self::ChatInputTokens => "/v1/chat/completions/input_tokens",
+            Self::ApplyTemplate => "/apply-template",
         }
     }
 
@@ -60,12 +97,57 @@ impl Route {
             Self::Infill => "infill",
             Self::Tokenize => "tokenize",
             Self::Detokenize => "detokenize",
+            Self::Messages => "messages",
+            Self::MessagesCountTokens => "messages_count_tokens",
+            Self::Responses => "responses",
+            Self::ResponsesInputTokens => "responses_input_tokens",
+            Self::ChatInputTokens => "chat_input_tokens",
+            Self::ApplyTemplate => "apply_template",
         }
     }
 
     /// Whether it runs the model (brake samples, keep-alive, timings).
     pub fn generates(self) -> bool {
-        matches!(self, Self::Chat | Self::Completions | Self::Infill)
+        matches!(
+            self,
+            Self::Chat | Self::Completions | Self::Infill | Self::Messages | Self::Responses
+        )
+    }
+
+    /// Whether it goes straight to a live child beside a running turn (it
+    /// reads the vocabulary or the template, never the task loop).
+    pub fn beside_turns(self) -> bool {
+        !self.generates()
+    }
+
+    /// Whether its turns belong to a conversation whose KV cache is kept
+    /// (a chat in any dialect; a raw completion or infill has none).
+    pub fn keeps_conversation(self) -> bool {
+        matches!(self, Self::Chat | Self::Messages | Self::Responses)
+    }
+
+    /// The field a generation's token bound goes in: `n_predict`, which
+    /// llama-server reads first, except on Messages, whose conversion to
+    /// chat (b10883's `server_chat_convert_anthropic_to_oai`) keeps only
+    /// Anthropic's own `max_tokens` and drops every other field.
+    pub fn bound_field(self) -> &'static str {
+        match self {
+            Self::Messages => "max_tokens",
+            _ => "n_predict",
+        }
+    }
+
+    /// Whether a streamed event (its `event` field and its data) is the
+    /// stream's last, which the relay holds back until the turn's end.
+    pub fn ends_stream(self, event: Option<&str>, data: &[u8]) -> bool {
+        match self {
+            Self::Messages => event == Some("message_stop"),
+            Self::Responses => event == Some("response.completed"),
+            // llama.cpp's own infill stream ends with its `"stop":true`
+            // event (its partial events say `"stop":false`), no [DONE].
+            Self::Infill => data.windows(STOP_TRUE.len()).any(|w| w == STOP_TRUE),
+            _ => data == b"[DONE]",
+        }
     }
 
     /// Whether `engine`'s child serves it.
@@ -85,15 +167,24 @@ mod tests {
     const ENGINES: [EngineKind; 3] = [EngineKind::Cpu, EngineKind::Cuda, EngineKind::Mlx];
 
     /// `Route::ALL` holds every route once, and each has a path and a tag of
-    /// its own that names it: metrics label by the tag, requests come by the path.
+    /// its own: metrics label by the tag, requests come by the path, and
+    /// every word of the tag is found in the path.
     #[test]
     fn every_route_is_listed_once_under_its_own_path_and_tag() {
         // why: a route left out of ALL has no metrics series (adding a
         // variant fails to compile here until it is listed)
         let listed = |r: Route| match r {
-            Route::Chat | Route::Completions | Route::Infill | Route::Tokenize | Route::Detokenize => {
-                Route::ALL.contains(&r)
-            }
+            Route::Chat
+            | Route::Completions
+            | Route::Infill
+            | Route::Tokenize
+            | Route::Detokenize
+            | Route::Messages
+            | Route::MessagesCountTokens
+            | Route::Responses
+            | Route::ResponsesInputTokens
+            | Route::ChatInputTokens
+            | Route::ApplyTemplate => Route::ALL.contains(&r),
         };
         for r in Route::ALL {
             assert!(listed(r), "{r:?}");
@@ -108,26 +199,44 @@ mod tests {
                 1,
                 "{r:?}'s tag"
             );
-            // why: the tag a metric or an event shows is found in the path
-            assert!(r.path().starts_with('/') && r.path().contains(r.tag()), "{r:?}");
+            assert!(r.path().starts_with('/'), "{r:?}");
+            for word in r.tag().split('_') {
+                assert!(r.path().contains(word), "{r:?}: {word} of its tag");
+            }
         }
     }
 
-    /// Only the tokenizer's routes skip the model: every other route runs a
-    /// generation (a brake sample, a keep-alive, timings).
+    /// What a route does follows from whether it generates: one that does
+    /// not (tokenizer, counters, template) goes beside a running turn; only
+    /// a generation keeps a conversation; a route under another route's
+    /// path counts for it (never generates, and the one above it does).
     #[test]
-    fn only_the_tokenizer_routes_do_not_generate() {
+    fn what_a_route_does_follows_from_whether_it_generates() {
+        assert!(Route::default().generates() && Route::default().keeps_conversation());
         for r in Route::ALL {
-            assert_eq!(r.generates(), !r.tag().ends_with("tokenize"), "{r:?}");
+            assert_eq!(r.beside_turns(), !r.generates(), "{r:?}");
+            assert!(!r.keeps_conversation() || r.generates(), "{r:?}");
+            for above in Route::ALL.iter().filter(|a| **a != r) {
+                if r.path().starts_with(&format!("{}/", above.path())) {
+                    assert!(!r.generates() && above.generates(), "{r:?} under {above:?}");
+                }
+            }
+        }
+        // why: Anthropic's conversion to chat keeps only its own max_tokens
+        // (b10883), so only Messages carries the bound there; every other
+        // route in n_predict, which llama-server reads first
+        for r in Route::ALL {
+            assert_eq!(r.bound_field() == "max_tokens", r == Route::Messages, "{r:?}");
+            assert!(matches!(r.bound_field(), "max_tokens" | "n_predict"), "{r:?}");
         }
     }
 
     /// A request that names no route runs on every engine; llama-server's
     /// engines serve every route; whatever another engine serves,
-    /// llama-server serves too (a refusal is the engine's lack, never the route's).
+    /// llama-server serves too (a refusal is the engine's lack, never the
+    /// route's: tests/real_mlx.rs shows MLX's 501 for the rest).
     #[test]
     fn the_default_route_runs_everywhere_and_llama_server_serves_all() {
-        assert!(Route::default().generates());
         for r in Route::ALL {
             let on_llama = [EngineKind::Cpu, EngineKind::Cuda].map(|l| r.served_by(l));
             assert_eq!(on_llama, [true, true], "{r:?}: llama-server answers every route");
@@ -137,6 +246,47 @@ mod tests {
             for r in Route::ALL {
                 assert!(!r.served_by(e) || r.served_by(EngineKind::Cpu), "{r:?} on {e:?}");
             }
+        }
+    }
+
+    /// Each dialect's stream ends at its own last event, and nothing else
+    /// (an infill text that holds `"stop":true` inside a string does not).
+    #[test]
+    fn each_dialect_ends_its_stream_its_own_way() {
+        // (route, event, data, ends)
+        let rows: [(Route, Option<&str>, &[u8], bool); 10] = [
+            // why: OpenAI's streams end with [DONE]
+            (Route::Chat, None, b"[DONE]", true),
+            (Route::Completions, None, b"[DONE]", true),
+            (Route::Chat, None, b"{\"choices\":[]}", false),
+            // why: Anthropic's ends with message_stop, never [DONE]
+            (
+                Route::Messages,
+                Some("message_stop"),
+                b"{\"type\":\"message_stop\"}",
+                true,
+            ),
+            (Route::Messages, Some("message_delta"), b"{}", false),
+            // why: Responses ends with response.completed
+            (Route::Responses, Some("response.completed"), b"{}", true),
+            (Route::Responses, Some("response.output_text.delta"), b"{}", false),
+            // why: infill's last event says stop; its others, and the text "stop":true inside a string, do not
+            (
+                Route::Infill,
+                None,
+                b"{\"content\":\"\",\"stop\":true,\"stop_type\":\"limit\"}",
+                true,
+            ),
+            (Route::Infill, None, b"{\"content\":\"x\",\"stop\":false}", false),
+            (
+                Route::Infill,
+                None,
+                b"{\"content\":\"\\\"stop\\\":true\",\"stop\":false}",
+                false,
+            ),
+        ];
+        for (i, (r, ev, data, ends)) in rows.into_iter().enumerate() {
+            assert_eq!(r.ends_stream(ev, data), ends, "row {i}");
         }
     }
 }

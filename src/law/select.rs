@@ -7,8 +7,7 @@
 //! selects MLX anywhere (how it is tested on Linux); `cuda` asked without a
 //! device falls back to CPU with a reason.
 
-use crate::config::EnginePreference;
-use crate::status::EngineKind;
+use super::types::{EngineKind, EnginePreference};
 
 /// What selection looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

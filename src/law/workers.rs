@@ -26,7 +26,7 @@
 
 use super::brake::{Level, WindowFacts};
 use super::split::{self, Device};
-use crate::rpc::status::{DeviceKind, WorkerBuild, WorkerStatus};
+use super::worker_status::{DeviceKind, WorkerBuild, WorkerStatus};
 
 /// Failed readings in a row that make a worker lost.
 pub const LOST_AFTER_MISSES: u32 = 2;
@@ -137,7 +137,7 @@ pub fn combine(local: Level, facts: WindowFacts, workers: &[WorkerPressure]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rpc::status::{RpcState, WorkerDevice};
+    use crate::law::worker_status::{RpcState, WorkerDevice};
 
     fn build(tag: Option<&str>, proto: Option<&str>) -> WorkerBuild {
         WorkerBuild {

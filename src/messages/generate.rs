@@ -85,6 +85,14 @@ pub enum Notice {
         /// The model id.
         model: String,
     },
+    /// The model this turn loaded is ready: how long the load took (the
+    /// spawn to ready, what Ollama's replies call `load_duration`).
+    Loaded {
+        /// The model id.
+        model: String,
+        /// From the `loading` notice to ready, in milliseconds.
+        load_ms: u64,
+    },
     /// The model is reloading (brake respawn, brake unload, or idle reap).
     MemoryReload {
         /// `brake` or `idle`.

@@ -11,6 +11,7 @@
 //! | `Unload` | `/warden/unload`, embedders | `EngineActor` | `Result<bool, ApiError>` |
 //! | `Shutdown` | `Warden::shutdown` | `EngineActor` | `()` |
 //! | `WorkerCheck` | the worker watch (`rpc::remote`) | `EngineActor` | `()` |
+//! | `Recover` | `EngineActor` itself, after one of its handlers panicked | `EngineActor` | `()` |
 //! | `ClaimPrefix` | `Warden::submit` (MLX) | `PrefixCacheActor` | `()` (it forwards the turn) |
 //! | `ResetFailed` | `EngineActor` (MLX) | `PrefixCacheActor` | `()` |
 //!
@@ -24,6 +25,7 @@ pub mod generate;
 pub mod load;
 pub mod prefix;
 pub mod reap;
+pub mod recover;
 pub mod reset;
 pub mod shutdown;
 pub mod unload;
@@ -33,6 +35,7 @@ pub use brake_sample::BrakeSample;
 pub use generate::{Generate, Notice, TurnEvent, TurnOptions};
 pub use load::Load;
 pub use reap::Reap;
+pub use recover::Recover;
 pub use reset::Reset;
 pub use shutdown::Shutdown;
 pub use unload::Unload;

@@ -14,17 +14,7 @@ use actix::Message;
 
 use super::Generate;
 
-/// Why a turn needs the cache reset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TurnKind {
-    /// A conversation's turn: reset only when the owner changes.
-    #[default]
-    Chat,
-    /// An Arena turn: always reset (two models, one conversation each).
-    Arena,
-    /// A compaction turn: always reset (the history was rewritten).
-    Compaction,
-}
+pub use crate::law::prefix::TurnKind;
 
 /// A turn on its way to the engine, through the cache's owner.
 #[derive(Debug, Message)]

@@ -1,16 +1,18 @@
 //! Prometheus metrics (`GET /metrics`): what the warden did, counted as it
-//! happens, plus gauges read at scrape time.
+//! happens, plus gauges read at scrape time (`render`).
 //!
 //! The counters are fed by the engine's own events: `EngineCore::emit`
 //! hands every `WardenEvent` to `Metrics::observe` before broadcasting it,
 //! so a count never depends on a subscriber keeping up (the broadcast drops
 //! events for a slow reader; the counters never do). The HTTP layer adds
-//! the requests it refused before they reached the engine. One short lock
-//! guards the counters; nothing awaits while holding it.
+//! the requests it refused before they reached the engine. The series are
+//! `prometheus-client`'s own counters and histograms, registered once in the
+//! registry the scrape encodes; nothing awaits while touching them.
 //!
 //! Names follow Prometheus' conventions: `warden_` prefix, the unit in the
-//! name (`_seconds`, `_bytes`, `_tokens`), `_total` on counters, histograms
-//! as cumulative `_bucket{le}` series with `_sum` and `_count`. Labels are
+//! name (`_seconds`, `_bytes`, `_tokens`), `_total` on counters (added by
+//! the encoder, so a counter is registered without it), histograms as
+//! cumulative `_bucket{le}` series with `_sum` and `_count`. Labels are
 //! bounded sets (routes, outcomes, reasons, levels, error codes), never a
 //! request's content.
 //!
@@ -22,13 +24,16 @@
 //! that became ready for the same model as the child that ended just before
 //! it, labelled with why that one ended, or a brake respawn (`brake`).
 
-mod histogram;
 pub mod render;
 
-use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-pub use histogram::Histogram;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Metric, Registry};
+
 pub use render::{Gauges, relay_child};
 
 use crate::law::route::Route;
@@ -41,61 +46,150 @@ const DECODE_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 
 /// Seconds from spawn to ready.
 const LOAD_BUCKETS: &[f64] = &[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0];
 
-/// The warden's counters and histograms.
-#[derive(Debug, Default)]
+// The label sets, one per shape of family: a field's name is the label's.
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteOutcome {
+    route: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteCode {
+    route: &'static str,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteOnly {
+    route: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Code {
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Reason {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LevelAction {
+    level: &'static str,
+    action: String,
+}
+
+/// The warden's counters and histograms, and the registry that renders them.
+#[derive(Debug)]
 pub struct Metrics {
-    inner: Mutex<Counters>,
-}
-
-/// What the counters hold (read whole by the renderer).
-#[derive(Debug, Clone)]
-pub struct Counters {
-    /// Turns by (route, outcome).
-    pub turns: BTreeMap<(&'static str, &'static str), u64>,
-    /// Requests refused before the engine, by (route, code).
-    pub refused: BTreeMap<(&'static str, String), u64>,
-    /// Completion tokens (events) relayed, by route.
-    pub completion_tokens: BTreeMap<&'static str, u64>,
-    /// Time to first token.
-    pub ttft: Histogram,
-    /// Decode tokens per second.
-    pub decode: Histogram,
-    /// Loads that reached ready.
-    pub load_seconds: Histogram,
-    /// Loads that failed, by code.
-    pub load_failures: BTreeMap<String, u64>,
-    /// Children stopped by the warden, by reason.
-    pub unloads: BTreeMap<&'static str, u64>,
-    /// Children that died on their own, by crash code.
-    pub crashes: BTreeMap<String, u64>,
-    /// Restarts, by why the previous child of the model ended.
-    pub restarts: BTreeMap<&'static str, u64>,
-    /// Brake actions, by (level, action).
-    pub brake_actions: BTreeMap<(&'static str, String), u64>,
-    /// Clients cut for not reading their answer.
-    pub client_stalls: u64,
+    registry: Registry,
+    turns: Family<RouteOutcome, Counter>,
+    refused: Family<RouteCode, Counter>,
+    /// Streamed events relayed, one per token.
+    completion_tokens: Family<RouteOnly, Counter>,
+    ttft_seconds: Histogram,
+    decode_tokens_per_second: Histogram,
+    load_seconds: Histogram,
+    load_failures: Family<Code, Counter>,
+    unloads: Family<Reason, Counter>,
+    crashes: Family<Code, Counter>,
+    restarts: Family<Reason, Counter>,
+    brake_actions: Family<LevelAction, Counter>,
+    client_stalls: Counter,
     /// The last child's end: its model and why (restart detection).
-    last_end: Option<(String, &'static str)>,
+    last_end: Mutex<Option<(String, &'static str)>>,
 }
 
-impl Default for Counters {
+impl Default for Metrics {
+    /// Every series registered as it is made, in the order the scrape lists
+    /// them. The registry appends a full stop to each help text.
     fn default() -> Self {
-        Self {
-            turns: BTreeMap::new(),
-            refused: BTreeMap::new(),
-            completion_tokens: BTreeMap::new(),
-            ttft: Histogram::new(TTFT_BUCKETS),
-            decode: Histogram::new(DECODE_BUCKETS),
-            load_seconds: Histogram::new(LOAD_BUCKETS),
-            load_failures: BTreeMap::new(),
-            unloads: BTreeMap::new(),
-            crashes: BTreeMap::new(),
-            restarts: BTreeMap::new(),
-            brake_actions: BTreeMap::new(),
-            client_stalls: 0,
-            last_end: None,
+        let mut r = Registry::default();
+        let m = Self {
+            turns: counter(&mut r, "warden_turns", "Turns the engine ran, by route and outcome"),
+            refused: counter(
+                &mut r,
+                "warden_requests_refused",
+                "Requests refused before the engine (bad body, unknown model, full queue, unsupported route), by route and error code",
+            ),
+            completion_tokens: counter(
+                &mut r,
+                "warden_completion_tokens",
+                "Streamed events relayed from the child (one per token), by route",
+            ),
+            ttft_seconds: histogram(
+                &mut r,
+                "warden_time_to_first_token_seconds",
+                "From the relay of a streamed request to the child to its first event",
+                TTFT_BUCKETS,
+            ),
+            decode_tokens_per_second: histogram(
+                &mut r,
+                "warden_decode_tokens_per_second",
+                "Decode speed of a streamed turn: events after the first over the time they took",
+                DECODE_BUCKETS,
+            ),
+            load_seconds: histogram(
+                &mut r,
+                "warden_load_duration_seconds",
+                "Child spawn to ready, per load that succeeded",
+                LOAD_BUCKETS,
+            ),
+            load_failures: counter(&mut r, "warden_load_failures", "Loads that failed, by error code"),
+            unloads: counter(
+                &mut r,
+                "warden_unloads",
+                "Children that ended, by reason (idle, brake, manual, switch, hung, shutdown, crash)",
+            ),
+            crashes: counter(
+                &mut r,
+                "warden_child_crashes",
+                "Children that died on their own, by crash code",
+            ),
+            restarts: counter(
+                &mut r,
+                "warden_child_restarts",
+                "Children started again for the model whose child had just ended, by why it ended",
+            ),
+            brake_actions: counter(
+                &mut r,
+                "warden_brake_actions",
+                "Memory brake actions, by pressure level and action",
+            ),
+            client_stalls: counter(
+                &mut r,
+                "warden_client_stalls",
+                "Clients whose connection was closed because they stopped reading their answer",
+            ),
+            last_end: Mutex::new(None),
+            registry: r,
+        };
+        // Every route's completed count is listed, zero or not, so a rate()
+        // over a fresh warden has a series to start from.
+        for r in Route::ALL {
+            let _created = m.turns.get_or_create(&RouteOutcome {
+                route: r.tag(),
+                outcome: "completed",
+            });
         }
+        m
     }
+}
+
+/// A counter (`_total` is the encoder's), registered under `name`.
+fn counter<M: Metric + Clone + Default>(r: &mut Registry, name: &str, help: &str) -> M {
+    let m = M::default();
+    r.register(name, help, m.clone());
+    m
+}
+
+/// A histogram over `buckets` (`+Inf` is implied), registered under `name`.
+fn histogram(r: &mut Registry, name: &str, help: &str, buckets: &[f64]) -> Histogram {
+    let h = Histogram::new(buckets.iter().copied());
+    r.register(name, help, h.clone());
+    h
 }
 
 /// The metric's name for an unload reason: `request` (the `/warden/unload`
@@ -107,10 +201,17 @@ fn unload_label(reason: &'static str) -> &'static str {
     }
 }
 
+/// Records one value; a NaN is dropped, since it belongs to no bucket and
+/// would turn the histogram's sum into NaN for good.
+fn observe(h: &Histogram, v: f64) {
+    if !v.is_nan() {
+        h.observe(v);
+    }
+}
+
 impl Metrics {
     /// Counts what `event` says.
     pub fn observe(&self, event: &WardenEvent) {
-        let mut c = self.lock();
         match event {
             WardenEvent::TurnEnded {
                 route,
@@ -118,46 +219,61 @@ impl Metrics {
                 timings,
                 ..
             } => {
-                *c.turns.entry((route.tag(), outcome)).or_default() += 1;
+                self.turns
+                    .get_or_create(&RouteOutcome {
+                        route: route.tag(),
+                        outcome,
+                    })
+                    .inc();
                 if let Some(t) = timings {
-                    *c.completion_tokens.entry(route.tag()).or_default() += u64::from(t.events);
+                    let tokens = self.completion_tokens.get_or_create(&RouteOnly { route: route.tag() });
+                    tokens.inc_by(u64::from(t.events));
                     if let Some(s) = t.ttft_s {
-                        c.ttft.observe(s);
+                        observe(&self.ttft_seconds, s);
                     }
                     if let Some(r) = t.decode_tokens_per_s {
-                        c.decode.observe(r);
+                        observe(&self.decode_tokens_per_second, r);
                     }
                 }
             }
             WardenEvent::Ready { model, load_ms, .. } => {
-                c.load_seconds.observe(*load_ms as f64 / 1000.0);
-                if let Some((m, why)) = c.last_end.take()
+                observe(&self.load_seconds, *load_ms as f64 / 1000.0);
+                if let Some((m, why)) = self.last_end().take()
                     && &m == model
                 {
-                    *c.restarts.entry(why).or_default() += 1;
+                    self.restarts.get_or_create(&Reason { reason: why }).inc();
                 }
             }
-            WardenEvent::LoadFailed { code, .. } => *c.load_failures.entry(code.clone()).or_default() += 1,
+            WardenEvent::LoadFailed { code, .. } => {
+                self.load_failures.get_or_create(&Code { code: code.clone() }).inc();
+            }
             WardenEvent::Unloaded { model, reason } => {
-                *c.unloads.entry(unload_label(reason)).or_default() += 1;
-                c.last_end = Some((model.clone(), unload_label(reason)));
+                let reason = unload_label(reason);
+                self.unloads.get_or_create(&Reason { reason }).inc();
+                *self.last_end() = Some((model.clone(), reason));
             }
             WardenEvent::ChildExited { model, code, .. } => {
                 // A crash ends the model's residence like an unload does:
                 // `warden_unloads_total{reason="crash"}` beside the code.
-                *c.unloads.entry("crash").or_default() += 1;
-                *c.crashes.entry(code.clone()).or_default() += 1;
-                c.last_end = Some((model.clone(), "crash"));
+                self.unloads.get_or_create(&Reason { reason: "crash" }).inc();
+                self.crashes.get_or_create(&Code { code: code.clone() }).inc();
+                *self.last_end() = Some((model.clone(), "crash"));
             }
             WardenEvent::Brake { level, action, .. } => {
-                *c.brake_actions.entry((level, action.clone())).or_default() += 1;
+                let labels = LevelAction {
+                    level,
+                    action: action.clone(),
+                };
+                self.brake_actions.get_or_create(&labels).inc();
                 // A respawn replaces the child in place (no unload event):
                 // its new child is a restart for the brake.
                 if action.ends_with("+respawn") {
-                    *c.restarts.entry("brake").or_default() += 1;
+                    self.restarts.get_or_create(&Reason { reason: "brake" }).inc();
                 }
             }
-            WardenEvent::ClientStalled { .. } => c.client_stalls += 1,
+            WardenEvent::ClientStalled { .. } => {
+                self.client_stalls.inc();
+            }
             _ => {}
         }
     }
@@ -166,93 +282,28 @@ impl Metrics {
     /// event): it shows in `warden_turns_total` with its route like any
     /// other request.
     pub fn direct(&self, route: Route, outcome: &'static str) {
-        *self.lock().turns.entry((route.tag(), outcome)).or_default() += 1;
+        let labels = RouteOutcome {
+            route: route.tag(),
+            outcome,
+        };
+        self.turns.get_or_create(&labels).inc();
     }
 
     /// Counts a request refused before the engine (unknown model, full
     /// queue, bad body, unsupported route).
     pub fn refused(&self, route: Route, code: &str) {
-        *self.lock().refused.entry((route.tag(), code.to_string())).or_default() += 1;
+        let labels = RouteCode {
+            route: route.tag(),
+            code: code.to_string(),
+        };
+        self.refused.get_or_create(&labels).inc();
     }
 
-    /// A copy of the counters.
-    pub fn snapshot(&self) -> Counters {
-        self.lock().clone()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Counters> {
-        // Counters stay valid whatever panicked while holding them.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn last_end(&self) -> std::sync::MutexGuard<'_, Option<(String, &'static str)>> {
+        // The slot stays valid whatever panicked while holding it.
+        self.last_end.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::status::TurnTimings;
-
-    fn ended(route: Route, outcome: &'static str, timings: Option<TurnTimings>) -> WardenEvent {
-        WardenEvent::TurnEnded {
-            seq: 0,
-            route,
-            outcome,
-            timings,
-        }
-    }
-
-    fn ready(model: &str, load_ms: u64) -> WardenEvent {
-        WardenEvent::Ready {
-            model: model.into(),
-            pid: 1,
-            context_tokens: None,
-            load_ms,
-        }
-    }
-
-    fn unloaded(model: &str, reason: &'static str) -> WardenEvent {
-        WardenEvent::Unloaded {
-            model: model.into(),
-            reason,
-        }
-    }
-
-    #[test]
-    fn events_move_the_counters() {
-        let m = Metrics::default();
-        let t = TurnTimings {
-            ttft_s: Some(0.02),
-            decode_tokens_per_s: Some(80.0),
-            events: 9,
-        };
-        m.observe(&ended(Route::Chat, "completed", Some(t)));
-        m.observe(&ended(Route::Chat, "completed", None));
-        m.observe(&ended(Route::Completions, "failed", None));
-        m.observe(&ready("a", 1500));
-        // why: the same model ready again after a brake stop is a restart
-        m.observe(&unloaded("a", "brake"));
-        m.observe(&ready("a", 700));
-        // why: a manual unload then another model is no restart
-        m.observe(&unloaded("a", "request"));
-        m.observe(&ready("b", 700));
-        m.observe(&WardenEvent::ChildExited {
-            model: "b".into(),
-            pid: 3,
-            code: "out_of_memory".into(),
-        });
-        m.observe(&ready("b", 700));
-        m.refused(Route::Chat, "queue_full");
-        let c = m.snapshot();
-        assert_eq!(c.turns[&("chat", "completed")], 2);
-        assert_eq!(c.turns[&("completions", "failed")], 1);
-        assert_eq!(c.completion_tokens["chat"], 9);
-        assert_eq!((c.ttft.count(), c.decode.count(), c.load_seconds.count()), (1, 1, 4));
-        assert_eq!(c.unloads["brake"], 1);
-        assert_eq!(c.unloads["manual"], 1);
-        assert_eq!(c.crashes["out_of_memory"], 1);
-        assert_eq!(c.unloads["crash"], 1);
-        assert_eq!(c.restarts.get("brake"), Some(&1));
-        assert_eq!(c.restarts.get("crash"), Some(&1));
-        assert_eq!(c.restarts.get("manual"), None);
-        assert_eq!(c.refused[&("chat", "queue_full".to_string())], 1);
-    }
-}
+mod tests;

@@ -9,7 +9,6 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use actix::Recipient;
-use serde::Serialize;
 use tokio::sync::watch;
 
 use super::status::{DEFAULT_STATUS_PORT, STATUS_PATH, WorkerStatus};
@@ -138,21 +137,7 @@ impl Remote {
     }
 }
 
-/// What the watch knows of one worker.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WorkerView {
-    /// Its address.
-    pub addr: String,
-    /// The last good reading.
-    pub status: Option<WorkerStatus>,
-    /// Failed readings in a row.
-    pub misses: u32,
-    /// Why the last reading failed.
-    pub error: Option<String>,
-    /// Polls completed so far: a view with more polls than a plan recorded
-    /// was read after that plan.
-    pub polls: u64,
-}
+pub use crate::law::worker_status::WorkerView;
 
 /// Starts the watch: every `POLL_INTERVAL` each worker is read and the views
 /// published; `check` is told whenever a worker's reading fails or changes

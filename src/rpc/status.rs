@@ -2,9 +2,7 @@
 //! `GET /worker/status` and what the warden reads before every load and on
 //! its watch. One type for both sides, so they cannot drift apart.
 
-use serde::{Deserialize, Serialize};
-
-use crate::law::brake::Level;
+pub use crate::law::worker_status::*;
 
 /// The path of the worker's status endpoint.
 pub const STATUS_PATH: &str = "/worker/status";
@@ -12,73 +10,3 @@ pub const STATUS_PATH: &str = "/worker/status";
 pub const DEFAULT_STATUS_PORT: u16 = 50053;
 /// rpc-server's default port, which the worker gives its child.
 pub const DEFAULT_RPC_PORT: u16 = 50052;
-
-/// One worker's whole status.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WorkerStatus {
-    /// The build its rpc-server is.
-    pub build: WorkerBuild,
-    /// Its rpc-server child.
-    pub rpc: RpcState,
-    /// The devices rpc-server exposes, in its order (the order llama-server
-    /// numbers them in `--tensor-split`).
-    pub devices: Vec<WorkerDevice>,
-    /// The worker machine's RAM pressure (`None`: unreadable there, and its
-    /// share of the brake is off).
-    pub pressure: Option<Level>,
-}
-
-/// Which llama.cpp an rpc-server is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkerBuild {
-    /// The llama.cpp build tag (`b10883`) from the build's `BUILD_INFO`,
-    /// `None` when the binary has none (not built by build-llama.sh).
-    pub llama_cpp: Option<String>,
-    /// The RPC protocol rpc-server announced (`6.0.0`), once it started.
-    pub rpc_protocol: Option<String>,
-    /// The flavour (`cpu`, `cuda`), from `BUILD_INFO`.
-    pub flavour: Option<String>,
-}
-
-/// The supervised rpc-server.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RpcState {
-    /// Whether it runs and accepts connections now.
-    pub up: bool,
-    /// The port it listens on (the worker's host, this port: `--rpc`).
-    pub port: u16,
-    /// Its pid while it runs.
-    pub pid: Option<u32>,
-    /// How many times it was started: a change between two readings means
-    /// it restarted, and every llama-server connected to the old one lost it.
-    pub starts: u64,
-    /// How its last run ended (coded), when it ended.
-    pub last_exit: Option<String>,
-}
-
-/// What kind of memory a device has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeviceKind {
-    /// Host RAM (rpc-server's CPU device).
-    Cpu,
-    /// An NVIDIA GPU's VRAM.
-    Cuda,
-    /// A device the warden has no memory rule for (Vulkan, Metal, ...):
-    /// listed so llama-server's device numbering and the split's agree, and
-    /// given no layers.
-    Other,
-}
-
-/// One device of a worker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkerDevice {
-    /// rpc-server's name for it (`CPU`, `CUDA0`).
-    pub name: String,
-    /// Its memory's kind.
-    pub kind: DeviceKind,
-    /// Its memory: RAM bounded by the worker's cgroup, or the GPU's VRAM.
-    pub total_bytes: u64,
-    /// Free now (RAM: available, bounded by the cgroup; VRAM: NVML's free).
-    pub free_bytes: u64,
-}

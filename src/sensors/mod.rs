@@ -3,6 +3,7 @@
 //! engine's view of the sensor's latest reading. The GPU's readings (NVML,
 //! the spill gauge) are the CUDA engine's (`engines::cuda`).
 
+pub mod cgroup;
 pub mod footprint;
 pub mod history;
 #[cfg(target_os = "linux")]

@@ -51,8 +51,8 @@ impl TurnStream {
         }
     }
 
-    /// The next chunk; `None` after `Done` or `Error` (or when the engine
-    /// went away, which ends a turn without either).
+    /// The next chunk; `None` after `Done` or `Error` (an engine that went
+    /// away mid-turn ends it with `Error(engine_unavailable)`).
     pub async fn next(&mut self) -> Option<Chunk> {
         loop {
             if let Some(c) = self.ready.pop_front() {
@@ -61,7 +61,12 @@ impl TurnStream {
             if self.ended {
                 return None;
             }
-            let ev = self.rx.recv().await?;
+            // A channel closed before Done or Error: the engine went away.
+            let ev = self
+                .rx
+                .recv()
+                .await
+                .unwrap_or_else(|| TurnEvent::Error(ApiError::engine_unavailable()));
             self.take(ev);
         }
     }

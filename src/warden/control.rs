@@ -37,4 +37,18 @@ impl Warden {
     pub async fn brake_sample_now(&self, reading: Result<crate::law::brake::Readings, crate::sensors::view::BrakeOff>) {
         let _ = self.inner.engine.send(crate::messages::BrakeSample { reading }).await;
     }
+
+    /// Makes the engine's next turn panic once its model is loaded (the
+    /// supervision tests' hook).
+    #[cfg(feature = "testing")]
+    pub fn panic_next_turn(&self) {
+        self.inner.engine.do_send(crate::messages::recover::PanicNextTurn);
+    }
+
+    /// Stops the engine's own arbiter now, as if the engine died under a
+    /// turn (the supervision tests' hook); `false` on the caller's arbiter.
+    #[cfg(feature = "testing")]
+    pub fn stop_engine_now(&self) -> bool {
+        self.inner.arbiter.as_ref().is_some_and(|a| a.stop())
+    }
 }

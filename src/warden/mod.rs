@@ -32,6 +32,7 @@ mod plan;
 mod start;
 
 pub use chunks::{Chunk, TurnStream};
+pub use start::WardenBuilder;
 
 /// Events buffered per turn between the engine and its caller. Small: the
 /// relay waits for a slow client rather than buffering its stream.
@@ -82,6 +83,25 @@ pub(crate) struct Inner {
     /// A copy of the engine's backend, which `plan_for` plans with as a
     /// load does (it holds paths and the GPU source, no child).
     planner: Backend,
+}
+
+impl Drop for Inner {
+    /// The last `Warden` is gone: nothing can reach the engine any more, so
+    /// it stops its child (SIGTERM, grace, SIGKILL), and the engine's own
+    /// arbiter stops after it, instead of a child running on until the
+    /// process exits. After `Warden::shutdown` this finds both stopped.
+    fn drop(&mut self) {
+        let engine = self.engine.clone();
+        match &self.arbiter {
+            Some(arbiter) => {
+                arbiter.spawn(async move {
+                    let _ = engine.send(crate::messages::Shutdown).await;
+                    actix::Arbiter::current().stop();
+                });
+            }
+            None => engine.do_send(crate::messages::Shutdown),
+        }
+    }
 }
 
 /// A chat turn to submit.
@@ -135,11 +155,21 @@ impl Warden {
     /// empty with no child. Never waits for a turn.
     pub fn child_output_tail(&self, lines: usize) -> Vec<String> {
         self.inner
-            .status
+            .door
             .borrow()
-            .child_output
             .as_ref()
-            .map(|o| o.tail(lines))
+            .map(|d| d.output_tail(lines))
+            .unwrap_or_default()
+    }
+
+    /// The lines the live child's output log keeps apart from its ring
+    /// (load lines, cancellations: `child::output`), empty with no child.
+    pub fn child_output_kept(&self) -> Vec<String> {
+        self.inner
+            .door
+            .borrow()
+            .as_ref()
+            .map(|d| d.output_kept())
             .unwrap_or_default()
     }
 

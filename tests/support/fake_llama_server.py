@@ -20,7 +20,9 @@ valid GGUF):
   argv_log           path of a file where each start appends its argv and
                      its CUDA_VISIBLE_DEVICES (one JSON line)
   never_ready        /health answers 503 forever
-  tokens             tokens per answer (default 8), capped by max_tokens
+  tokens             tokens per answer (default 8), capped by the request's
+                     bound (n_predict, else max_completion_tokens, else
+                     max_tokens, as llama-server reads them)
   token_ms           delay between tokens (default 5)
   hang_after         stop sending (but keep the socket) after N tokens
   die_after          exit abruptly (os._exit) after N tokens
@@ -152,7 +154,10 @@ class Handler(BaseHTTPRequestHandler):
         if SCRIPT.get("log"):
             with open(SCRIPT["log"], "a") as f:
                 f.write(json.dumps(req) + "\n")
-        n = min(SCRIPT.get("tokens", 8), req.get("max_tokens") or 1 << 30)
+        # The bound as llama-server reads it: the first of these present
+        # (the warden sends n_predict).
+        bound = next((req[k] for k in ("n_predict", "max_completion_tokens", "max_tokens") if req.get(k) is not None), 1 << 30)
+        n = min(SCRIPT.get("tokens", 8), bound)
         delay = SCRIPT.get("token_ms", 5) / 1000.0
         if not req.get("stream"):
             time.sleep(delay * n)

@@ -47,7 +47,8 @@ pub const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 pub const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
 
 /// The Python of the client environment build-llama.sh makes (`clients`
-/// flavour: OpenAI's client, prometheus-client, gguf-py).
+/// flavour: the OpenAI, Anthropic and Ollama clients, prometheus-client,
+/// gguf-py).
 #[track_caller]
 pub fn client_python() -> PathBuf {
     let py = env_config().cache_dir.join("py-clients/bin/python");

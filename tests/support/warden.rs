@@ -113,16 +113,18 @@ impl TestWarden {
         if let Some(id) = &self.default_model {
             catalog.set_default(id);
         }
-        let cfg = Arc::new(WardenConfig {
+        let cfg = WardenConfig {
             launcher: self.launcher,
             ..self.cfg
-        });
-        match (self.here, self.sensor) {
-            (true, None) => Warden::start_here(cfg, catalog, self.backend),
-            (true, Some(view)) => Warden::start_here_with_sensor(cfg, catalog, self.backend, view),
-            (false, None) => Warden::start_with(cfg, catalog, self.backend, None),
-            (false, Some(view)) => Warden::start_with_sensor(cfg, catalog, self.backend, None, view),
+        };
+        let mut b = Warden::builder(cfg, catalog).backend(self.backend);
+        if self.here {
+            b = b.on_this_arbiter();
         }
+        if let Some(view) = self.sensor {
+            b = b.sensor(view);
+        }
+        b.start().expect("a warden over a given backend starts")
     }
 }
 

@@ -74,6 +74,9 @@ pub struct Wiring {
     pub prefix: Option<Recipient<ResetFailed>>,
     /// Where the side door to the live child is published.
     pub door_tx: watch::Sender<Option<super::Door>>,
+    /// Where the end of the last turn is published on the monotonic clock
+    /// (the idle timer's; the wire status carries wall-clock times only).
+    pub idle_clock_tx: watch::Sender<Option<Instant>>,
     /// The counters every event feeds.
     pub metrics: Arc<Metrics>,
     /// The RPC workers, when configured (CPU engine).
@@ -172,6 +175,8 @@ pub struct EngineCore {
     pub(crate) spill: SpillGauge,
     /// Where the side door is published.
     pub(crate) door_tx: watch::Sender<Option<super::Door>>,
+    /// Where `last_used` is published for the idle timer.
+    pub(crate) idle_clock_tx: watch::Sender<Option<Instant>>,
     /// The counters every event feeds.
     pub(crate) metrics: Arc<Metrics>,
     /// The keep-alive a request set, and the model it holds for.
@@ -185,6 +190,9 @@ pub struct EngineCore {
     pub(crate) kv_view: Option<crate::kv_store::StoreView>,
     /// The RPC workers, when configured.
     pub(crate) workers: Option<crate::engines::cpu::workers::WorkersLink>,
+    /// A test asked the next turn to panic once its model is loaded.
+    #[cfg(feature = "testing")]
+    pub(crate) panic_next_turn: bool,
 }
 
 impl EngineCore {
@@ -196,6 +204,7 @@ impl EngineCore {
             sensor,
             prefix,
             door_tx,
+            idle_clock_tx,
             metrics,
             workers,
         } = wiring;
@@ -220,12 +229,15 @@ impl EngineCore {
             prefix,
             spill,
             door_tx,
+            idle_clock_tx,
             metrics,
             keep_alive: None,
             timings: None,
             kv: None,
             kv_view: None,
             workers,
+            #[cfg(feature = "testing")]
+            panic_next_turn: false,
         };
         core.kv_view = kv.as_ref().map(|s| s.view());
         core.kv = kv;

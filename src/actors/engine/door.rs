@@ -1,7 +1,8 @@
 //! The side door: the one way past the mailbox to a live child, for the
 //! requests that must not wait behind a generation and cannot disturb one:
-//! `/tokenize` and `/detokenize` (llama-server answers them on an HTTP
-//! thread from the vocabulary, never through its task loop) and the child's
+//! `/tokenize`, `/detokenize`, the token counters and `/apply-template`
+//! (llama-server answers them on an HTTP thread from the vocabulary and the
+//! template, never through its task loop: `law::route`) and the child's
 //! own `/metrics` (a high-priority task there, answered between two decode
 //! steps). The engine publishes a `Door` on a watch channel whenever its
 //! child changes; `Warden` reads it.
@@ -26,12 +27,15 @@ pub struct Door {
     /// Its port (a changed port is a new child).
     pub port: u16,
     client: ChildClient,
+    /// Its captured output (redacted as captured): `/warden/logs` and
+    /// diagnostics read it without the mailbox.
+    output: std::sync::Arc<crate::child::output::OutputLog>,
 }
 
 /// Why a door request got no answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DoorError {
-    /// Not a door route (only the tokenizer's pass here).
+    /// Not a door route (only those `Route::beside_turns` pass here).
     NotADoorRoute,
     /// The child did not answer in time.
     Timeout,
@@ -41,13 +45,33 @@ pub enum DoorError {
 
 impl Door {
     /// A door to the child behind `client`.
-    pub(crate) fn new(model: String, port: u16, client: ChildClient) -> Self {
-        Self { model, port, client }
+    pub(crate) fn new(
+        model: String,
+        port: u16,
+        client: ChildClient,
+        output: std::sync::Arc<crate::child::output::OutputLog>,
+    ) -> Self {
+        Self {
+            model,
+            port,
+            client,
+            output,
+        }
     }
 
-    /// POSTs a tokenizer request; its status and body.
+    /// The child's last `lines` lines of output.
+    pub fn output_tail(&self, lines: usize) -> Vec<String> {
+        self.output.tail(lines)
+    }
+
+    /// The lines its output log keeps apart from the ring (`OutputLog::kept`).
+    pub fn output_kept(&self) -> Vec<String> {
+        self.output.kept()
+    }
+
+    /// POSTs a request of a route answered beside turns; its status and body.
     pub async fn tokenizer(&self, route: Route, body: Bytes, timeout: Duration) -> Result<(u16, Bytes), DoorError> {
-        if !matches!(route, Route::Tokenize | Route::Detokenize) {
+        if !route.beside_turns() {
             return Err(DoorError::NotADoorRoute);
         }
         let send = async {

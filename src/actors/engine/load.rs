@@ -19,7 +19,7 @@ use crate::status::WardenEvent;
 impl EngineCore {
     /// Makes `entry` the loaded model: reuses a live child of it, replaces a
     /// dead one or another model's, or loads it fresh. `events`, when given,
-    /// receives the `loading` notice before a spawn.
+    /// receives the `loading` notice before a spawn and `loaded` after it.
     pub(crate) async fn ensure_loaded(
         &mut self,
         entry: &Arc<ModelEntry>,
@@ -66,7 +66,7 @@ impl EngineCore {
             Err(e) => return Err(self.load_failed(&entry.id, e)),
         };
         self.log_plan(&plan);
-        if let Some(out) = events {
+        if let Some(out) = events.as_deref_mut() {
             // A refusal is seen by the relay, which checks the outbox again.
             let _ = out
                 .send(TurnEvent::Notice(Notice::Loading {
@@ -74,6 +74,7 @@ impl EngineCore {
                 }))
                 .await;
         }
+        let started = tokio::time::Instant::now();
         self.activity = super::core::Activity::Loading;
         self.publish();
         let mut result = self.spawn_ready(plan.clone(), self.cfg.load_timeout, false).await;
@@ -97,6 +98,15 @@ impl EngineCore {
                 // Any successful spawn forgets the unload's record.
                 self.brake.reload = None;
                 self.install(child);
+                if let Some(out) = events {
+                    let load_ms = started.elapsed().as_millis() as u64;
+                    let _ = out
+                        .send(TurnEvent::Notice(Notice::Loaded {
+                            model: entry.id.clone(),
+                            load_ms,
+                        }))
+                        .await;
+                }
                 Ok(())
             }
             Err(e) => Err(self.load_failed(&entry.id, e)),

@@ -13,7 +13,9 @@
 //! the `IdleTimer` (`Reap`), `Warden` (`Load`, `Unload`, `Shutdown`), the
 //! worker watch (`WorkerCheck`). No handler awaits another actor: the brake
 //! reads the sensor's latest reading from a watch, and replies to other
-//! actors are fire-and-forget.
+//! actors are fire-and-forget. A handler that panics is supervised
+//! (`supervise`): the core comes home, the message in flight gets its
+//! coded reply, and the child is retired before the next message.
 
 pub(crate) mod brake;
 mod core;
@@ -27,20 +29,24 @@ mod reap;
 mod relay;
 pub(crate) mod retire;
 mod spawn;
+mod supervise;
 mod turn;
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 
 use actix::prelude::*;
 use actix::{ActorFutureExt, WrapFuture};
+use futures::FutureExt;
 
 pub use self::core::{EngineCore, LiveChild, Wiring};
 pub use crate::engines::cpu::workers::workers_link;
 pub use door::{Door, DoorError};
+pub use supervise::CoreGuard;
 pub use turn::shutting_down;
 
 use crate::error::ApiError;
-use crate::messages::{BrakeSample, Generate, Load, Reap, Reset, Shutdown, Unload, WorkerCheck};
+use crate::messages::{BrakeSample, Generate, Load, Reap, Recover, Reset, Shutdown, TurnEvent, Unload, WorkerCheck};
 use crate::status::EngineStatus;
 
 /// Mailbox capacity. The queue bound is `WARDEN_MAX_QUEUE`, enforced before
@@ -49,32 +55,44 @@ const MAILBOX_CAPACITY: usize = 1 << 20;
 
 /// The engine actor.
 pub struct EngineActor {
-    /// `None` only while an atomic handler holds it.
-    core: Option<EngineCore>,
+    /// The core between handlers; a handler's guard holds it meanwhile.
+    home: supervise::Home,
 }
 
 impl EngineActor {
     /// An actor around `core`.
     pub fn new(core: EngineCore) -> Self {
-        Self { core: Some(core) }
+        Self {
+            home: std::rc::Rc::new(std::cell::RefCell::new(Some(core))),
+        }
     }
 
-    /// Runs `f` over the core as one atomic handler.
-    fn atomic<R, F, Fut>(&mut self, f: F) -> AtomicResponse<Self, R>
+    /// Runs `f` over the core as one atomic handler; a panic inside it is
+    /// answered with `on_panic`'s reply and the engine recovers.
+    fn atomic<R, F, Fut>(&mut self, f: F, on_panic: impl FnOnce(&str) -> R + 'static) -> AtomicResponse<Self, R>
     where
         R: 'static,
-        F: FnOnce(EngineCore) -> Fut,
-        Fut: Future<Output = (EngineCore, R)> + 'static,
+        F: FnOnce(CoreGuard) -> Fut,
+        Fut: Future<Output = (CoreGuard, R)> + 'static,
     {
-        // Atomic handlers never overlap, and each puts the core back before
-        // the next message is handled, so it is always home here.
-        let core = self
-            .core
-            .take()
-            .expect("the engine core is home between atomic handlers");
-        AtomicResponse::new(Box::pin(f(core).into_actor(self).map(|(core, r), act, _ctx| {
-            act.core = Some(core);
-            r
+        let guard = CoreGuard::take(&self.home);
+        let run = f(guard);
+        let fut = async move {
+            // The unwound future, and the guard in it, are dropped at the
+            // end of this statement: the core is home again either way.
+            AssertUnwindSafe(run).catch_unwind().await.map(|(guard, r)| {
+                drop(guard);
+                r
+            })
+        };
+        AtomicResponse::new(Box::pin(fut.into_actor(self).map(|r, _act, ctx| match r {
+            Ok(r) => r,
+            Err(payload) => {
+                let why = supervise::panic_message(payload.as_ref());
+                tracing::error!(panic = %why, "an engine handler panicked; its child is stopped and the engine carries on");
+                ctx.notify(Recover { why: why.clone() });
+                on_panic(&why)
+            }
         })))
     }
 }
@@ -91,10 +109,23 @@ impl Handler<Generate> for EngineActor {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, msg: Generate, _ctx: &mut Self::Context) -> Self::Result {
-        self.atomic(|mut core| async move {
-            core.run_turn(msg).await;
-            (core, ())
-        })
+        // The turn in flight hears of a panic on its own channel.
+        let events = msg.events.clone();
+        self.atomic(
+            |mut core| async move {
+                core.run_turn(msg).await;
+                (core, ())
+            },
+            move |why| {
+                let ev = TurnEvent::Error(ApiError::engine_panicked(why));
+                if let Err(tokio::sync::mpsc::error::TrySendError::Full(ev)) = events.try_send(ev) {
+                    // A full buffer drains as the client reads; bounded.
+                    actix::spawn(async move {
+                        let _ = tokio::time::timeout(std::time::Duration::from_secs(30), events.send(ev)).await;
+                    });
+                }
+            },
+        )
     }
 }
 
@@ -102,10 +133,13 @@ impl Handler<Load> for EngineActor {
     type Result = AtomicResponse<Self, Result<EngineStatus, ApiError>>;
 
     fn handle(&mut self, msg: Load, _ctx: &mut Self::Context) -> Self::Result {
-        self.atomic(|mut core| async move {
-            let r = core.load_request(msg.model.as_deref(), msg.keep_alive).await;
-            (core, r)
-        })
+        self.atomic(
+            |mut core| async move {
+                let r = core.load_request(msg.model.as_deref(), msg.keep_alive).await;
+                (core, r)
+            },
+            |why| Err(ApiError::engine_panicked(why)),
+        )
     }
 }
 
@@ -113,21 +147,30 @@ impl Handler<Unload> for EngineActor {
     type Result = AtomicResponse<Self, Result<bool, ApiError>>;
 
     fn handle(&mut self, _msg: Unload, _ctx: &mut Self::Context) -> Self::Result {
-        self.atomic(|mut core| async move {
-            let was = core.retire(retire::Retire::Request).await.is_some();
-            (core, Ok(was))
-        })
+        self.atomic(
+            |mut core| async move {
+                let was = core.retire(retire::Retire::Request).await.is_some();
+                (core, Ok(was))
+            },
+            |why| Err(ApiError::engine_panicked(why)),
+        )
     }
 }
+
+/// The reply of a tick whose handler panicked: nothing to answer.
+fn nothing(_why: &str) {}
 
 impl Handler<Reset> for EngineActor {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, msg: Reset, _ctx: &mut Self::Context) -> Self::Result {
-        self.atomic(|mut core| async move {
-            core.reset_prefix(msg).await;
-            (core, ())
-        })
+        self.atomic(
+            |mut core| async move {
+                core.reset_prefix(msg).await;
+                (core, ())
+            },
+            nothing,
+        )
     }
 }
 
@@ -135,10 +178,13 @@ impl Handler<Reap> for EngineActor {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, _msg: Reap, _ctx: &mut Self::Context) -> Self::Result {
-        self.atomic(|mut core| async move {
-            core.reap().await;
-            (core, ())
-        })
+        self.atomic(
+            |mut core| async move {
+                core.reap().await;
+                (core, ())
+            },
+            nothing,
+        )
     }
 }
 
@@ -146,10 +192,13 @@ impl Handler<BrakeSample> for EngineActor {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, msg: BrakeSample, _ctx: &mut Self::Context) -> Self::Result {
-        self.atomic(|mut core| async move {
-            core.brake_idle_sample(msg.reading).await;
-            (core, ())
-        })
+        self.atomic(
+            |mut core| async move {
+                core.brake_idle_sample(msg.reading).await;
+                (core, ())
+            },
+            nothing,
+        )
     }
 }
 
@@ -157,10 +206,13 @@ impl Handler<Shutdown> for EngineActor {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, _msg: Shutdown, _ctx: &mut Self::Context) -> Self::Result {
-        self.atomic(|mut core| async move {
-            core.shutdown().await;
-            (core, ())
-        })
+        self.atomic(
+            |mut core| async move {
+                core.shutdown().await;
+                (core, ())
+            },
+            nothing,
+        )
     }
 }
 
@@ -168,9 +220,37 @@ impl Handler<WorkerCheck> for EngineActor {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, _msg: WorkerCheck, _ctx: &mut Self::Context) -> Self::Result {
-        self.atomic(|mut core| async move {
-            core.worker_check().await;
-            (core, ())
-        })
+        self.atomic(
+            |mut core| async move {
+                core.worker_check().await;
+                (core, ())
+            },
+            nothing,
+        )
+    }
+}
+
+impl Handler<Recover> for EngineActor {
+    type Result = AtomicResponse<Self, ()>;
+
+    fn handle(&mut self, msg: Recover, _ctx: &mut Self::Context) -> Self::Result {
+        self.atomic(
+            |mut core| async move {
+                core.recover(&msg.why).await;
+                (core, ())
+            },
+            nothing,
+        )
+    }
+}
+
+#[cfg(feature = "testing")]
+impl Handler<crate::messages::recover::PanicNextTurn> for EngineActor {
+    type Result = ();
+
+    fn handle(&mut self, _msg: crate::messages::recover::PanicNextTurn, _ctx: &mut Self::Context) {
+        if let Some(core) = self.home.borrow_mut().as_mut() {
+            core.panic_next_turn = true;
+        }
     }
 }

@@ -46,7 +46,6 @@ impl EngineCore {
             port: c.map(|c| c.port.port()),
             loaded_since: c.and_then(|c| unix_secs(c.loaded_since)),
             last_used: self.last_used_wall.and_then(unix_millis),
-            last_used_at: self.last_used,
             turns: self.turns,
             idle_timeout_s: c.and(idle_timeout).map(|d| d.as_secs_f64()),
             idle_deadline_ms: c.and(idle_timeout).and_then(|d| {
@@ -64,7 +63,6 @@ impl EngineCore {
                 .filter(|_| self.backend.ram_budget())
                 .map(|r| (r.bytes as f64 * crate::law::window::CPU_RAM_FRACTION) as u64),
             brake: self.brake_view(c),
-            child_output: c.map(|c| c.process.output().clone()),
             gpu: c.and_then(|c| match &c.plan.cuda.as_ref()?.placement {
                 crate::law::cuda::CudaPlacement::Sized { device, .. } => {
                     Some(format!("{} ({})", device.name, device.uuid))
@@ -79,6 +77,8 @@ impl EngineCore {
             }),
         };
         self.status_tx.send_replace(status);
+        self.idle_clock_tx
+            .send_if_modified(|at| std::mem::replace(at, self.last_used) != self.last_used);
     }
 
     /// The brake as the status shows it: off for the engine (a sensor that
@@ -107,10 +107,14 @@ impl EngineCore {
             if door.as_ref().map(|d| (d.model.as_str(), d.port)) == now {
                 return false;
             }
-            *door = self
-                .child
-                .as_ref()
-                .map(|c| super::Door::new(c.model_id().to_string(), c.port.port(), c.client.clone()));
+            *door = self.child.as_ref().map(|c| {
+                super::Door::new(
+                    c.model_id().to_string(),
+                    c.port.port(),
+                    c.client.clone(),
+                    c.process.output().clone(),
+                )
+            });
             true
         });
     }

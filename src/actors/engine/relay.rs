@@ -92,7 +92,10 @@ impl EngineCore {
             }
             for ev in batch.drain(..) {
                 got_first = true;
-                if ev.is_done() {
+                // Only the last events carry timings (a byte search first);
+                // infill's own last event, the stream's end, is one.
+                counts = ChildCounts::read(&ev.data).or(counts);
+                if route.ends_stream(ev.event.as_deref(), &ev.data) {
                     self.timings = clock.timings();
                     // The answer is read to its end (the chunked
                     // terminator), so the connection ends cleanly rather
@@ -103,8 +106,6 @@ impl EngineCore {
                     return Ok(Relayed::Completed(Finish::Stream(Some(ev.raw)), counts));
                 }
                 clock.event(Instant::now());
-                // Only the last event carries timings (a byte search first).
-                counts = ChildCounts::read(&ev.data).or(counts);
                 relayed_error |= ev.is_error();
                 match events.send(TurnEvent::Chunk(ev.raw)).await {
                     Ok(()) => {}

@@ -36,6 +36,8 @@ pub enum Retire {
     Hung,
     /// An RPC worker the child ran layers on is gone.
     WorkerLost,
+    /// A handler of the engine panicked with the child in an unknown state.
+    Panicked,
 }
 
 impl Retire {
@@ -49,6 +51,7 @@ impl Retire {
             Self::Brake => "brake",
             Self::Hung => "hung",
             Self::WorkerLost => "worker_lost",
+            Self::Panicked => "panicked",
         }
     }
 
@@ -62,7 +65,9 @@ impl Retire {
             Self::Idle => Some("idle unload"),
             Self::Switch => Some("switch to another model"),
             Self::Brake => Some("memory brake"),
-            Self::Shutdown | Self::Hung | Self::WorkerLost => None,
+            // A panicked handler left the child in an unknown state: its
+            // slot is not trusted.
+            Self::Shutdown | Self::Hung | Self::WorkerLost | Self::Panicked => None,
         }
     }
 
@@ -117,7 +122,7 @@ mod tests {
     use super::*;
 
     /// Every way out.
-    const ALL: [Retire; 7] = [
+    const ALL: [Retire; 8] = [
         Retire::Request,
         Retire::Idle,
         Retire::Switch,
@@ -125,6 +130,7 @@ mod tests {
         Retire::Brake,
         Retire::Hung,
         Retire::WorkerLost,
+        Retire::Panicked,
     ];
 
     /// Whether `why` is listed in `ALL` (adding a variant fails to compile
@@ -137,7 +143,8 @@ mod tests {
             | Retire::Shutdown
             | Retire::Brake
             | Retire::Hung
-            | Retire::WorkerLost => ALL.contains(&why),
+            | Retire::WorkerLost
+            | Retire::Panicked => ALL.contains(&why),
         }
     }
 

@@ -30,7 +30,7 @@ pub enum Finish {
     Stream(Option<Bytes>),
     /// One final event (a whole body, or an error).
     Event(TurnEvent),
-    /// Nothing (the client is gone, or the child's own error was relayed).
+    /// Nothing (the client is gone).
     Nothing,
 }
 
@@ -224,14 +224,23 @@ impl EngineCore {
         if let Err(e) = self.ensure_loaded(entry, Some(events)).await {
             return ("failed", Finish::Event(TurnEvent::Error(e.to_api())));
         }
-        // The request's own bound (validation folded it into `n_predict`).
-        let requested = body.get("n_predict").and_then(|v| v.as_u64()).map(|n| n as u32);
+        #[cfg(feature = "testing")]
+        if std::mem::take(&mut self.panic_next_turn) {
+            panic!("a test asked this turn to panic");
+        }
+        // The request's own bound: the smallest of its three fields.
+        let requested = crate::law::request::requested_bound(&body);
         if route.generates() {
             // Every generation runs under a bound the warden computed, in
-            // the one field the child obeys (the engine's hook renames it).
+            // the one field the child obeys on this route (the engine's
+            // hook renames it for a child that reads another); the others
+            // go, so no child reads another.
             let window = self.child.as_ref().and_then(|c| c.allocated);
             let bound = crate::law::request::token_bound(requested, window);
-            body.insert("n_predict".into(), serde_json::Value::from(bound));
+            for f in crate::law::request::TOKEN_FIELDS {
+                body.remove(f);
+            }
+            body.insert(route.bound_field().into(), serde_json::Value::from(bound));
             self.backend.adapt_request(&mut body, entry);
             body.insert("stream".into(), serde_json::Value::Bool(stream));
         }
@@ -242,7 +251,7 @@ impl EngineCore {
         if route.generates() {
             // The single slot changes hands: a conversation's KV is kept
             // (`kv`); a raw completion or infill holds no conversation.
-            let owner = if route == Route::Chat { conversation } else { None };
+            let owner = if route.keeps_conversation() { conversation } else { None };
             // Until the child's own count arrives with the answer, the
             // slot holds about the prompt (its bytes over 4).
             self.claim_slot(owner, (bytes.len() / 4).min(u32::MAX as usize) as u32)
@@ -273,7 +282,8 @@ impl EngineCore {
                 tracing::debug!("turn abandoned by the client; upstream request dropped");
                 ("abandoned", Finish::Nothing)
             }
-            Ok(Relayed::UpstreamError) => ("failed", Finish::Nothing),
+            // The child's own error event ended the stream: close the turn.
+            Ok(Relayed::UpstreamError) => ("failed", Finish::Stream(None)),
             Err(e) => ("failed", Finish::Event(TurnEvent::Error(e.to_api()))),
         }
     }

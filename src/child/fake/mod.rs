@@ -64,7 +64,8 @@ pub struct Script {
     pub load: Duration,
     /// `/health` answers 503 forever.
     pub never_ready: bool,
-    /// Tokens per answer, capped by the request's `max_tokens`.
+    /// Tokens per answer, capped by the request's bound (`n_predict`, else
+    /// `max_completion_tokens`, else `max_tokens`, as llama-server reads them).
     pub tokens: u32,
     /// From a chat request to its first token (prompt processing); a
     /// streamed answer's headers come with that token, as llama-server's do.

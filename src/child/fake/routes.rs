@@ -96,7 +96,12 @@ async fn chat(
         return Ok(false);
     };
     child.fake.record_request(body.clone());
-    let asked = body.get("max_tokens").and_then(Value::as_u64).unwrap_or(u64::MAX);
+    // The bound as llama-server reads it: the first of these present (the
+    // warden sends n_predict).
+    let asked = ["n_predict", "max_completion_tokens", "max_tokens"]
+        .iter()
+        .find_map(|k| body.get(*k).and_then(Value::as_u64))
+        .unwrap_or(u64::MAX);
     let n = u64::from(child.script.tokens).min(asked) as u32;
     if body.get("stream").and_then(Value::as_bool) == Some(true) {
         if let Err(e) = stream(wr, child, n, died).await {

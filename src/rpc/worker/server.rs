@@ -16,7 +16,6 @@ use super::devices::Sampler;
 use super::supervisor::RpcView;
 use crate::child::key::ApiKey;
 use crate::error::ApiError;
-use crate::http::auth::constant_time_eq;
 use crate::http::errors::{error_response, not_found};
 use crate::rpc::build::BuildInfo;
 use crate::rpc::status::{STATUS_PATH, WorkerBuild, WorkerStatus};
@@ -97,7 +96,7 @@ fn authorized(req: &HttpRequest, key: &ApiKey) -> bool {
         .and_then(|v| v.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "))
         .unwrap_or_default();
-    constant_time_eq(given.as_bytes(), key.expose().as_bytes())
+    key.matches(given)
 }
 
 /// The 401: names where the key lives, never the key.

@@ -1,0 +1,89 @@
+//! The dialects beside OpenAI's that people's tools speak, each relayed
+//! through the same engine as chat (the same queue, load on demand,
+//! keep-alive, notices, brake samples and KV saves by conversation):
+//!
+//! | dialect | routes | how |
+//! |---|---|---|
+//! | Anthropic Messages (`anthropic`) | `POST /v1/messages`, `/v1/messages/count_tokens` | relayed natively to llama-server, which serves both; validated here; errors in Anthropic's shape |
+//! | OpenAI Responses (`responses`) | `POST /v1/responses`, `/v1/responses/input_tokens` | relayed natively; validated here |
+//! | Chat token counting and templates (`counting`) | `POST /v1/chat/completions/input_tokens`, `/apply-template` | a chat body (`validate::chat_request`), relayed natively beside turns |
+//! | Ollama (`ollama`) | `/api/chat`, `/api/generate`, `/api/tags`, `/api/ps`, `/api/show`, `/api/version`, `/`, ... | translated by the warden to chat, completions or infill and back |
+//!
+//! Each dialect's `Wire` (`reply`) says the child's events, the warden's
+//! notices and errors its own way. Field checks shared by the native relays
+//! are in `fields`.
+
+pub mod anthropic;
+pub mod counting;
+pub mod fields;
+pub mod ollama;
+pub mod responses;
+pub mod responses_events;
+
+use actix_web::{HttpRequest, HttpResponse};
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::warden::Warden;
+
+/// A request header as text.
+pub(crate) fn header(http: &HttpRequest, name: &str) -> Option<String> {
+    http.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// The conversation's key: `X-Warden-Conversation` when the client names
+/// it, else a fingerprint of its opening, `opening` (what every later turn
+/// of the same conversation repeats: its system prompt and the messages up
+/// to the first user message), as chat's (`validate`).
+pub(crate) fn conversation(http: &HttpRequest, opening: &[&Value]) -> String {
+    use std::hash::{Hash, Hasher};
+    if let Some(named) = header(http, "X-Warden-Conversation") {
+        return named;
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for v in opening {
+        v.to_string().hash(&mut h);
+    }
+    format!("{:016x}", h.finish())
+}
+
+/// The messages of `messages` up to and including the first whose role is
+/// `user` (a conversation's opening).
+pub(crate) fn opening(messages: &[Value]) -> impl Iterator<Item = &Value> {
+    let end = messages
+        .iter()
+        .position(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .map_or(messages.len(), |i| i + 1);
+    messages[..end].iter()
+}
+
+/// A request with images for a model whose projector reads none (or that
+/// has no projector): refused here, where llama-server would answer 500
+/// (measured on b10883). The capabilities are `Warden::capabilities`'.
+pub(crate) fn no_projector(warden: &Warden, model: Option<&str>) -> Option<ApiError> {
+    let (id, caps) = warden.capabilities(model)?;
+    (!caps.vision).then(|| {
+        ApiError::invalid(
+            "unsupported_value",
+            format!(
+                "the model '{id}' has no projector that reads images (a mmproj GGUF beside the model); send text only"
+            ),
+            None,
+        )
+    })
+}
+
+/// The dialect whose shape an error on `path` takes (for the answers given
+/// before any handler: a refused key, an unknown route).
+pub fn error_for_path(path: &str, e: &ApiError) -> HttpResponse {
+    if path.starts_with("/v1/messages") {
+        anthropic::error_response(e)
+    } else if path.starts_with("/api/") {
+        ollama::error_response(e)
+    } else {
+        super::errors::error_response(e)
+    }
+}

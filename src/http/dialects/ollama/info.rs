@@ -1,0 +1,240 @@
+//! The Ollama API beside generation: `GET /api/tags` (the catalog), `GET
+//! /api/ps` (the running model), `POST /api/show` (one model's facts),
+//! `GET /api/version`, `GET`/`HEAD /` (how clients detect a server), and
+//! clear refusals for what this server does not do: the model management
+//! routes (`/api/pull`, `/api/push`, `/api/create`, `/api/delete`,
+//! `/api/copy`, `/api/blobs/...`) and, until the warden serves embeddings,
+//! `/api/embed` and `/api/embeddings`.
+//!
+//! Decided here: a model's `digest` is an identity of its file (its path,
+//! size and modification time, hashed), not a content hash, which would
+//! read the whole file on every listing; it changes when the file does.
+//! `/api/version` says 0.9.0, the newest Ollama release whose API features
+//! this translation serves (tools, images, structured outputs, `think`):
+//! clients gate features on it.
+
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::{Value, json};
+
+use super::error_response;
+use crate::catalog::{ModelEntry, ModelFormat};
+use crate::error::ApiError;
+use crate::gguf::{self, ModelFacts};
+use crate::law::ollama_reply::{catalog_name, rfc3339};
+use crate::status::EngineKind;
+use crate::warden::Warden;
+
+/// The Ollama version `/api/version` says (see the module's doc).
+pub const OLLAMA_VERSION: &str = "0.9.0";
+
+/// `GET /` and `HEAD /`: what Ollama answers, so clients detect a server.
+pub async fn root() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; charset=utf-8")
+        .body("Ollama is running")
+}
+
+/// `GET /api/version`.
+pub async fn version() -> HttpResponse {
+    HttpResponse::Ok().json(json!({ "version": OLLAMA_VERSION, "warden": env!("CARGO_PKG_VERSION") }))
+}
+
+/// A model file's facts and listing fields, read off the server's thread.
+struct Described {
+    entry: Arc<ModelEntry>,
+    facts: Option<ModelFacts>,
+    size: u64,
+    modified_ms: u64,
+}
+
+fn describe(entry: Arc<ModelEntry>) -> Described {
+    let meta = std::fs::metadata(&entry.path).ok();
+    let modified_ms = meta
+        .as_ref()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as u64);
+    let facts = (entry.format == ModelFormat::Gguf)
+        .then(|| gguf::read_model_facts(&entry.path).ok())
+        .flatten();
+    // A split family's size is all its parts'.
+    let size = match &facts {
+        Some(f) if f.parts.len() > 1 => f
+            .parts
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum(),
+        _ => meta.map_or(0, |m| m.len()),
+    };
+    Described {
+        entry,
+        facts,
+        size,
+        modified_ms,
+    }
+}
+
+impl Described {
+    fn digest(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&self.entry.path, self.size, self.modified_ms).hash(&mut h);
+        format!("{:016x}", h.finish())
+    }
+
+    fn details(&self) -> Value {
+        let family = self.facts.as_ref().map(|f| f.architecture.clone()).unwrap_or_default();
+        json!({
+            "parent_model": "",
+            "format": match self.entry.format { ModelFormat::Gguf => "gguf", ModelFormat::Mlx => "mlx" },
+            "family": family,
+            "families": [family],
+            "parameter_size": "",
+            "quantization_level": self.facts.as_ref().and_then(|f| f.file_type_name()).unwrap_or(""),
+        })
+    }
+
+    /// An entry of `/api/tags`.
+    fn listed(&self) -> Value {
+        json!({
+            "name": self.entry.id,
+            "model": self.entry.id,
+            "modified_at": rfc3339(self.modified_ms),
+            "size": self.size,
+            "digest": self.digest(),
+            "details": self.details(),
+        })
+    }
+}
+
+/// `GET /api/tags`: every model of the catalog.
+pub async fn tags(warden: web::Data<Warden>) -> HttpResponse {
+    let entries = warden.catalog().entries().to_vec();
+    let models = web::block(move || entries.into_iter().map(|e| describe(e).listed()).collect::<Vec<_>>())
+        .await
+        .unwrap_or_default();
+    HttpResponse::Ok().json(json!({ "models": models }))
+}
+
+/// `GET /api/ps`: the model the child runs, its memory (the weights and
+/// its window's KV cache), its window and when the idle reap unloads it.
+pub async fn ps(warden: web::Data<Warden>) -> HttpResponse {
+    let status = warden.status();
+    let Some(entry) = status.model.as_deref().and_then(|m| warden.catalog().get(m)) else {
+        return HttpResponse::Ok().json(json!({ "models": [] }));
+    };
+    let d = web::block(move || describe(entry)).await;
+    let Ok(d) = d else {
+        return HttpResponse::Ok().json(json!({ "models": [] }));
+    };
+    let kv = d.facts.as_ref().map_or(0, crate::law::kv::kv_bytes_per_token);
+    let size = d.size + kv * u64::from(status.context_tokens.unwrap_or(0));
+    // Never reaped: as far ahead as a timestamp goes.
+    let expires = status
+        .idle_deadline_ms
+        .map_or_else(|| "9999-12-31T23:59:59.000Z".to_string(), rfc3339);
+    let mut v = d.listed();
+    v["expires_at"] = json!(expires);
+    v["size"] = json!(size);
+    v["size_vram"] = json!(if warden.engine_kind() == EngineKind::Cpu {
+        0
+    } else {
+        size
+    });
+    v["context_length"] = json!(status.context_tokens);
+    HttpResponse::Ok().json(json!({ "models": [v] }))
+}
+
+/// `POST /api/show` (`{"model": name}`, or the older `{"name": name}`).
+pub async fn show(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
+    let asked: Value = serde_json::from_slice(&body).unwrap_or_default();
+    let Some(name) = ["model", "name"]
+        .iter()
+        .find_map(|k| asked.get(*k).and_then(Value::as_str))
+    else {
+        return error_response(&ApiError::invalid(
+            "missing_required_parameter",
+            "'model' is required",
+            Some("model"),
+        ));
+    };
+    let id = catalog_name(name, |id| warden.catalog().get(id).is_some());
+    let Some(entry) = warden.catalog().get(id) else {
+        return error_response(&ApiError::model_not_found(name));
+    };
+    let Ok(d) = web::block(move || describe(entry)).await else {
+        return error_response(&ApiError::model_not_found(name));
+    };
+    let mut info = serde_json::Map::new();
+    let mut capabilities = vec!["completion"];
+    if d.entry.mmproj.is_some() {
+        capabilities.push("vision");
+    }
+    if let Some(f) = &d.facts {
+        let a = &f.architecture;
+        info.insert("general.architecture".into(), json!(a));
+        info.insert("general.file_type".into(), json!(f.file_type));
+        info.insert(format!("{a}.block_count"), json!(f.block_count));
+        info.insert(format!("{a}.embedding_length"), json!(f.embedding_length));
+        if let Some(n) = f.trained_window {
+            info.insert(format!("{a}.context_length"), json!(n));
+        }
+        if let Some(n) = &f.name {
+            info.insert("general.name".into(), json!(n));
+        }
+    }
+    HttpResponse::Ok().json(json!({
+        "modelfile": format!("# llm-warden serves this model from its catalog\nFROM {}\n", d.entry.path.display()),
+        "parameters": "",
+        "template": "",
+        "details": d.details(),
+        "model_info": info,
+        "capabilities": capabilities,
+        "modified_at": rfc3339(d.modified_ms),
+    }))
+}
+
+/// What a model management route is told to do instead.
+fn instead(path: &str) -> &'static str {
+    match path.trim_start_matches("/api/") {
+        "pull" => {
+            "llm-warden does not pull models: put a .gguf file in its models directory (llm-warden serve --models-dir DIR) and restart it; GET /api/tags then lists it"
+        }
+        "push" => "llm-warden has no registry to push to: copy the .gguf file itself",
+        "delete" => "llm-warden does not delete models: remove the file from its models directory and restart it",
+        "copy" => "llm-warden does not copy models: copy or link the .gguf file in its models directory and restart it",
+        _ => {
+            "llm-warden does not build models from a Modelfile: put a .gguf file (its chat template inside) in its models directory and restart it"
+        }
+    }
+}
+
+/// `/api/pull`, `/api/push`, `/api/create`, `/api/delete`, `/api/copy`,
+/// `/api/blobs/...`: a 501 saying what to do instead.
+pub async fn manage(http: HttpRequest) -> HttpResponse {
+    error_response(&ApiError {
+        status: 501,
+        message: instead(http.path()).into(),
+        kind: "invalid_request_error",
+        code: "unsupported_route".into(),
+        param: None,
+        raw: None,
+    })
+}
+
+/// `/api/embed` and `/api/embeddings`: a 501 until the warden serves
+/// embeddings.
+pub async fn embed() -> HttpResponse {
+    error_response(&ApiError {
+        status: 501,
+        message: "embeddings are not served by this warden yet: its engine runs one chat model at a time; use an embedding server beside it".into(),
+        kind: "invalid_request_error",
+        code: "unsupported_route".into(),
+        param: None,
+        raw: None,
+    })
+}

@@ -1,0 +1,235 @@
+//! The Ollama API, translated by the warden: `POST /api/chat` and `POST
+//! /api/generate` become a chat, raw completion or infill turn
+//! (`law::ollama`), validated after translation by the same rules as a
+//! request of that route (`validate::chat_request`,
+//! `validate_text::text_request`), and their answers are said back in
+//! Ollama's NDJSON or whole (`wire`). The rest of the API (`/api/tags`,
+//! `/api/ps`, `/api/show`, `/api/version`, `/`, and the model management
+//! routes this server does not have) is in `info`.
+//!
+//! `stream` defaults to `true`, as in Ollama. `keep_alive` takes Ollama's
+//! forms (`law::keep_alive`) and is honoured (unlike Ollama's own OpenAI
+//! endpoint: ollama#3645); an empty prompt or message list loads the model
+//! and answers `done_reason: "load"`, or with `keep_alive` 0 unloads it
+//! (`"unload"`). A model name with Ollama's `:latest` tag means the catalog
+//! id without it. Errors are Ollama's `{"error": "..."}` with the warden's
+//! `code` (and `param`, `raw`) beside.
+
+pub mod info;
+pub mod wire;
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::{Map, Value, json};
+use tokio::time::Instant;
+
+use self::wire::{Api, Ndjson};
+use crate::error::ApiError;
+use crate::http::body::read_body;
+use crate::http::reply::{Wire, respond_in};
+use crate::http::validate::{chat_request, json_object, violation};
+use crate::http::validate_text::{keep_alive, keep_alive_value, text_request};
+use crate::law::keep_alive::KeepAlive;
+use crate::law::ollama::{self, Target, Translated};
+use crate::law::ollama_reply;
+use crate::law::route::Route;
+use crate::messages::TurnOptions;
+use crate::warden::{TurnRequest, Warden};
+
+/// `POST /api/chat`.
+pub async fn chat(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
+    turn(&warden, &http, payload, Api::Chat).await
+}
+
+/// `POST /api/generate`.
+pub async fn generate(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
+    turn(&warden, &http, payload, Api::Generate).await
+}
+
+/// `{"error": message, "code", "param"?, "raw"?}`: Ollama's error object
+/// with the warden's fields beside.
+pub fn error_body(e: &ApiError) -> Value {
+    let mut v = json!({ "error": e.message, "code": e.code });
+    if let Some(p) = &e.param {
+        v["param"] = json!(p);
+    }
+    if let Some(r) = &e.raw {
+        v["raw"] = json!(r);
+    }
+    v
+}
+
+/// An error response in Ollama's shape.
+pub fn error_response(e: &ApiError) -> HttpResponse {
+    HttpResponse::build(StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)).json(error_body(e))
+}
+
+/// What an Ollama request asked for, read.
+struct Asked {
+    /// The catalog id (`None`: the default).
+    model: Option<String>,
+    /// The name the reply echoes: the client's, else the default's id.
+    name: String,
+    stream: bool,
+    keep_alive: Option<KeepAlive>,
+    translated: Translated,
+}
+
+async fn turn(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: Api) -> HttpResponse {
+    let started = Instant::now();
+    let route = match api {
+        Api::Chat => Route::Chat,
+        Api::Generate => Route::Completions,
+    };
+    let asked = match read(warden, http, payload, api).await {
+        Ok(a) => a,
+        Err(e) => return refused(warden, route, &e),
+    };
+    if asked.translated.load_only {
+        return load_only(warden, api, asked, started).await;
+    }
+    let t = asked.translated;
+    let (route, body, conversation, options) = match checked(warden, &t, asked.model.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return refused(warden, route, &e),
+    };
+    let conversation = super::header(http, "X-Warden-Conversation").or(conversation);
+    let wire = Ndjson::new(api, t.target, asked.name, started, t.num_ctx, warden.watch_status());
+    let req = TurnRequest {
+        model: asked.model,
+        body,
+        stream: asked.stream,
+        options,
+        conversation,
+        kind: Default::default(),
+        route,
+        keep_alive: asked.keep_alive,
+    };
+    respond_in(warden, http, req, wire).await
+}
+
+/// What a checked, translated request takes to the engine: its route, body,
+/// conversation and notice switches.
+type Checked = (Route, Map<String, Value>, Option<String>, TurnOptions);
+
+/// The translated body through the rules of the route it takes, and what
+/// it asks of its model (`model`, or the default): images need a projector
+/// that reads them, a suffix fill-in-the-middle tokens.
+fn checked(warden: &Warden, t: &Translated, model: Option<&str>) -> Result<Checked, ApiError> {
+    let bytes = serde_json::to_vec(&t.body).expect("a JSON map serializes");
+    let caps = warden.capabilities(model);
+    if t.target == Target::Chat {
+        let r = chat_request(&bytes)?;
+        if let Some((id, caps)) = caps
+            && let Some(v) = r.needs.unmet(caps, &id)
+        {
+            return Err(violation(v));
+        }
+        return Ok((Route::Chat, r.body, Some(r.conversation), r.options));
+    }
+    let route = if t.target == Target::Infill {
+        Route::Infill
+    } else {
+        Route::Completions
+    };
+    if let Some((id, caps)) = caps
+        && route == Route::Infill
+        && !caps.fim
+    {
+        return Err(crate::http::text::no_fim(&id));
+    }
+    let r = text_request(route, &bytes)?;
+    let options = TurnOptions {
+        announce_idle_reload: false,
+        stateful: true,
+    };
+    Ok((route, r.body, None, options))
+}
+
+fn refused(warden: &Warden, route: Route, e: &ApiError) -> HttpResponse {
+    warden.metrics().refused(route, &e.code);
+    error_response(e)
+}
+
+/// Reads, checks and translates a body.
+async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: Api) -> Result<Asked, ApiError> {
+    let cfg = warden.config();
+    let bytes = read_body(payload, cfg.max_body_bytes, cfg.body_timeout).await?;
+    let body = json_object(&bytes)?;
+    let name = match body.get("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "invalid_type",
+                "'model' must be a non-empty string",
+                Some("model"),
+            ));
+        }
+    };
+    let model = name
+        .as_deref()
+        .map(|n| ollama_reply::catalog_name(n, |id| warden.catalog().get(id).is_some()).to_string());
+    if let Some(m) = &model
+        && warden.catalog().get(m).is_none()
+    {
+        return Err(ApiError::model_not_found(m));
+    }
+    let name = name.or_else(|| warden.catalog().default_id()).unwrap_or_default();
+    let stream = match body.get("stream") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "invalid_type",
+                "'stream' must be a boolean",
+                Some("stream"),
+            ));
+        }
+    };
+    let keep_alive = keep_alive(keep_alive_value(body.get("keep_alive"))?, http)?;
+    let translated = translate(api, &body)?;
+    Ok(Asked {
+        model,
+        name,
+        stream,
+        keep_alive,
+        translated,
+    })
+}
+
+fn translate(api: Api, body: &Map<String, Value>) -> Result<Translated, ApiError> {
+    let t = match api {
+        Api::Chat => ollama::chat(body),
+        Api::Generate => ollama::generate(body),
+    };
+    t.map_err(|r| ApiError::invalid("invalid_value", r.message, Some(&r.param)))
+}
+
+/// An empty prompt or message list: load the model (or, with `keep_alive`
+/// 0, unload it if it runs), and say so as Ollama does.
+async fn load_only(warden: &Warden, api: Api, asked: Asked, started: Instant) -> HttpResponse {
+    let mut wire = Ndjson::new(api, Target::Chat, asked.name, started, None, warden.watch_status());
+    let wanted = asked.model.clone().or_else(|| warden.catalog().default_id());
+    let running = warden.status().model;
+    if crate::law::keep_alive::unload_after_turn(asked.keep_alive) {
+        if running.is_some()
+            && running == wanted
+            && let Err(e) = warden.unload().await
+        {
+            return wire.refusal(&e);
+        }
+        return HttpResponse::Ok().json(wire.load_reply("unload", 0));
+    }
+    let load = Instant::now();
+    if let Err(e) = warden.load(asked.model, asked.keep_alive).await {
+        return wire.refusal(&e);
+    }
+    // Nothing was loaded when it already ran.
+    let load_ms = if running == wanted {
+        0
+    } else {
+        load.elapsed().as_millis() as u64
+    };
+    HttpResponse::Ok().json(wire.load_reply("load", load_ms))
+}

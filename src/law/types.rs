@@ -1,0 +1,89 @@
+//! The plain types the law decides over that the layers above also name:
+//! which engine runs and which the user asked for, and the RAM total a plan
+//! sizes against. They live here, at the bottom, so the law imports nothing
+//! above it; `status`, `config` and `sensors::ram` re-export them.
+
+use serde::Serialize;
+
+/// The engine family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// llama-server, no GPU layers.
+    #[default]
+    Cpu,
+    /// llama-server on one NVIDIA GPU.
+    Cuda,
+    /// mlx_vlm.server.
+    Mlx,
+}
+
+impl EngineKind {
+    /// The lowercase name the status and the metrics' labels use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cpu => "cpu",
+            Self::Cuda => "cuda",
+            Self::Mlx => "mlx",
+        }
+    }
+
+    /// The spec's log tag (`[CPU_Engine] Memory brake: ...`).
+    pub fn tag(self) -> &'static str {
+        match self {
+            Self::Cpu => "CPU_Engine",
+            Self::Cuda => "CUDA_Engine",
+            Self::Mlx => "MLX_Engine",
+        }
+    }
+}
+
+/// Which engine the user asked for; `Auto` lets selection decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EnginePreference {
+    /// Platform and hardware decide (the spec's selection).
+    #[default]
+    Auto,
+    /// llama-server without GPU layers.
+    Cpu,
+    /// llama-server offloading to one NVIDIA GPU.
+    Cuda,
+    /// mlx_vlm.server (Apple Silicon, or anywhere for tests).
+    Mlx,
+}
+
+/// Where the RAM total came from, for `inspect` and the logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RamSource {
+    /// The machine's physical memory.
+    Physical,
+    /// cgroup v2 `memory.max` of our group.
+    CgroupV2,
+    /// cgroup v1 `memory.limit_in_bytes` of our group.
+    CgroupV1,
+    /// `WARDEN_RAM_OVERRIDE_GB`.
+    Override,
+}
+
+impl RamSource {
+    /// A phrase for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Physical => "physical memory",
+            Self::CgroupV2 => "cgroup v2 memory.max",
+            Self::CgroupV1 => "cgroup v1 memory.limit_in_bytes",
+            Self::Override => "WARDEN_RAM_OVERRIDE_GB",
+        }
+    }
+}
+
+/// The RAM total and its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RamTotal {
+    /// Bytes.
+    pub bytes: u64,
+    /// Where it came from.
+    pub source: RamSource,
+}
