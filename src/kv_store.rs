@@ -266,6 +266,17 @@ mod tests {
         }
     }
 
+    /// Dates `name`'s save at `ms` (Unix ms) in its record: two saves made
+    /// within the same millisecond tie, and which is older is the test's.
+    fn saved_at(store: &KvStore, name: &str, ms: u64) {
+        let meta = store.path(&format!("{name}.json"));
+        let mut r: SaveRecord = serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
+        r.saved_at_ms = ms;
+        std::fs::write(&meta, serde_json::to_vec(&r).unwrap()).unwrap();
+    }
+
+    /// A save is found whole and private, the cap evicts the oldest, a
+    /// truncated file is refused and removed, and a changed model drops its saves.
     #[test]
     fn commit_find_truncate_evict_and_changed_models() {
         let dir = tempfile::tempdir().unwrap();
@@ -286,9 +297,9 @@ mod tests {
             assert_eq!(mode(store.dir().to_path_buf()), 0o700);
         }
         // why: the cap (25) holds two of 10 bytes; a third evicts the oldest
-        std::thread::sleep(std::time::Duration::from_millis(5));
         put("b", 10);
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        saved_at(&store, "a", 1);
+        saved_at(&store, "b", 2);
         put("c", 10);
         assert!(store.find("a").is_none() && store.find("b").is_some() && store.find("c").is_some());
         assert_eq!(store.view().count, 2);

@@ -59,16 +59,15 @@ print("OK", streamed)
 
 /// The official SDK streams, creates, counts and raises as it should.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh) and the Python clients (./build-llama.sh clients); ./test.sh runs it"]
 async fn the_official_anthropic_sdk_works_unchanged() {
-    let Some(py) = client_python() else { return };
+    let py = client_python();
     let key = "sk-warden-test";
     let cfg = WardenConfig {
         api_key: Some(key.into()),
         ..test_config()
     };
-    let Some((w, _dir)) = real_smollm_warden(cfg) else {
-        return;
-    };
+    let (w, _dir) = real_smollm_warden(cfg);
     let base = serve_http(&w);
     let out = tokio::task::spawn_blocking(move || Command::new(py).args(["-c", SCRIPT, &base, key]).output().unwrap())
         .await

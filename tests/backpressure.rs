@@ -11,6 +11,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use llm_warden::http::stall::CLIENT_SEND_BUFFER_BYTES;
 use llm_warden::status::WardenEvent;
 use serde_json::json;
 use support::slow_clients::*;
@@ -22,10 +23,9 @@ use support::*;
 /// `stalled`, its connection is closed, `POST /warden/unload` completes, and
 /// no child, thread or descriptor is left over.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn a_client_that_stops_reading_cannot_freeze_the_warden() {
-    let Some(rig) = rig() else {
-        return;
-    };
+    let rig = rig();
     let (w, base, http) = (&rig.w, &rig.base, &rig.http);
     assert_eq!(short_chat(http, base).await, 200, "warm-up (the load)");
     let (fds0, threads0) = (open_fds(), threads());
@@ -48,16 +48,25 @@ async fn a_client_that_stops_reading_cannot_freeze_the_warden() {
         unreachable!()
     };
 
-    // While it stalls, the status answers without the mailbox.
+    // While it stalls, the status answers without the mailbox: every answer
+    // comes back while the stuck turn still holds the engine (generating,
+    // and not yet let go by the stall bound), not after it.
+    let mut during = w.subscribe();
     let mut worst_status = Duration::ZERO;
-    for _ in 0..20 {
+    for i in 0..20 {
         let t = Instant::now();
         let s = json_of(http.get(format!("{base}/warden/status"))).await;
         worst_status = worst_status.max(t.elapsed());
-        assert_eq!(s["state"], "generating", "{s}");
+        assert_eq!(s["state"], "generating", "reading {i}: {s}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(worst_status < Duration::from_secs(1), "status took {worst_status:?}");
+    let let_go = std::iter::from_fn(|| during.try_recv().ok()).find(|e| {
+        matches!(e, WardenEvent::ClientStalled { seq, .. } | WardenEvent::TurnEnded { seq, .. } if *seq == stuck_seq)
+    });
+    assert!(
+        let_go.is_none(),
+        "the status readings waited until the stuck turn was let go: {let_go:?}"
+    );
 
     // Another client's chat is answered once the stall bound let the turn go.
     let t1 = Instant::now();
@@ -92,24 +101,29 @@ async fn a_client_that_stops_reading_cannot_freeze_the_warden() {
 
     // Nothing leaked: the descriptors and threads are back where they were
     // once the pooled connections age out.
-    let settled = eventually(|| open_fds() <= fds0 && threads() <= threads0).await;
-    assert!(
-        settled,
-        "descriptors {fds0} -> {}, threads {threads0} -> {}",
-        open_fds(),
-        threads()
-    );
+    poll_until(
+        "the descriptors and threads back where they were",
+        Duration::from_secs(10),
+        || open_fds() <= fds0 && threads() <= threads0,
+        || {
+            format!(
+                "descriptors {fds0} -> {}, threads {threads0} -> {}",
+                open_fds(),
+                threads()
+            )
+        },
+    )
+    .await;
     w.shutdown().await;
 }
 
-/// The `llm-warden` binary stops on SIGTERM while a client is stalled on it:
-/// the process exits and its child is gone.
+/// The `llm-warden` binary stops on SIGTERM while its writes to a stalled
+/// client wait: the process exits and its child is gone.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn sigterm_completes_while_a_client_is_stalled() {
     let _serial = serial();
-    let (Some(server), Some(model)) = (real_llama_server(), real_model(SMOLLM2)) else {
-        return;
-    };
+    let (server, model) = (real_llama_server(), real_model(SMOLLM2));
     // `serve` scans WARDEN_CACHE_DIR/models: the model goes there.
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("models")).unwrap();
@@ -122,6 +136,8 @@ async fn sigterm_completes_while_a_client_is_stalled() {
     ])
     .await;
     let mut stuck = tiny_reader(&base);
+    let stuck_port = stuck.local_addr().unwrap().port();
+    let warden_port: u16 = base.rsplit(':').next().unwrap().parse().unwrap();
     send_long_chat(&mut stuck, 6000);
     let stuck = tokio::task::spawn_blocking(move || {
         read_head(&mut stuck);
@@ -141,9 +157,23 @@ async fn sigterm_completes_while_a_client_is_stalled() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let child = child.expect("a child is loaded") as u32;
-    // Give the stream time to fill every buffer, so the engine is parked on
-    // the stalled client when the signal comes.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // The signal comes once the client stalls the warden: the warden's send
+    // buffer to it is full, so its writes to it wait (behind them actix's
+    // buffer and the turn's channel fill, and the engine pauses; no outside
+    // view shows that last step: the relay's HTTP client reads ahead).
+    let unsent = || {
+        tcp_sides()
+            .iter()
+            .find(|s| (s.local_port, s.remote_port) == (warden_port, stuck_port))
+            .map_or(0, |s| s.unsent)
+    };
+    poll_until(
+        "the warden's send buffer to the stalled client full",
+        Duration::from_secs(300),
+        || unsent() >= CLIENT_SEND_BUFFER_BYTES as u64,
+        || format!("{} bytes unsent to the client", unsent()),
+    )
+    .await;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(proc.id().unwrap() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -161,11 +191,10 @@ async fn sigterm_completes_while_a_client_is_stalled() {
 /// An embedder that stops polling a turn's events cannot freeze the engine:
 /// after the stall bound the turn ends `stalled` and the next turn runs.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn an_embedder_that_stops_polling_is_let_go() {
     let _serial = serial();
-    let Some((w, _dir)) = real_smollm_warden(stall_config()) else {
-        return;
-    };
+    let (w, _dir) = real_smollm_warden(stall_config());
     let mut ev = w.subscribe();
     let mut req = chat(None, 400, true);
     req.body.insert("ignore_eos".into(), json!(true));

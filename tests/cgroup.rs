@@ -1,9 +1,9 @@
 //! The RAM total bounded by the warden's own memory cgroup, for real: the
 //! `inspect` binary run inside a cgroup (v1 on these machines, v2 where the
 //! unified hierarchy holds the memory controller) with a 2 GiB limit reports
-//! that limit as its RAM and sizes the window on it. Where the test cannot
-//! create a cgroup (not root, or no writable controller) it is skipped with
-//! a note, and fails under `WARDEN_REQUIRE_REAL=1` (`./test.sh`).
+//! that limit as its RAM and sizes the window on it. It needs root (a
+//! writable memory controller): ignored by a plain `cargo test`, run by
+//! `./test.sh`, and failed where it cannot create the cgroup.
 
 use std::process::Command;
 
@@ -12,20 +12,10 @@ use support::MemCgroup;
 
 /// `inspect` in a 2 GiB cgroup: RAM = the limit, from the cgroup's file.
 #[test]
+#[ignore = "needs root for a memory cgroup, and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 fn inspect_inside_a_limited_cgroup_reports_the_limit() {
-    let Some(group) = MemCgroup::new("llm-warden-test", 2 << 30) else {
-        // Under WARDEN_REQUIRE_REAL=1 (./test.sh) a missing cgroup fails.
-        support::skip_or_fail::<()>("cannot create a memory cgroup here (not root?)");
-        return;
-    };
-    let model = llm_warden::WardenConfig::from_env()
-        .unwrap()
-        .models_dir()
-        .join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    if !model.is_file() {
-        support::skip_or_fail::<()>(&format!("{} missing (run ./build-llama.sh)", model.display()));
-        return;
-    }
+    let group = MemCgroup::new("llm-warden-test", 2 << 30);
+    let model = support::real_model(support::SMOLLM2);
     // The shell moves itself into the group, then becomes the warden.
     let script = format!(
         "{} {} inspect --json {}",

@@ -260,6 +260,7 @@ fn coded_error(body: &[u8]) -> bool {
 /// Hundreds of mutated requests: never a 5xx, never a dropped connection,
 /// and the same warden and child answer a valid chat afterwards.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn mutated_requests_get_4xx_and_the_warden_lives() {
     // A small window bounds the rare request whose mutations removed both
     // of its bounds (it runs to the window's end, as llama-server would),
@@ -267,9 +268,7 @@ async fn mutated_requests_get_4xx_and_the_warden_lives() {
     let mut cfg = test_config();
     cfg.ctx_pin = Some(512);
     cfg.request_timeout = ANSWER_BOUND;
-    let Some((w, _dir)) = real_smollm_warden(cfg) else {
-        return;
-    };
+    let (w, _dir) = real_smollm_warden(cfg);
     let base = serve_http(&w);
     let client = reqwest::Client::new();
     let seeds = seeds();

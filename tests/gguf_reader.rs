@@ -86,9 +86,9 @@ pub fn peak_alloc<T>(f: impl FnOnce() -> T) -> (T, u64) {
 }
 
 /// A real model from the warden's cache ($WARDEN_CACHE_DIR/models, then
-/// ~/.cache/llm-warden/models), or `None` (after `support::skip_or_fail`:
-/// skipped with a note, failed under `WARDEN_REQUIRE_REAL=1`).
-pub fn real_model(name: &str) -> Option<PathBuf> {
+/// ~/.cache/llm-warden/models); fails the (ignored, real) test without it.
+#[track_caller]
+pub fn real_model(name: &str) -> PathBuf {
     let mut dirs = Vec::new();
     if let Some(d) = std::env::var_os("WARDEN_CACHE_DIR") {
         dirs.push(PathBuf::from(d).join("models"));
@@ -98,8 +98,8 @@ pub fn real_model(name: &str) -> Option<PathBuf> {
     }
     let candidates: Vec<PathBuf> = dirs.into_iter().map(|d| d.join(name)).collect();
     match candidates.iter().find(|p| p.is_file()) {
-        Some(p) => Some(p.clone()),
-        None => support::skip_or_fail(&format!(
+        Some(p) => p.clone(),
+        None => support::missing(&format!(
             "real model {name} is missing (run ./build-llama.sh); looked at {candidates:?}"
         )),
     }

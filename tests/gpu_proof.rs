@@ -1,10 +1,11 @@
 //! The CUDA engine on a real NVIDIA GPU: run by `scripts/gpu-proof.sh` on a
 //! GPU machine (with `WARDEN_GPU_PROOF_MODELS` naming the generated models
-//! and `WARDEN_LLAMA_SERVER` the CUDA build). Without a GPU or those models
-//! (this project's CI machines) every test here says so and passes, unless
-//! `WARDEN_REQUIRE_GPU=1` (which the script sets) makes that a failure: the
-//! CUDA rules themselves are proven without a GPU in `tests/cuda_engine.rs`
-//! and `law::cuda`.
+//! and `WARDEN_LLAMA_SERVER` the CUDA build). This file is built only with
+//! the `gpu-tests` feature and its tests are ignored, so neither a plain
+//! `cargo test` nor `./test.sh` (`--include-ignored`, on CI machines without
+//! a GPU) runs them; run, they fail naming a missing GPU or model. The CUDA
+//! rules themselves are proven without a GPU in `tests/cuda_engine.rs` and
+//! `law::cuda`.
 //!
 //! Each test prints `GPU-PROOF key=value` lines; the script gathers them
 //! into its report.
@@ -21,25 +22,25 @@ use llm_warden::status::EngineKind;
 use llm_warden::{Warden, WardenConfig};
 use support::*;
 
-/// The models directory the proof script generated and NVML's devices, or
-/// `None` (after `skip_or_fail_gpu`, naming which is missing).
-fn proof_setup() -> Option<(PathBuf, nvml::GpuSnapshot)> {
+/// The models directory the proof script generated and NVML's devices;
+/// fails the test naming which is missing.
+fn proof_setup() -> (PathBuf, nvml::GpuSnapshot) {
     let snap = match nvml::snapshot() {
         Ok(s) if !s.devices.is_empty() => s,
-        other => return skip_or_fail_gpu(&format!("no NVIDIA GPU ({other:?})")),
+        other => missing(&format!("an NVIDIA GPU ({other:?})")),
     };
     let Some(dir) = std::env::var_os("WARDEN_GPU_PROOF_MODELS").map(PathBuf::from) else {
-        return skip_or_fail_gpu("WARDEN_GPU_PROOF_MODELS is not set (scripts/gpu-proof.sh run sets it)");
+        missing("WARDEN_GPU_PROOF_MODELS (scripts/gpu-proof.sh run sets it)");
     };
     for model in ["big.gguf", "small.gguf"] {
         if !dir.join(model).is_file() {
-            return skip_or_fail_gpu(&format!(
-                "{} is missing (scripts/gen_gpu_models.py makes it)",
+            missing(&format!(
+                "{} (scripts/gen_gpu_models.py makes it)",
                 dir.join(model).display()
             ));
         }
     }
-    Some((dir, snap))
+    (dir, snap)
 }
 
 fn proof(key: &str, value: impl std::fmt::Display) {
@@ -150,8 +151,9 @@ async fn prove_model(cfg: &WardenConfig, dir: &Path, gpu: &cuda::GpuDevice, id: 
 /// from /props), the placement, and the device check's figures, on the big
 /// model (the VRAM budget binds) and the small one (it fits whole).
 #[actix_rt::test]
+#[ignore = "needs an NVIDIA GPU, the CUDA build and the generated models; scripts/gpu-proof.sh runs it"]
 async fn the_cuda_engine_on_a_real_gpu() {
-    let Some((dir, snap)) = proof_setup() else { return };
+    let (dir, snap) = proof_setup();
     let cfg = WardenConfig::from_env().unwrap();
     let gpu = selected_gpu(&cfg, &snap);
     for id in ["big", "small"] {
@@ -163,8 +165,9 @@ async fn the_cuda_engine_on_a_real_gpu() {
 /// allocated, CUDA runs out of memory at load, and the one retry at the 4096
 /// floor loads.
 #[actix_rt::test]
+#[ignore = "needs an NVIDIA GPU, the CUDA build and the generated models; scripts/gpu-proof.sh runs it"]
 async fn the_out_of_memory_retry_on_a_real_gpu() {
-    let Some((dir, snap)) = proof_setup() else { return };
+    let (dir, snap) = proof_setup();
     let total_gib = snap.devices.iter().map(|d| d.total_bytes).max().unwrap() >> 30;
     let cfg = WardenConfig {
         vram_override_bytes: Some((total_gib * 3) << 30),

@@ -164,9 +164,14 @@ async fn queue_bound_and_status_during_a_turn() {
     })
     .await;
     let b = actix_rt::spawn(slow());
-    while w.queue_depth() < 2 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // No event says a turn was queued: the gauge does.
+    poll_until(
+        "the second request queued",
+        Duration::from_secs(30),
+        || w.queue_depth() >= 2,
+        || format!("queue depth {}", w.queue_depth()),
+    )
+    .await;
     let r = http()
         .post(format!("{base}/v1/chat/completions"))
         .json(&body(true))

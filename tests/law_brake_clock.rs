@@ -10,6 +10,8 @@ use llm_warden::law::brake::{
     idle_sample_skip, seed,
 };
 
+/// An idle sample is due 55 s after the previous sample and after the last
+/// turn, not sooner.
 #[test]
 fn idle_samples_are_paced() {
     let t0 = Instant::now();
@@ -29,6 +31,7 @@ fn idle_samples_are_paced() {
     }
 }
 
+/// A live unload carry seeds the reload's brake state whole.
 #[test]
 fn a_live_carry_seeds_its_episode_whole() {
     let now = Instant::now();
@@ -57,6 +60,8 @@ fn a_live_carry_seeds_its_episode_whole() {
     );
 }
 
+/// Seeding takes the carry while it lives, then the window memory, and nothing
+/// once both expired.
 #[test]
 fn seeding_reads_the_carry_then_the_window_memory_within_their_ttls() {
     let now = Instant::now();

@@ -68,6 +68,10 @@ struct Watched {
     max_depth: u64,
 }
 
+/// How long the 500 streams may take in all (each turn is milliseconds;
+/// seconds in all on a loaded machine): past it, something deadlocked.
+const ALL_DONE_WITHIN: Duration = Duration::from_secs(300);
+
 /// While they wait: status and health answer, and memory is read.
 async fn watch_while_waiting(
     http: &reqwest::Client,
@@ -81,7 +85,13 @@ async fn watch_while_waiting(
         status_worst: Duration::ZERO,
         max_depth: 0,
     };
+    let deadline = Instant::now() + ALL_DONE_WITHIN;
     while clients.iter().any(|c| !c.is_finished()) {
+        let waiting = clients.iter().filter(|c| !c.is_finished()).count();
+        assert!(
+            Instant::now() < deadline,
+            "{waiting} of {N} streams still open after {ALL_DONE_WITHIN:?}: a deadlock"
+        );
         let t = Instant::now();
         let s: Value = json_of(http.get(format!("{base}/warden/status"))).await;
         w.status_worst = w.status_worst.max(t.elapsed());

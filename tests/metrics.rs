@@ -203,16 +203,15 @@ fn assert_unloaded(after: &Scrape) {
 /// The scrape parses before, during and after work, and each figure moves
 /// with what the warden did; the route wants the key.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh) and the Python clients (./build-llama.sh clients); ./test.sh runs it"]
 async fn metrics_parse_and_move_as_the_warden_works() {
-    let Some(py) = client_python() else { return };
+    let py = client_python();
     let key = "metrics-test-key";
     let cfg = WardenConfig {
         api_key: Some(key.into()),
         ..test_config()
     };
-    let Some((w, _dir)) = real_smollm_warden(cfg) else {
-        return;
-    };
+    let (w, _dir) = real_smollm_warden(cfg);
     let base = serve_http(&w);
     let r = reqwest::get(format!("{base}/metrics")).await.unwrap();
     assert_eq!(r.status(), 401, "the same key as every route");
@@ -229,12 +228,11 @@ async fn metrics_parse_and_move_as_the_warden_works() {
 /// the child at the turn's end: a brake action at level critical and a
 /// restart whose reason is the brake.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh) and the Python clients (./build-llama.sh clients); ./test.sh runs it"]
 async fn brake_actions_and_restarts_are_counted() {
-    let Some(py) = client_python() else { return };
+    let py = client_python();
     let cfg = forced_critical(test_config());
-    let Some((w, _dir)) = real_smollm_warden(cfg) else {
-        return;
-    };
+    let (w, _dir) = real_smollm_warden(cfg);
     let base = serve_http(&w);
     let t = collect(w.submit(chat(None, 8, true)).unwrap()).await;
     assert!(t.done, "{t:?}");

@@ -57,6 +57,8 @@ fn script(patch: (u16, serde_json::Value), get: (u16, serde_json::Value)) -> Scr
     }
 }
 
+/// Every answer of the settings routes (confirmed, settled by the read-back,
+/// failed) is one `BoundAnswer`, never a panic.
 #[actix_rt::test]
 async fn every_answer_of_the_settings_routes() {
     let applied = json!({"applied": {"max_kv_size": 6000}, "rejected": [], "current": {"max_kv_size": 6000}});

@@ -69,11 +69,10 @@ print("OK", text)
 
 /// The official library lists, chats, generates, reports and unloads as it should.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh) and the Python clients (./build-llama.sh clients); ./test.sh runs it"]
 async fn the_official_ollama_library_works_unchanged() {
-    let Some(py) = client_python() else { return };
-    let Some((w, _dir)) = real_smollm_warden(test_config()) else {
-        return;
-    };
+    let py = client_python();
+    let (w, _dir) = real_smollm_warden(test_config());
     let base = serve_http(&w);
     let out = tokio::task::spawn_blocking(move || Command::new(py).args(["-c", SCRIPT, &base]).output().unwrap())
         .await

@@ -45,16 +45,14 @@ async fn trial(sig: Signal, i: usize) {
         "trial {i}: llama-server {pid} outlived the warden ({sig:?}, {status:?})"
     );
     // A killed multi-threaded process shows as a zombie while its last
-    // threads still exit and release its sockets: give that a moment.
-    let mut freed = false;
-    for _ in 0..100 {
-        if !listening(port) {
-            freed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(freed, "trial {i}: port {port} still listened on 5 s after {sig:?}");
+    // threads still exit and release its sockets: wait for that.
+    poll_until(
+        &format!("trial {i}: port {port} free after {sig:?}"),
+        Duration::from_secs(5),
+        || !listening(port),
+        || format!("port {port} still listened on"),
+    )
+    .await;
     if sig != Signal::SIGKILL {
         assert!(status.unwrap().success(), "trial {i}: a {sig:?} stop exits cleanly");
     }
@@ -62,10 +60,11 @@ async fn trial(sig: Signal, i: usize) {
 
 /// SIGKILL of the warden: the parent-death signal takes the child.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn sigkill_leaves_no_child() {
-    let (Some(_), Some(_)) = (real_llama_server(), real_model(SMOLLM2)) else {
-        return;
-    };
+    // The binary finds them itself: fail here, naming what is missing.
+    real_llama_server();
+    real_model(SMOLLM2);
     let _g = SERIAL.lock().await;
     for i in 0..trials() {
         trial(Signal::SIGKILL, i).await;
@@ -74,10 +73,11 @@ async fn sigkill_leaves_no_child() {
 
 /// SIGTERM: the warden stops the child (SIGTERM, grace, SIGKILL) and exits 0.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn sigterm_leaves_no_child() {
-    let (Some(_), Some(_)) = (real_llama_server(), real_model(SMOLLM2)) else {
-        return;
-    };
+    // The binary finds them itself: fail here, naming what is missing.
+    real_llama_server();
+    real_model(SMOLLM2);
     let _g = SERIAL.lock().await;
     for i in 0..trials() {
         trial(Signal::SIGTERM, i).await;
@@ -87,10 +87,11 @@ async fn sigterm_leaves_no_child() {
 /// SIGINT (Ctrl-C): the child is in its own process group, so the terminal's
 /// Ctrl-C never reaches it; the warden stops it.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn sigint_leaves_no_child() {
-    let (Some(_), Some(_)) = (real_llama_server(), real_model(SMOLLM2)) else {
-        return;
-    };
+    // The binary finds them itself: fail here, naming what is missing.
+    real_llama_server();
+    real_model(SMOLLM2);
     let _g = SERIAL.lock().await;
     for i in 0..trials() {
         trial(Signal::SIGINT, i).await;

@@ -13,20 +13,22 @@ use llm_warden::status::WardenEvent;
 use llm_warden::{Warden, WardenConfig};
 use support::*;
 
-/// The converted model directory, or `None` (skip, or fail under
-/// WARDEN_REQUIRE_REAL=1).
-fn mlx_setup(cfg: &WardenConfig) -> Option<(Backend, std::path::PathBuf)> {
+/// The MLX engine and the converted model directory; fails the test,
+/// naming what is missing, without them.
+fn mlx_setup(cfg: &WardenConfig) -> (Backend, std::path::PathBuf) {
     let dir = cfg.models_dir().join("mlx");
-    let engine = MlxEngine::build(cfg).ok();
-    match engine {
-        Some(e) if dir.join("SmolLM2-135M-Instruct/config.json").is_file() => Some((Backend::Mlx(e), dir)),
-        _ => skip_or_fail("the MLX environment or the converted SmolLM2 is missing (run ./build-llama.sh mlx)"),
+    let engine = MlxEngine::build(cfg).unwrap_or_else(|e| missing(&e.to_string()));
+    let config = dir.join("SmolLM2-135M-Instruct/config.json");
+    if !config.is_file() {
+        missing(&format!("{} is missing (run ./build-llama.sh mlx)", config.display()));
     }
+    (Backend::Mlx(engine), dir)
 }
 
-fn mlx_warden(cfg: WardenConfig) -> Option<Warden> {
-    let (backend, dir) = mlx_setup(&cfg)?;
-    Some(TestWarden::backend(backend, &dir).config(cfg).start())
+/// A warden over the real mlx_vlm.server serving the converted SmolLM2.
+fn mlx_warden(cfg: WardenConfig) -> Warden {
+    let (backend, dir) = mlx_setup(&cfg);
+    TestWarden::backend(backend, &dir).config(cfg).start()
 }
 
 fn ask(conversation: &str, text: &str, max_tokens: u32) -> llm_warden::TurnRequest {
@@ -58,12 +60,13 @@ async fn child_max_kv_size(pid: u32, port: u16) -> Option<u64> {
 /// A coherent streamed answer, and the memory bound (1.3 GiB of RAM stands
 /// in for the machine's) applied and read back from the child itself.
 #[actix_rt::test]
+#[ignore = "needs the MLX environment and the converted SmolLM2 (./build-llama.sh mlx); ./test.sh runs it"]
 async fn load_answer_and_the_memory_bound() {
     let cfg = WardenConfig {
         ram_override_bytes: Some((1.3 * (1u64 << 30) as f64) as u64),
         ..test_config()
     };
-    let Some(w) = mlx_warden(cfg) else { return };
+    let w = mlx_warden(cfg);
     let mut r = ask("france", "What is the capital of France?", 16);
     r.body.insert("temperature".into(), serde_json::json!(0));
     let t = collect(w.submit(r).unwrap()).await;
@@ -102,8 +105,9 @@ async fn load_answer_and_the_memory_bound() {
 /// A turn abandoned mid-stream, then a turn of another conversation: a
 /// barrier goes first, then the reset; the answer completes.
 #[actix_rt::test]
+#[ignore = "needs the MLX environment and the converted SmolLM2 (./build-llama.sh mlx); ./test.sh runs it"]
 async fn reset_with_a_barrier_after_an_abandoned_turn() {
-    let Some(w) = mlx_warden(test_config()) else { return };
+    let w = mlx_warden(test_config());
     let mut ev = w.subscribe();
     assert!(collect(w.submit(ask("a", "Say hi.", 4)).unwrap()).await.done);
     // The same conversation's next turn: no reset.
@@ -154,12 +158,13 @@ async fn reset_with_a_barrier_after_an_abandoned_turn() {
 /// Forced critical pressure after a long turn: the turn's end releases
 /// (reset + one-token request) and the child gives memory back.
 #[actix_rt::test]
+#[ignore = "needs the MLX environment and the converted SmolLM2 (./build-llama.sh mlx); ./test.sh runs it"]
 async fn forced_pressure_releases_memory() {
     let cfg = WardenConfig {
         force_pressure: Some(ForcedPressure::Critical),
         ..test_config()
     };
-    let Some(w) = mlx_warden(cfg) else { return };
+    let w = mlx_warden(cfg);
     let mut ev = w.subscribe();
     assert!(collect(w.submit(ask("long", "Hi.", 2)).unwrap()).await.done);
     let pid = w.status().child_pid.unwrap();

@@ -44,10 +44,9 @@ async fn first_chunk(rx: &mut tokio::sync::mpsc::Receiver<TurnEvent>) {
 
 /// SIGKILL of the child mid-stream, repeatedly (5; 50 with WARDEN_SOAK=1).
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn child_killed_mid_stream_repeatedly() {
-    let Some((w, _dir)) = real_smollm_warden(test_config()) else {
-        return;
-    };
+    let (w, _dir) = real_smollm_warden(test_config());
     let trials = soak(5, 50);
     let mut worst = Duration::ZERO;
     for i in 0..trials {
@@ -64,10 +63,12 @@ async fn child_killed_mid_stream_repeatedly() {
         let took = killed_at.elapsed();
         worst = worst.max(took);
         let e = t.error.unwrap_or_else(|| panic!("trial {i}: no error event"));
+        // "Never a hang": the death itself ended the turn, as a death; a
+        // missed one would end it by a watchdog (`child_hung`, 60 s on) or
+        // not at all (`collect` fails after 60 s without an event). How long
+        // it took is a figure for RELIABILITY.md, printed, not a bound.
         assert_eq!(e.code, "child_killed", "trial {i}: {e:?}");
         assert!(e.raw.is_some(), "trial {i}");
-        // "Never a hang": generous, this machine is noisy; the figure is printed.
-        assert!(took < Duration::from_secs(5), "trial {i}: the error took {took:?}");
     }
     let next = collect(w.submit(chat(None, 4, true)).unwrap()).await;
     assert!(next.done, "{next:?}");
@@ -82,14 +83,13 @@ async fn child_killed_mid_stream_repeatedly() {
 /// SIGSTOP of the child mid-stream: the stall watchdog (5 s here) ends the
 /// turn with `child_hung`, the child is terminated, the next respawns.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn a_stopped_child_is_caught_by_the_stall_watchdog() {
     let cfg = WardenConfig {
         stall_timeout: Duration::from_secs(5),
         ..test_config()
     };
-    let Some((w, _dir)) = real_smollm_warden(cfg) else {
-        return;
-    };
+    let (w, _dir) = real_smollm_warden(cfg);
     for i in 0..soak(2, 10) {
         let mut rx = w.submit(chat(None, 400, true)).unwrap();
         first_chunk(&mut rx).await;
@@ -189,10 +189,9 @@ async fn abandon_a_long_stream(base: &str) {
 /// `cancel task` line, one per disconnect), the next request is answered,
 /// and no connection or descriptor leaks.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn clients_disconnecting_mid_stream() {
-    let Some((w, _dir)) = real_smollm_warden(test_config()) else {
-        return;
-    };
+    let (w, _dir) = real_smollm_warden(test_config());
     let base = serve_http(&w);
     // Warm up (loads the model) and take the baseline.
     let warm = short_answer(&base).await;
@@ -214,17 +213,22 @@ async fn clients_disconnecting_mid_stream() {
         );
         eprintln!("trial {i}: {:?}", t0.elapsed());
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The abandoned connections close as their turns end: wait for that
+    // (no event says it), failing with the counts if they never do.
+    poll_until(
+        "the descriptors and connections of the abandoned streams closed",
+        Duration::from_secs(30),
+        || open_fds() <= fds_before + 4 && connections_to(child_port) <= 2,
+        || {
+            format!(
+                "descriptors {fds_before} -> {}, connections to the child {}",
+                open_fds(),
+                connections_to(child_port)
+            )
+        },
+    )
+    .await;
     let fds_after = open_fds();
-    assert!(
-        fds_after <= fds_before + 4,
-        "descriptors leaked: {fds_before} -> {fds_after}"
-    );
-    assert!(
-        connections_to(child_port) <= 2,
-        "connections to the child: {}",
-        connections_to(child_port)
-    );
     assert_eq!(w.queue_depth(), 0);
     eprintln!("RELIABILITY disconnects trials={trials} fds {fds_before}->{fds_after}");
     w.shutdown().await;

@@ -9,7 +9,7 @@ mod support;
 
 use support::split::{Rig, WORKER_RAM, greedy, interrupt_mid_stream, shares, status, warden};
 use support::workers::{KEY, Place, start_at};
-use support::{MemCgroup, skip_or_fail};
+use support::{MemCgroup, missing};
 
 /// A network namespace joined to this one by a veth pair: the worker's
 /// machine at 10.231.N.2, this side 10.231.N.1 (/30). Removed on drop.
@@ -20,7 +20,9 @@ struct NetNs {
 }
 
 impl NetNs {
-    fn new() -> Option<Self> {
+    /// Sets it up; fails the test, naming the step, where it cannot (not
+    /// root, or no `ip`).
+    fn new() -> Self {
         let n = std::process::id() % 250 + 1;
         let ns = NetNs {
             name: format!("lw-rpc-{n}"),
@@ -87,13 +89,13 @@ impl NetNs {
                 .status()
                 .is_ok_and(|st| st.success());
             if !ok {
-                return skip_or_fail(&format!(
-                    "cannot set up a network namespace (ip {}): not root?",
+                missing(&format!(
+                    "a network namespace: `ip {}` failed (run as root, with iproute2)",
                     s.join(" ")
                 ));
             }
         }
-        Some(ns)
+        ns
     }
 
     /// Cuts the link: packets vanish, nothing resets (a pulled cable).
@@ -122,13 +124,11 @@ impl Drop for NetNs {
 /// no reset reaches anyone, the watch's readings time out, and the turn
 /// still ends with `worker_lost` naming it.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 and ggml-rpc-server (./build-llama.sh) and root (memory cgroups, a network namespace); ./test.sh runs it"]
 async fn a_worker_cut_off_by_the_network_is_lost_without_any_reset() {
-    let Some(rig) = Rig::new(1).await else { return };
-    let Some(ns) = NetNs::new() else { return };
-    let Some(group) = MemCgroup::new("llm-warden-rpcns", WORKER_RAM) else {
-        skip_or_fail::<()>("cannot create a memory cgroup here (not root?)");
-        return;
-    };
+    let rig = Rig::new(1).await;
+    let ns = NetNs::new();
+    let group = MemCgroup::new("llm-warden-rpcns", WORKER_RAM);
     let place = Place {
         group: Some(&group),
         netns: Some(&ns.name),
@@ -145,11 +145,13 @@ async fn a_worker_cut_off_by_the_network_is_lost_without_any_reset() {
     far.wait_for(KEY, 20, "rpc-server up", |s| s.rpc.up).await;
     assert!(!greedy(&base, 4).await.is_empty());
     assert_eq!(shares(&status(&base).await).len(), 3);
+    // No reset comes, so only the watch can tell: the stream ends with
+    // `worker_lost` (`interrupt_mid_stream` fails if it stays silent for
+    // 30 s, far below TCP's own retransmission timeout of minutes).
     let (err, secs) = interrupt_mid_stream(&base, || ns.cut()).await;
     eprintln!("worker_lost {secs:.3} s after the cut");
     assert_eq!(err["code"], "worker_lost", "{err}");
     assert!(err["message"].as_str().unwrap().contains(&far.addr()), "{err}");
-    assert!(secs < 5.0, "worker_lost took {secs} s");
     // The next request goes on without it.
     assert!(!greedy(&base, 4).await.is_empty());
     assert_eq!(shares(&status(&base).await).len(), 2);

@@ -8,6 +8,8 @@ use llm_warden::Chunk;
 use serde_json::json;
 use support::*;
 
+/// `Warden::chat` hands an embedder the text in order, the notices and the end
+/// as typed chunks.
 #[actix_rt::test]
 async fn chat_hands_an_embedder_typed_chunks() {
     let dir = tempfile::tempdir().unwrap();

@@ -130,18 +130,14 @@ async fn keep_a_screenshot(b: &Browser) {
 /// A turn from the page and the brake's shrink show on the dashboard, with
 /// no console error.
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh) and Chromium and chromedriver; ./test.sh runs it"]
 async fn the_dashboard_shows_a_turn_and_a_brake_step_in_a_real_browser() {
     let cfg = WardenConfig {
         ui_sample: Duration::from_millis(250),
         ..forced_critical(test_config())
     };
-    let Some((w, _dir)) = real_smollm_warden(cfg) else {
-        return;
-    };
-    let Some(b) = Browser::start().await else {
-        w.shutdown().await;
-        return;
-    };
+    let (w, _dir) = real_smollm_warden(cfg);
+    let b = Browser::start().await;
     let base = serve_http(&w);
     b.go(&format!("{base}/warden/ui")).await;
     assert_the_empty_page(&b).await;
@@ -220,14 +216,12 @@ async fn the_page_takes_the_key_as_basic_credentials() {
 /// the server is down the only console entries are the failed requests
 /// themselves, never a script error.
 #[actix_rt::test]
+#[ignore = "needs Chromium and chromedriver; ./test.sh runs it"]
 async fn a_lost_event_stream_is_said_and_reconnects() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", serde_json::json!({}));
     let w = TestWarden::fake(dir.path()).start();
-    let Some(b) = Browser::start().await else {
-        w.shutdown().await;
-        return;
-    };
+    let b = Browser::start().await;
     let bound = llm_warden::server::bind(w.clone(), "127.0.0.1", Some(0)).unwrap();
     let port = bound.port;
     let handle = bound.server.handle();

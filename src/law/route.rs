@@ -163,55 +163,94 @@ impl Route {
 mod tests {
     use super::*;
 
+    /// Every engine (a new one is tested once it is listed here).
+    const ENGINES: [EngineKind; 3] = [EngineKind::Cpu, EngineKind::Cuda, EngineKind::Mlx];
+
+    /// `Route::ALL` holds every route once, and each has a path and a tag of
+    /// its own: metrics label by the tag, requests come by the path, and
+    /// every word of the tag is found in the path.
     #[test]
-    fn routes_and_engines() {
-        // (route, generates, keeps a conversation, on cpu, on cuda, on mlx)
-        let rows = [
-            // why: chat runs everywhere
-            (Route::Chat, true, true, true, true, true),
-            // why: mlx_vlm.server has no raw completion, infill or tokenizer routes
-            (Route::Completions, true, false, true, true, false),
-            (Route::Infill, true, false, true, true, false),
-            // why: the tokenizer routes never run the model
-            (Route::Tokenize, false, false, true, true, false),
-            (Route::Detokenize, false, false, true, true, false),
-            // why: Messages and Responses are chats in another dialect: their KV is kept
-            (Route::Messages, true, true, true, true, false),
-            (Route::Responses, true, true, true, true, false),
-            // why: the counters and the template tokenize only, beside a turn
-            (Route::MessagesCountTokens, false, false, true, true, false),
-            (Route::ResponsesInputTokens, false, false, true, true, false),
-            (Route::ChatInputTokens, false, false, true, true, false),
-            (Route::ApplyTemplate, false, false, true, true, false),
-        ];
-        assert_eq!(rows.len(), Route::ALL.len(), "every route has a row");
-        for (r, gen_, conv, cpu, cuda, mlx) in rows {
+    fn every_route_is_listed_once_under_its_own_path_and_tag() {
+        // why: a route left out of ALL has no metrics series (adding a
+        // variant fails to compile here until it is listed)
+        let listed = |r: Route| match r {
+            Route::Chat
+            | Route::Completions
+            | Route::Infill
+            | Route::Tokenize
+            | Route::Detokenize
+            | Route::Messages
+            | Route::MessagesCountTokens
+            | Route::Responses
+            | Route::ResponsesInputTokens
+            | Route::ChatInputTokens
+            | Route::ApplyTemplate => Route::ALL.contains(&r),
+        };
+        for r in Route::ALL {
+            assert!(listed(r), "{r:?}");
+            assert_eq!(Route::ALL.iter().filter(|o| **o == r).count(), 1, "{r:?} listed twice");
             assert_eq!(
-                (
-                    r.generates(),
-                    r.keeps_conversation(),
-                    r.served_by(EngineKind::Cpu),
-                    r.served_by(EngineKind::Cuda),
-                    r.served_by(EngineKind::Mlx)
-                ),
-                (gen_, conv, cpu, cuda, mlx),
-                "{r:?}"
+                Route::ALL.iter().filter(|o| o.path() == r.path()).count(),
+                1,
+                "{r:?}'s path"
             );
-            assert_eq!(r.beside_turns(), !gen_, "{r:?}");
-            // why: only Anthropic's conversion drops n_predict
-            let field = if r == Route::Messages {
-                "max_tokens"
-            } else {
-                "n_predict"
-            };
-            assert_eq!(r.bound_field(), field, "{r:?}");
+            assert_eq!(
+                Route::ALL.iter().filter(|o| o.tag() == r.tag()).count(),
+                1,
+                "{r:?}'s tag"
+            );
+            assert!(r.path().starts_with('/'), "{r:?}");
+            for word in r.tag().split('_') {
+                assert!(r.path().contains(word), "{r:?}: {word} of its tag");
+            }
         }
-        let mut tags: Vec<_> = Route::ALL.iter().map(|r| r.tag()).collect();
-        tags.sort();
-        tags.dedup();
-        assert_eq!(tags.len(), Route::ALL.len(), "tags are unique");
     }
 
+    /// What a route does follows from whether it generates: one that does
+    /// not (tokenizer, counters, template) goes beside a running turn; only
+    /// a generation keeps a conversation; a route under another route's
+    /// path counts for it (never generates, and the one above it does).
+    #[test]
+    fn what_a_route_does_follows_from_whether_it_generates() {
+        assert!(Route::default().generates() && Route::default().keeps_conversation());
+        for r in Route::ALL {
+            assert_eq!(r.beside_turns(), !r.generates(), "{r:?}");
+            assert!(!r.keeps_conversation() || r.generates(), "{r:?}");
+            for above in Route::ALL.iter().filter(|a| **a != r) {
+                if r.path().starts_with(&format!("{}/", above.path())) {
+                    assert!(!r.generates() && above.generates(), "{r:?} under {above:?}");
+                }
+            }
+        }
+        // why: Anthropic's conversion to chat keeps only its own max_tokens
+        // (b10883), so only Messages carries the bound there; every other
+        // route in n_predict, which llama-server reads first
+        for r in Route::ALL {
+            assert_eq!(r.bound_field() == "max_tokens", r == Route::Messages, "{r:?}");
+            assert!(matches!(r.bound_field(), "max_tokens" | "n_predict"), "{r:?}");
+        }
+    }
+
+    /// A request that names no route runs on every engine; llama-server's
+    /// engines serve every route; whatever another engine serves,
+    /// llama-server serves too (a refusal is the engine's lack, never the
+    /// route's: tests/real_mlx.rs shows MLX's 501 for the rest).
+    #[test]
+    fn the_default_route_runs_everywhere_and_llama_server_serves_all() {
+        for r in Route::ALL {
+            let on_llama = [EngineKind::Cpu, EngineKind::Cuda].map(|l| r.served_by(l));
+            assert_eq!(on_llama, [true, true], "{r:?}: llama-server answers every route");
+        }
+        for e in ENGINES {
+            assert!(Route::default().served_by(e), "{e:?}");
+            for r in Route::ALL {
+                assert!(!r.served_by(e) || r.served_by(EngineKind::Cpu), "{r:?} on {e:?}");
+            }
+        }
+    }
+
+    /// Each dialect's stream ends at its own last event, and nothing else
+    /// (an infill text that holds `"stop":true` inside a string does not).
     #[test]
     fn each_dialect_ends_its_stream_its_own_way() {
         // (route, event, data, ends)

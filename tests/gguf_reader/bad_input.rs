@@ -8,6 +8,8 @@ use llm_warden::gguf::read_model_facts;
 use crate::builder::{Gguf, T, V, put_str};
 use crate::{code, expect_err, peak_alloc, read_bytes, write_file};
 
+/// A missing file, a directory and an empty file are each their own error,
+/// naming the path.
 #[test]
 fn missing_empty_directory() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -20,6 +22,7 @@ fn missing_empty_directory() {
     expect_err(b"", "model_empty", "empty");
 }
 
+/// Files of other formats are `not_gguf`, saying the magic expected.
 #[test]
 fn not_gguf() {
     for bytes in [&b"PK\x03\x04rest"[..], b"<html>", b"GGUX\x03\0\0\0", b"ggml", b"X"] {
@@ -27,6 +30,8 @@ fn not_gguf() {
     }
 }
 
+/// GGUF v1, a newer version and a big-endian file are refused by name; v2 and
+/// v3 read.
 #[test]
 fn versions() {
     for (v, needle) in [(0, "not a GGUF"), (1, "v1"), (4, "newer"), (0x0300_0000, "big-endian")] {
@@ -60,6 +65,8 @@ fn every_prefix_of_a_synthetic_file() {
     }
 }
 
+/// An absurd tensor count is invalid or truncated, never an allocation that
+/// follows it.
 #[test]
 fn absurd_counts() {
     for (count, want) in [
@@ -83,6 +90,8 @@ fn absurd_counts() {
     }
 }
 
+/// Absurd string and key lengths are invalid without allocating them; a long
+/// string that is only skipped is fine.
 #[test]
 fn absurd_string_lengths() {
     let huge = |len: u64| {
@@ -118,6 +127,8 @@ fn absurd_string_lengths() {
     assert!(peak < 1 << 20, "skipped template allocated {peak}");
 }
 
+/// Unknown value types, nested arrays and absurd array counts are invalid,
+/// naming the type.
 #[test]
 fn unknown_and_nested_value_types() {
     for id in [13, 255, u32::MAX] {
@@ -165,6 +176,8 @@ fn t(name: &str, dims: &[u64], ty: u32) -> T {
     }
 }
 
+/// Tensor infos with too many dimensions, overflowing sizes, partial blocks or
+/// unknown types are invalid, saying which.
 #[test]
 fn bad_tensor_infos() {
     let cases: &[(T, &str, &str)] = &[
@@ -206,6 +219,8 @@ fn bad_tensor_infos() {
     expect_err(&bytes, "gguf_invalid", "4294967295 dimensions");
 }
 
+/// `general.alignment` is honoured when it is a power-of-two u32, refused
+/// otherwise.
 #[test]
 fn alignment_key() {
     for (v, ok) in [
@@ -227,6 +242,7 @@ fn alignment_key() {
     }
 }
 
+/// A key the reader keeps, given twice, is invalid.
 #[test]
 fn duplicate_wanted_key() {
     let mut g = Gguf::llama();

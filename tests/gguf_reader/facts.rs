@@ -10,6 +10,8 @@ fn facts(g: Gguf) -> ModelFacts {
     read_bytes(&g.build()).expect("valid synthetic model")
 }
 
+/// A small llama's facts, with the key and value lengths derived when the keys
+/// are absent.
 #[test]
 fn tiny_llama_facts() {
     let f = facts(Gguf::llama());
@@ -34,6 +36,8 @@ fn tiny_llama_facts() {
     assert_serialize(&f);
 }
 
+/// Per-layer head counts, sliding-window patterns and recurrent (zero-head)
+/// layers read per layer.
 #[test]
 fn per_layer_arrays_and_recurrent_layers() {
     let g = Gguf::llama()
@@ -75,6 +79,8 @@ fn per_layer_arrays_and_recurrent_layers() {
     assert_eq!((f.sliding_layers, f.sliding_window_period), (None, Some(6)));
 }
 
+/// `general.file_type` in any integer type reads; anything else is no file
+/// type, not an error.
 #[test]
 fn file_type_is_lenient() {
     for (v, want) in [
@@ -95,6 +101,8 @@ fn file_type_is_lenient() {
     assert_eq!((f.file_type, f.file_type_name()), (Some(999), None));
 }
 
+/// A missing or mistyped required key is an error naming the key and the type
+/// found.
 #[test]
 fn required_keys_and_bad_types() {
     let cases: Vec<(Gguf, &str)> = vec![

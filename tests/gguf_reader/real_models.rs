@@ -1,11 +1,12 @@
-//! Pinned facts of the real models in the warden cache, read cost (bytes
-//! and time), and truncation of a real header. Skipped when absent, failed
-//! under `WARDEN_REQUIRE_REAL=1`.
+//! Pinned facts of the real models in the warden cache, read cost (the
+//! bytes pulled from the OS: the header only), and truncation of a real
+//! header. Ignored by a plain `cargo test`; `./test.sh` runs them, and a
+//! missing model fails them. The read time is a figure, not a property:
+//! `bench` (its `gguf` phase) measures it.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use llm_warden::gguf::{ModelFacts, read_header, read_model_facts};
 
@@ -22,11 +23,11 @@ fn kv_bytes_per_token(f: &ModelFacts) -> u64 {
         .sum()
 }
 
+/// The real SmolLM2's facts, pinned.
 #[test]
+#[ignore = "needs the real SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 fn smollm2_facts() {
-    let Some(path) = real_model(SMOLLM2) else {
-        return;
-    };
+    let path = real_model(SMOLLM2);
     let f = read_model_facts(&path).expect("SmolLM2 reads");
     assert_eq!(f.architecture, "llama");
     assert_eq!(f.block_count, 30);
@@ -45,11 +46,11 @@ fn smollm2_facts() {
     assert_eq!(f.parts, vec![path]);
 }
 
+/// The real Gemma 3's facts, pinned.
 #[test]
+#[ignore = "needs the real Gemma 3 (./build-llama.sh); ./test.sh runs it"]
 fn gemma3_facts() {
-    let Some(path) = real_model(GEMMA3) else {
-        return;
-    };
+    let path = real_model(GEMMA3);
     let f = read_model_facts(&path).expect("Gemma 3 reads");
     assert_eq!(f.architecture, "gemma3");
     assert_eq!(f.block_count, 18);
@@ -67,41 +68,15 @@ fn gemma3_facts() {
 /// The header read never reaches the tensor data: bytes pulled from the OS
 /// stay within the header plus one buffer (64 KiB), a few MiB at most.
 #[test]
+#[ignore = "needs the real SmolLM2 and Gemma 3 (./build-llama.sh); ./test.sh runs it"]
 fn header_read_touches_only_the_header() {
     for (name, max_mib) in [(SMOLLM2, 3), (GEMMA3, 8)] {
-        let Some(path) = real_model(name) else {
-            continue;
-        };
+        let path = real_model(name);
         let h = read_header(&path).expect("header reads");
         assert!(h.bytes_read <= h.data_start + 64 * 1024, "{name}: {h:?}");
         assert!(h.bytes_read < max_mib << 20, "{name} read {} bytes", h.bytes_read);
         assert_eq!(h.data_end, h.file_size, "{name}: tensors end at the end of the file");
         eprintln!("{name}: read {} of {} header bytes", h.bytes_read, h.data_start);
-    }
-}
-
-/// Warm-cache read time. Asserted (10 ms) only in release builds; a debug
-/// build just prints it. Run `cargo test --release --test gguf_reader
-/// read_time -- --nocapture` for the figure.
-#[test]
-fn read_time() {
-    for name in [SMOLLM2, GEMMA3] {
-        let Some(path) = real_model(name) else {
-            continue;
-        };
-        let mut best = Duration::MAX;
-        for _ in 0..10 {
-            let t = Instant::now();
-            read_model_facts(&path).expect("model reads");
-            best = best.min(t.elapsed());
-        }
-        eprintln!(
-            "{name}: best warm read {best:?} (debug build: {})",
-            cfg!(debug_assertions)
-        );
-        if !cfg!(debug_assertions) {
-            assert!(best < Duration::from_millis(10), "{name}: {best:?}");
-        }
     }
 }
 
@@ -119,11 +94,12 @@ pub fn sparse_copy(src: &Path, dst: &Path) -> (Vec<u8>, u64) {
     (header, h.file_size)
 }
 
+/// A sparse copy of the real header reads as the original; one byte cut off the
+/// end is `model_truncated`.
 #[test]
+#[ignore = "needs the real SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 fn sparse_copy_reads_the_same_and_a_cut_is_caught() {
-    let Some(path) = real_model(SMOLLM2) else {
-        return;
-    };
+    let path = real_model(SMOLLM2);
     let dir = tempfile::tempdir().expect("temp dir");
     let copy = dir.path().join("copy.gguf");
     let (_, size) = sparse_copy(&path, &copy);
@@ -140,10 +116,9 @@ fn sparse_copy_reads_the_same_and_a_cut_is_caught() {
 /// first 64, then spread over the rest, stopping an alignment short of the
 /// data section so every cut lands inside the header).
 #[test]
+#[ignore = "needs the real SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 fn real_header_cut_anywhere_is_truncated() {
-    let Some(path) = real_model(SMOLLM2) else {
-        return;
-    };
+    let path = real_model(SMOLLM2);
     let dir = tempfile::tempdir().expect("temp dir");
     let copy = dir.path().join("cut.gguf");
     let (header, _) = sparse_copy(&path, &copy);

@@ -33,6 +33,8 @@ fn family(dir: &Path, edit: impl Fn(u32, Gguf) -> Gguf) -> Vec<PathBuf> {
         .collect()
 }
 
+/// A split model's first part reads the whole family: every part, the tensors
+/// and the weights summed.
 #[test]
 fn whole_family() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -47,6 +49,7 @@ fn whole_family() {
     assert_eq!(f.expert_bytes, 8 * 34);
 }
 
+/// A missing part of a split model is `split_part_missing`.
 #[test]
 fn missing_part() {
     for gone in [2, 3] {
@@ -60,6 +63,8 @@ fn missing_part() {
     }
 }
 
+/// A part that is not GGUF, is cut, or names another family is refused, naming
+/// that part.
 #[test]
 fn bad_parts() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -82,6 +87,8 @@ fn bad_parts() {
 /// An edit of part `k`'s builder.
 type Edit = Box<dyn Fn(u32, Gguf) -> Gguf>;
 
+/// Split keys that disagree across parts, or with the file's name, are invalid;
+/// a lone part is a whole model.
 #[test]
 fn inconsistent_keys() {
     let cases: Vec<(Edit, &str)> = vec![

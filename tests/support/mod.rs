@@ -2,7 +2,8 @@
 //! fake's scripts (`models`), starting a warden (`warden`: `TestWarden`, the
 //! one way), a turn's request and events (`turns`), what a real test needs
 //! and may lack (`real`), serving over HTTP (`serve`), processes seen from
-//! outside (`procs`), and the RPC split, worker and browser rigs.
+//! outside (`procs`), a bounded poll for what no event says (`wait`), and
+//! the RPC split, worker and browser rigs.
 #![allow(dead_code, unused_imports)]
 
 pub mod models;
@@ -12,6 +13,7 @@ pub mod serve;
 pub mod slow_clients;
 pub mod split;
 pub mod turns;
+pub mod wait;
 pub mod warden;
 pub mod webdriver;
 pub mod workers;
@@ -21,6 +23,7 @@ pub use procs::*;
 pub use real::*;
 pub use serve::*;
 pub use turns::*;
+pub use wait::*;
 pub use warden::*;
 
 /// A trial count: `default` in the everyday run, `full` (RELIABILITY.md's

@@ -58,6 +58,42 @@ pub fn listening(port: u16) -> bool {
     })
 }
 
+/// One side of an established IPv4 TCP connection, as `/proc/net/tcp` shows
+/// it: its ports and the bytes its queues hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpSide {
+    pub local_port: u16,
+    pub remote_port: u16,
+    /// Written here and not yet taken by the other side (`tx_queue`).
+    pub unsent: u64,
+    /// Arrived here and not yet read (`rx_queue`).
+    pub unread: u64,
+}
+
+/// Every established IPv4 TCP connection of this network namespace, each
+/// side apart (a loopback connection shows twice).
+pub fn tcp_sides() -> Vec<TcpSide> {
+    let port = |addr: &str| addr.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            if cols.len() < 5 || cols[3] != "01" {
+                return None;
+            }
+            let (tx, rx) = cols[4].split_once(':')?;
+            Some(TcpSide {
+                local_port: port(cols[1])?,
+                remote_port: port(cols[2])?,
+                unsent: u64::from_str_radix(tx, 16).ok()?,
+                unread: u64::from_str_radix(rx, 16).ok()?,
+            })
+        })
+        .collect()
+}
+
 /// A memory cgroup (v1 or v2) the test made, removed (after its processes
 /// are gone) on drop.
 pub struct MemCgroup {
@@ -69,9 +105,10 @@ pub struct MemCgroup {
 
 impl MemCgroup {
     /// Creates `<prefix>-<pid>` under the v1 memory controller, else under
-    /// the v2 hierarchy, limited to `limit` bytes; `None` where neither is
-    /// writable (not root).
-    pub fn new(prefix: &str, limit: u64) -> Option<Self> {
+    /// the v2 hierarchy, limited to `limit` bytes; fails the (real) test
+    /// where neither is writable (not root).
+    #[track_caller]
+    pub fn new(prefix: &str, limit: u64) -> Self {
         let name = format!("{prefix}-{}", std::process::id());
         for (root, file, v1) in [
             ("/sys/fs/cgroup/memory", "memory.limit_in_bytes", true),
@@ -80,12 +117,14 @@ impl MemCgroup {
             let dir = PathBuf::from(root).join(&name);
             if std::fs::create_dir(&dir).is_ok() {
                 if std::fs::write(dir.join(file), limit.to_string()).is_ok() {
-                    return Some(Self { dir, v1 });
+                    return Self { dir, v1 };
                 }
                 let _ = std::fs::remove_dir(&dir);
             }
         }
-        None
+        super::real::missing(&format!(
+            "a memory cgroup: neither /sys/fs/cgroup/memory nor /sys/fs/cgroup takes {name} (run as root)"
+        ))
     }
 
     /// The OOM kills inside the group so far.

@@ -48,17 +48,17 @@ pub struct Rig {
     _serial: std::sync::MutexGuard<'static, ()>,
 }
 
-pub fn rig() -> Option<Rig> {
+pub fn rig() -> Rig {
     let serial = serial();
-    let (w, dir) = real_smollm_warden(stall_config())?;
+    let (w, dir) = real_smollm_warden(stall_config());
     let base = serve_http(&w);
-    Some(Rig {
+    Rig {
         w,
         base,
         http: llm_warden::child::client::shared_http_client(),
         _dir: dir,
         _serial: serial,
-    })
+    }
 }
 
 pub fn open_fds() -> usize {
@@ -67,17 +67,6 @@ pub fn open_fds() -> usize {
 
 pub fn threads() -> usize {
     std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)
-}
-
-/// Whether `done` holds within 10 s (polled every 100 ms).
-pub async fn eventually(done: impl Fn() -> bool) -> bool {
-    for _ in 0..100 {
-        if done() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    false
 }
 
 /// A raw client socket with a tiny receive buffer (so the server's side
@@ -90,11 +79,15 @@ pub fn tiny_reader(base: &str) -> TcpStream {
     s.into()
 }
 
-/// Sends a streamed chat of `max_tokens` that will not stop early.
+/// Sends a streamed chat of `max_tokens` that will not stop early, each
+/// event carrying its 20 top logprobs (~3 KB, not ~200 B): a reader that
+/// stops fills the warden's buffers to it within tens of tokens, so the
+/// stall comes in seconds even where a loaded machine makes 2 tokens a second.
 pub fn send_long_chat(sock: &mut TcpStream, max_tokens: u32) {
     let body = json!({
         "messages": [{"role": "user", "content": "Tell me a long story about the sea."}],
         "max_tokens": max_tokens, "stream": true, "ignore_eos": true, "temperature": 0,
+        "logprobs": true, "top_logprobs": 20,
     })
     .to_string();
     write!(

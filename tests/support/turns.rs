@@ -8,7 +8,7 @@ use llm_warden::TurnRequest;
 use llm_warden::status::WardenEvent;
 use tokio::sync::{broadcast, mpsc};
 
-/// Receives within `secs`, or fails naming what was lost.
+/// Receives within 60 s, or fails naming what was lost.
 pub async fn recv_or_fail<T>(rx: &mut mpsc::Receiver<T>, what: &str) -> T {
     match tokio::time::timeout(Duration::from_secs(60), rx.recv()).await {
         Ok(Some(v)) => v,

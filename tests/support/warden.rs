@@ -134,13 +134,15 @@ fn cpu(server: PathBuf) -> Backend {
 }
 
 /// A warden over the real llama-server serving the real SmolLM2 (as model
-/// `smollm2`, the default), with `cfg`; `None` when build-llama.sh has not
-/// run (see `real_llama_server`). The directory lives as long as the warden.
-pub fn real_smollm_warden(cfg: WardenConfig) -> Option<(Warden, tempfile::TempDir)> {
-    let (server, model) = (real_llama_server()?, real_model(SMOLLM2)?);
+/// `smollm2`, the default), with `cfg`; fails the test when build-llama.sh
+/// has not run (see `real_llama_server`). The directory lives as long as
+/// the warden.
+#[track_caller]
+pub fn real_smollm_warden(cfg: WardenConfig) -> (Warden, tempfile::TempDir) {
+    let (server, model) = (real_llama_server(), real_model(SMOLLM2));
     let dir = real_smollm_dir(&model);
     let w = TestWarden::real_cpu(server, dir.path()).config(cfg).start();
-    Some((w, dir))
+    (w, dir)
 }
 
 /// A catalog directory holding the real SmolLM2 as `smollm2.gguf` (a symlink),

@@ -20,6 +20,16 @@ pub struct Browser {
     http: reqwest::Client,
 }
 
+/// The first Chromium on `PATH` (Debian's `chromium`, others' names); fails
+/// the test without one (./test.sh installs Debian's).
+pub fn chromium() -> PathBuf {
+    on_path(&["chromium", "chromium-browser", "google-chrome"]).unwrap_or_else(|| {
+        super::missing(
+            "Chromium on PATH: chromium, chromium-browser or google-chrome (Debian: apt-get install chromium; ./test.sh installs it)",
+        )
+    })
+}
+
 fn on_path(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     names
@@ -29,19 +39,17 @@ fn on_path(names: &[&str]) -> Option<PathBuf> {
 }
 
 impl Browser {
-    /// Starts chromedriver and a headless Chromium session, `None` (after
-    /// `skip_or_fail`) when either is missing.
-    pub async fn start() -> Option<Self> {
-        let Some(chromium) = on_path(&["chromium", "chromium-browser", "google-chrome"]) else {
-            return super::skip_or_fail("no Chromium on PATH (Debian: apt-get install chromium chromium-driver)");
-        };
+    /// Starts chromedriver and a headless Chromium session; fails the test
+    /// when either is missing (./test.sh installs Debian's).
+    pub async fn start() -> Self {
+        let chromium = chromium();
         let Some(driver_bin) = on_path(&["chromedriver"]) else {
-            return super::skip_or_fail("no chromedriver on PATH (Debian: apt-get install chromium-driver)");
+            super::missing("chromedriver on PATH (Debian: apt-get install chromium-driver; ./test.sh installs it)");
         };
-        let port = match std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()) {
-            Ok(addr) => addr.port(),
-            Err(e) => return super::skip_or_fail(&format!("no free loopback port for chromedriver: {e}")),
-        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port for chromedriver")
+            .port();
         // Its own process group, which the browser it starts inherits: a
         // test that panics before `quit` still takes both down (`Drop`).
         let driver = tokio::process::Command::new(driver_bin)
@@ -82,11 +90,11 @@ impl Browser {
             .as_str()
             .unwrap_or_else(|| panic!("no browser session: {r}"))
             .to_string();
-        Some(Self {
+        Self {
             driver,
             url: format!("{base}/session/{id}"),
             http,
-        })
+        }
     }
 
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {

@@ -11,21 +11,20 @@ use llm_warden::rpc::status::{STATUS_PATH, WorkerStatus};
 use llm_warden::rpc::worker::build::find_rpc_server;
 use tokio::io::AsyncBufReadExt;
 
-use super::{MemCgroup, env_config, skip_or_fail};
+use super::{MemCgroup, env_config, missing};
 
 /// The key tests give through `WARDEN_WORKER_KEY`.
 pub const KEY: &str = "worker-test-key-0123456789";
 
-/// The real rpc-server, or `None` (skipped, or failed under WARDEN_REQUIRE_REAL=1).
-pub fn rpc_server() -> Option<PathBuf> {
-    let cfg = env_config()?;
+/// The real rpc-server build-llama.sh made.
+#[track_caller]
+pub fn rpc_server() -> PathBuf {
     let explicit = std::env::var_os("WARDEN_RPC_SERVER").map(PathBuf::from);
-    match find_rpc_server(explicit.as_deref(), &cfg, false) {
-        Ok(p) => Some(p),
-        Err(searched) => skip_or_fail(&format!(
+    find_rpc_server(explicit.as_deref(), &env_config(), false).unwrap_or_else(|searched| {
+        missing(&format!(
             "ggml-rpc-server is missing (run ./build-llama.sh cpu); looked at {searched}"
-        )),
-    }
+        ))
+    })
 }
 
 /// A port free now (the OS's pick, released at once).

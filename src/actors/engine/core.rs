@@ -318,26 +318,59 @@ pub(crate) fn classify_exit(c: &LiveChild, info: process::ExitInfo) -> EngineCod
 mod tests {
     use super::*;
 
+    /// Every input of `state`: shut down or not, each activity, a child or not.
+    fn every_input() -> Vec<(bool, Activity, bool)> {
+        // why: adding an activity fails to compile here until it is listed
+        let all = |a: Activity| match a {
+            Activity::Resting | Activity::Loading | Activity::Generating => a,
+        };
+        let activities = [Activity::Resting, Activity::Loading, Activity::Generating].map(all);
+        let mut out = Vec::new();
+        for shut in [false, true] {
+            for a in activities {
+                for child in [false, true] {
+                    out.push((shut, a, child));
+                }
+            }
+        }
+        out
+    }
+
+    /// The state says there is a child (ready or generating) exactly when
+    /// there is one, and generating exactly while a turn relays through it.
     #[test]
-    fn state_rows() {
-        use Activity::*;
-        let rows = [
-            // why: after shutdown nothing runs again
-            (true, Resting, false, EngineState::Stopped),
-            // why: a load spawning its child
-            (false, Loading, false, EngineState::Loading),
-            // why: a turn relaying through its child
-            (false, Generating, true, EngineState::Generating),
-            // why: a turn whose child died or hung mid-relay: nothing runs
-            (false, Generating, false, EngineState::Idle),
-            // why: a child at rest
-            (false, Resting, true, EngineState::Ready),
-            (false, Resting, false, EngineState::Idle),
-            // why: shutdown while a child still stops is not yet stopped
-            (true, Resting, true, EngineState::Ready),
-        ];
-        for (i, (shut, act, child, want)) in rows.into_iter().enumerate() {
-            assert_eq!(state(shut, act, child), want, "row {i}");
+    fn the_state_claims_a_child_only_when_there_is_one() {
+        for (shut, act, child) in every_input() {
+            let s = state(shut, act, child);
+            let says_child = matches!(s, EngineState::Ready | EngineState::Generating);
+            assert_eq!(says_child, child, "{:?}: {s:?}", (shut, act, child));
+            assert_eq!(
+                s == EngineState::Generating,
+                child && act == Activity::Generating,
+                "{:?}: {s:?}",
+                (shut, act, child)
+            );
+            assert!(s != EngineState::Loading || act == Activity::Loading, "{s:?}");
+        }
+    }
+
+    /// After shutdown nothing runs again: without a child it is stopped
+    /// whatever was in progress; a child still stopping keeps its own state.
+    #[test]
+    fn shutdown_stops_once_the_child_is_gone() {
+        for (shut, act, child) in every_input() {
+            let s = state(shut, act, child);
+            if shut && !child {
+                assert_eq!(s, EngineState::Stopped, "{act:?}");
+            }
+            if child {
+                assert_eq!(
+                    s,
+                    state(!shut, act, child),
+                    "{act:?}: shutdown decides nothing while the child lives"
+                );
+            }
+            assert!(s != EngineState::Stopped || shut, "{:?}", (shut, act, child));
         }
     }
 }

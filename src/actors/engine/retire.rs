@@ -121,27 +121,65 @@ impl EngineCore {
 mod tests {
     use super::*;
 
+    /// Every way out.
+    const ALL: [Retire; 8] = [
+        Retire::Request,
+        Retire::Idle,
+        Retire::Switch,
+        Retire::Shutdown,
+        Retire::Brake,
+        Retire::Hung,
+        Retire::WorkerLost,
+        Retire::Panicked,
+    ];
+
+    /// Whether `why` is listed in `ALL` (adding a variant fails to compile
+    /// here until it is).
+    fn listed(why: Retire) -> bool {
+        match why {
+            Retire::Request
+            | Retire::Idle
+            | Retire::Switch
+            | Retire::Shutdown
+            | Retire::Brake
+            | Retire::Hung
+            | Retire::WorkerLost
+            | Retire::Panicked => ALL.contains(&why),
+        }
+    }
+
+    /// Each way out has a reason of its own, one snake_case word, so the
+    /// `Unloaded` event and the metrics' label tell them apart.
     #[test]
-    fn what_each_reason_keeps() {
-        let five = Duration::from_secs(5);
-        let rows = [
-            // why: the warden's own stops on a healthy child keep the KV
-            (Retire::Request, "request", true, five),
-            (Retire::Idle, "idle", true, five),
-            (Retire::Switch, "switch", true, five),
-            (Retire::Brake, "brake", true, five),
-            // why: leaving, or a child that cannot answer a save
-            (Retire::Shutdown, "shutdown", false, five),
-            (Retire::Hung, "hung", false, five),
-            // why: blocked on a gone worker: no point waiting for SIGTERM
-            (Retire::WorkerLost, "worker_lost", false, LOST_STOP_GRACE),
-        ];
-        for (i, (why, reason, saves, grace)) in rows.into_iter().enumerate() {
-            assert_eq!(
-                (why.reason(), why.saves_kv().is_some(), why.grace(five)),
-                (reason, saves, grace),
-                "row {i}"
+    fn every_reason_is_its_own_word() {
+        for why in ALL {
+            assert!(listed(why));
+            let r = why.reason();
+            assert!(
+                !r.is_empty() && r.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{why:?}: {r}"
             );
+            assert_eq!(ALL.iter().filter(|o| o.reason() == r).count(), 1, "{why:?}: {r}");
+        }
+    }
+
+    /// No retirement waits past the configured grace, and only one that
+    /// saves nothing may cut it short: a save needs the child alive through it.
+    #[test]
+    fn a_save_gets_the_whole_grace_and_no_stop_waits_longer() {
+        for grace in [
+            Duration::ZERO,
+            LOST_STOP_GRACE / 2,
+            LOST_STOP_GRACE,
+            Duration::from_secs(5),
+        ] {
+            for why in ALL {
+                let g = why.grace(grace);
+                assert!(g <= grace, "{why:?} at {grace:?}: {g:?}");
+                if why.saves_kv().is_some() {
+                    assert_eq!(g, grace, "{why:?} saves, so its child gets the whole grace");
+                }
+            }
         }
     }
 }
