@@ -7,9 +7,12 @@
 //! and its child (the same process) still answer a valid chat.
 //!
 //! The seeds carry their bound twice (`max_tokens` and `n_predict`, which
-//! the warden folds to the smaller): a mutation that deletes or enlarges
-//! one still leaves a 4-token answer, so the run stays short, and the fold
-//! itself is what is tested when one of the two is gone.
+//! the warden folds to the smaller). The top-level `n_predict` is never
+//! deleted or nulled (any other value of it is refused), so every answer
+//! that runs is at most 4 tokens and the run's length does not depend on
+//! the machine's speed (a request with no bound runs to the window's end,
+//! which `hostile_requests` tests once); the fold is what is tested when
+//! `max_tokens` is gone, enlarged or wrong.
 
 mod support;
 
@@ -162,7 +165,17 @@ fn mutate_value(v: &mut Value, r: &mut Rng) {
         return;
     }
     let path = all[r.below(all.len())].clone();
+    // The run's one guaranteed bound (see the module doc) only takes values
+    // the warden must refuse.
+    let keep_bound = path == [json!("n_predict")];
     let Some((p, last)) = parent(v, &path) else { return };
+    if keep_bound {
+        if let (Value::Object(m), Value::String(k)) = (p, last) {
+            let odd = std::iter::repeat_with(|| odd_value(r)).find(|v| !v.is_null());
+            m.insert(k, odd.expect("odd_value gives a non-null value in a few draws"));
+        }
+        return;
+    }
     match (r.below(3), p, last) {
         // Delete the key (or the array element).
         (0, Value::Object(m), Value::String(k)) => {
