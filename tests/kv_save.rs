@@ -68,6 +68,11 @@ fn processed(v: &Value) -> (u64, u64) {
 fn kv_cfg(dir: &Path) -> WardenConfig {
     WardenConfig {
         kv_save_dir: Some(dir.to_path_buf()),
+        // A whole answer here reads up to ~4,500 prompt tokens: about 90 s
+        // on 2 quiet cores, past test_config's 120 s bound when other
+        // llama-servers share them. The bound is the warden's watchdog, not
+        // what is tested.
+        request_timeout: std::time::Duration::from_secs(600),
         ..test_config()
     }
 }
