@@ -44,22 +44,9 @@ impl Write for Sink {
     }
 }
 
-/// Whether a process `pid` still exists (a zombie counts as gone: it holds
-/// no memory).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
-}
-
 /// Waits (bounded) until `pid` is gone.
 async fn gone(pid: u32, what: &str) {
-    for _ in 0..200 {
-        if !alive(pid) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{what}: the child {pid} still runs after 10 s");
+    assert!(wait_gone(pid, 10).await, "{what}: the child {pid} still runs after 10 s");
 }
 
 /// A panic in a turn: the turn's coded error, the child retired, one ERROR,
