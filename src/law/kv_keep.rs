@@ -18,7 +18,8 @@
 //! no full-size form: those models are not kept.
 //!
 //! Measured on the pinned llama-server (2 cores, shared and loaded, so the
-//! times are rough), Gemma 3 270M at `-c 32768` (the window the law gives
+//! times are rough) with `scripts/measure_kv_restore.py SERVER MODEL 32768
+//! 130 [--swa-full]`: Gemma 3 270M at `-c 32768` (the window the law gives
 //! it here), a 2,336-token conversation saved, the child restarted and
 //! restored, then the next turn:
 //!
