@@ -5,7 +5,7 @@
 //! uninterrupted run and re-reads only the new message (the child's own
 //! `prompt_n`); a recurrent model (a tiny Mamba written by
 //! `scripts/gen_mamba_model.py`) is said not to be kept, and nothing is
-//! saved for it.
+//! saved for it; a restore the child does not reuse is one WARNING.
 
 #![allow(clippy::await_holding_lock)] // SERIAL's guard spans each test
 
@@ -243,6 +243,7 @@ async fn a_recurrent_model_is_said_not_kept_and_nothing_is_saved() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    capture_log();
     let kv = tempfile::tempdir().unwrap();
     let (w, _dir) = real_warden(&mamba, kv.path());
     let base = serve_http(&w);
@@ -272,5 +273,56 @@ async fn a_recurrent_model_is_said_not_kept_and_nothing_is_saved() {
         .await
         .unwrap();
     assert_eq!(s["kv_keep"]["kept"], false, "{s}");
+    // And the log, once per load (two loads here).
+    let said = captured_log()
+        .matches("conversations on this model are not kept across reloads")
+        .count();
+    assert_eq!(said, 2, "{}", captured_log());
+    w.shutdown().await;
+}
+
+/// A restore the child does not reuse (here a history edited after its
+/// first sentence, same conversation key) is one WARNING naming the
+/// conversation, the tokens restored, the tokens re-read and the reason.
+#[actix_rt::test]
+#[ignore = "needs the real llama-server and the models (./build-llama.sh); ./test.sh runs it"]
+async fn a_restore_the_child_does_not_reuse_is_one_warning() {
+    let _one = serial();
+    capture_log();
+    let kv = tempfile::tempdir().unwrap();
+    let (w, _dir) = real_warden(&real_model(SMOLLM2), kv.path());
+    let base = serve_http(&w);
+    let mut ev = w.subscribe();
+    let facts = |word: &str| long_text(20).replace("number", word);
+    let first = vec![json!({"role": "user", "content": facts("number")})];
+    turn(
+        &base,
+        "edited-history",
+        &first,
+        json!({"keep_alive": 0, "max_tokens": 4}),
+    )
+    .await;
+    unloaded(&mut ev, "idle").await;
+    let edited = vec![
+        json!({"role": "user", "content": format!("Fact 0: the number 0 is followed by 1. {}", facts("integer"))}),
+        json!({"role": "assistant", "content": "ok"}),
+        json!({"role": "user", "content": "next"}),
+    ];
+    let r = turn(&base, "edited-history", &edited, json!({"max_tokens": 4})).await;
+    let (n, reused) = (processed(&r), r["timings"]["cache_n"].as_u64().unwrap());
+    assert!(
+        n > 200 && reused < 100,
+        "the edit cost a re-read: processed {n}, reused {reused}"
+    );
+    let log = captured_log();
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("was not reused")).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    let w1 = warnings[0];
+    assert!(w1.contains("WARN") && w1.contains("\"edited-history\""), "{w1}");
+    assert!(w1.contains(&format!("reread_tokens={n}")), "{w1}");
+    assert!(
+        w1.contains("saved_tokens=") && w1.contains("history was edited"),
+        "{w1}"
+    );
     w.shutdown().await;
 }

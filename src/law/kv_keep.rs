@@ -16,6 +16,25 @@
 //! like a full-attention one (and no checkpoints are made at all). Nothing
 //! in b10883 saves the checkpoints with the slot, and a recurrent state has
 //! no full-size form: those models are not kept.
+//!
+//! Measured on the pinned llama-server (2 cores, shared and loaded, so the
+//! times are rough) with `scripts/measure_kv_restore.py SERVER MODEL 32768
+//! 130 [--swa-full]`: Gemma 3 270M at `-c 32768` (the window the law gives
+//! it here), a 2,336-token conversation saved, the child restarted and
+//! restored, then the next turn:
+//!
+//! | candidate | KV buffers | child anon. after 3 turns | checkpoints | next turn after restore |
+//! |---|---|---|---|---|
+//! | llama-server's default | 15 + 96 MiB | 273 MB | 9 of 7.5 MiB (up to 32) | 2,373 processed, 0 reused |
+//! | `--swa-full` (chosen) | 480 + 96 MiB = the law's 18,432 B x 32768 | 713 MB | none | 37 processed, 2,336 reused |
+//! | checkpoints saved with the slot | - | - | - | not possible: the slot file holds tokens and KV only, and a restore clears them |
+//!
+//! Without an interruption the same turn processed 37 tokens either way;
+//! the save file was 15.1 MB and the restore 5 ms with both. Time: the
+//! 2,321-token first read took 9.8 s / 30.3 s and 78.9 s / 65.7 s in two
+//! default / `--swa-full` pairs, decode 2.0 / 2.3 and 0.7 / 1.1 tok/s:
+//! no cost above this machine's noise. A tiny Mamba (`scripts/gen_mamba_model.py`): 39 tokens
+//! processed without the interruption, 655 of 655 after the restore.
 
 use serde::Serialize;
 

@@ -2,10 +2,12 @@
 //! fake's scripts (`models`), starting a warden (`warden`: `TestWarden`, the
 //! one way), a turn's request and events (`turns`), what a real test needs
 //! and may lack (`real`), serving over HTTP (`serve`), processes seen from
-//! outside (`procs`), a bounded poll for what no event says (`wait`), and
+//! outside (`procs`), a bounded poll for what no event says (`wait`), the
+//! warden's log lines captured (`logs`), and
 //! the RPC split, worker and browser rigs.
 #![allow(dead_code, unused_imports)]
 
+pub mod logs;
 pub mod models;
 pub mod procs;
 pub mod real;
@@ -18,6 +20,7 @@ pub mod warden;
 pub mod webdriver;
 pub mod workers;
 
+pub use logs::*;
 pub use models::*;
 pub use procs::*;
 pub use real::*;

@@ -44,7 +44,7 @@ impl EngineCore {
                 reread_tokens = t.prompt_n,
                 reused_tokens = t.cache_n,
                 reason = miss.reason(),
-                "kv: the restored cache of conversation {conversation} was not reused: {restored} tokens restored, the model server re-read {} ({})",
+                "kv: the restored cache of conversation {conversation:?} was not reused: {restored} tokens restored, {} re-read by the model server; {}",
                 t.prompt_n,
                 miss.reason()
             ),
