@@ -46,7 +46,10 @@ impl Write for Sink {
 
 /// Waits (bounded) until `pid` is gone.
 async fn gone(pid: u32, what: &str) {
-    assert!(wait_gone(pid, 10).await, "{what}: the child {pid} still runs after 10 s");
+    assert!(
+        wait_gone(pid, 10).await,
+        "{what}: the child {pid} still runs after 10 s"
+    );
 }
 
 /// A panic in a turn: the turn's coded error, the child retired, one ERROR,
