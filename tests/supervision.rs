@@ -8,41 +8,11 @@
 
 mod support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
 use support::*;
-
-/// Every log line of this test binary, for the ERROR count.
-fn captured() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LOG: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOG.get_or_init(|| {
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let sink = log.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(move || Sink(sink.clone()))
-            .finish();
-        tracing::subscriber::set_global_default(subscriber).expect("one subscriber per test binary");
-        log
-    })
-}
-
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Sink {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// Waits (bounded) until `pid` is gone.
 async fn gone(pid: u32, what: &str) {
@@ -56,7 +26,7 @@ async fn gone(pid: u32, what: &str) {
 /// and the engine answers the next turn.
 #[actix_rt::test]
 async fn a_panicking_turn_is_answered_and_the_engine_comes_back() {
-    let log = captured().clone();
+    capture_log();
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", json!({"tokens": 4, "token_ms": 1}));
     let w = TestWarden::fake(dir.path()).start();
@@ -74,7 +44,7 @@ async fn a_panicking_turn_is_answered_and_the_engine_comes_back() {
     assert_eq!(text, "tok tok tok tok ");
     let new_pid = w.status().child_pid.expect("a new child");
     assert_ne!(new_pid, pid);
-    let log = String::from_utf8_lossy(&log.lock().unwrap()).to_string();
+    let log = captured_log();
     let errors: Vec<&str> = log
         .lines()
         .filter(|l| l.contains(" ERROR ") && l.contains("a test asked this turn to panic"))
@@ -88,7 +58,7 @@ async fn a_panicking_turn_is_answered_and_the_engine_comes_back() {
 /// child dies with the engine.
 #[actix_rt::test]
 async fn an_engine_gone_mid_turn_ends_every_stream_with_an_error() {
-    let _ = captured();
+    capture_log();
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", json!({"tokens": 500, "token_ms": 20}));
     let w = TestWarden::fake(dir.path()).start();
@@ -130,7 +100,7 @@ async fn an_engine_gone_mid_turn_ends_every_stream_with_an_error() {
 /// The last `Warden` dropped without `shutdown`: its child is stopped.
 #[actix_rt::test]
 async fn dropping_the_last_warden_stops_its_child() {
-    let _ = captured();
+    capture_log();
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", json!({"tokens": 4, "token_ms": 1}));
     let w = TestWarden::fake(dir.path()).start();
