@@ -183,14 +183,6 @@ async fn a_death_mid_stream_ends_each_stream_with_its_dialects_error() {
     w.shutdown().await;
 }
 
-/// A user message of about `facts * 19` tokens (SmolLM2's tokenizer).
-fn long_text(facts: usize) -> String {
-    (0..facts)
-        .map(|i| format!("Fact {i}: the number {i} is followed by {}.", i + 1))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// Two Messages conversations taking turns on the one slot: each comes
 /// back to its saved KV cache (Anthropic's `cache_read_input_tokens`), as
 /// chat's do.

@@ -25,35 +25,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A user message of about `facts * 18` Gemma tokens.
-fn long_text(facts: usize) -> String {
-    (0..facts)
-        .map(|i| format!("Fact {i}: the number {i} is followed by {}.", i + 1))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// A non-streamed, greedy chat turn under `conversation`.
+/// A greedy turn of at most 12 tokens (`support::conversation_turn`).
 async fn turn(base: &str, conversation: &str, messages: &[Value], extra: Value) -> Value {
-    let mut body = json!({"messages": messages, "max_tokens": 12, "temperature": 0, "seed": 1});
-    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
-        b.extend(e.clone());
-    }
-    let r = reqwest::Client::new()
-        .post(format!("{base}/v1/chat/completions"))
-        .header("X-Warden-Conversation", conversation)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status();
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(status, 200, "{v}");
-    v
-}
-
-fn answer(v: &Value) -> Value {
-    v["choices"][0]["message"].clone()
+    conversation_turn(base, conversation, messages, 12, extra).await
 }
 
 /// Prompt tokens the child processed for this turn.

@@ -1,4 +1,5 @@
-//! Shared test support, one concern a file: model files and the Python
+//! Shared test support, one concern a file: a long conversation over HTTP
+//! (`conversation`), model files and the Python
 //! fake's scripts (`models`), starting a warden (`warden`: `TestWarden`, the
 //! one way), a turn's request and events (`turns`), what a real test needs
 //! and may lack (`real`), serving over HTTP (`serve`), processes seen from
@@ -7,6 +8,7 @@
 //! the RPC split, worker and browser rigs.
 #![allow(dead_code, unused_imports)]
 
+pub mod conversation;
 pub mod logs;
 pub mod models;
 pub mod procs;
@@ -20,6 +22,7 @@ pub mod warden;
 pub mod webdriver;
 pub mod workers;
 
+pub use conversation::*;
 pub use logs::*;
 pub use models::*;
 pub use procs::*;
