@@ -175,6 +175,7 @@ async fn run_model(
         for r in 0..rounds {
             for (i, (w, side)) in [(&on, "kv_on"), (&off, "kv_off")].into_iter().enumerate() {
                 let key = format!("bench-{name}-{label}-{r}-{side}");
+                let began = tokio::time::Instant::now();
                 let round = one(http, w, &key, n_facts)
                     .await
                     .with_context(|| format!("{name}, {side}, {label} tokens"))?;
@@ -188,6 +189,14 @@ async fn run_model(
                     round.after_switch.ttft,
                     round.after_switch.prompt_n
                 );
+                // why: a keeping warden that re-reads says why in its own
+                // log (law::kv_keep's WARNING); show those lines beside the
+                // round so a rare miss leaves its cause in the bench output.
+                if side == "kv_on" && round.rereads() {
+                    for (_, l) in w.log_since(began, "WARN") {
+                        eprintln!("    warden: {l}");
+                    }
+                }
                 got[i].push(round);
             }
         }
