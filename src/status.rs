@@ -119,6 +119,44 @@ pub struct KvKeepView {
     pub reason: Option<&'static str>,
 }
 
+crate::law::names::named! {
+    /// How a turn ended.
+    TurnOutcome {
+        /// The child finished its answer.
+        Completed => "completed",
+        /// The client went away; the upstream request was dropped.
+        Abandoned => "abandoned",
+        /// The client stopped taking its answer for the stall bound.
+        Stalled => "stalled",
+        /// It ended with an error.
+        Failed => "failed",
+        /// The client was gone before it began.
+        Skipped => "skipped",
+    }
+}
+
+crate::law::names::named! {
+    /// Why a child was stopped.
+    UnloadReason {
+        /// `/warden/unload`, `keep_alive: 0`, an Ollama unload.
+        Request => "request",
+        /// The idle reap.
+        Idle => "idle",
+        /// Another model was asked for.
+        Switch => "switch",
+        /// The warden is stopping.
+        Shutdown => "shutdown",
+        /// The memory brake (its unload, or a respawn that failed).
+        Brake => "brake",
+        /// It stopped answering (a watchdog).
+        Hung => "hung",
+        /// An RPC worker it used was lost.
+        WorkerLost => "worker_lost",
+        /// An engine handler panicked with it live.
+        Panicked => "panicked",
+    }
+}
+
 /// How fast a streamed turn's child answered (see `metrics`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct TurnTimings {
@@ -170,9 +208,8 @@ pub enum WardenEvent {
         seq: u64,
         /// The route it took to the child.
         route: crate::law::route::Route,
-        /// `completed`, `abandoned`, `stalled` (the client stopped taking its
-        /// answer), `failed` or `skipped` (client gone before it began).
-        outcome: &'static str,
+        /// How it ended.
+        outcome: TurnOutcome,
         /// How fast the child answered, for a streamed turn that got events.
         timings: Option<TurnTimings>,
     },
@@ -180,8 +217,8 @@ pub enum WardenEvent {
     Unloaded {
         /// The model id.
         model: String,
-        /// `request`, `idle`, `switch`, `shutdown`, `brake`, `hung`, `worker_lost`.
-        reason: &'static str,
+        /// Why.
+        reason: UnloadReason,
     },
     /// The child died on its own.
     ChildExited {
@@ -212,7 +249,7 @@ pub enum WardenEvent {
         /// `calm`, `warning` or `critical`.
         level: &'static str,
         /// What it did.
-        action: String,
+        action: crate::law::brake::BrakeDid,
         /// The window before.
         window_from: Option<u32>,
         /// The window after.

@@ -208,7 +208,13 @@ async fn an_embedder_that_stops_polling_is_let_go() {
     .expect("the next turn runs");
     assert!(next.done, "{next:?}");
     event_or_fail(&mut ev, "the held turn's end", |e| {
-        matches!(e, WardenEvent::TurnEnded { outcome: "stalled", .. })
+        matches!(
+            e,
+            WardenEvent::TurnEnded {
+                outcome: llm_warden::status::TurnOutcome::Stalled,
+                ..
+            }
+        )
     })
     .await;
     drop(held);

@@ -141,7 +141,7 @@ async fn a_disconnect_abandons_the_turn_and_the_next_is_served() {
         WardenEvent::TurnEnded {
             seq: 0,
             route: llm_warden::law::route::Route::Chat,
-            outcome: "abandoned",
+            outcome: llm_warden::status::TurnOutcome::Abandoned,
             timings: None,
         }
     );
@@ -171,7 +171,7 @@ async fn a_turn_abandoned_in_the_queue_is_skipped() {
         WardenEvent::TurnEnded {
             seq: 1,
             route: llm_warden::law::route::Route::Chat,
-            outcome: "skipped",
+            outcome: llm_warden::status::TurnOutcome::Skipped,
             timings: None,
         }
     );

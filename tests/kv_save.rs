@@ -54,7 +54,13 @@ fn kv_cfg(dir: &Path) -> WardenConfig {
 /// Waits for the unload a `keep_alive: 0` turn does after its answer.
 async fn unloaded(ev: &mut tokio::sync::broadcast::Receiver<llm_warden::status::WardenEvent>) {
     event_or_fail(ev, "the unload after a keep_alive 0 turn", |e| {
-        matches!(e, llm_warden::status::WardenEvent::Unloaded { reason: "idle", .. })
+        matches!(
+            e,
+            llm_warden::status::WardenEvent::Unloaded {
+                reason: llm_warden::status::UnloadReason::Idle,
+                ..
+            }
+        )
     })
     .await;
 }

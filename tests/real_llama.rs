@@ -63,7 +63,13 @@ async fn an_idle_model_is_reaped_and_reloaded() {
         matches!(e, WardenEvent::Unloaded { .. })
     })
     .await;
-    assert!(matches!(e, WardenEvent::Unloaded { reason: "idle", .. }));
+    assert!(matches!(
+        e,
+        WardenEvent::Unloaded {
+            reason: llm_warden::status::UnloadReason::Idle,
+            ..
+        }
+    ));
     assert!(wait_gone(pid, 10).await);
     assert!(collect(w.submit(chat(None, 4, true)).unwrap()).await.done);
     assert_ne!(w.status().child_pid, Some(pid));

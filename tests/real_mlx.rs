@@ -122,7 +122,7 @@ async fn reset_with_a_barrier_after_an_abandoned_turn() {
         matches!(
             e,
             WardenEvent::TurnEnded {
-                outcome: "abandoned",
+                outcome: llm_warden::status::TurnOutcome::Abandoned,
                 ..
             }
         )

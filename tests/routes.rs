@@ -248,7 +248,13 @@ async fn header_body_and_forever(w: &Warden, base: &str) {
 async fn short_and_zero_unload(w: &Warden, base: &str, ev: &mut tokio::sync::broadcast::Receiver<WardenEvent>) {
     post(base, "/v1/chat/completions", hi_with(json!("300ms"))).await;
     event_or_fail(ev, "the reap of a 300 ms keep-alive", |e| {
-        matches!(e, WardenEvent::Unloaded { reason: "idle", .. })
+        matches!(
+            e,
+            WardenEvent::Unloaded {
+                reason: llm_warden::status::UnloadReason::Idle,
+                ..
+            }
+        )
     })
     .await;
     let mut zero = hi_with(json!(0));
@@ -256,7 +262,13 @@ async fn short_and_zero_unload(w: &Warden, base: &str, ev: &mut tokio::sync::bro
     let events = stream_events(base, "/v1/chat/completions", zero).await;
     assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
     event_or_fail(ev, "the unload after a keep_alive 0 turn", |e| {
-        matches!(e, WardenEvent::Unloaded { reason: "idle", .. })
+        matches!(
+            e,
+            WardenEvent::Unloaded {
+                reason: llm_warden::status::UnloadReason::Idle,
+                ..
+            }
+        )
     })
     .await;
     assert_eq!(w.status().model, None);

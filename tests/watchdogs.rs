@@ -145,7 +145,16 @@ async fn a_stall_between_tokens_fires_at_its_bound() {
         matches!(e, WardenEvent::Unloaded { .. })
     })
     .await;
-    assert!(matches!(e, WardenEvent::Unloaded { reason: "hung", .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            WardenEvent::Unloaded {
+                reason: llm_warden::status::UnloadReason::Hung,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert_eq!(r.w.status().child_pid, None);
     // Two tokens come before the fault: the respawned child answers them.
     let again = collect(r.w.submit(chat(None, 2, true)).unwrap()).await;

@@ -202,7 +202,7 @@ impl Report {
             "memory_bound": w.memory_bound().is_some(),
             "predicted_footprint_bytes": self.footprint(),
         });
-        if let Some(c) = &self.plan.cuda {
+        if let Some(c) = self.plan.cuda() {
             j["cuda"] = json!(c);
         }
         j
@@ -260,7 +260,7 @@ impl Report {
             .budget_bytes
             .map_or("-".into(), |b| format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64));
         let mut rows = vec![("RAM", format!("{} ({})", mib(ram.bytes), ram.source.describe()))];
-        match &self.plan.cuda {
+        match self.plan.cuda() {
             None => rows.push(("budget (0.75 x RAM - weights - 256 MiB)", budget)),
             Some(c) => {
                 rows.push(("engine", "CUDA (the GPU's memory sizes the window)".into()));

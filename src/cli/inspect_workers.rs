@@ -41,8 +41,8 @@ pub fn to_json(plan: &Result<SpawnPlan, ModelLoadError>) -> serde_json::Value {
         Ok(p) => json!({
             "window": p.window,
             "context_tokens": p.window.ctx(),
-            "split": p.rpc,
-            "argv": p.rpc.as_ref().map(|r| rpc::argv(r).iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>()),
+            "split": p.rpc(),
+            "argv": p.rpc().map(|r| rpc::argv(r).iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>()),
         }),
         Err(e) => json!({"error": {"code": e.code(), "message": e.to_string()}}),
     }
@@ -57,7 +57,7 @@ pub fn print(plan: &Result<SpawnPlan, ModelLoadError>) {
             return;
         }
     };
-    let Some(r) = &p.rpc else { return };
+    let Some(r) = p.rpc() else { return };
     let mib = |b: u64| format!("{:.0}", b as f64 / (1u64 << 20) as f64);
     println!(
         "\nover the workers: window {} tokens",

@@ -3,6 +3,7 @@
 //! workers, the layers and the window of `law::split` (`engines::cpu::rpc`).
 
 pub mod brake;
+mod live;
 pub mod rpc;
 pub mod workers;
 
@@ -24,7 +25,7 @@ impl CpuEngine {
     /// The engine's argv for a plan (the fixed flags come after, from `llama`).
     pub fn argv(&self, plan: &SpawnPlan) -> Vec<OsString> {
         let mut a = super::llama::model_args(plan);
-        let verbosity = match &plan.rpc {
+        let verbosity = match &plan.rpc() {
             Some(rpc) => {
                 a.extend(rpc::argv(rpc));
                 self.verbosity.max(rpc::RPC_CHILD_VERBOSITY)

@@ -69,7 +69,7 @@ impl CudaEngine {
     /// The engine's argv for a plan (the fixed flags come after).
     pub fn argv(&self, plan: &SpawnPlan) -> Vec<OsString> {
         let mut a = super::llama::model_args(plan);
-        let all = plan.cuda.as_ref().is_some_and(|c| c.all_layers);
+        let all = plan.cuda().is_some_and(|c| c.all_layers);
         for s in ["-ngl", if all { "-2" } else { "-1" }, "-fitt", "1024", "-lv"] {
             a.push(s.into());
         }
@@ -80,7 +80,7 @@ impl CudaEngine {
     /// The child's `CUDA_VISIBLE_DEVICES`: the warden's pin, else the user's
     /// own value (never overridden), else none.
     pub fn visible_devices(plan: &SpawnPlan, user: Option<&str>) -> Option<String> {
-        match plan.cuda.as_ref().map(|c| &c.placement) {
+        match plan.cuda().map(|c| &c.placement) {
             Some(CudaPlacement::Sized { pin: Some(uuid), .. }) => Some(uuid.clone()),
             _ => user.filter(|u| !u.trim().is_empty()).map(str::to_string),
         }
@@ -107,4 +107,8 @@ pub struct CudaChild {
     pub brake_off: Option<String>,
     /// The Shared GPU memory baseline (spill platforms).
     pub spill_baseline: Option<u64>,
+    /// The spill gauge it is read with (spill platforms only).
+    pub gauge: Option<vram::SpillGauge>,
+    /// The unreadable-gauge WARNING was given (re-armed by a good reading).
+    pub gauge_warned: bool,
 }

@@ -1,7 +1,8 @@
 //! The one trait of hooks every engine implements, and the one place that
-//! dispatches on the engine: the core (`actors::engine`) calls these and
-//! never matches on the kind. The engine-neutral parts (the plan's law, the
-//! spawn, the retire path, the brake's memory) stay in the core; each
+//! dispatches on the engine: the core (`actors::engine`) calls these through
+//! `Backend` and never matches on the kind. A hook gets plain values (the
+//! plan, a `ChildView` lent for the call, the config) and returns a value or
+//! a decision; the actor alone spawns, respawns, retires and unloads. Each
 //! engine's home (`engines::cpu`, `engines::cuda`, `engines::mlx`, with the
 //! llama.cpp engines' shared part in `engines::llama`) owns what differs.
 //!
@@ -11,18 +12,64 @@
 //! | `spawn_spec` | llama-server `-ngl 0` (or the RPC split) | llama-server `-ngl -1 -fitt`, pinned GPU | `mlx_vlm.server` |
 //! | `adapt_request` | llama.cpp's names | llama.cpp's names | mlx-vlm's names, its model path |
 //! | `after_load` | footprint check, or each device's share over workers | placement, device check, spill baseline | base footprint, memory bound |
-//! | `brake_sample` | RAM + workers, `llama_step` | VRAM spill, `llama_step` | pressure + footprint, `mlx_step` |
+//! | `brake_input` | RAM sensor, `llama_step` | its own spill gauge, `llama_step` | RAM sensor + footprint, `mlx_step` |
+//! | `retry_at_floor` | never | a CUDA OOM at load, once at 4096 | never |
 
-use crate::actors::engine::brake::Given;
-use crate::actors::engine::{EngineCore, LiveChild};
 use crate::catalog::ModelEntry;
 use crate::child::key::ApiKey;
 use crate::child::process::SpawnSpec;
-use crate::law::brake::Point;
-use crate::status::EngineKind;
+use crate::config::WardenConfig;
+use crate::law::brake::WindowFacts;
+use crate::law::mlx::MlxFacts;
 
+use super::live::{ChildState, ChildView};
 use super::plan::Site;
-use super::{CpuEngine, CudaEngine, MlxEngine, SpawnPlan};
+use super::{Backend, CpuEngine, CudaEngine, MlxEngine, SpawnPlan};
+
+/// What an engine read of its child right after it became ready.
+#[derive(Debug)]
+pub struct AfterLoad {
+    /// The engine's state of the child.
+    pub state: ChildState,
+    /// The window the child enforces now, when the engine changed it (MLX's
+    /// memory bound); `None` keeps the one read from the child.
+    pub allocated: Option<u32>,
+}
+
+/// How a brake sample of a child is read and which law decides on it: the
+/// engine's answer to "is this child sampled, and how". `None` from the
+/// hook: never sampled (no window the warden sized, a partial CUDA
+/// placement, an MLX child whose base footprint is unknown).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BrakeInput {
+    /// The llama.cpp engines: `law::brake::llama_step` over `facts`.
+    Llama {
+        /// The law's view of the child's window.
+        facts: WindowFacts,
+        /// Where the level is read.
+        gauge: Gauge,
+    },
+    /// mlx_vlm.server: `law::mlx::mlx_step`, against its base footprint.
+    Mlx {
+        /// The law's view of the child.
+        facts: MlxFacts,
+        /// Its footprint right after load.
+        base_bytes: u64,
+    },
+}
+
+/// Where a llama.cpp child's pressure level is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gauge {
+    /// The machine's RAM sensor (and the RPC workers' own, when used).
+    Sensor,
+    /// The child's Shared GPU memory above its baseline (CUDA on a spill
+    /// platform), `healthy` being the amount a sound child holds.
+    Spill {
+        /// Bytes of Shared GPU memory a healthy child of this window holds.
+        healthy: u64,
+    },
+}
 
 /// What an engine does at each moment of its child's life.
 #[allow(async_fn_in_trait)] // crate-private; every caller awaits in place
@@ -35,11 +82,13 @@ pub(crate) trait EngineHooks {
     /// Adapts an OpenAI request body for this engine's child.
     fn adapt_request(&self, body: &mut serde_json::Map<String, serde_json::Value>, entry: &ModelEntry);
     /// Right after the child is ready, before the brake is seeded: what the
-    /// engine reads of it into its own state.
-    async fn after_load(core: &mut EngineCore, child: &mut LiveChild, respawn: bool);
-    /// One brake sample at `point` (the core checked the brake is on), and
-    /// its action.
-    async fn brake_sample(core: &mut EngineCore, point: Point, given: Option<Given>);
+    /// engine reads of it. `respawn`: a brake respawn (its notes are INFO).
+    async fn after_load(&self, child: ChildView<'_>, cfg: &WardenConfig, respawn: bool) -> AfterLoad;
+    /// How a brake sample of this child is read and decided, or `None`.
+    fn brake_input(&self, child: ChildView<'_>, state: &ChildState, cfg: &WardenConfig) -> Option<BrakeInput>;
+    /// After a load of `plan` failed with `raw` in its output: the plan of
+    /// the one retry the engine wants, or `None`.
+    fn retry_at_floor(&self, plan: &SpawnPlan, raw: &str, cfg: &WardenConfig) -> Option<SpawnPlan>;
 }
 
 /// Calls `$f` on the backend's engine.
@@ -54,21 +103,44 @@ macro_rules! on_engine {
 }
 pub(crate) use on_engine;
 
-/// The `after_load` hook of the core's engine.
-pub(crate) async fn after_load(core: &mut EngineCore, child: &mut LiveChild, respawn: bool) {
-    match core.backend.kind() {
-        EngineKind::Cpu => CpuEngine::after_load(core, child, respawn).await,
-        EngineKind::Cuda => CudaEngine::after_load(core, child, respawn).await,
-        EngineKind::Mlx => MlxEngine::after_load(core, child, respawn).await,
+/// The hooks the core calls, on whichever engine runs.
+impl Backend {
+    /// The `after_load` hook.
+    pub(crate) async fn after_load(&self, child: ChildView<'_>, cfg: &WardenConfig, respawn: bool) -> AfterLoad {
+        on_engine!(self, e => e.after_load(child, cfg, respawn).await)
     }
-}
 
-/// The `brake_sample` hook of the core's engine.
-pub(crate) async fn brake_sample(core: &mut EngineCore, point: Point, given: Option<Given>) {
-    match core.backend.kind() {
-        EngineKind::Cpu => CpuEngine::brake_sample(core, point, given).await,
-        EngineKind::Cuda => CudaEngine::brake_sample(core, point, given).await,
-        EngineKind::Mlx => MlxEngine::brake_sample(core, point, given).await,
+    /// The `brake_input` hook.
+    pub(crate) fn brake_input(
+        &self,
+        child: ChildView<'_>,
+        state: &ChildState,
+        cfg: &WardenConfig,
+    ) -> Option<BrakeInput> {
+        on_engine!(self, e => e.brake_input(child, state, cfg))
+    }
+
+    /// The `retry_at_floor` hook.
+    pub(crate) fn retry_at_floor(&self, plan: &SpawnPlan, raw: &str, cfg: &WardenConfig) -> Option<SpawnPlan> {
+        on_engine!(self, e => e.retry_at_floor(plan, raw, cfg))
+    }
+
+    /// The child saves and restores its KV in slot files (llama-server's
+    /// `--slot-save-path`; mlx_vlm.server has none).
+    pub fn slot_files(&self) -> bool {
+        !matches!(self, Self::Mlx(_))
+    }
+
+    /// The child keeps a prefix cache one conversation owns at a time,
+    /// with an owner outside the engine (`PrefixCacheActor`).
+    pub fn prefix_cache(&self) -> bool {
+        matches!(self, Self::Mlx(_))
+    }
+
+    /// The window is sized against a RAM budget (`CPU_RAM_FRACTION` of
+    /// the total) that the status reports.
+    pub fn ram_budget(&self) -> bool {
+        matches!(self, Self::Cpu(_))
     }
 }
 
@@ -85,19 +157,22 @@ impl EngineHooks for CpuEngine {
         super::llama::adapt_request(body)
     }
 
-    async fn after_load(core: &mut EngineCore, child: &mut LiveChild, _respawn: bool) {
-        if child.plan.rpc.is_some() {
-            // The prediction is of a whole model here; over workers each
-            // device's share is read back instead.
-            core.read_given(child);
-        } else {
-            core.post_load_check(child);
+    async fn after_load(&self, child: ChildView<'_>, _cfg: &WardenConfig, _respawn: bool) -> AfterLoad {
+        AfterLoad {
+            state: ChildState::Cpu(self.state_at_load(child)),
+            allocated: None,
         }
     }
 
-    async fn brake_sample(core: &mut EngineCore, point: Point, given: Option<Given>) {
-        let sampled = core.ram_sample(point, given);
-        core.llama_brake(point, sampled).await;
+    fn brake_input(&self, child: ChildView<'_>, _state: &ChildState, cfg: &WardenConfig) -> Option<BrakeInput> {
+        Some(BrakeInput::Llama {
+            facts: super::cpu::brake::window_facts(child, cfg)?,
+            gauge: Gauge::Sensor,
+        })
+    }
+
+    fn retry_at_floor(&self, _plan: &SpawnPlan, _raw: &str, _cfg: &WardenConfig) -> Option<SpawnPlan> {
+        None // a RAM load does not fail for want of memory: it pages
     }
 }
 
@@ -108,7 +183,7 @@ impl EngineHooks for CudaEngine {
 
     fn spawn_spec(&self, plan: &SpawnPlan, port: u16, key: &ApiKey) -> SpawnSpec {
         let mut env = super::env::inherited();
-        if let Some(v) = CudaEngine::visible_devices(plan, plan.user_visible.as_deref()) {
+        if let Some(v) = CudaEngine::visible_devices(plan, plan.user_visible()) {
             env.push(("CUDA_VISIBLE_DEVICES".into(), v.into()));
         }
         super::llama::spawn_spec(&self.server, self.argv(plan), port, key, env)
@@ -118,14 +193,20 @@ impl EngineHooks for CudaEngine {
         super::llama::adapt_request(body)
     }
 
-    async fn after_load(core: &mut EngineCore, child: &mut LiveChild, respawn: bool) {
-        core.cuda_after_load(child, respawn).await;
+    async fn after_load(&self, child: ChildView<'_>, cfg: &WardenConfig, respawn: bool) -> AfterLoad {
+        AfterLoad {
+            state: ChildState::Cuda(self.state_at_load(child, cfg, respawn)),
+            allocated: None,
+        }
     }
 
-    async fn brake_sample(core: &mut EngineCore, point: Point, _given: Option<Given>) {
+    fn brake_input(&self, child: ChildView<'_>, state: &ChildState, cfg: &WardenConfig) -> Option<BrakeInput> {
         // The spill gauge, not the RAM reading, is this engine's sensor.
-        let sampled = core.spill_sample(point);
-        core.llama_brake(point, sampled).await;
+        super::cuda::live::brake_input(child, state.cuda()?, cfg)
+    }
+
+    fn retry_at_floor(&self, plan: &SpawnPlan, raw: &str, cfg: &WardenConfig) -> Option<SpawnPlan> {
+        super::cuda::live::retry_at_floor(plan, raw, cfg)
     }
 }
 
@@ -142,41 +223,19 @@ impl EngineHooks for MlxEngine {
         super::mlx::adapt_request(body, &entry.path)
     }
 
-    async fn after_load(core: &mut EngineCore, child: &mut LiveChild, _respawn: bool) {
-        let cap = child.plan.cap;
-        core.mlx_bound_at_load(child, cap).await;
-    }
-
-    async fn brake_sample(core: &mut EngineCore, point: Point, given: Option<Given>) {
-        if core.child.is_some() && core.take_sample(point) {
-            core.mlx_brake_point(point, given).await;
+    async fn after_load(&self, child: ChildView<'_>, _cfg: &WardenConfig, _respawn: bool) -> AfterLoad {
+        let (state, allocated) = super::mlx::live::state_at_load(child).await;
+        AfterLoad {
+            state: ChildState::Mlx(state),
+            allocated,
         }
     }
-}
 
-/// What the core may ask about its engine without knowing which it is.
-impl super::Backend {
-    /// The child saves and restores its KV in slot files (llama-server's
-    /// `--slot-save-path`; mlx_vlm.server has none).
-    pub fn slot_files(&self) -> bool {
-        !matches!(self, Self::Mlx(_))
+    fn brake_input(&self, child: ChildView<'_>, state: &ChildState, cfg: &WardenConfig) -> Option<BrakeInput> {
+        super::mlx::live::brake_input(child, state.mlx()?, cfg)
     }
 
-    /// The child keeps a prefix cache one conversation owns at a time,
-    /// with an owner outside the engine (`PrefixCacheActor`).
-    pub fn prefix_cache(&self) -> bool {
-        matches!(self, Self::Mlx(_))
-    }
-
-    /// A load that ran out of device memory is retried once at the floor
-    /// (CUDA: fit's own estimate can be short; RAM loads do not fail so).
-    pub fn retries_oom_at_floor(&self) -> bool {
-        matches!(self, Self::Cuda(_))
-    }
-
-    /// The window is sized against a RAM budget (`CPU_RAM_FRACTION` of
-    /// the total) that the status reports.
-    pub fn ram_budget(&self) -> bool {
-        matches!(self, Self::Cpu(_))
+    fn retry_at_floor(&self, _plan: &SpawnPlan, _raw: &str, _cfg: &WardenConfig) -> Option<SpawnPlan> {
+        None
     }
 }

@@ -1,15 +1,50 @@
-//! What each engine keeps about its live child, beside what every child has
-//! (process, client, plan, port, window): the engine's own per-child state,
-//! one type per engine in its home. The core holds it whole and asks it only
-//! engine-neutral questions (is the brake off for this child, what bound does
-//! it enforce); each engine's hooks reach their own part.
+//! What an engine sees of a live child and what it keeps about it.
+//!
+//! `ChildView` is the read-only face of a child the actor lends an engine's
+//! hook for one call: its pid, plan, allocated window, client and output.
+//! The engine never holds the child itself: the actor alone spawns,
+//! respawns, retires and unloads it (`actors::engine`).
+//!
+//! `ChildState` is the engine's own per-child state, one type per engine in
+//! its home. The core holds it whole beside the child and asks it only
+//! engine-neutral questions (is the brake off for this child, what bound
+//! does it enforce, what did a turn leave in its cache); each engine's code
+//! reaches its own part.
 
+use std::sync::Arc;
+
+use crate::child::client::ChildClient;
+use crate::child::output::OutputLog;
+use crate::engines::SpawnPlan;
 use crate::engines::cpu::CpuChild;
 use crate::engines::cpu::rpc::Given;
 use crate::engines::cuda::CudaChild;
 use crate::engines::mlx::MlxChild;
+use crate::law::brake::Readings;
 use crate::law::cuda::Offload;
-use crate::status::EngineKind;
+use crate::law::types::EngineKind;
+
+/// A live child as an engine's hook sees it, lent for one call.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildView<'a> {
+    /// The process id.
+    pub pid: u32,
+    /// How it was planned (model, facts, window).
+    pub plan: &'a SpawnPlan,
+    /// The allocated window, when known.
+    pub allocated: Option<u32>,
+    /// The HTTP client to it (holds its key; never logged).
+    pub client: &'a ChildClient,
+    /// Its captured output.
+    pub output: &'a Arc<OutputLog>,
+}
+
+impl ChildView<'_> {
+    /// The model id.
+    pub fn model_id(&self) -> &str {
+        &self.plan.entry.id
+    }
+}
 
 /// A live child's engine state.
 #[derive(Debug)]
@@ -23,7 +58,8 @@ pub enum ChildState {
 }
 
 impl ChildState {
-    /// A new child's state on `kind`'s engine.
+    /// A new child's state on `kind`'s engine (before its after-load hook
+    /// fills it in).
     pub fn new(kind: EngineKind) -> Self {
         match kind {
             EngineKind::Cpu => Self::Cpu(CpuChild::default()),
@@ -32,24 +68,8 @@ impl ChildState {
         }
     }
 
-    /// The CPU engine's part.
-    pub fn cpu_mut(&mut self) -> Option<&mut CpuChild> {
-        match self {
-            Self::Cpu(c) => Some(c),
-            _ => None,
-        }
-    }
-
     /// The CUDA engine's part.
     pub fn cuda(&self) -> Option<&CudaChild> {
-        match self {
-            Self::Cuda(c) => Some(c),
-            _ => None,
-        }
-    }
-
-    /// The CUDA engine's part, to write.
-    pub fn cuda_mut(&mut self) -> Option<&mut CudaChild> {
         match self {
             Self::Cuda(c) => Some(c),
             _ => None,
@@ -97,6 +117,40 @@ impl ChildState {
         match self {
             Self::Cpu(c) => &c.given,
             _ => &[],
+        }
+    }
+
+    /// A turn's request is about to go to the child: its size, estimated
+    /// (body bytes / 4 plus its own bound), which the MLX brake's
+    /// useful-shrink test reads at the turn's end.
+    pub fn note_request(&mut self, tokens: u32) {
+        if let Self::Mlx(m) = self {
+            m.last_request_tokens = tokens;
+        }
+    }
+
+    /// What a generating turn left in the child: on MLX, a conversation's
+    /// KV in the prefix cache, and whether its request may still be in the
+    /// batch (abandoned) or has proved the batch empty (completed). The
+    /// llama.cpp engines keep nothing here (their slot is `kv`'s).
+    pub fn after_turn(&mut self, abandoned: bool, completed: bool) {
+        if let Self::Mlx(m) = self {
+            m.cache.fresh = false;
+            if abandoned {
+                m.cache.abandoned = true;
+            } else if completed {
+                m.cache.abandoned = false;
+            }
+        }
+    }
+
+    /// A sample's reading from the child's own gauge (CUDA's spill, whose
+    /// healthy amount is `healthy`); `None` when the gauge gave nothing this
+    /// time (said once per episode) or the engine has no gauge of its own.
+    pub fn read_own_gauge(&mut self, pid: u32, healthy: u64) -> Option<Readings> {
+        match self {
+            Self::Cuda(c) => c.read_spill(pid, healthy),
+            _ => None,
         }
     }
 }

@@ -11,8 +11,6 @@
 //! cache"). The per-spawn key goes in the environment as `LLAMA_API_KEY`
 //! (llama-server's own equivalent of `--api-key`), so `ps` never shows it.
 
-pub mod brake;
-
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -263,10 +261,7 @@ mod tests {
             budget_bytes: None,
             ram: None,
             cap: None,
-            mlx: None,
-            cuda: None,
-            user_visible: None,
-            rpc: None,
+            engine: crate::engines::plan::EnginePlan::Cpu { rpc: None },
         };
         let has = |facts| model_args(&plan(facts)).iter().any(|a| a == "--swa-full");
         let mamba = ModelFacts {

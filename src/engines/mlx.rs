@@ -111,7 +111,7 @@ impl MlxEngine {
             "--port".into(),
             port.to_string().into(),
         ];
-        let trained = plan.mlx.map_or(4096, |f| f.trained) as u64;
+        let trained = plan.mlx().map_or(4096, |f| f.trained) as u64;
         let mut env = super::env::inherited();
         for (k, v) in [
             ("MLX_VLM_SERVER_API_KEY", key.expose().to_string()),
@@ -343,4 +343,7 @@ pub struct MlxChild {
     pub memory_bound: Option<u32>,
     /// What its prefix cache holds (`law::prefix::plan_reset`).
     pub cache: crate::law::prefix::ChildCache,
+    /// The size of the last turn's request, estimated (the brake's
+    /// useful-shrink test): its body bytes / 4 plus its own bound.
+    pub last_request_tokens: u32,
 }

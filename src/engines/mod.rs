@@ -40,7 +40,7 @@ pub use cpu::CpuEngine;
 pub use cuda::{CudaEngine, CudaSpawn, GpuSource};
 pub(crate) use hooks::EngineHooks;
 pub use mlx::{MlxEngine, MlxFacts};
-pub use plan::{Site, SpawnPlan};
+pub use plan::{EnginePlan, Site, SpawnPlan};
 
 /// The engine in use.
 #[derive(Debug, Clone)]
@@ -114,7 +114,7 @@ impl Backend {
             Self::Cuda(_) => {
                 let mut plan = old.clone();
                 plan.cap = Some(cap);
-                if let Some(c) = plan.cuda.as_mut() {
+                if let Some(c) = plan.cuda_mut() {
                     c.all_layers = true;
                     if let Some(w) = crate::law::plan::cuda_respawn_window(c.static_window, cap, cfg.ctx_pin) {
                         plan.window = w;
@@ -155,7 +155,7 @@ impl Backend {
     /// child runs its trained window until memory bounds it).
     pub async fn read_window(&self, client: &ChildClient, plan: &SpawnPlan) -> Result<Option<u32>, String> {
         match self {
-            Self::Mlx(_) => Ok(plan.mlx.map(|f| f.trained)),
+            Self::Mlx(_) => Ok(plan.mlx().map(|f| f.trained)),
             Self::Cpu(_) | Self::Cuda(_) => {
                 let props = client
                     .get_json("/props", PROPS_TIMEOUT)

@@ -34,15 +34,73 @@ pub struct SpawnPlan {
     pub ram: Option<RamTotal>,
     /// The brake's cap folded into the window, when there was one.
     pub cap: Option<u32>,
-    /// An MLX model's facts (`config.json`).
-    pub mlx: Option<MlxFacts>,
+    /// What the plan holds for its engine alone.
+    pub engine: EnginePlan,
+}
+
+/// The part of a spawn's plan only one engine has.
+#[derive(Debug, Clone)]
+pub enum EnginePlan {
+    /// llama-server on the CPU.
+    Cpu {
+        /// The split over RPC workers (`WARDEN_WORKERS`), once planned.
+        rpc: Option<rpc::RpcPlan>,
+    },
+    /// llama-server on one NVIDIA GPU.
+    Cuda {
+        /// The placement and static window (`None`: no NVML reading).
+        spawn: Option<CudaSpawn>,
+        /// The user's `CUDA_VISIBLE_DEVICES`, passed on untouched when the
+        /// warden does not pin the child itself.
+        user_visible: Option<String>,
+    },
+    /// mlx_vlm.server.
+    Mlx {
+        /// The model's facts (`config.json`), when readable.
+        facts: Option<MlxFacts>,
+    },
+}
+
+impl SpawnPlan {
+    /// The split over RPC workers (CPU engine).
+    pub fn rpc(&self) -> Option<&rpc::RpcPlan> {
+        match &self.engine {
+            EnginePlan::Cpu { rpc } => rpc.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The CUDA engine's placement and static window.
-    pub cuda: Option<CudaSpawn>,
-    /// The user's `CUDA_VISIBLE_DEVICES`, passed on untouched when the warden
-    /// does not pin the child itself.
-    pub user_visible: Option<String>,
-    /// The split over RPC workers (CPU engine with `WARDEN_WORKERS`).
-    pub rpc: Option<rpc::RpcPlan>,
+    pub fn cuda(&self) -> Option<&CudaSpawn> {
+        match &self.engine {
+            EnginePlan::Cuda { spawn, .. } => spawn.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The same, to change (a brake respawn's).
+    pub fn cuda_mut(&mut self) -> Option<&mut CudaSpawn> {
+        match &mut self.engine {
+            EnginePlan::Cuda { spawn, .. } => spawn.as_mut(),
+            _ => None,
+        }
+    }
+
+    /// The user's `CUDA_VISIBLE_DEVICES` (CUDA engine).
+    pub fn user_visible(&self) -> Option<&str> {
+        match &self.engine {
+            EnginePlan::Cuda { user_visible, .. } => user_visible.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// An MLX model's facts.
+    pub fn mlx(&self) -> Option<MlxFacts> {
+        match &self.engine {
+            EnginePlan::Mlx { facts } => *facts,
+            _ => None,
+        }
+    }
 }
 
 /// Which engine's law plans, and where the CUDA engine reads its GPUs.
@@ -119,13 +177,17 @@ pub fn plan_on(
     cap: Option<u32>,
 ) -> SpawnPlan {
     let p = law::plan(facts.as_deref(), &readings, cap, cfg.ctx_pin);
-    let mlx = matches!(site, Site::Mlx)
-        .then(|| mlx::read_facts(&entry.path))
-        .flatten();
+    let engine = match site {
+        Site::Cpu => EnginePlan::Cpu { rpc: None },
+        Site::Cuda(_) => EnginePlan::Cuda {
+            spawn: p.cuda,
+            user_visible: cfg.cuda_visible_devices.clone(),
+        },
+        Site::Mlx => EnginePlan::Mlx {
+            facts: mlx::read_facts(&entry.path),
+        },
+    };
     SpawnPlan {
-        user_visible: matches!(site, Site::Cuda(_))
-            .then(|| cfg.cuda_visible_devices.clone())
-            .flatten(),
         entry,
         facts,
         shape: p.shape,
@@ -133,8 +195,6 @@ pub fn plan_on(
         budget_bytes: p.budget_bytes,
         ram: Some(readings.ram),
         cap,
-        mlx,
-        cuda: p.cuda,
-        rpc: None,
+        engine,
     }
 }

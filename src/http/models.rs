@@ -99,10 +99,10 @@ pub fn model_json(
 fn plan_json(p: &SpawnPlan) -> serde_json::Value {
     json!({
         "window": p.window,
-        "context_tokens": p.window.ctx().or(p.mlx.map(|f| f.trained)),
+        "context_tokens": p.window.ctx().or(p.mlx().map(|f| f.trained)),
         "memory_bound": p.window.memory_bound().is_some(),
         "budget_bytes": p.budget_bytes,
         "ram_bytes": p.ram.map(|r| r.bytes),
-        "cuda": p.cuda,
+        "cuda": p.cuda(),
     })
 }

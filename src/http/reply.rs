@@ -23,6 +23,7 @@ use super::stall;
 use crate::error::{ApiError, GenerationError};
 use crate::law::route::Route;
 use crate::messages::{Notice, TurnEvent};
+use crate::status::TurnOutcome;
 use crate::warden::{TurnRequest, TurnWatch, Warden};
 
 /// A dialect's way of saying a turn's answer.
@@ -128,16 +129,16 @@ pub async fn beside_or_queued<W: Wire>(
     let stall_bound = warden.config().client_stall_timeout;
     match warden.tokenize_now(route, model.as_deref(), bytes).await {
         Some(Ok((status, body))) if (200..300).contains(&status) => {
-            warden.metrics().direct(route, "completed");
+            warden.metrics().direct(route, TurnOutcome::Completed);
             return whole_body(http, status, body, &[], stall_bound);
         }
         Some(Ok((status, body))) => {
-            warden.metrics().direct(route, "failed");
+            warden.metrics().direct(route, TurnOutcome::Failed);
             let body = serde_json::from_slice(&body).ok();
             return answer(&wire, route, None, &GenerationError::Upstream { status, body }.to_api());
         }
         Some(Err(e)) => {
-            warden.metrics().direct(route, "failed");
+            warden.metrics().direct(route, TurnOutcome::Failed);
             return answer(&wire, route, None, &e);
         }
         // Its model is not running: a turn loads it first.

@@ -62,6 +62,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+pub use super::names::BrakeDid;
+
 use super::caps::{self, WINDOW_FLOOR_TOKENS};
 
 #[path = "brake_carry.rs"]
@@ -194,13 +196,18 @@ pub enum Action {
 impl Action {
     /// The log's `action=` word.
     pub fn log_name(self) -> &'static str {
+        self.did().map_or("none", BrakeDid::as_str)
+    }
+
+    /// What the action is called once done (`None` for no action).
+    pub fn did(self) -> Option<BrakeDid> {
         match self {
-            Self::None => "none",
-            Self::Shrink { .. } => "shrink+respawn",
-            Self::DeferShrink { .. } => "shrink-deferred",
-            Self::Grow { .. } => "grow+respawn",
-            Self::ArmUnload => "arm-unload",
-            Self::Unload => "unload",
+            Self::None => None,
+            Self::Shrink { .. } => Some(BrakeDid::ShrinkRespawn),
+            Self::DeferShrink { .. } => Some(BrakeDid::ShrinkDeferred),
+            Self::Grow { .. } => Some(BrakeDid::GrowRespawn),
+            Self::ArmUnload => Some(BrakeDid::ArmUnload),
+            Self::Unload => Some(BrakeDid::Unload),
         }
     }
 

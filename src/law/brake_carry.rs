@@ -168,7 +168,7 @@ pub struct BrakeView {
     /// The state.
     pub state: BrakeState,
     /// The last action taken (its log word).
-    pub last_action: Option<String>,
+    pub last_action: Option<crate::law::names::BrakeDid>,
     /// An unload's carry waiting for the model's next spawn.
     pub reload_pending: Option<String>,
 }

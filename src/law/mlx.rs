@@ -38,6 +38,7 @@ use serde::Serialize;
 
 use super::brake::{self, BrakeNotice, BrakeState, Episode, Level, Point, WindowFacts};
 use super::caps;
+use super::names::BrakeDid;
 
 /// The MLX budget's share of the memory total (Linux; the CPU law's).
 pub const MLX_BUDGET_FRACTION: f64 = 0.75;
@@ -133,13 +134,18 @@ pub enum MlxAction {
 impl MlxAction {
     /// The log's `action=` word.
     pub fn log_name(self) -> &'static str {
+        self.did().map_or("none", BrakeDid::as_str)
+    }
+
+    /// What the action is called once done (`None` for no action).
+    pub fn did(self) -> Option<BrakeDid> {
         match self {
-            Self::None => "none",
-            Self::Release => "release",
-            Self::Shrink { .. } => "shrink",
-            Self::Grow { .. } => "grow",
-            Self::ArmUnload => "arm-unload",
-            Self::Unload => "unload",
+            Self::None => None,
+            Self::Release => Some(BrakeDid::Release),
+            Self::Shrink { .. } => Some(BrakeDid::Shrink),
+            Self::Grow { .. } => Some(BrakeDid::Grow),
+            Self::ArmUnload => Some(BrakeDid::ArmUnload),
+            Self::Unload => Some(BrakeDid::Unload),
         }
     }
 }

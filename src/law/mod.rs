@@ -43,6 +43,7 @@ pub mod kv;
 pub mod kv_keep;
 pub mod kv_save;
 pub mod mlx;
+pub mod names;
 pub mod ollama;
 pub mod ollama_reply;
 pub mod plan;

@@ -36,8 +36,9 @@ use prometheus_client::registry::{Metric, Registry};
 
 pub use render::{Gauges, relay_child};
 
+use crate::law::brake::BrakeDid;
 use crate::law::route::Route;
-use crate::status::WardenEvent;
+use crate::status::{TurnOutcome, UnloadReason, WardenEvent};
 
 /// Seconds to the first token.
 const TTFT_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
@@ -78,7 +79,7 @@ struct Reason {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LevelAction {
     level: &'static str,
-    action: String,
+    action: &'static str,
 }
 
 /// The warden's counters and histograms, and the registry that renders them.
@@ -194,10 +195,10 @@ fn histogram(r: &mut Registry, name: &str, help: &str, buckets: &[f64]) -> Histo
 
 /// The metric's name for an unload reason: `request` (the `/warden/unload`
 /// route) is what operators call a manual unload.
-fn unload_label(reason: &'static str) -> &'static str {
+fn unload_label(reason: UnloadReason) -> &'static str {
     match reason {
-        "request" => "manual",
-        r => r,
+        UnloadReason::Request => "manual",
+        r => r.as_str(),
     }
 }
 
@@ -222,7 +223,7 @@ impl Metrics {
                 self.turns
                     .get_or_create(&RouteOutcome {
                         route: route.tag(),
-                        outcome,
+                        outcome: outcome.as_str(),
                     })
                     .inc();
                 if let Some(t) = timings {
@@ -248,7 +249,7 @@ impl Metrics {
                 self.load_failures.get_or_create(&Code { code: code.clone() }).inc();
             }
             WardenEvent::Unloaded { model, reason } => {
-                let reason = unload_label(reason);
+                let reason = unload_label(*reason);
                 self.unloads.get_or_create(&Reason { reason }).inc();
                 *self.last_end() = Some((model.clone(), reason));
             }
@@ -262,12 +263,12 @@ impl Metrics {
             WardenEvent::Brake { level, action, .. } => {
                 let labels = LevelAction {
                     level,
-                    action: action.clone(),
+                    action: action.as_str(),
                 };
                 self.brake_actions.get_or_create(&labels).inc();
                 // A respawn replaces the child in place (no unload event):
                 // its new child is a restart for the brake.
-                if action.ends_with("+respawn") {
+                if matches!(action, BrakeDid::ShrinkRespawn | BrakeDid::GrowRespawn) {
                     self.restarts.get_or_create(&Reason { reason: "brake" }).inc();
                 }
             }
@@ -281,10 +282,10 @@ impl Metrics {
     /// Counts a tokenizer call answered beside the queue (no turn, so no
     /// event): it shows in `warden_turns_total` with its route like any
     /// other request.
-    pub fn direct(&self, route: Route, outcome: &'static str) {
+    pub fn direct(&self, route: Route, outcome: TurnOutcome) {
         let labels = RouteOutcome {
             route: route.tag(),
-            outcome,
+            outcome: outcome.as_str(),
         };
         self.turns.get_or_create(&labels).inc();
     }

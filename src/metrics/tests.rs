@@ -20,7 +20,10 @@ fn ended(route: Route, outcome: &'static str, timings: Option<TurnTimings>) -> W
     WardenEvent::TurnEnded {
         seq: 0,
         route,
-        outcome,
+        outcome: *TurnOutcome::ALL
+            .iter()
+            .find(|o| o.as_str() == outcome)
+            .expect("an outcome"),
         timings,
     }
 }
@@ -37,7 +40,10 @@ fn ready(model: &str, load_ms: u64) -> WardenEvent {
 fn unloaded(model: &str, reason: &'static str) -> WardenEvent {
     WardenEvent::Unloaded {
         model: model.into(),
-        reason,
+        reason: *UnloadReason::ALL
+            .iter()
+            .find(|r| r.as_str() == reason)
+            .expect("a reason"),
     }
 }
 

@@ -19,6 +19,10 @@ use crate::law::pressure;
 #[error("{0}")]
 pub struct BrakeOff(pub String);
 
+/// A reading a message brought with it (an idle `BrakeSample`'s), or why
+/// the brake cannot read.
+pub type Given = Result<Readings, BrakeOff>;
+
 /// The sensor's latest sample.
 #[derive(Debug, Clone)]
 pub struct Latest {

@@ -1,19 +1,18 @@
-//! The memory brake's engine-neutral part: a sample point handed to the
-//! engine's hook (`engines::hooks::brake_sample`), the reading (the
-//! sensor's latest, or the one an idle `BrakeSample` brought), the idle
-//! pacing, and what outlives a child (an unload's carry, the per-model
-//! window memory, the seed of the next spawn). Part of `EngineCore`; runs
-//! inside an atomic handler (a turn, or the idle `BrakeSample`), so it never
-//! meets a generation in flight.
+//! The memory brake, the actor's part: a sample point asks the engine how
+//! its child is sampled (`Backend::brake_input`: which gauge, which law),
+//! paces it, reads it (the sensor's latest, the reading an idle
+//! `BrakeSample` brought, or the engine's own gauge), and hands it to the
+//! law's executor (`brake_act`). Also what outlives a child: an unload's
+//! carry, the per-model window memory, the seed of the next spawn. Part of
+//! `EngineCore`; runs inside an atomic handler (a turn, or the idle
+//! `BrakeSample`), so it never meets a generation in flight.
 
 use tokio::time::Instant;
 
 use super::core::EngineCore;
+use crate::engines::hooks::{BrakeInput, Gauge};
 use crate::law::brake::{self, BrakeReload, BrakeState, Point, Readings, Remembered};
-use crate::sensors::view::BrakeOff;
-
-/// A reading a message brought with it.
-pub(crate) type Given = Result<Readings, BrakeOff>;
+use crate::sensors::view::{BrakeOff, Given};
 
 impl EngineCore {
     /// Takes one brake sample at `point` and acts on it; `given`: the
@@ -22,7 +21,36 @@ impl EngineCore {
         if self.brake.off.is_some() {
             return;
         }
-        crate::engines::hooks::brake_sample(self, point, given).await;
+        let Some(c) = self.child.as_ref() else { return };
+        let Some(input) = self.backend.brake_input(c.view(), &c.engine, &self.cfg) else {
+            return;
+        };
+        if !self.take_sample(point) {
+            return;
+        }
+        match input {
+            BrakeInput::Llama { facts, gauge } => {
+                let sampled = match gauge {
+                    Gauge::Sensor => self.read_sensor(point, given).map(|r| {
+                        // A worker under pressure counts like this machine.
+                        let (level, facts) = crate::law::workers::combine(r.level, facts, &self.worker_pressure());
+                        (Readings { level, ..r }, facts)
+                    }),
+                    Gauge::Spill { healthy } => self.child.as_mut().and_then(|c| {
+                        let pid = c.process.pid();
+                        c.engine.read_own_gauge(pid, healthy).map(|r| (r, facts))
+                    }),
+                };
+                if let Some((readings, facts)) = sampled {
+                    self.llama_brake(point, readings, facts).await;
+                }
+            }
+            BrakeInput::Mlx { facts, base_bytes } => {
+                if let Some(readings) = self.read_sensor(point, given) {
+                    self.mlx_brake(point, readings, facts, base_bytes).await;
+                }
+            }
+        }
     }
 
     /// The reading at `point` (`given`, else the sensor's latest); `None`
@@ -33,7 +61,6 @@ impl EngineCore {
             Err(BrakeOff(why)) => {
                 tracing::warn!("{}: the memory brake is off: {why}", self.backend.kind().tag());
                 self.brake.off = Some(why);
-                self.publish();
                 None
             }
         }
@@ -47,7 +74,7 @@ impl EngineCore {
             || brake::idle_sample_due(
                 now.into_std(),
                 self.brake.last_sample.map(Instant::into_std),
-                self.last_used.map(Instant::into_std),
+                self.last_used.map(|u| u.at.into_std()),
                 brake::idle_sample_skip(self.cfg.brake_tick),
             );
         if due {

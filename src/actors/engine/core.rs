@@ -17,7 +17,7 @@ use crate::child::client::ChildClient;
 use crate::child::port::PortLease;
 use crate::child::process::{self, ChildProcess};
 use crate::config::WardenConfig;
-use crate::engines::cuda::vram::SpillGauge;
+use crate::engines::live::{ChildState, ChildView};
 use crate::engines::{Backend, SpawnPlan};
 use crate::error::{ApiError, GenerationError};
 use crate::law::brake::{BrakeReload, BrakeState, Level, Remembered};
@@ -27,7 +27,7 @@ use crate::messages::prefix::ResetFailed;
 use crate::metrics::Metrics;
 use crate::sensors::ram;
 use crate::sensors::view::PressureView;
-use crate::status::{EngineState, EngineStatus, TurnTimings, WardenEvent};
+use crate::status::{EngineState, EngineStatus, WardenEvent};
 
 /// The live child and what the engine knows of it.
 #[derive(Debug)]
@@ -47,7 +47,7 @@ pub struct LiveChild {
     /// The cgroup's OOM-kill count when it was spawned.
     pub oom_kills_at_spawn: Option<u64>,
     /// The engine's own state of this child.
-    pub engine: crate::engines::live::ChildState,
+    pub engine: ChildState,
     /// The conversation whose KV its slot holds (`kv`); `None` for a fresh
     /// slot or one a keyless turn used.
     pub slot: Option<super::kv::SlotHeld>,
@@ -57,6 +57,30 @@ impl LiveChild {
     /// The model id.
     pub fn model_id(&self) -> &str {
         &self.plan.entry.id
+    }
+
+    /// The read-only face an engine's hook is lent.
+    pub(crate) fn view(&self) -> ChildView<'_> {
+        ChildView {
+            pid: self.process.pid(),
+            plan: &self.plan,
+            allocated: self.allocated,
+            client: &self.client,
+            output: self.process.output(),
+        }
+    }
+
+    /// The face and the engine's own state, to write (the MLX release and
+    /// bound, the prefix cache's reset).
+    pub(crate) fn parts(&mut self) -> (ChildView<'_>, &mut ChildState) {
+        let view = ChildView {
+            pid: self.process.pid(),
+            plan: &self.plan,
+            allocated: self.allocated,
+            client: &self.client,
+            output: self.process.output(),
+        };
+        (view, &mut self.engine)
     }
 }
 
@@ -81,6 +105,16 @@ pub struct Wiring {
     pub metrics: Arc<Metrics>,
     /// The RPC workers, when configured (CPU engine).
     pub workers: Option<crate::engines::cpu::workers::WorkersLink>,
+}
+
+/// A moment of use, read on both clocks at once: the monotonic one paces
+/// the idle timer and the brake, the wall clock is what the status says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Used {
+    /// Monotonic.
+    pub at: Instant,
+    /// Wall clock.
+    pub wall: SystemTime,
 }
 
 /// What the engine is busy with, beside whether a child runs.
@@ -120,18 +154,13 @@ pub struct Brake {
     /// The last level read.
     pub level: Option<Level>,
     /// The last action's log word.
-    pub last_action: Option<String>,
+    pub last_action: Option<crate::law::brake::BrakeDid>,
     /// When the last sample was taken (idle pacing).
     pub last_sample: Option<Instant>,
     /// An unload's carry (the spec's `_brake_reload`).
     pub reload: Option<BrakeReload>,
     /// The per-model window memory (the spec's `_window_memory`).
     pub memory: HashMap<String, Remembered>,
-    /// The size of the last turn's request, estimated (MLX brake's
-    /// useful-shrink test): its body bytes / 4 plus its `max_tokens`.
-    pub last_request_tokens: u32,
-    /// CUDA: the unreadable-gauge WARNING was given (re-armed by a good reading).
-    pub spill_gauge_warned: bool,
 }
 
 /// The engine's whole state.
@@ -151,10 +180,8 @@ pub struct EngineCore {
     pub(crate) status_tx: watch::Sender<EngineStatus>,
     /// Lifecycle events.
     pub(crate) events_tx: broadcast::Sender<WardenEvent>,
-    /// End of the last turn (or of the last load), monotonic.
-    pub(crate) last_used: Option<Instant>,
-    /// The same on the wall clock, for status.
-    pub(crate) last_used_wall: Option<SystemTime>,
+    /// End of the last turn (or of the last load).
+    pub(crate) last_used: Option<Used>,
     /// Turns handled.
     pub(crate) turns: u64,
     /// What the engine is busy with; the published state is derived from
@@ -171,8 +198,6 @@ pub struct EngineCore {
     pub(crate) brake: Brake,
     /// The MLX child's prefix-cache owner (`None` on the llama.cpp engines).
     pub(crate) prefix: Option<Recipient<ResetFailed>>,
-    /// Where the CUDA spill brake reads the child's Shared GPU memory.
-    pub(crate) spill: SpillGauge,
     /// Where the side door is published.
     pub(crate) door_tx: watch::Sender<Option<super::Door>>,
     /// Where `last_used` is published for the idle timer.
@@ -181,8 +206,6 @@ pub struct EngineCore {
     pub(crate) metrics: Arc<Metrics>,
     /// The keep-alive a request set, and the model it holds for.
     pub(crate) keep_alive: Option<(String, KeepAlive)>,
-    /// The running turn's timings, set by the stream relay.
-    pub(crate) timings: Option<TurnTimings>,
     /// The saved KV caches (`None`: `WARDEN_KV_SAVE=0`, or an engine
     /// without slot files).
     pub(crate) kv: Option<crate::kv_store::KvStore>,
@@ -209,7 +232,6 @@ impl EngineCore {
             workers,
         } = wiring;
         let kv = super::kv::open_store(&cfg, &backend);
-        let spill = SpillGauge::new(cfg.force_pressure);
         let mut core = Self {
             cfg,
             backend,
@@ -219,7 +241,6 @@ impl EngineCore {
             status_tx,
             events_tx,
             last_used: None,
-            last_used_wall: None,
             turns: 0,
             activity: Activity::Resting,
             shut_down: false,
@@ -227,12 +248,10 @@ impl EngineCore {
             sensor,
             brake: Brake::default(),
             prefix,
-            spill,
             door_tx,
             idle_clock_tx,
             metrics,
             keep_alive: None,
-            timings: None,
             kv: None,
             kv_view: None,
             workers,
@@ -251,10 +270,20 @@ impl EngineCore {
         let _ = self.events_tx.send(event);
     }
 
+    /// A named point of a handler: the engine is now busy with `activity`
+    /// (or at rest), published at once so a reader sees a load or a turn as
+    /// it starts. The end of every handler publishes anyway (`atomic`).
+    pub(crate) fn enter(&mut self, activity: Activity) {
+        self.activity = activity;
+        self.publish();
+    }
+
     /// Marks the idle clock at now.
     pub(crate) fn touch(&mut self) {
-        self.last_used = Some(Instant::now());
-        self.last_used_wall = Some(SystemTime::now());
+        self.last_used = Some(Used {
+            at: Instant::now(),
+            wall: SystemTime::now(),
+        });
     }
 
     /// Looks a model id up; `None` is the default model.

@@ -8,12 +8,11 @@ use super::core::{EngineCore, LiveChild};
 use super::outbox::Outbox;
 use crate::catalog::{ModelEntry, ModelFormat};
 use crate::child::client::ChildClient;
-use crate::engines::{Backend, SpawnPlan};
+use crate::engines::SpawnPlan;
 use crate::error::ModelLoadError;
 use crate::gguf::{self, ModelFacts};
 use crate::law::{caps, window};
 use crate::messages::{Notice, TurnEvent};
-use crate::sensors::footprint;
 use crate::status::WardenEvent;
 
 impl EngineCore {
@@ -75,19 +74,12 @@ impl EngineCore {
                 .await;
         }
         let started = tokio::time::Instant::now();
-        self.activity = super::core::Activity::Loading;
-        self.publish();
+        self.enter(super::core::Activity::Loading);
         let mut result = self.spawn_ready(plan.clone(), self.cfg.load_timeout, false).await;
         if let Err(ModelLoadError::Exited { raw, .. }) = &result
-            && self.oom_retry_due(&plan, raw)
+            && let Some(retry) = self.backend.retry_at_floor(&plan, raw, &self.cfg)
         {
-            tracing::warn!(
-                "[CUDA_Engine] CUDA out of memory loading {} with a {}-token window; retrying once at the 4096 floor (the failed allocation may also be the host's pinned memory: cudaHostAlloc prints the same)",
-                entry.id,
-                plan.window.ctx().unwrap_or(0)
-            );
-            let floor = Backend::at_window(&plan, crate::law::caps::WINDOW_FLOOR_TOKENS);
-            result = self.spawn_ready(floor, self.cfg.load_timeout, false).await;
+            result = self.spawn_ready(retry, self.cfg.load_timeout, false).await;
         }
         match result {
             Ok(child) => {
@@ -115,8 +107,8 @@ impl EngineCore {
 
     /// A failed load: published, counted, logged, and handed back.
     fn load_failed(&mut self, id: &str, e: ModelLoadError) -> ModelLoadError {
-        self.activity = super::core::Activity::Resting;
-        self.publish();
+        // Said before the turn's error reaches its client.
+        self.enter(super::core::Activity::Resting);
         self.emit(WardenEvent::LoadFailed {
             model: id.to_string(),
             code: e.code(),
@@ -125,29 +117,11 @@ impl EngineCore {
         e
     }
 
-    /// Whether a failed CUDA load is retried at the floor: sized by the
-    /// warden, not pinned, a CUDA allocation failure in its output.
-    fn oom_retry_due(&self, plan: &SpawnPlan, raw: &str) -> bool {
-        if !self.backend.retries_oom_at_floor() {
-            return false;
-        }
-        let tail: Vec<String> = raw.lines().map(str::to_string).collect();
-        let sized = matches!(plan.window, crate::law::window::Window::Sized { .. });
-        crate::law::cuda::retry_at_floor(
-            sized,
-            self.cfg.ctx_pin.is_some(),
-            false,
-            plan.window.ctx(),
-            crate::law::cuda::cuda_oom(&tail),
-        )
-    }
-
     /// Makes a ready child the live one.
     pub(crate) fn install(&mut self, child: LiveChild) {
         self.child = Some(child);
         self.activity = super::core::Activity::Resting;
         self.touch();
-        self.publish();
     }
 
     /// The header facts of a GGUF model (off the actor's thread: it is file
@@ -194,10 +168,10 @@ impl EngineCore {
             (window::Window::Pinned { ctx }, ..) => {
                 tracing::info!("[{tag}] Loading {}: window={ctx} (pinned by WARDEN_CTX)", plan.entry.id)
             }
-            _ if plan.mlx.is_some() => tracing::info!(
+            _ if plan.mlx().is_some() => tracing::info!(
                 "[{tag}] Loading {}: trained window {} (bounded by memory once the child's base footprint is measured)",
                 plan.entry.id,
-                plan.mlx.map_or(0, |f| f.trained)
+                plan.mlx().map_or(0, |f| f.trained)
             ),
             _ => tracing::info!("[{tag}] Loading {}: no -c (window left to llama-server)", plan.entry.id),
         }
@@ -219,27 +193,6 @@ impl EngineCore {
                 tracing::warn!(model = %plan.entry.id, "could not read the child's window from /props; keeping {requested:?}");
                 requested
             }
-        }
-    }
-
-    /// The CPU post-load check: the child's anonymous memory against the
-    /// window's prediction (one WARNING above it, never an action).
-    pub(crate) fn post_load_check(&self, child: &LiveChild) {
-        if child.plan.entry.mmproj.is_some() {
-            tracing::debug!("post-load memory check skipped: a vision projector is loaded");
-            return;
-        }
-        let (Some(shape), Some(window)) = (child.plan.shape, child.allocated) else {
-            return;
-        };
-        let anon = footprint::anon_bytes(child.process.pid());
-        if let Some(over) = window::postload_excess(&shape, window, anon) {
-            tracing::warn!(
-                model = child.model_id(),
-                "llama-server allocated more than the window budget predicted: anonymous memory {} MiB > {} MiB allowed for a {window}-token window",
-                over.held_bytes >> 20,
-                over.limit_bytes >> 20
-            );
         }
     }
 }

@@ -18,6 +18,7 @@
 //! coded reply, and the child is retired before the next message.
 
 pub(crate) mod brake;
+mod brake_act;
 mod core;
 mod counts;
 mod door;
@@ -25,6 +26,7 @@ mod kv;
 mod kv_check;
 mod load;
 pub(crate) mod outbox;
+mod prefix;
 mod publish;
 mod reap;
 mod relay;
@@ -32,6 +34,7 @@ pub(crate) mod retire;
 mod spawn;
 mod supervise;
 mod turn;
+mod workers;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -40,7 +43,7 @@ use actix::prelude::*;
 use actix::{ActorFutureExt, WrapFuture};
 use futures::FutureExt;
 
-pub use self::core::{EngineCore, LiveChild, Wiring};
+pub use self::core::{EngineCore, Wiring};
 pub use crate::engines::cpu::workers::workers_link;
 pub use door::{Door, DoorError};
 pub use supervise::CoreGuard;
@@ -81,7 +84,11 @@ impl EngineActor {
         let fut = async move {
             // The unwound future, and the guard in it, are dropped at the
             // end of this statement: the core is home again either way.
+            // Every handler ends by publishing what the engine now holds
+            // (the status and the side door are functions of the core); a
+            // panicked one publishes at the end of its `Recover`.
             AssertUnwindSafe(run).catch_unwind().await.map(|(guard, r)| {
+                guard.publish();
                 drop(guard);
                 r
             })

@@ -10,8 +10,20 @@ use crate::law::keep_alive;
 use crate::status::EngineStatus;
 
 impl EngineCore {
-    /// Publishes the status snapshot (after every change).
+    /// Publishes the status snapshot, the side door and the idle clock: at
+    /// the end of every handler (`atomic`) and at the named points inside
+    /// one (`enter`, a child gone, a keep-alive set).
     pub(crate) fn publish(&self) {
+        self.publish_door();
+        self.status_tx.send_replace(self.snapshot());
+        self.idle_clock_tx.send_if_modified(|at| {
+            let now = self.last_used.map(|u| u.at);
+            std::mem::replace(at, now) != now
+        });
+    }
+
+    /// The status snapshot: a function of what the engine holds.
+    pub(crate) fn snapshot(&self) -> EngineStatus {
         let c = self.child.as_ref();
         let memory_bound = c.and_then(|c| {
             if let Some(b) = c.engine.memory_bound() {
@@ -24,8 +36,7 @@ impl EngineCore {
             .then_some(bound)
         });
         let idle_timeout = self.idle_timeout();
-        self.publish_door();
-        let status = EngineStatus {
+        EngineStatus {
             engine: self.backend.kind(),
             state: super::core::state(self.shut_down, self.activity, c.is_some()),
             model: c.map(|c| c.model_id().to_string()),
@@ -36,7 +47,7 @@ impl EngineCore {
             memory_bound_tokens: memory_bound,
             memory_bound_footprint_bytes: memory_bound.and_then(|b| {
                 let c = c?;
-                match (c.plan.shape, c.plan.mlx, c.engine.base_bytes()) {
+                match (c.plan.shape, c.plan.mlx(), c.engine.base_bytes()) {
                     (Some(s), _, _) => Some(crate::law::window::footprint_bytes(&s, b)),
                     (None, Some(m), Some(base)) => Some(base + b as u64 * m.kv_per_token),
                     _ => None,
@@ -45,11 +56,11 @@ impl EngineCore {
             child_pid: c.map(|c| c.process.pid()),
             port: c.map(|c| c.port.port()),
             loaded_since: c.and_then(|c| unix_secs(c.loaded_since)),
-            last_used: self.last_used_wall.and_then(unix_millis),
+            last_used: self.last_used.and_then(|u| unix_millis(u.wall)),
             turns: self.turns,
             idle_timeout_s: c.and(idle_timeout).map(|d| d.as_secs_f64()),
             idle_deadline_ms: c.and(idle_timeout).and_then(|d| {
-                let from = self.last_used_wall.unwrap_or(c?.loaded_since);
+                let from = self.last_used.map_or(c?.loaded_since, |u| u.wall);
                 unix_millis(from + d)
             }),
             keep_alive_s: c.and_then(|c| {
@@ -64,7 +75,7 @@ impl EngineCore {
                 .filter(|_| self.backend.ram_budget())
                 .map(|r| (r.bytes as f64 * crate::law::window::CPU_RAM_FRACTION) as u64),
             brake: self.brake_view(c),
-            gpu: c.and_then(|c| match &c.plan.cuda.as_ref()?.placement {
+            gpu: c.and_then(|c| match &c.plan.cuda()?.placement {
                 crate::law::cuda::CudaPlacement::Sized { device, .. } => {
                     Some(format!("{} ({})", device.name, device.uuid))
                 }
@@ -73,13 +84,10 @@ impl EngineCore {
             offload: c.and_then(|c| c.engine.offload()),
             workers: self.workers.as_ref().map(|w| crate::status::WorkersStatus {
                 workers: w.views.borrow().clone(),
-                split: c.and_then(|c| c.plan.rpc.clone()),
+                split: c.and_then(|c| c.plan.rpc().cloned()),
                 given: c.map(|c| c.engine.given().to_vec()).unwrap_or_default(),
             }),
-        };
-        self.status_tx.send_replace(status);
-        self.idle_clock_tx
-            .send_if_modified(|at| std::mem::replace(at, self.last_used) != self.last_used);
+        }
     }
 
     /// The brake as the status shows it: off for the engine (a sensor that
@@ -95,7 +103,7 @@ impl EngineCore {
                 .or_else(|| c.and_then(|c| c.engine.brake_off().map(str::to_string))),
             level: self.brake.level,
             state: self.brake.state,
-            last_action: self.brake.last_action.clone(),
+            last_action: self.brake.last_action,
             reload_pending: self.brake.reload.as_ref().map(|r| r.model.clone()),
         }
     }

@@ -11,7 +11,7 @@ impl EngineCore {
     /// The idle reap, re-checked here: a tick that queued behind a turn sees
     /// the idle clock at that turn's end and leaves the model alone.
     pub async fn reap(&mut self) {
-        let idle_for = self.last_used.map(|t| t.elapsed()).unwrap_or_default();
+        let idle_for = self.last_used.map(|u| u.at.elapsed()).unwrap_or_default();
         let reaped = self
             .idle_timeout()
             .is_some_and(|t| should_reap(self.child.is_some(), false, idle_for, t));
@@ -54,13 +54,12 @@ impl EngineCore {
         }
         // A load is a use: the idle clock starts at its end.
         self.touch();
-        self.publish();
-        Ok(self.status_tx.borrow().clone())
+        Ok(self.snapshot())
     }
 
     /// The brake's idle sample on the `BrakeSample`'s reading (paced in
     /// `brake_point`).
-    pub async fn brake_idle_sample(&mut self, reading: super::brake::Given) {
+    pub async fn brake_idle_sample(&mut self, reading: crate::sensors::view::Given) {
         self.brake_point(crate::law::brake::Point::Idle, Some(reading)).await;
     }
 
@@ -70,6 +69,5 @@ impl EngineCore {
         self.retire(super::retire::Retire::Shutdown).await;
         self.brake.reload = None;
         self.idle_reload = None;
-        self.publish();
     }
 }

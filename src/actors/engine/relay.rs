@@ -96,14 +96,17 @@ impl EngineCore {
                 // infill's own last event, the stream's end, is one.
                 counts = ChildCounts::read(&ev.data).or(counts);
                 if route.ends_stream(ev.event.as_deref(), &ev.data) {
-                    self.timings = clock.timings();
                     // The answer is read to its end (the chunked
                     // terminator), so the connection ends cleanly rather
                     // than half-read: see `child::client`.
                     read_to_end(&mut body).await;
                     // Held back: the brake's turn end and its notice come
                     // before the stream's terminator.
-                    return Ok(Relayed::Completed(Finish::Stream(Some(ev.raw)), counts));
+                    return Ok(Relayed::Completed {
+                        finish: Finish::Stream(Some(ev.raw)),
+                        counts,
+                        timings: clock.timings(),
+                    });
                 }
                 clock.event(Instant::now());
                 relayed_error |= ev.is_error();
@@ -148,10 +151,11 @@ impl EngineCore {
             return Err(GenerationError::Upstream { status, body: json });
         }
         let counts = ChildCounts::read(&bytes);
-        Ok(Relayed::Completed(
-            Finish::Event(TurnEvent::Body { status, body: bytes }),
+        Ok(Relayed::Completed {
+            finish: Finish::Event(TurnEvent::Body { status, body: bytes }),
             counts,
-        ))
+            timings: None,
+        })
     }
 
     /// A stream that broke: the child's death (classified) when it exits

@@ -149,7 +149,11 @@ impl EngineCore {
             slot: None,
             plan,
         };
-        crate::engines::hooks::after_load(self, &mut child, respawn).await;
+        let after = self.backend.after_load(child.view(), &self.cfg, respawn).await;
+        child.engine = after.state;
+        if let Some(a) = after.allocated {
+            child.allocated = Some(a);
+        }
         let load_ms = s.at.elapsed().as_millis() as u64;
         tracing::info!(
             engine = self.backend.kind().tag(),

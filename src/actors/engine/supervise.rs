@@ -93,6 +93,5 @@ impl EngineCore {
             );
             self.retire(Retire::Panicked).await;
         }
-        self.publish();
     }
 }

@@ -21,7 +21,7 @@ use crate::law::brake::Point;
 use crate::law::keep_alive;
 use crate::law::route::Route;
 use crate::messages::{Generate, Notice, TurnEvent, TurnOptions};
-use crate::status::WardenEvent;
+use crate::status::{TurnOutcome, TurnTimings, WardenEvent};
 
 /// What ends a turn, sent after the brake's turn end and its notice.
 #[derive(Debug)]
@@ -55,9 +55,15 @@ impl Finish {
 /// How a relay ended without an error of the warden's own.
 #[derive(Debug)]
 pub enum Relayed {
-    /// The child finished; what remains to send closes the turn, and the
-    /// child's own counts when it gave them.
-    Completed(Finish, Option<super::counts::ChildCounts>),
+    /// The child finished.
+    Completed {
+        /// What remains to send closes the turn.
+        finish: Finish,
+        /// The child's own counts, when it gave them.
+        counts: Option<super::counts::ChildCounts>,
+        /// How fast it answered (a stream that got events).
+        timings: Option<TurnTimings>,
+    },
     /// The caller went away; the upstream request was dropped (cancelled).
     Abandoned,
     /// The child itself reported an error, which was relayed as it sent it.
@@ -84,7 +90,6 @@ impl EngineCore {
             seq,
             ticket,
         } = msg;
-        self.timings = None;
         let mut out = Outbox::new(events, self.cfg.client_stall_timeout);
         if out.is_closed() {
             // The client left while the turn waited in the queue.
@@ -92,15 +97,19 @@ impl EngineCore {
             self.emit(WardenEvent::TurnEnded {
                 seq,
                 route,
-                outcome: "skipped",
+                outcome: TurnOutcome::Skipped,
                 timings: None,
             });
             return;
         }
         self.emit(WardenEvent::TurnStarted { seq });
-        let (outcome, finish) = match self.resolve(model.as_deref()) {
-            Err(e) => ("failed", Finish::Event(TurnEvent::Error(e))),
-            Ok(_) if self.shut_down => ("failed", Finish::Event(TurnEvent::Error(shutting_down()))),
+        let (outcome, finish, timings) = match self.resolve(model.as_deref()) {
+            Err(e) => (TurnOutcome::Failed, Finish::Event(TurnEvent::Error(e)), None),
+            Ok(_) if self.shut_down => (
+                TurnOutcome::Failed,
+                Finish::Event(TurnEvent::Error(shutting_down())),
+                None,
+            ),
             Ok(entry) => {
                 if route.generates() {
                     self.begin_turn(&entry.id, options, &mut out).await;
@@ -113,27 +122,25 @@ impl EngineCore {
                     self.brake_point(Point::TurnEnd, None).await;
                     if let Some(k) = keep_alive {
                         self.keep_alive = Some((entry.id.clone(), k));
-                        // Published before the answer's end reaches the
-                        // client, so its next look at the status sees it.
-                        self.publish();
                     }
                 }
                 r
             }
         };
+        // The turn's end is published before its last events reach the
+        // client, so its next look at the status sees what the turn left
+        // (a respawn or an unload at its end, its keep-alive, its count).
+        self.turns += 1;
+        self.touch();
+        self.enter(super::core::Activity::Resting);
         if options.stateful {
             self.deliver_brake_notice(&mut out).await;
         }
         finish.send(&mut out).await;
         let outcome = self.stall_outcome(&out, seq).unwrap_or(outcome);
-        self.turns += 1;
-        self.touch();
-        self.activity = super::core::Activity::Resting;
-        self.publish();
         // The queue place frees before the end is announced, so an observer
         // of the end never sees the turn still counted.
         drop(ticket);
-        let timings = self.timings.take();
         self.emit(WardenEvent::TurnEnded {
             seq,
             route,
@@ -165,7 +172,7 @@ impl EngineCore {
 
     /// `stalled` when the client took nothing of its answer for the bound
     /// (said in the log and as an event), else `None`.
-    fn stall_outcome(&self, out: &Outbox, seq: u64) -> Option<&'static str> {
+    fn stall_outcome(&self, out: &Outbox, seq: u64) -> Option<TurnOutcome> {
         let waited = out.stalled()?;
         tracing::warn!(
             seq,
@@ -176,7 +183,7 @@ impl EngineCore {
             seq,
             waited_ms: waited.as_millis() as u64,
         });
-        Some("stalled")
+        Some(TurnOutcome::Stalled)
     }
 
     /// The start of a turn for `model`, before it is resolved: at most one
@@ -210,8 +217,9 @@ impl EngineCore {
         events.send(TurnEvent::Notice(n)).await.is_ok()
     }
 
-    /// Loads the model and relays the answer; returns the outcome and the
-    /// turn's final event, which the caller sends after the brake's turn end.
+    /// Loads the model and relays the answer; returns the outcome, the
+    /// turn's final event (which the caller sends after the brake's turn
+    /// end) and a streamed answer's timings.
     async fn turn(
         &mut self,
         entry: &Arc<ModelEntry>,
@@ -220,9 +228,9 @@ impl EngineCore {
         stream: bool,
         events: &mut Outbox,
         conversation: Option<&str>,
-    ) -> (&'static str, Finish) {
+    ) -> (TurnOutcome, Finish, Option<TurnTimings>) {
         if let Err(e) = self.ensure_loaded(entry, Some(events)).await {
-            return ("failed", Finish::Event(TurnEvent::Error(e.to_api())));
+            return (TurnOutcome::Failed, Finish::Event(TurnEvent::Error(e.to_api())), None);
         }
         #[cfg(feature = "testing")]
         if std::mem::take(&mut self.panic_next_turn) {
@@ -247,7 +255,10 @@ impl EngineCore {
         // A map of JSON values always serializes.
         let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON map serializes"));
         let asked = u64::from(requested.unwrap_or(0));
-        self.brake.last_request_tokens = (bytes.len() as u64 / 4 + asked).min(u32::MAX as u64) as u32;
+        if let Some(c) = self.child.as_mut() {
+            c.engine
+                .note_request((bytes.len() as u64 / 4 + asked).min(u32::MAX as u64) as u32);
+        }
         if route.generates() {
             // The single slot changes hands: a conversation's KV is kept
             // (`kv`); a raw completion or infill holds no conversation.
@@ -257,8 +268,7 @@ impl EngineCore {
             self.claim_slot(owner, (bytes.len() / 4).min(u32::MAX as usize) as u32)
                 .await;
         }
-        self.activity = super::core::Activity::Generating;
-        self.publish();
+        self.enter(super::core::Activity::Generating);
         let relayed = if stream {
             self.relay_stream(route, bytes, events).await
         } else {
@@ -269,24 +279,27 @@ impl EngineCore {
         self.activity = super::core::Activity::Resting;
         if route.generates() {
             let abandoned = matches!(relayed, Ok(Relayed::Abandoned));
-            self.cache_after_turn(abandoned, matches!(relayed, Ok(Relayed::Completed(..))));
+            if let Some(c) = self.child.as_mut() {
+                c.engine
+                    .after_turn(abandoned, matches!(relayed, Ok(Relayed::Completed { .. })));
+            }
             // The child's own counts of a completed turn: the slot's size,
             // and the verdict on a restore this turn was the first to use.
             let counts = match &relayed {
-                Ok(Relayed::Completed(_, counts)) => *counts,
+                Ok(Relayed::Completed { counts, .. }) => *counts,
                 _ => None,
             };
             self.slot_counted(counts);
         }
         match relayed {
-            Ok(Relayed::Completed(finish, _)) => ("completed", finish),
+            Ok(Relayed::Completed { finish, timings, .. }) => (TurnOutcome::Completed, finish, timings),
             Ok(Relayed::Abandoned) => {
                 tracing::debug!("turn abandoned by the client; upstream request dropped");
-                ("abandoned", Finish::Nothing)
+                (TurnOutcome::Abandoned, Finish::Nothing, None)
             }
             // The child's own error event ended the stream: close the turn.
-            Ok(Relayed::UpstreamError) => ("failed", Finish::Stream(None)),
-            Err(e) => ("failed", Finish::Event(TurnEvent::Error(e.to_api()))),
+            Ok(Relayed::UpstreamError) => (TurnOutcome::Failed, Finish::Stream(None), None),
+            Err(e) => (TurnOutcome::Failed, Finish::Event(TurnEvent::Error(e.to_api())), None),
         }
     }
 }

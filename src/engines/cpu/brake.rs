@@ -1,22 +1,29 @@
-//! The CPU engine's brake sample: RAM pressure and paging from the
-//! sensor, combined with the pressure of the RPC workers in use.
+//! The llama.cpp engines' view of a child's window for the memory brake
+//! (`law::brake::WindowFacts`): what `llama_step` decides over on the CPU
+//! engine, over RPC workers too (this machine then holds only its own
+//! layers' KV).
 
-use crate::actors::engine::EngineCore;
-use crate::actors::engine::brake::Given;
-use crate::law::brake::{Point, Readings, WindowFacts};
+use crate::config::WardenConfig;
+use crate::engines::live::ChildView;
+use crate::law::brake::WindowFacts;
+use crate::law::window;
 
-impl EngineCore {
-    /// The CPU engine's sample: RAM pressure and paging (the footprint is
-    /// read once the law acts). `None` when nothing is sampled (no sized
-    /// child, not due, brake off).
-    pub(crate) fn ram_sample(&mut self, point: Point, given: Option<Given>) -> Option<(Readings, WindowFacts)> {
-        let facts = self.child.as_ref().and_then(|c| self.window_facts(c))?;
-        if !self.take_sample(point) {
-            return None;
+/// The law's view of a live child's window, `None` when the warden did not
+/// size it (no facts, or no window known): such a child is never sampled.
+pub fn window_facts(c: ChildView<'_>, cfg: &WardenConfig) -> Option<WindowFacts> {
+    let shape = c.plan.shape?;
+    let allocated = c.allocated?;
+    let ram_bytes = c.plan.ram?.bytes;
+    Some(WindowFacts {
+        allocated,
+        // Over workers, this machine holds only its own layers' KV.
+        kv_per_token: super::rpc::local_kv_per_token(c.plan).unwrap_or(shape.kv_per_token),
+        ram_bytes,
+        uncapped: match &c.plan.rpc() {
+            Some(_) => super::rpc::uncapped(c.plan),
+            None => window::cpu(&shape, ram_bytes, None, None).ctx(),
         }
-        let r = self.read_sensor(point, given)?;
-        // A worker under pressure counts like this machine.
-        let (level, facts) = crate::law::workers::combine(r.level, facts, &self.worker_pressure());
-        Some((Readings { level, ..r }, facts))
-    }
+        .unwrap_or(allocated),
+        pinned: cfg.ctx_pin.is_some(),
+    })
 }

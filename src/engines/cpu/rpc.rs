@@ -12,6 +12,7 @@
 use std::ffi::OsString;
 
 use super::SpawnPlan;
+use crate::engines::EnginePlan;
 use crate::error::ModelLoadError;
 use crate::law::split::{self, Device, SplitPlan};
 use crate::law::window::Window;
@@ -79,12 +80,14 @@ pub fn plan(
         window: plan.window,
         // The split has a limit per device, not one budget.
         budget_bytes: None,
-        rpc: Some(RpcPlan {
-            split: plan,
-            used,
-            left_out,
-            full_window,
-        }),
+        engine: EnginePlan::Cpu {
+            rpc: Some(RpcPlan {
+                split: plan,
+                used,
+                left_out,
+                full_window,
+            }),
+        },
         ..base
     })
 }
@@ -300,7 +303,7 @@ fn device_index(device: &str, rpc: &RpcPlan) -> Option<usize> {
 /// The window the plan's devices would give without the brake's cap (the
 /// brake's growth bound).
 pub fn uncapped(plan: &SpawnPlan) -> Option<u32> {
-    let (rpc, facts, shape) = (plan.rpc.as_ref()?, plan.facts.as_ref()?, plan.shape?);
+    let (rpc, facts, shape) = (plan.rpc()?, plan.facts.as_ref()?, plan.shape?);
     let devices: Vec<Device> = rpc
         .split
         .shares
@@ -319,7 +322,7 @@ pub fn uncapped(plan: &SpawnPlan) -> Option<u32> {
 /// KV bytes per window token in this machine's RAM (its layers' share),
 /// for the brake's "is it ours" test.
 pub fn local_kv_per_token(plan: &SpawnPlan) -> Option<u64> {
-    let (rpc, facts, shape) = (plan.rpc.as_ref()?, plan.facts.as_ref()?, plan.shape?);
+    let (rpc, facts, shape) = (plan.rpc()?, plan.facts.as_ref()?, plan.shape?);
     let per_layer = split::layer_costs(facts, shape.kv_per_token).kv_per_token_layer;
     Some(per_layer * rpc.split.shares.first()?.layers as u64)
 }

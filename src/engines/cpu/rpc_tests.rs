@@ -28,10 +28,7 @@ fn base(ram_mib: u64) -> SpawnPlan {
             source: RamSource::Override,
         }),
         cap: None,
-        mlx: None,
-        cuda: None,
-        user_visible: None,
-        rpc: None,
+        engine: crate::engines::plan::EnginePlan::Cpu { rpc: None },
     }
 }
 
@@ -86,7 +83,7 @@ fn two_workers_reach_the_window_one_machine_cannot() {
     ];
     let p = plan(base(600), &r, &build("b10883"), None).unwrap();
     assert_eq!(p.window.ctx(), Some(8192));
-    let rpc = p.rpc.as_ref().unwrap();
+    let rpc = p.rpc().unwrap();
     assert_eq!(
         strings(&argv(rpc)),
         [
@@ -128,7 +125,7 @@ fn an_unreachable_worker_is_left_out_and_the_smaller_window_said() {
         ),
     ];
     let p = plan(base(560), &r, &build("b10883"), None).unwrap();
-    let rpc = p.rpc.unwrap();
+    let rpc = p.rpc().unwrap().clone();
     assert_eq!(rpc.used.len(), 1);
     assert_eq!(rpc.left_out[0].addr, "127.0.0.1:2");
     let ctx = p.window.ctx().unwrap();
@@ -173,7 +170,7 @@ fn what_each_device_was_given_is_read_from_the_load_lines() {
     ];
     let p = plan(base(4096), &r, &build("b10883"), None).unwrap();
     let lines: Vec<String> = LOAD_LINES.iter().map(|l| l.to_string()).collect();
-    let g = given(&lines, p.rpc.as_ref().unwrap());
+    let g = given(&lines, p.rpc().unwrap());
     let mib = |m: f64| (m * MIB as f64).round() as u64;
     assert_eq!(g.len(), 3);
     assert_eq!(
@@ -198,7 +195,7 @@ fn a_worker_given_nothing_is_left_out_of_the_rpc_list() {
         reading(2, Ok(worker(50062, 387, "b10883", true)), None),
     ];
     let p = plan(base(600), &r, &build("b10883"), None).unwrap();
-    let rpc = p.rpc.as_ref().unwrap();
+    let rpc = p.rpc().unwrap();
     assert_eq!(
         strings(&argv(rpc)),
         [
@@ -232,7 +229,7 @@ fn every_device_of_a_worker_keeps_its_place_in_the_numbering() {
     );
     let r = [reading(1, Ok(w), None)];
     let p = plan(base(4096), &r, &build("b10883"), None).unwrap();
-    let rpc = p.rpc.as_ref().unwrap();
+    let rpc = p.rpc().unwrap();
     let a = strings(&argv(rpc));
     let split = &a[a.iter().position(|x| x == "--tensor-split").unwrap() + 1];
     assert!(split.starts_with("0,"), "{a:?}");
@@ -255,7 +252,7 @@ fn a_worker_without_devices_is_left_out_with_the_reason() {
     w.devices.clear();
     let r = [reading(1, Ok(w), None)];
     let p = plan(base(4096), &r, &build("b10883"), None).unwrap();
-    let rpc = p.rpc.unwrap();
+    let rpc = p.rpc().unwrap().clone();
     assert!(rpc.used.is_empty());
     assert_eq!(rpc.left_out[0].why, "its rpc-server exposes no device");
 }

@@ -1,46 +1,43 @@
-//! The CUDA engine's part of `EngineCore`: what is read right after a load
+//! The CUDA engine's hooks over its child: what is read right after a load
 //! (Flash Attention as llama.cpp resolved it, the placement fit chose, the
-//! post-load device check, the spill baseline), and the spill brake's sample.
+//! post-load device check, the spill baseline), how the spill brake samples
+//! it, and the one retry at the floor after an out-of-memory load.
 //!
 //! Linux has no spill: an allocation that does not fit fails, so the window
-//! is sized to fit at spawn and the brake has no signal; `spill_sample`
-//! returns before any sensor is read (no `Memory brake` line is ever
+//! is sized to fit at spawn and the brake has no signal; `brake_input`
+//! returns `None` before any sensor is read (no `Memory brake` line is ever
 //! written). Windows' WDDM spills into RAM; there the Shared Usage above the
 //! child's baseline drives `llama_step`. A test may pretend a spill platform
 //! (`WARDEN_TEST_SPILL_PLATFORM=1`) to drive the whole path here.
+//!
+//! No GPU is lent to this project's machines: this code is written to the
+//! law and exercised through the fake card (`GpuSource::Fixed`) and the
+//! spill seam (`WARDEN_FORCE_MEMORY_PRESSURE=vram-*`).
 
-use crate::actors::engine::{EngineCore, LiveChild};
-use crate::engines::Backend;
-use crate::engines::cuda::CudaChild;
-use crate::law::brake::{Point, Readings, WindowFacts};
+use super::vram::SpillGauge;
+use super::{CudaChild, CudaEngine};
+use crate::config::WardenConfig;
+use crate::engines::SpawnPlan;
+use crate::engines::hooks::{BrakeInput, Gauge};
+use crate::engines::live::ChildView;
+use crate::law::brake::{Level, Readings, WindowFacts};
 use crate::law::cuda::{self, CudaPlacement, Offload};
 use crate::law::kv;
 
-impl EngineCore {
-    /// Whether this platform can spill VRAM (Windows), or a test says so.
-    pub(crate) fn spill_platform(&self) -> bool {
-        cfg!(windows) || self.cfg.pretend_spill_platform
-    }
+/// Whether this platform can spill VRAM (Windows), or a test says so.
+fn spill_platform(cfg: &WardenConfig) -> bool {
+    cfg!(windows) || cfg.pretend_spill_platform
+}
 
-    /// Right after a CUDA child is ready, before the brake is seeded.
-    pub(crate) async fn cuda_after_load(&mut self, child: &mut LiveChild, respawn: bool) {
-        let state = self.cuda_state_at_load(child, respawn);
-        if let Some(s) = child.engine.cuda_mut() {
-            *s = state;
-        }
-    }
-
+impl CudaEngine {
     /// What the CUDA engine learns of its child at load: the placement fit
     /// made, whether the brake can sample it, and the spill baseline.
-    fn cuda_state_at_load(&mut self, child: &LiveChild, respawn: bool) -> CudaChild {
+    pub(crate) fn state_at_load(&self, child: ChildView<'_>, cfg: &WardenConfig, respawn: bool) -> CudaChild {
         let mut state = CudaChild::default();
-        let Backend::Cuda(engine) = &self.backend else {
+        let Some(spawn) = child.plan.cuda().cloned() else {
             return state;
         };
-        let Some(spawn) = child.plan.cuda.clone() else {
-            return state;
-        };
-        let kept = child.process.output().kept();
+        let kept = child.output.kept();
         let fa = cuda::flash_attention(spawn.flash_attention, &kept);
         if fa.wrong_slope {
             tracing::warn!(
@@ -56,8 +53,7 @@ impl EngineCore {
             state.brake_off = Some("the model's header could not be read".into());
             return state;
         };
-        let pid = child.process.pid();
-        let device_bytes = engine.gpus.process_used_bytes(device.index, pid);
+        let device_bytes = self.gpus.process_used_bytes(device.index, child.pid);
         let kv_alloc = kv::kv_bytes_allocated(&facts, allocated as u64);
         let floor = cuda::full_offload_floor(
             facts.weights_bytes,
@@ -87,80 +83,84 @@ impl EngineCore {
                 over.limit_bytes >> 20
             );
         }
-        if self.spill_platform() {
-            state.spill_baseline = Some(self.spill_after_load(pid, allocated, fa.runs, respawn));
+        if spill_platform(cfg) {
+            let mut gauge = SpillGauge::new(cfg.force_pressure);
+            state.spill_baseline = Some(spill_after_load(&mut gauge, child.pid, allocated, fa.runs, respawn));
+            state.gauge = Some(gauge);
         }
         state
     }
+}
 
-    /// The spill brake's baseline after a load: the Shared GPU memory read
-    /// now (said when above the healthy amount: INFO on a respawn, else a
-    /// WARNING), or the healthy amount when unreadable.
-    fn spill_after_load(&mut self, pid: u32, allocated: u32, fa: bool, respawn: bool) -> u64 {
-        let healthy = cuda::healthy_shared_bytes(allocated, fa);
-        let reading = self.spill.read(pid, healthy).ok();
-        if let Some(r) = cuda::spill_at_load_excess(reading, healthy) {
-            let msg = format!(
-                "[CUDA_Engine] the child's Shared GPU memory after load, {} MiB, is above its healthy {} MiB (the budget was too large or the card crowded)",
-                r >> 20,
-                healthy >> 20
-            );
-            if respawn {
-                tracing::info!("{msg}");
-            } else {
-                tracing::warn!("{msg}");
-            }
+/// The spill brake's baseline after a load: the Shared GPU memory read now
+/// (said when above the healthy amount: INFO on a respawn, else a WARNING),
+/// or the healthy amount when unreadable.
+fn spill_after_load(gauge: &mut SpillGauge, pid: u32, allocated: u32, fa: bool, respawn: bool) -> u64 {
+    let healthy = cuda::healthy_shared_bytes(allocated, fa);
+    let reading = gauge.read(pid, healthy).ok();
+    if let Some(r) = cuda::spill_at_load_excess(reading, healthy) {
+        let msg = format!(
+            "[CUDA_Engine] the child's Shared GPU memory after load, {} MiB, is above its healthy {} MiB (the budget was too large or the card crowded)",
+            r >> 20,
+            healthy >> 20
+        );
+        if respawn {
+            tracing::info!("{msg}");
+        } else {
+            tracing::warn!("{msg}");
         }
-        cuda::spill_baseline(reading, healthy)
     }
+    cuda::spill_baseline(reading, healthy)
+}
 
-    /// The CUDA engine's sample: the Shared Usage above the baseline as the
-    /// level. `None` (nothing read, nothing acts) off a spill platform, for
-    /// a child the warden did not size or that loaded partly on the GPU, or
-    /// while the gauge is unreadable (one WARNING per episode of that).
-    pub(crate) fn spill_sample(&mut self, point: Point) -> Option<(Readings, WindowFacts)> {
-        if !self.spill_platform() {
-            return None;
-        }
-        let c = self.child.as_ref()?;
-        let state = c.engine.cuda()?;
-        if state.brake_off.is_some() || state.offload == Some(Offload::Partial) {
-            return None;
-        }
-        let spawn = c.plan.cuda.as_ref()?;
-        let CudaPlacement::Sized { device, .. } = &spawn.placement else {
-            return None;
-        };
-        let (shape, allocated, baseline) = (c.plan.shape?, c.allocated?, state.spill_baseline?);
-        let facts = WindowFacts {
+/// The CUDA engine's sample plan: the Shared Usage above the baseline as
+/// the level. `None` (nothing read, nothing acts) off a spill platform and
+/// for a child the warden did not size or that loaded partly on the GPU.
+pub(crate) fn brake_input(c: ChildView<'_>, state: &CudaChild, cfg: &WardenConfig) -> Option<BrakeInput> {
+    if !spill_platform(cfg) || state.brake_off.is_some() || state.offload == Some(Offload::Partial) {
+        return None;
+    }
+    let spawn = c.plan.cuda()?;
+    let CudaPlacement::Sized { device, .. } = &spawn.placement else {
+        return None;
+    };
+    let (shape, allocated) = (c.plan.shape?, c.allocated?);
+    state.spill_baseline?;
+    Some(BrakeInput::Llama {
+        facts: WindowFacts {
             allocated,
             kv_per_token: shape.kv_per_token,
             // "Not ours" is judged against the card's memory on this engine.
             ram_bytes: device.total_bytes,
             uncapped: spawn.static_window.unwrap_or(allocated),
-            pinned: self.cfg.ctx_pin.is_some(),
-        };
-        let healthy = cuda::healthy_shared_bytes(allocated, spawn.flash_attention);
-        let pid = c.process.pid();
-        if !self.take_sample(point) {
-            return None;
-        }
-        match self.spill.read(pid, healthy) {
+            pinned: cfg.ctx_pin.is_some(),
+        },
+        gauge: Gauge::Spill {
+            healthy: cuda::healthy_shared_bytes(allocated, spawn.flash_attention),
+        },
+    })
+}
+
+impl CudaChild {
+    /// One reading of the spill gauge as the brake's level; `None` while the
+    /// gauge is unreadable (one WARNING per episode of that).
+    pub(crate) fn read_spill(&mut self, pid: u32, healthy: u64) -> Option<Readings> {
+        let (gauge, baseline) = (self.gauge.as_mut()?, self.spill_baseline?);
+        match gauge.read(pid, healthy) {
             Ok(shared) => {
-                self.brake.spill_gauge_warned = false;
+                self.gauge_warned = false;
                 let level = cuda::spill_level(shared, baseline);
                 // A calm spill is never damage; a spill at a tier is the
                 // paging evidence a warning shrink needs.
-                let readings = Readings {
+                Some(Readings {
                     level,
-                    paging: Some(level != crate::law::brake::Level::Calm),
+                    paging: Some(level != Level::Calm),
                     footprint_bytes: Some(shared.saturating_sub(baseline)),
-                };
-                Some((readings, facts))
+                })
             }
             Err(why) => {
-                if !self.brake.spill_gauge_warned {
-                    self.brake.spill_gauge_warned = true;
+                if !self.gauge_warned {
+                    self.gauge_warned = true;
                     tracing::warn!(
                         "GPU spill gauge unreadable ({why}); the memory brake is off while it stays unreadable"
                     );
@@ -169,4 +169,31 @@ impl EngineCore {
             }
         }
     }
+}
+
+/// After a failed load: the plan of the one retry at the 4096 floor, when
+/// the window was sized by the warden, not pinned, and the output shows a
+/// CUDA allocation failure (fit's own estimate can be short).
+pub(crate) fn retry_at_floor(plan: &SpawnPlan, raw: &str, cfg: &WardenConfig) -> Option<SpawnPlan> {
+    let tail: Vec<String> = raw.lines().map(str::to_string).collect();
+    let sized = matches!(plan.window, crate::law::window::Window::Sized { .. });
+    let retry = cuda::retry_at_floor(
+        sized,
+        cfg.ctx_pin.is_some(),
+        false,
+        plan.window.ctx(),
+        cuda::cuda_oom(&tail),
+    );
+    if !retry {
+        return None;
+    }
+    tracing::warn!(
+        "[CUDA_Engine] CUDA out of memory loading {} with a {}-token window; retrying once at the 4096 floor (the failed allocation may also be the host's pinned memory: cudaHostAlloc prints the same)",
+        plan.entry.id,
+        plan.window.ctx().unwrap_or(0)
+    );
+    Some(crate::engines::Backend::at_window(
+        plan,
+        crate::law::caps::WINDOW_FLOOR_TOKENS,
+    ))
 }

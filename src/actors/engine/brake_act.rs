@@ -1,0 +1,261 @@
+//! The memory brake's decisions carried out. The llama.cpp engines: the
+//! law (`law::brake::llama_step`) on the sample, then its action (respawn in
+//! place, defer, arm, unload), the window memory written, the spec's log
+//! line. MLX: `law::mlx::mlx_step`, its release or bound done inside the
+//! child by the engine (`MlxChild::act`), its unload here. The actor alone
+//! respawns and unloads. Part of `EngineCore`; runs inside an atomic
+//! handler, so it never meets a generation in flight.
+
+use tokio::time::Instant;
+
+use super::core::EngineCore;
+use crate::engines::mlx::live::Acted;
+use crate::law::brake::{self, Action, BrakeDid, Point, Readings, WindowFacts};
+use crate::law::mlx::{self as mlx_law, MlxAction, MlxFacts, MlxReadings};
+use crate::sensors::footprint;
+use crate::status::{UnloadReason, WardenEvent};
+
+impl EngineCore {
+    /// Runs the law on a llama.cpp engine's sample and carries out its action.
+    pub(crate) async fn llama_brake(&mut self, point: Point, readings: Readings, facts: WindowFacts) {
+        self.brake.level = Some(readings.level);
+        let (action, next) = brake::llama_step(point, &readings, &self.brake.state, &facts);
+        // The footprint only feeds the log line: read once there is one.
+        let mut readings = readings;
+        if action != Action::None && readings.footprint_bytes.is_none() {
+            readings.footprint_bytes = self.child.as_ref().and_then(|c| footprint::anon_bytes(c.process.pid()));
+        }
+        let before = self.brake.state;
+        self.brake.state = next;
+        match action {
+            Action::None => {}
+            Action::DeferShrink { cap } => {
+                self.log_brake(point, &readings, BrakeDid::ShrinkDeferred, facts.allocated, cap, None)
+            }
+            Action::ArmUnload => {
+                let at = facts.allocated;
+                self.log_brake(point, &readings, BrakeDid::ArmUnload, at, at, None)
+            }
+            Action::Shrink { cap } | Action::Grow { cap } => {
+                self.brake_respawn(point, &readings, action, cap, facts).await
+            }
+            Action::Unload => self.brake_unload(point, &readings, facts.allocated).await,
+        }
+        if let Some(did) = action.did() {
+            self.brake.last_action = Some(did);
+        }
+        if (self.brake.state.cap, self.brake.state.hurt) != (before.cap, before.hurt)
+            || self.brake.state.pending_cap != before.pending_cap
+        {
+            self.remember_window();
+        }
+    }
+
+    /// The spec's log line for an action that did not respawn.
+    /// `respawn_ms`: a respawn's stop-to-ready time, appended to the line.
+    fn log_brake(&self, point: Point, r: &Readings, did: BrakeDid, from: u32, to: u32, respawn_ms: Option<u64>) {
+        tracing::info!(
+            "[{}] Memory brake: point={}, level={}, action={}, window={from}->{to}, footprint_mib={}{}",
+            self.backend.kind().tag(),
+            point.as_str(),
+            r.level.as_str(),
+            did,
+            footprint_mib(r),
+            respawn_ms.map_or(String::new(), |ms| format!(", respawn_ms={ms}"))
+        );
+        self.emit(WardenEvent::Brake {
+            point: point.as_str(),
+            level: r.level.as_str(),
+            action: did,
+            window_from: Some(from),
+            window_to: Some(to),
+        });
+    }
+
+    /// Respawn in place at `cap`: stop the child, start the same model with
+    /// the cap handed to the spawn plan, readiness bounded by the respawn
+    /// timeout. The model, the idle clock and the brake state are kept; a
+    /// failed respawn degrades into an unload, recorded for the next spawn.
+    async fn brake_respawn(&mut self, point: Point, r: &Readings, action: Action, cap: u32, facts: WindowFacts) {
+        self.save_slot("memory brake").await;
+        let Some(mut old) = self.child.take() else { return };
+        let started = Instant::now();
+        crate::child::process::terminate(&mut old.process, self.cfg.stop_grace).await;
+        let entry = old.plan.entry.clone();
+        let plan = self.backend.respawn_plan(&self.cfg, &old.plan, cap);
+        let plan = match old.plan.rpc() {
+            // Over workers the split is planned again, from the watch.
+            Some(_) => self.replan_from_views(plan),
+            None => Ok(plan),
+        };
+        drop(old); // frees its port lease for the new child
+        let tag = self.backend.kind().tag();
+        let spawned = match plan {
+            Ok(plan) => self.spawn_ready(plan, self.cfg.respawn_timeout, true).await,
+            Err(e) => Err(e),
+        };
+        // A shrink or a growth: the law's respawning actions.
+        let did = action.did().unwrap_or(BrakeDid::ShrinkRespawn);
+        match spawned {
+            Ok(child) => {
+                let to = child.allocated.unwrap_or(cap);
+                self.brake.state = brake::after_respawn(&self.brake.state, action, cap, true, facts.pinned);
+                // The idle clock is kept: a respawn is not a use.
+                self.child = Some(child);
+                let ms = started.elapsed().as_millis() as u64;
+                self.log_brake(point, r, did, facts.allocated, to, Some(ms));
+            }
+            Err(e) => {
+                self.brake.state = brake::after_respawn(&self.brake.state, action, cap, false, facts.pinned);
+                tracing::warn!(
+                    "[{tag}] Memory brake: point={}, level={}, action=respawn-failed ({}), window={}->{cap}, footprint_mib={}; the model reloads at the next message",
+                    point.as_str(),
+                    r.level.as_str(),
+                    e.code(),
+                    facts.allocated,
+                    footprint_mib(r)
+                );
+                self.record_unload(&entry.id);
+                self.emit(WardenEvent::Unloaded {
+                    model: entry.id.clone(),
+                    reason: UnloadReason::Brake,
+                });
+                self.emit(WardenEvent::Brake {
+                    point: point.as_str(),
+                    level: r.level.as_str(),
+                    action: BrakeDid::RespawnFailed,
+                    window_from: Some(facts.allocated),
+                    window_to: None,
+                });
+            }
+        }
+    }
+
+    /// The emergency unload: the child stops; its episode and cap are
+    /// carried to the model's next spawn.
+    async fn brake_unload(&mut self, point: Point, r: &Readings, allocated: u32) {
+        if !self.brake_unload_child().await {
+            return;
+        }
+        tracing::warn!(
+            "[{}] Memory brake: point={}, level={}, action=unload, window={allocated}->0, footprint_mib={}; lasting critical memory pressure while idle: the model reloads at the next message",
+            self.backend.kind().tag(),
+            point.as_str(),
+            r.level.as_str(),
+            footprint_mib(r)
+        );
+        self.emit(WardenEvent::Brake {
+            point: point.as_str(),
+            level: r.level.as_str(),
+            action: BrakeDid::Unload,
+            window_from: Some(allocated),
+            window_to: None,
+        });
+    }
+
+    /// One MLX brake sample: the law on the sensor's reading and the child's
+    /// footprint above its base, then its action.
+    pub(crate) async fn mlx_brake(&mut self, point: Point, readings: Readings, facts: MlxFacts, base: u64) {
+        let Some(pid) = self.child.as_ref().map(|c| c.process.pid()) else {
+            return;
+        };
+        let mut readings = readings;
+        if readings.footprint_bytes.is_none() {
+            readings.footprint_bytes = footprint::anon_bytes(pid);
+        }
+        self.brake.level = Some(readings.level);
+        let r = MlxReadings {
+            level: readings.level,
+            paging: readings.paging,
+            above_base: readings.footprint_bytes.map(|b| b.saturating_sub(base)),
+        };
+        let window = facts.window;
+        let before = self.brake.state;
+        let (action, decided) = mlx_law::mlx_step(point, &r, &before, &facts);
+        self.brake.state = decided;
+        let excess = |b: Option<u64>| b.map_or("unknown".into(), |b| (b.saturating_sub(base) >> 20).to_string());
+        let log = |action: &str, to: u32, excess_mib: String| {
+            tracing::info!(
+                "[MLX_Engine] Memory brake: point={}, level={}, action={action}, window={window}->{to}, excess_mib={excess_mib}",
+                point.as_str(),
+                r.level.as_str()
+            );
+        };
+        let acted = match self.child.as_mut() {
+            Some(c) => {
+                let (view, engine) = c.parts();
+                match engine.mlx_mut() {
+                    Some(m) => m.act(view, action, point, &self.cfg).await,
+                    None => None,
+                }
+            }
+            None => None,
+        };
+        match (action, acted) {
+            (MlxAction::ArmUnload, _) => log("arm-unload", window, excess(readings.footprint_bytes)),
+            (MlxAction::Unload, _) => self.mlx_unload(point, r.level.as_str(), window).await,
+            (_, Some(Acted::Released { barrier, after })) => {
+                self.said_reset("memory", barrier);
+                match after {
+                    Ok(after) => log(
+                        "release",
+                        window,
+                        format!("{}->{}", excess(readings.footprint_bytes), excess(after)),
+                    ),
+                    Err(why) => self.release_incomplete(&why, before),
+                }
+            }
+            (_, Some(Acted::ResetFailed(why))) => {
+                self.prefix_failed();
+                self.release_incomplete(&why, before);
+            }
+            (_, Some(Acted::Bounded(b))) => {
+                self.brake.state = mlx_law::after_bound(&before, &self.brake.state, action, true);
+                if let Some(c) = self.child.as_mut() {
+                    c.allocated = Some(b);
+                }
+                log(action.log_name(), b, excess(readings.footprint_bytes));
+            }
+            (_, Some(Acted::NotBounded { bound, why })) => {
+                tracing::warn!("[MLX_Engine] the child did not apply the bound {bound} ({why})");
+                self.brake.state = mlx_law::after_bound(&before, &self.brake.state, action, false);
+            }
+            (_, None) => {}
+        }
+        if let Some(did) = action.did() {
+            self.brake.last_action = Some(did);
+            self.emit(WardenEvent::Brake {
+                point: point.as_str(),
+                level: r.level.as_str(),
+                action: did,
+                window_from: Some(window),
+                window_to: self.child.as_ref().and_then(|c| c.allocated),
+            });
+        }
+        if (self.brake.state.cap, self.brake.state.hurt) != (before.cap, before.hurt) {
+            self.remember_window();
+        }
+    }
+
+    /// A release that did not complete: said, and nothing recorded (the
+    /// next sample retries).
+    fn release_incomplete(&mut self, why: &str, before: brake::BrakeState) {
+        tracing::warn!("[MLX_Engine] the memory release is incomplete ({why})");
+        self.brake.state = before;
+    }
+
+    /// The MLX emergency unload (the CPU engine's carry and records).
+    async fn mlx_unload(&mut self, point: Point, level: &str, window: u32) {
+        if !self.brake_unload_child().await {
+            return;
+        }
+        tracing::warn!(
+            "[MLX_Engine] Memory brake: point={}, level={level}, action=unload, window={window}->0; lasting critical memory pressure while idle: the model reloads at the next message",
+            point.as_str()
+        );
+    }
+}
+
+fn footprint_mib(r: &Readings) -> String {
+    r.footprint_bytes.map_or("unknown".into(), |b| (b >> 20).to_string())
+}
