@@ -136,10 +136,6 @@ pub struct WardenConfig {
     /// can spill VRAM into RAM (as Windows' WDDM does), so the CUDA spill
     /// brake runs on Linux, driven by `WARDEN_FORCE_MEMORY_PRESSURE=vram-*`.
     pub pretend_spill_platform: bool,
-    /// How the engine starts its child: an OS process, always, outside
-    /// tests; with the `testing` feature a test may hand it an in-process
-    /// fake (`child::fake`). Never read from the environment.
-    pub launcher: crate::child::launch::Launcher,
 }
 
 /// A variable that is set but unusable: the warden refuses to start rather
@@ -194,7 +190,6 @@ impl Default for WardenConfig {
             child_verbosity: 3,
             cuda_visible_devices: None,
             pretend_spill_platform: false,
-            launcher: Default::default(),
         }
     }
 }
@@ -259,7 +254,7 @@ pub fn cors_origins<'a>(
         "origins like http://localhost:5173 or https://app.example.com (scheme, host, optional port; no path), or *";
     let mut out = Vec::new();
     for item in items.into_iter().map(str::trim).filter(|i| !i.is_empty()) {
-        let o = crate::http::cors::normalise_origin(item).ok_or_else(|| bad(name, item, EXPECTED))?;
+        let o = normalise_origin(item).ok_or_else(|| bad(name, item, EXPECTED))?;
         if !out.contains(&o) {
             out.push(o);
         }
@@ -301,6 +296,23 @@ fn default_artifact_roots() -> Vec<PathBuf> {
 
 #[path = "config_read.rs"]
 mod read;
+
+/// `item` as a browser sends it in `Origin` (`scheme://host[:port]`,
+/// lowercase, no path), or `None` when no browser could send it: a trailing
+/// slash or a capital would otherwise never match, and the browser would
+/// fail the fetch with nothing said. `*` passes as is.
+pub fn normalise_origin(item: &str) -> Option<String> {
+    let item = item.trim();
+    let o = item.strip_suffix('/').unwrap_or(item).to_ascii_lowercase();
+    let ok = o == "*"
+        || o.split_once("://").is_some_and(|(scheme, rest)| {
+            matches!(scheme, "http" | "https")
+                && !rest.is_empty()
+                && !rest.contains(['/', '?', '#', '@', ' ', '*'])
+                && o.bytes().all(|b| b == b'\t' || (32..127).contains(&b))
+        });
+    ok.then_some(o)
+}
 
 #[cfg(test)]
 #[path = "config_tests.rs"]

@@ -16,48 +16,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
-
 use crate::law::kv_save;
 
-/// What one save holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SaveRecord {
-    /// The file's stem (`kv-<hash>`).
-    pub name: String,
-    /// The model id.
-    pub model: String,
-    /// The model file.
-    pub model_path: PathBuf,
-    /// The model file's identity when saved (size and mtime).
-    pub model_identity: String,
-    /// The conversation's key.
-    pub conversation: String,
-    /// Tokens in the saved slot.
-    pub tokens: u32,
-    /// Of those, the model's answer in the conversation's last turn (a
-    /// client may send it back otherwise; `law::kv_keep::reuse`). Absent
-    /// in records of older wardens: 0.
-    #[serde(default)]
-    pub answer_tokens: u32,
-    /// The file's size.
-    pub bytes: u64,
-    /// When it was saved (Unix ms).
-    pub saved_at_ms: u64,
-}
-
-/// What `/warden/status` shows of the store.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct StoreView {
-    /// Saves held.
-    pub count: usize,
-    /// Their bytes.
-    pub bytes: u64,
-    /// The cap.
-    pub cap_bytes: u64,
-    /// Each, newest first.
-    pub saves: Vec<SaveRecord>,
-}
+pub use crate::status::{SaveRecord, StoreView};
 
 /// The store.
 #[derive(Debug, Clone)]

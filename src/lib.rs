@@ -120,6 +120,7 @@ pub(crate) mod messages;
 pub mod metrics;
 pub(crate) mod queue;
 pub mod rpc;
+pub mod secret;
 pub mod sensors;
 pub mod server;
 pub mod sse;

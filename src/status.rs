@@ -7,7 +7,6 @@
 use serde::Serialize;
 
 use crate::law::brake::BrakeView;
-use crate::messages::Notice;
 
 /// The engine family (the law's own type: `law::types`).
 pub use crate::law::types::EngineKind;
@@ -87,7 +86,7 @@ pub struct EngineStatus {
     /// The RAM the loaded child's window was sized against (cgroup-bounded).
     pub memory_total_bytes: Option<u64>,
     /// The saved KV caches (`kv_store`), `None` when the feature is off.
-    pub kv_saves: Option<crate::kv_store::StoreView>,
+    pub kv_saves: Option<StoreView>,
     /// Whether the loaded model's conversations are kept across reloads,
     /// and why not (`None`: no model).
     pub kv_keep: Option<KvKeepView>,
@@ -279,4 +278,84 @@ mod tests {
             assert_eq!(serde_json::to_value(k).unwrap(), k.name());
         }
     }
+}
+
+/// A notice of the warden, carried in the chat stream as an SSE comment
+/// (`: warden {json}`) that OpenAI's client libraries skip, and on
+/// `/warden/events`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum Notice {
+    /// The model is being loaded for this turn.
+    Loading {
+        /// The model id.
+        model: String,
+    },
+    /// The model this turn loaded is ready: how long the load took (the
+    /// spawn to ready, what Ollama's replies call `load_duration`).
+    Loaded {
+        /// The model id.
+        model: String,
+        /// From the `loading` notice to ready, in milliseconds.
+        load_ms: u64,
+    },
+    /// The model is reloading (brake respawn, brake unload, or idle reap).
+    MemoryReload {
+        /// `brake` or `idle`.
+        reason: &'static str,
+    },
+    /// The memory brake acted, or saw pressure it did not cause.
+    MemoryWarning {
+        /// `acted` or `external`.
+        reason: &'static str,
+    },
+    /// The model was loaded without some configured RPC workers (they did
+    /// not answer, or their rpc-server was down).
+    WorkerMissing {
+        /// The workers left out.
+        workers: Vec<String>,
+        /// The window loaded.
+        window: Option<u32>,
+        /// The window every worker would have given, when larger.
+        full_window: Option<u32>,
+    },
+}
+
+/// What one save holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct SaveRecord {
+    /// The file's stem (`kv-<hash>`).
+    pub name: String,
+    /// The model id.
+    pub model: String,
+    /// The model file.
+    pub model_path: std::path::PathBuf,
+    /// The model file's identity when saved (size and mtime).
+    pub model_identity: String,
+    /// The conversation's key.
+    pub conversation: String,
+    /// Tokens in the saved slot.
+    pub tokens: u32,
+    /// Of those, the model's answer in the conversation's last turn (a
+    /// client may send it back otherwise; `law::kv_keep::reuse`). Absent
+    /// in records of older wardens: 0.
+    #[serde(default)]
+    pub answer_tokens: u32,
+    /// The file's size.
+    pub bytes: u64,
+    /// When it was saved (Unix ms).
+    pub saved_at_ms: u64,
+}
+
+/// What `/warden/status` shows of the store.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StoreView {
+    /// Saves held.
+    pub count: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The cap.
+    pub cap_bytes: u64,
+    /// Each, newest first.
+    pub saves: Vec<SaveRecord>,
 }

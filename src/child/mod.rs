@@ -11,7 +11,7 @@ mod capture;
 pub mod client;
 #[cfg(feature = "testing")]
 pub mod fake;
-pub mod key;
+pub use crate::secret as key;
 pub mod launch;
 pub mod output;
 pub mod port;

@@ -22,7 +22,6 @@ use tokio::sync::{mpsc, watch};
 use super::capture::capture;
 use super::key::ApiKey;
 use super::output::OutputLog;
-use crate::law::crash::ExitKind;
 
 /// How long the exit report waits for the output pipes to reach EOF.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
@@ -57,38 +56,7 @@ impl std::fmt::Debug for SpawnSpec {
     }
 }
 
-/// How a child ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExitInfo {
-    /// The exit status code, when it exited.
-    pub code: Option<i32>,
-    /// The signal that killed it, when one did.
-    pub signal: Option<i32>,
-}
-
-impl ExitInfo {
-    /// The classification view of this exit.
-    pub fn kind(&self) -> ExitKind {
-        match (self.code, self.signal) {
-            (_, Some(sig)) => ExitKind::Signal(sig),
-            (Some(code), None) => ExitKind::Code(code),
-            (None, None) => ExitKind::Code(-1),
-        }
-    }
-}
-
-impl std::fmt::Display for ExitInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.code, self.signal) {
-            (_, Some(sig)) => match crate::law::crash::signal_name(sig) {
-                Some(s) => write!(f, "killed by {}", s.name),
-                None => write!(f, "killed by signal {sig}"),
-            },
-            (Some(code), None) => write!(f, "exit status {code}"),
-            (None, None) => f.write_str("ended"),
-        }
-    }
-}
+pub use crate::law::crash::ExitInfo;
 
 /// A running (or just ended) child.
 #[derive(Debug)]

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::child::process::ExitInfo;
 use crate::gguf::GgufError;
 use crate::law::crash::EngineCode;
+use crate::law::crash::ExitInfo;
 use upstream::upstream_error;
 
 mod upstream;

@@ -7,7 +7,6 @@
 //! header is ever sent and browsers keep other sites' pages out, as before.
 
 use actix_cors::Cors;
-use actix_web::http::header;
 use actix_web::middleware::Condition;
 
 /// Request headers a browser client sends: the key (as a bearer, or as
@@ -49,22 +48,7 @@ pub fn allows_any(origins: &[String]) -> bool {
     origins.iter().any(|o| o == "*")
 }
 
-/// `item` as a browser sends it in `Origin` (`scheme://host[:port]`,
-/// lowercase, no path), or `None` when no browser could send it: a trailing
-/// slash or a capital would otherwise never match, and the browser would
-/// fail the fetch with nothing said. `*` passes as is.
-pub fn normalise_origin(item: &str) -> Option<String> {
-    let item = item.trim();
-    let o = item.strip_suffix('/').unwrap_or(item).to_ascii_lowercase();
-    let ok = o == "*"
-        || o.split_once("://").is_some_and(|(scheme, rest)| {
-            matches!(scheme, "http" | "https")
-                && !rest.is_empty()
-                && !rest.contains(['/', '?', '#', '@', ' ', '*'])
-                && header::HeaderValue::from_str(&o).is_ok()
-        });
-    ok.then_some(o)
-}
+pub use crate::config::normalise_origin;
 
 /// The middleware for `origins` (as `config::cors_origins` normalised them);
 /// a no-op when there are none.
@@ -92,7 +76,7 @@ pub fn layer(origins: &[String]) -> Condition<Cors> {
 
 #[cfg(test)]
 mod tests {
-    use actix_web::http::{Method, StatusCode};
+    use actix_web::http::{Method, StatusCode, header};
     use actix_web::test::{TestRequest, call_service, init_service};
     use actix_web::{App, HttpResponse, web};
 

@@ -251,6 +251,39 @@ pub fn oom_killed_since(before: Option<u64>, now: Option<u64>) -> bool {
     matches!((before, now), (Some(a), Some(b)) if b > a)
 }
 
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitInfo {
+    /// The exit status code, when it exited.
+    pub code: Option<i32>,
+    /// The signal that killed it, when one did.
+    pub signal: Option<i32>,
+}
+
+impl ExitInfo {
+    /// The classification view of this exit.
+    pub fn kind(&self) -> ExitKind {
+        match (self.code, self.signal) {
+            (_, Some(sig)) => ExitKind::Signal(sig),
+            (Some(code), None) => ExitKind::Code(code),
+            (None, None) => ExitKind::Code(-1),
+        }
+    }
+}
+
+impl std::fmt::Display for ExitInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.code, self.signal) {
+            (_, Some(sig)) => match signal_name(sig) {
+                Some(s) => write!(f, "killed by {}", s.name),
+                None => write!(f, "killed by signal {sig}"),
+            },
+            (Some(code), None) => write!(f, "exit status {code}"),
+            (None, None) => f.write_str("ended"),
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "crash_tests.rs"]
 mod tests;

@@ -94,3 +94,60 @@ pub struct WorkerView {
     /// was read after that plan.
     pub polls: u64,
 }
+
+/// The worker's default status port (rpc-server's own default is 50052).
+pub const DEFAULT_STATUS_PORT: u16 = 50053;
+
+/// A worker's status address, `HOST:PORT` (the port defaults to 50053).
+/// A host name or an IPv4 address: llama.cpp b10883's `--rpc` splits an
+/// endpoint at its first `:` and resolves it with `gethostbyname`, so an
+/// IPv6 literal cannot reach rpc-server (refused here, with that reason).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct WorkerAddr {
+    /// Host name or address (no brackets).
+    pub host: String,
+    /// The status port.
+    pub port: u16,
+}
+
+impl std::str::FromStr for WorkerAddr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let bad = || format!("'{s}' is not a worker address: expected HOST:PORT, e.g. 10.0.0.2:50053");
+        if s.starts_with('[') || s.matches(':').count() > 1 {
+            return Err(format!(
+                "'{s}': IPv6 addresses cannot reach rpc-server (llama.cpp's --rpc splits at the first ':'); use a host name or an IPv4 address"
+            ));
+        }
+        let (host, port) = match s.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (s, None),
+        };
+        if host.is_empty() || host.contains(char::is_whitespace) {
+            return Err(bad());
+        }
+        let port = match port {
+            None => DEFAULT_STATUS_PORT,
+            Some(p) => p.parse().ok().filter(|&p| p != 0).ok_or_else(bad)?,
+        };
+        Ok(Self {
+            host: host.to_string(),
+            port,
+        })
+    }
+}
+
+impl std::fmt::Display for WorkerAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+impl WorkerAddr {
+    /// The rpc-server endpoint for llama-server's `--rpc` on this host.
+    pub fn rpc_endpoint(&self, rpc_port: u16) -> String {
+        format!("{}:{rpc_port}", self.host)
+    }
+}

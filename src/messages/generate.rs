@@ -6,7 +6,6 @@
 
 use actix::Message;
 use bytes::Bytes;
-use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::error::ApiError;
@@ -74,43 +73,4 @@ pub enum TurnEvent {
     Done,
 }
 
-/// A notice of the warden, carried in the chat stream as an SSE comment
-/// (`: warden {json}`) that OpenAI's client libraries skip, and on
-/// `/warden/events`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "t", rename_all = "snake_case")]
-pub enum Notice {
-    /// The model is being loaded for this turn.
-    Loading {
-        /// The model id.
-        model: String,
-    },
-    /// The model this turn loaded is ready: how long the load took (the
-    /// spawn to ready, what Ollama's replies call `load_duration`).
-    Loaded {
-        /// The model id.
-        model: String,
-        /// From the `loading` notice to ready, in milliseconds.
-        load_ms: u64,
-    },
-    /// The model is reloading (brake respawn, brake unload, or idle reap).
-    MemoryReload {
-        /// `brake` or `idle`.
-        reason: &'static str,
-    },
-    /// The memory brake acted, or saw pressure it did not cause.
-    MemoryWarning {
-        /// `acted` or `external`.
-        reason: &'static str,
-    },
-    /// The model was loaded without some configured RPC workers (they did
-    /// not answer, or their rpc-server was down).
-    WorkerMissing {
-        /// The workers left out.
-        workers: Vec<String>,
-        /// The window loaded.
-        window: Option<u32>,
-        /// The window every worker would have given, when larger.
-        full_window: Option<u32>,
-    },
-}
+pub use crate::status::Notice;

@@ -5,13 +5,12 @@
 //! a shared machine); it is never logged.
 
 use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use actix::Recipient;
 use tokio::sync::watch;
 
-use super::status::{DEFAULT_STATUS_PORT, STATUS_PATH, WorkerStatus};
+use super::status::{STATUS_PATH, WorkerStatus};
 use crate::child::key::ApiKey;
 use crate::messages::WorkerCheck;
 
@@ -22,59 +21,7 @@ pub const POLL_TIMEOUT: Duration = Duration::from_millis(300);
 /// Bound of the readings before a load.
 pub const LOAD_READ_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// A worker's status address, `HOST:PORT` (the port defaults to 50053).
-/// A host name or an IPv4 address: llama.cpp b10883's `--rpc` splits an
-/// endpoint at its first `:` and resolves it with `gethostbyname`, so an
-/// IPv6 literal cannot reach rpc-server (refused here, with that reason).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct WorkerAddr {
-    /// Host name or address (no brackets).
-    pub host: String,
-    /// The status port.
-    pub port: u16,
-}
-
-impl FromStr for WorkerAddr {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        let bad = || format!("'{s}' is not a worker address: expected HOST:PORT, e.g. 10.0.0.2:50053");
-        if s.starts_with('[') || s.matches(':').count() > 1 {
-            return Err(format!(
-                "'{s}': IPv6 addresses cannot reach rpc-server (llama.cpp's --rpc splits at the first ':'); use a host name or an IPv4 address"
-            ));
-        }
-        let (host, port) = match s.split_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (s, None),
-        };
-        if host.is_empty() || host.contains(char::is_whitespace) {
-            return Err(bad());
-        }
-        let port = match port {
-            None => DEFAULT_STATUS_PORT,
-            Some(p) => p.parse().ok().filter(|&p| p != 0).ok_or_else(bad)?,
-        };
-        Ok(Self {
-            host: host.to_string(),
-            port,
-        })
-    }
-}
-
-impl fmt::Display for WorkerAddr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.host, self.port)
-    }
-}
-
-impl WorkerAddr {
-    /// The rpc-server endpoint for llama-server's `--rpc` on this host.
-    pub fn rpc_endpoint(&self, rpc_port: u16) -> String {
-        format!("{}:{rpc_port}", self.host)
-    }
-}
+pub use crate::law::worker_status::WorkerAddr;
 
 /// Reads workers' statuses.
 #[derive(Clone)]

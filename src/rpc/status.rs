@@ -6,7 +6,6 @@ pub use crate::law::worker_status::*;
 
 /// The path of the worker's status endpoint.
 pub const STATUS_PATH: &str = "/worker/status";
-/// The worker's default status port (rpc-server's own default is 50052).
-pub const DEFAULT_STATUS_PORT: u16 = 50053;
+pub use crate::law::worker_status::DEFAULT_STATUS_PORT;
 /// rpc-server's default port, which the worker gives its child.
 pub const DEFAULT_RPC_PORT: u16 = 50052;

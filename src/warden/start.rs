@@ -13,6 +13,7 @@ use super::{EVENTS_BUFFER, Inner, StartError, Warden};
 use crate::actors::engine::Wiring;
 use crate::actors::{EngineActor, EngineCore, IdleTimer, PrefixCacheActor, SensorActor};
 use crate::catalog::Catalog;
+use crate::child::launch::Launcher;
 use crate::config::WardenConfig;
 use crate::engines::{self, Backend};
 use crate::metrics::Metrics;
@@ -32,6 +33,8 @@ pub struct WardenBuilder {
     sensor: Option<Box<dyn PressureView>>,
     /// The engine on the caller's arbiter instead of one of its own.
     here: bool,
+    /// How the engine starts its child.
+    launcher: Launcher,
 }
 
 impl Warden {
@@ -43,6 +46,7 @@ impl Warden {
             backend: None,
             sensor: None,
             here: false,
+            launcher: Launcher::default(),
         }
     }
 
@@ -67,6 +71,15 @@ impl WardenBuilder {
     /// the idle samples it wants.
     pub fn sensor(mut self, view: Box<dyn PressureView>) -> Self {
         self.sensor = Some(view);
+        self
+    }
+
+    /// Starts each child with `launcher`: an OS process, always, outside
+    /// tests; with the `testing` feature a test may hand it an in-process
+    /// fake (`child::fake`).
+    #[doc(hidden)]
+    pub fn launcher(mut self, launcher: Launcher) -> Self {
+        self.launcher = launcher;
         self
     }
 
@@ -97,6 +110,7 @@ impl WardenBuilder {
             backend,
             note,
             arbiter: arbiter.clone(),
+            launcher: self.launcher,
         };
         let Some(view) = self.sensor else {
             return Ok(sensed(parts));
@@ -113,6 +127,7 @@ struct Parts {
     note: Option<String>,
     /// `None`: the caller's.
     arbiter: Option<ArbiterHandle>,
+    launcher: Launcher,
 }
 
 /// With this platform's `SensorActor`, on the engine's arbiter. On the
@@ -149,6 +164,7 @@ fn assemble(parts: Parts, sensor: Box<dyn PressureView>, latest: Option<watch::R
         backend,
         note,
         arbiter,
+        launcher,
     } = parts;
     // The catalog lists what this engine can run.
     let mut catalog = catalog;
@@ -181,6 +197,7 @@ fn assemble(parts: Parts, sensor: Box<dyn PressureView>, latest: Option<watch::R
             idle_clock_tx,
             metrics: metrics.clone(),
             workers,
+            launcher,
         },
     );
     let engine = match &arbiter {

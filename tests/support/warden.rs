@@ -113,11 +113,9 @@ impl TestWarden {
         if let Some(id) = &self.default_model {
             catalog.set_default(id);
         }
-        let cfg = WardenConfig {
-            launcher: self.launcher,
-            ..self.cfg
-        };
-        let mut b = Warden::builder(cfg, catalog).backend(self.backend);
+        let mut b = Warden::builder(self.cfg, catalog)
+            .backend(self.backend)
+            .launcher(self.launcher);
         if self.here {
             b = b.on_this_arbiter();
         }

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::catalog::{Catalog, ModelEntry};
 use crate::child::client::ChildClient;
+use crate::child::launch::Launcher;
 use crate::child::port::PortLease;
 use crate::child::process::{self, ChildProcess};
 use crate::config::WardenConfig;
@@ -105,6 +106,8 @@ pub struct Wiring {
     pub metrics: Arc<Metrics>,
     /// The RPC workers, when configured (CPU engine).
     pub workers: Option<crate::engines::cpu::workers::WorkersLink>,
+    /// How children are started (an OS process; a test's in-process fake).
+    pub launcher: Launcher,
 }
 
 /// A moment of use, read on both clocks at once: the monotonic one paces
@@ -213,6 +216,8 @@ pub struct EngineCore {
     pub(crate) kv_view: Option<crate::kv_store::StoreView>,
     /// The RPC workers, when configured.
     pub(crate) workers: Option<crate::engines::cpu::workers::WorkersLink>,
+    /// How children are started.
+    pub(crate) launcher: Launcher,
     /// A test asked the next turn to panic once its model is loaded.
     #[cfg(feature = "testing")]
     pub(crate) panic_next_turn: bool,
@@ -230,6 +235,7 @@ impl EngineCore {
             idle_clock_tx,
             metrics,
             workers,
+            launcher,
         } = wiring;
         let kv = super::kv::open_store(&cfg, &backend);
         let mut core = Self {
@@ -255,6 +261,7 @@ impl EngineCore {
             kv: None,
             kv_view: None,
             workers,
+            launcher,
             #[cfg(feature = "testing")]
             panic_next_turn: false,
         };

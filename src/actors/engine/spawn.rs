@@ -87,7 +87,7 @@ impl EngineCore {
         let spec = self.spec_for(plan, lease.port(), &key);
         let oom_before = ram::oom_kill_count();
         let at = Instant::now();
-        let mut proc = self.cfg.launcher.spawn(&spec).map_err(|source| EngineError::Spawn {
+        let mut proc = self.launcher.spawn(&spec).map_err(|source| EngineError::Spawn {
             program: spec.program.clone(),
             source,
         })?;
