@@ -112,14 +112,14 @@ pub struct WardenConfig {
     pub force_pressure: Option<ForcedPressure>,
     /// `WARDEN_API_KEY`: when set, a bearer token the warden's own routes
     /// require (redacted in this struct's `Debug`).
-    pub api_key: Option<crate::child::key::ApiKey>,
+    pub api_key: Option<crate::secret::ApiKey>,
     /// `WARDEN_WORKERS` (comma-separated `HOST:PORT`, or `serve --worker`):
     /// llama.cpp RPC workers (`llm-warden worker`) the CPU engine splits
     /// models over.
     pub workers: Vec<crate::rpc::remote::WorkerAddr>,
     /// `WARDEN_WORKER_KEY`: the key that reads the workers' status; unset,
     /// the key file a worker on this machine wrote (`<cache>/worker.key`).
-    pub worker_key: Option<crate::child::key::ApiKey>,
+    pub worker_key: Option<crate::secret::ApiKey>,
     /// `WARDEN_CORS_ORIGINS` (comma-separated; `serve --cors-origin` replaces
     /// it): the web origins (`http://host:port`) whose pages may call the
     /// warden from a browser. Empty, the default: no CORS headers at all, so
@@ -162,7 +162,7 @@ impl Default for WardenConfig {
             ctx_pin: None,
             idle_timeout: Duration::from_secs(300),
             idle_tick: Duration::from_secs(30),
-            brake_tick: Duration::from_secs(60),
+            brake_tick: crate::law::brake::BRAKE_IDLE_INTERVAL,
             sensor_period: Duration::from_millis(250),
             load_timeout: Duration::from_secs(300),
             respawn_timeout: Duration::from_secs(30),

@@ -92,7 +92,7 @@ impl WardenConfig {
         &mut self,
         var: &impl Fn(&str) -> Option<String>,
     ) -> Result<(), ConfigError> {
-        self.api_key = var("WARDEN_API_KEY").map(crate::child::key::ApiKey::from_secret);
+        self.api_key = var("WARDEN_API_KEY").map(crate::secret::ApiKey::from_secret);
         if let Some(v) = var("WARDEN_WORKERS") {
             self.workers = workers("WARDEN_WORKERS", v.split(','))?;
         }
@@ -103,7 +103,7 @@ impl WardenConfig {
                     .map(|k| k.trim().to_string())
                     .filter(|k| !k.is_empty())
             })
-            .map(crate::child::key::ApiKey::from_secret);
+            .map(crate::secret::ApiKey::from_secret);
         if let Some(v) = var("WARDEN_CORS_ORIGINS") {
             self.cors_origins = cors_origins("WARDEN_CORS_ORIGINS", v.split(','))?;
         }

@@ -105,24 +105,43 @@
 //!   (`llm-warden worker`: rpc-server supervised, its keyed
 //!   `/worker/status`).
 
-pub(crate) mod actors;
-pub(crate) mod capabilities;
+/// The crate's internals: `pub(crate)`, and public only with the
+/// `testing` feature (this crate's integration tests and the bench enable
+/// it; an embedder never needs it). Hidden from the docs either way.
+macro_rules! internal {
+    ($($name:ident;)*) => {
+        $(
+            #[cfg(feature = "testing")]
+            #[doc(hidden)]
+            pub mod $name;
+            #[cfg(not(feature = "testing"))]
+            pub(crate) mod $name;
+        )*
+    };
+}
+
+internal! {
+    actors;
+    capabilities;
+    child;
+    engines;
+    gguf;
+    kv_store;
+    law;
+    messages;
+    metrics;
+    queue;
+    rpc;
+    secret;
+    sensors;
+    server;
+}
+
 pub mod catalog;
-pub mod child;
+pub mod cli;
 pub mod config;
-pub mod engines;
 pub mod error;
-pub mod gguf;
 pub mod http;
-pub mod kv_store;
-pub mod law;
-pub(crate) mod messages;
-pub mod metrics;
-pub(crate) mod queue;
-pub mod rpc;
-pub mod secret;
-pub mod sensors;
-pub mod server;
 pub mod sse;
 pub mod status;
 pub mod warden;

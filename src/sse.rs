@@ -178,6 +178,7 @@ impl SseParser {
     }
 
     /// Bytes received but not yet part of a dispatched event.
+    #[cfg(any(test, feature = "testing"))]
     pub fn pending(&self) -> usize {
         self.buf.len()
     }

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use actix_web::{App, HttpResponse, HttpServer, web};
 use llm_warden::child::client::{ChildClient, shared_http_client};
-use llm_warden::child::key::ApiKey;
 use llm_warden::engines::mlx::{BoundAnswer, apply_bound};
+use llm_warden::secret::ApiKey;
 use serde_json::json;
 
 /// How the fake answers: (PATCH status and body, GET status and body).

@@ -50,6 +50,10 @@ impl SensorActor {
         forced: Option<ForcedPressure>,
         period: Duration,
     ) -> (Self, SensorView) {
+        match &provider {
+            Some(p) => tracing::debug!(provider = p.name(), "memory pressure read from {}", p.name()),
+            None => tracing::debug!("no memory pressure provider on this platform"),
+        }
         let mut sensor = Self {
             provider,
             forced,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
-use super::key::ApiKey;
+use crate::secret::ApiKey;
 use super::output::OutputLog;
 use super::process::SpawnSpec;
 

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::key::ApiKey;
+use crate::secret::ApiKey;
 
 /// What `/health` said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,6 @@ mod capture;
 pub mod client;
 #[cfg(feature = "testing")]
 pub mod fake;
-pub use crate::secret as key;
 pub mod launch;
 pub mod output;
 pub mod port;

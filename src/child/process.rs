@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
 use super::capture::capture;
-use super::key::ApiKey;
+use crate::secret::ApiKey;
 use super::output::OutputLog;
 
 /// How long the exit report waits for the output pipes to reach EOF.

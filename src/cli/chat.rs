@@ -7,14 +7,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::TurnEvent;
+use crate::child::client::shared_http_client;
+use crate::server::WARDEN_PORTS;
+use crate::sse::{SseEvent, SseParser};
+use crate::{TurnRequest, Warden, WardenConfig};
 use bytes::Bytes;
 use clap::Args;
 use futures::StreamExt;
-use llm_warden::TurnEvent;
-use llm_warden::child::client::shared_http_client;
-use llm_warden::server::WARDEN_PORTS;
-use llm_warden::sse::{SseEvent, SseParser};
-use llm_warden::{TurnRequest, Warden, WardenConfig};
 use serde_json::json;
 
 /// `chat`'s options.

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
+use crate::child::client::shared_http_client;
 use anyhow::bail;
 use clap::Args;
-use llm_warden::child::client::shared_http_client;
 use serde_json::Value;
 
 /// The options every client subcommand takes.

@@ -11,14 +11,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use crate::WardenConfig;
+use crate::catalog::{self, ModelEntry, ModelFormat};
+use crate::engines::{self, Backend, Site, SpawnPlan};
+use crate::gguf::{self, ModelFacts};
+use crate::law::cuda::CudaPlacement;
+use crate::law::{kv, window};
+use crate::status::EngineKind;
 use clap::Args;
-use llm_warden::WardenConfig;
-use llm_warden::catalog::{self, ModelEntry, ModelFormat};
-use llm_warden::engines::{self, Backend, Site, SpawnPlan};
-use llm_warden::gguf::{self, ModelFacts};
-use llm_warden::law::cuda::CudaPlacement;
-use llm_warden::law::{kv, window};
-use llm_warden::status::EngineKind;
 use serde_json::json;
 
 /// `inspect`'s options.
@@ -46,7 +46,7 @@ pub struct InspectArgs {
 pub async fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
     // from_env has already refused a bad WARDEN_WORKERS under its own name.
     let mut cfg = WardenConfig::from_env()?;
-    cfg.workers = llm_warden::config::workers("--worker", a.workers.iter().map(String::as_str))?;
+    cfg.workers = crate::config::workers("--worker", a.workers.iter().map(String::as_str))?;
     let entry = match entry_of(&a, &cfg)? {
         Ok(e) => e,
         Err(exit) => return Ok(exit),
@@ -170,7 +170,7 @@ impl Report {
         }
     }
 
-    fn ram(&self) -> llm_warden::sensors::ram::RamTotal {
+    fn ram(&self) -> crate::sensors::ram::RamTotal {
         // Every engine's plan records the RAM total it read.
         self.plan.ram.expect("every plan reads the RAM total")
     }
@@ -310,8 +310,8 @@ fn gpu_row(p: &CudaPlacement) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use llm_warden::engines::GpuSource;
-    use llm_warden::law::cuda::GpuDevice;
+    use crate::engines::GpuSource;
+    use crate::law::cuda::GpuDevice;
 
     /// On a CUDA machine the report is the CUDA engine's plan: the card's
     /// budget and window, the GPU and the Flash-Attention proof.

@@ -2,11 +2,11 @@
 //! device, exactly as a load would make it (`engines::cpu::rpc::plan` over fresh
 //! readings of every worker, refining the CPU engine's own plan).
 
-use llm_warden::WardenConfig;
-use llm_warden::engines::cpu::rpc::{self, Reading};
-use llm_warden::engines::{SpawnPlan, llama};
-use llm_warden::error::ModelLoadError;
-use llm_warden::rpc::remote::{LOAD_READ_TIMEOUT, Remote};
+use crate::WardenConfig;
+use crate::engines::cpu::rpc::{self, Reading};
+use crate::engines::{SpawnPlan, llama};
+use crate::error::ModelLoadError;
+use crate::rpc::remote::{LOAD_READ_TIMEOUT, Remote};
 use serde_json::json;
 
 /// The CPU plan `base` split over `cfg.workers`, or why a load would fail.
@@ -26,8 +26,8 @@ pub async fn plan(cfg: &WardenConfig, base: SpawnPlan) -> Result<SpawnPlan, Mode
         .collect();
     // The warden's own build, as a load compares it.
     let ours = llama::find_llama_server(cfg, llama::Flavour::Cpu)
-        .map(|p| llm_warden::rpc::build::of_binary(&p))
-        .unwrap_or_else(|_| llm_warden::rpc::status::WorkerBuild {
+        .map(|p| crate::rpc::build::of_binary(&p))
+        .unwrap_or_else(|_| crate::rpc::status::WorkerBuild {
             llama_cpp: None,
             rpc_protocol: None,
             flavour: None,

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::{Warden, WardenConfig, server};
 use anyhow::Context;
 use clap::Args;
-use llm_warden::{Warden, WardenConfig, server};
 
 /// `serve`'s options.
 #[derive(Debug, Args)]
@@ -51,8 +51,8 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     // from_env has already refused a bad variable under its own name, so a
     // value refused here came from the flag.
     let mut cfg = WardenConfig::from_env()?;
-    cfg.cors_origins = llm_warden::config::cors_origins("--cors-origin", a.cors_origins.iter().map(String::as_str))?;
-    cfg.workers = llm_warden::config::workers("--worker", a.workers.iter().map(String::as_str))?;
+    cfg.cors_origins = crate::config::cors_origins("--cors-origin", a.cors_origins.iter().map(String::as_str))?;
+    cfg.workers = crate::config::workers("--worker", a.workers.iter().map(String::as_str))?;
     let catalog = super::build_catalog(&cfg, a.models_dir, a.model)?;
     let loopback = matches!(a.host.as_str(), "127.0.0.1" | "localhost" | "::1");
     if !loopback && cfg.api_key.is_none() {

@@ -1,12 +1,12 @@
 //! `llm-warden worker`: this machine as an RPC worker of some warden
-//! (`llm_warden::rpc::worker`): rpc-server supervised, its status at
+//! (`crate::rpc::worker`): rpc-server supervised, its status at
 //! `GET /worker/status` behind the worker's key.
 
 use std::process::ExitCode;
 
+use crate::rpc::status::{DEFAULT_RPC_PORT, DEFAULT_STATUS_PORT};
+use crate::rpc::worker::{self, WorkerConfig};
 use clap::Args;
-use llm_warden::rpc::status::{DEFAULT_RPC_PORT, DEFAULT_STATUS_PORT};
-use llm_warden::rpc::worker::{self, WorkerConfig};
 
 /// `worker`'s options.
 #[derive(Debug, Args)]

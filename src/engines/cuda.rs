@@ -19,7 +19,6 @@ use std::path::PathBuf;
 use super::SpawnPlan;
 use crate::law::cuda::{self, CudaPlacement};
 
-pub use crate::law::cuda::CudaSpawn;
 
 /// The child verbosity that shows the lines the CUDA engine reads.
 pub const CUDA_CHILD_VERBOSITY: u8 = 4;

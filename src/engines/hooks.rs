@@ -16,7 +16,7 @@
 //! | `retry_at_floor` | never | a CUDA OOM at load, once at 4096 | never |
 
 use crate::catalog::ModelEntry;
-use crate::child::key::ApiKey;
+use crate::secret::ApiKey;
 use crate::child::process::SpawnSpec;
 use crate::config::WardenConfig;
 use crate::law::brake::WindowFacts;

@@ -16,13 +16,10 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
-use crate::child::key::ApiKey;
+use crate::secret::ApiKey;
 use crate::child::process::SpawnSpec;
 use crate::config::WardenConfig;
 use crate::error::EngineError;
-
-/// The pinned llama.cpp build (the spec's b10883).
-pub const LLAMA_BUILD_TAG: &str = "b10883";
 
 /// llama-server's HTTP threads, set rather than left to its default
 /// (max(n_parallel + 4, cores - 1), 5 here): each open keep-alive connection

@@ -31,7 +31,7 @@ use serde::Serialize;
 
 use super::SpawnPlan;
 use crate::child::client::ChildClient;
-use crate::child::key::ApiKey;
+use crate::secret::ApiKey;
 use crate::child::process::SpawnSpec;
 use crate::config::WardenConfig;
 use crate::error::EngineError;

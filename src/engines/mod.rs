@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use crate::catalog::{ModelEntry, ModelFormat};
 use crate::child::client::ChildClient;
-use crate::child::key::ApiKey;
+use crate::secret::ApiKey;
 use crate::child::process::SpawnSpec;
 use crate::config::WardenConfig;
 use crate::gguf::ModelFacts;
@@ -37,9 +37,11 @@ use crate::law::window::Window;
 use crate::status::EngineKind;
 
 pub use cpu::CpuEngine;
-pub use cuda::{CudaEngine, CudaSpawn, GpuSource};
+pub use cuda::CudaEngine;
+#[cfg(feature = "testing")]
+pub use cuda::GpuSource;
 pub(crate) use hooks::EngineHooks;
-pub use mlx::{MlxEngine, MlxFacts};
+pub use mlx::MlxEngine;
 pub use plan::{EnginePlan, Site, SpawnPlan};
 
 /// The engine in use.

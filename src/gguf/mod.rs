@@ -108,6 +108,5 @@ pub mod split;
 pub mod value;
 
 pub use error::GgufError;
-pub use facts::{MAX_LAYERS, ModelFacts, read_model_facts};
-pub use ftype::ftype_name;
-pub use reader::{GgufHeader, read_header};
+pub use facts::{ModelFacts, read_model_facts};
+pub use reader::read_header;

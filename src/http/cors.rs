@@ -48,8 +48,6 @@ pub fn allows_any(origins: &[String]) -> bool {
     origins.iter().any(|o| o == "*")
 }
 
-pub use crate::config::normalise_origin;
-
 /// The middleware for `origins` (as `config::cors_origins` normalised them);
 /// a no-op when there are none.
 ///
@@ -79,6 +77,8 @@ mod tests {
     use actix_web::http::{Method, StatusCode, header};
     use actix_web::test::{TestRequest, call_service, init_service};
     use actix_web::{App, HttpResponse, web};
+
+    use crate::config::normalise_origin;
 
     use super::*;
 

@@ -26,22 +26,24 @@
 //! (uninvited pages and DNS-rebound hosts refused), `auth` (the optional
 //! key, bearer or Basic); and `stall` (a client that stopped reading).
 
-pub mod auth;
-pub mod body;
-pub mod chat;
-pub mod cors;
-pub mod dialects;
-pub mod errors;
-pub mod metrics;
-pub mod models;
-pub mod origin;
-pub mod reply;
-pub mod stall;
-pub mod text;
-pub mod ui;
-pub mod validate;
-pub mod validate_text;
-pub mod warden_routes;
+pub(crate) mod auth;
+pub(crate) mod body;
+pub(crate) mod chat;
+pub(crate) mod cors;
+pub(crate) mod dialects;
+pub(crate) mod errors;
+pub(crate) mod metrics;
+pub(crate) mod models;
+pub(crate) mod origin;
+pub(crate) mod reply;
+internal! {
+    stall;
+}
+pub(crate) mod text;
+pub(crate) mod ui;
+pub(crate) mod validate;
+pub(crate) mod validate_text;
+pub(crate) mod warden_routes;
 
 use actix_web::web;
 

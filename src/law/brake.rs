@@ -83,7 +83,8 @@ pub const MAX_SHRINKS_PER_EPISODE: u32 = 2;
 pub const GROW_AFTER_CALM_SAMPLES: u32 = 5;
 /// Growth stays strictly under this share of the window that hurt.
 pub const GROW_CEILING_PERCENT: u64 = 90;
-/// The brake's idle sampling period (the spec's BRAKE_IDLE_INTERVAL_S).
+/// The brake's idle sampling period (the spec's BRAKE_IDLE_INTERVAL_S;
+/// `WARDEN_BRAKE_TICK_S` defaults to it).
 pub const BRAKE_IDLE_INTERVAL: Duration = Duration::from_secs(60);
 
 /// An idle sample within this of the previous sample or of a turn's end is
@@ -195,10 +196,6 @@ pub enum Action {
 
 impl Action {
     /// The log's `action=` word.
-    pub fn log_name(self) -> &'static str {
-        self.did().map_or("none", BrakeDid::as_str)
-    }
-
     /// What the action is called once done (`None` for no action).
     pub fn did(self) -> Option<BrakeDid> {
         match self {
@@ -212,6 +209,7 @@ impl Action {
     }
 
     /// The cap a respawn must use, when the action respawns.
+    #[cfg(test)]
     pub fn respawn_cap(self) -> Option<u32> {
         match self {
             Self::Shrink { cap } | Self::Grow { cap } => Some(cap),

@@ -33,6 +33,7 @@ pub fn matches_requested(allocated: u32, requested: u32) -> bool {
 
 /// Whether a child at `allocated` already honours `cap` (both padded): no
 /// respawn is needed for it.
+#[cfg(any(test, feature = "testing"))]
 pub fn honours(allocated: u32, cap: u32) -> bool {
     pad(allocated) <= pad(cap)
 }

@@ -242,6 +242,7 @@ pub fn postload_excess(shape: &ModelShape, window: u32, anon_bytes: Option<u64>)
 }
 
 /// The working window (MLX): `min(allocated, memory ceiling)`.
+#[cfg(test)]
 pub fn working_window(allocated: Option<u32>, ceiling: Option<u32>) -> Option<u32> {
     match (allocated, ceiling) {
         (Some(a), Some(c)) => Some(a.min(c)),

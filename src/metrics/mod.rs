@@ -34,7 +34,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
 
-pub use render::{Gauges, relay_child};
+pub use render::Gauges;
+#[cfg(test)]
+use render::relay_child;
 
 use crate::law::brake::BrakeDid;
 use crate::law::route::Route;

@@ -11,7 +11,7 @@ use actix::Recipient;
 use tokio::sync::watch;
 
 use super::status::{STATUS_PATH, WorkerStatus};
-use crate::child::key::ApiKey;
+use crate::secret::ApiKey;
 use crate::messages::WorkerCheck;
 
 /// How often the watch reads every worker.

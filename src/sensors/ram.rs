@@ -34,6 +34,7 @@ pub fn oom_kill_count() -> Option<u64> {
 }
 
 /// The `oom_kill N` line of `memory.events` / `memory.oom_control`.
+#[cfg(any(test, feature = "testing"))]
 pub fn parse_oom_kill(content: &str) -> Option<u64> {
     super::cgroup::counter(content, "oom_kill")
 }

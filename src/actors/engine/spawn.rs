@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::core::{EngineCore, LiveChild};
 use crate::child::client::ChildClient;
-use crate::child::key::ApiKey;
+use crate::secret::ApiKey;
 use crate::child::port::{PortLease, SPAWN_PORT_ATTEMPTS, pick_port};
 use crate::child::process::{self, ChildProcess, ExitInfo, SpawnSpec};
 use crate::child::ready::{NotReady, probe_ready};

@@ -7,7 +7,7 @@
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
-use crate::child::key::ApiKey;
+use crate::secret::ApiKey;
 
 /// The key file's name in the cache directory.
 pub const KEY_FILE: &str = "worker.key";

@@ -29,7 +29,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::child::key::ApiKey;
+use crate::secret::ApiKey;
 use crate::config::{ConfigError, WardenConfig};
 use crate::rpc::status::{DEFAULT_RPC_PORT, DEFAULT_STATUS_PORT, STATUS_PATH, WorkerDevice};
 use devices::Sampler;

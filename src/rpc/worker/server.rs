@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use super::devices::Sampler;
 use super::supervisor::RpcView;
-use crate::child::key::ApiKey;
+use crate::secret::ApiKey;
 use crate::error::ApiError;
 use crate::http::errors::{error_response, not_found};
 use crate::rpc::build::BuildInfo;
