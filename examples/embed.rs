@@ -30,11 +30,11 @@ async fn ask(warden: web::Data<Warden>, query: web::Query<Ask>) -> HttpResponse 
     });
     let answer = match turn {
         Ok(chunks) => chunks.text().await,
-        Err(e) => return HttpResponse::ServiceUnavailable().body(format!("{}: {}", e.code, e.message)),
+        Err(e) => return HttpResponse::ServiceUnavailable().body(format!("{}: {e}", e.code())),
     };
     let answer = match answer {
         Ok(a) => a,
-        Err(e) => return HttpResponse::BadGateway().body(format!("{}: {}", e.code, e.message)),
+        Err(e) => return HttpResponse::BadGateway().body(format!("{}: {e}", e.code())),
     };
     HttpResponse::Ok()
         .content_type("text/plain; charset=utf-8")

@@ -190,7 +190,7 @@ async fn model_switch_and_unknown_model() {
     assert!(collect(w.submit(chat(Some("a"), 2, true)).unwrap()).await.done);
     let pid_a = w.status().child_pid.unwrap();
     assert_eq!(w.status().model.as_deref(), Some("a"));
-    let err = w.submit(chat(Some("nope"), 2, true)).unwrap_err();
+    let err = w.submit(chat(Some("nope"), 2, true)).unwrap_err().to_api();
     assert_eq!((err.status, err.code.as_str()), (404, "model_not_found"));
     assert_eq!(w.status().child_pid, Some(pid_a));
     assert!(

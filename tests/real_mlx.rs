@@ -88,7 +88,7 @@ async fn load_answer_and_the_memory_bound() {
     // queue (501), and the child is untouched.
     let mut raw = chat(None, 4, false);
     raw.route = llm_warden::law::route::Route::Completions;
-    let e = w.submit(raw).expect_err("no completions on MLX");
+    let e = w.submit(raw).expect_err("no completions on MLX").to_api();
     assert_eq!((e.status, e.code.as_str()), (501, "unsupported_route"));
     let base = serve_http(&w);
     let r = reqwest::Client::new()

@@ -32,7 +32,7 @@ async fn a_panicking_turn_is_answered_and_the_engine_comes_back() {
     let w = TestWarden::fake(dir.path()).start();
     let pid = load_default(&w).await.child_pid.expect("loaded");
     w.panic_next_turn();
-    let err = w.chat(chat(None, 4, true)).unwrap().text().await.unwrap_err();
+    let err = w.chat(chat(None, 4, true)).unwrap().text().await.unwrap_err().to_api();
     assert_eq!((err.status, err.code.as_str()), (500, "engine_panicked"), "{err:?}");
     assert!(
         err.message.contains("a test asked this turn to panic"),
@@ -93,7 +93,7 @@ async fn an_engine_gone_mid_turn_ends_every_stream_with_an_error() {
         "the stream's last event: {last}"
     );
     let err = embedded.text().await.unwrap_err();
-    assert_eq!(err.code, "engine_unavailable");
+    assert_eq!(err.code(), "engine_unavailable");
     gone(pid, "after the engine went away").await;
 }
 

@@ -44,6 +44,6 @@ async fn chat_hands_an_embedder_typed_chunks() {
     // An unknown model is refused before the queue.
     let mut req = chat(None, 3, true);
     req.model = Some("nope".into());
-    assert_eq!(w.chat(req).unwrap_err().code, "model_not_found");
+    assert_eq!(w.chat(req).unwrap_err().code(), "model_not_found");
     w.shutdown().await;
 }

@@ -135,9 +135,7 @@ async fn in_process(a: ChatArgs, body: serde_json::Value, p: &mut Printer) -> an
         stream: true,
         ..Default::default()
     };
-    let mut rx = warden
-        .submit(req)
-        .map_err(|e| anyhow::anyhow!("{}: {}", e.code, e.message))?;
+    let mut rx = warden.submit(req).map_err(|e| anyhow::anyhow!("{}: {e}", e.code()))?;
     let mut parser = SseParser::new();
     let mut events = Vec::new();
     while let Some(ev) = rx.recv().await {
@@ -149,7 +147,7 @@ async fn in_process(a: ChatArgs, body: serde_json::Value, p: &mut Printer) -> an
                 }
             }
             TurnEvent::Notice(n) => eprintln!("[warden] {}", serde_json::to_string(&n).unwrap_or_default()),
-            TurnEvent::Error(e) => p.error(&e.to_body()),
+            TurnEvent::Error(e) => p.error(&e.to_api().to_body()),
             TurnEvent::Done | TurnEvent::Body { .. } => break,
         }
     }

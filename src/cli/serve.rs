@@ -71,7 +71,7 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         actix_web::rt::spawn(async move {
             match w.load(None, None).await {
                 Ok(s) => tracing::info!(model = ?s.model, context_tokens = ?s.context_tokens, "preloaded"),
-                Err(e) => tracing::error!(code = %e.code, "preload failed: {}", e.message),
+                Err(e) => tracing::error!(code = %e.code(), "preload failed: {e}"),
             }
         });
     }

@@ -16,9 +16,6 @@ use serde::Serialize;
 use crate::gguf::GgufError;
 use crate::law::crash::EngineCode;
 use crate::law::crash::ExitInfo;
-use upstream::upstream_error;
-
-mod upstream;
 
 /// The OpenAI-shaped error every failure becomes on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -49,74 +46,6 @@ impl ApiError {
             kind: "invalid_request_error",
             code: code.into(),
             param: param.map(str::to_string),
-            raw: None,
-        }
-    }
-
-    /// A 404 for a model id the catalog does not hold.
-    pub fn model_not_found(id: &str) -> Self {
-        Self {
-            status: 404,
-            message: format!("The model '{id}' does not exist; GET /v1/models lists the models this warden serves"),
-            kind: "invalid_request_error",
-            code: "model_not_found".into(),
-            param: Some("model".into()),
-            raw: None,
-        }
-    }
-
-    /// A 503 for a turn whose engine went away before it ended (it stopped,
-    /// or its actor is gone): said in every dialect, never a silent end.
-    pub fn engine_unavailable() -> Self {
-        Self {
-            status: 503,
-            message: "the engine stopped before the turn ended; the next request starts it again".into(),
-            kind: "server_error",
-            code: "engine_unavailable".into(),
-            param: None,
-            raw: None,
-        }
-    }
-
-    /// A 500 for the turn in flight when an engine handler panicked (a bug
-    /// of the warden's: the child was stopped and the engine came back).
-    pub fn engine_panicked(why: &str) -> Self {
-        Self {
-            status: 500,
-            message: format!(
-                "the engine failed inside this request ({why}); it stopped the model server and serves the next request"
-            ),
-            kind: "server_error",
-            code: "engine_panicked".into(),
-            param: None,
-            raw: None,
-        }
-    }
-
-    /// A 503 for a full queue.
-    pub fn queue_full(depth: usize) -> Self {
-        Self {
-            status: 503,
-            message: format!("The warden already has {depth} requests waiting or running; retry later"),
-            kind: "server_error",
-            code: "queue_full".into(),
-            param: None,
-            raw: None,
-        }
-    }
-
-    /// A route the engine's child does not serve (MLX: only chat).
-    pub fn unsupported_route(route: crate::law::route::Route, engine: crate::status::EngineKind) -> Self {
-        Self {
-            status: 501,
-            message: format!(
-                "{} is not served by the {} engine (its model server has no such route); use /v1/chat/completions",
-                route.path(),
-                engine.tag()
-            ),
-            kind: "invalid_request_error",
-            code: "unsupported_route".into(),
-            param: None,
             raw: None,
         }
     }
@@ -279,31 +208,6 @@ impl ModelLoadError {
             _ => None,
         }
     }
-
-    /// The wire error.
-    pub fn to_api(&self) -> ApiError {
-        let (status, kind) = match self {
-            // A model file the warden itself finds broken, or of the wrong
-            // format, is the request's problem to fix (name another model).
-            Self::Invalid(_) | Self::WrongFormat { .. } => (422, "model_load_error"),
-            Self::Engine(EngineError::NoFreePort { .. }) => (503, "engine_error"),
-            Self::Engine(_) => (500, "engine_error"),
-            // The machines, not the request, are short: another model or
-            // the missing worker back fixes it.
-            Self::WorkerBuildMismatch { .. } | Self::DoesNotFit { .. } | Self::WorkerLost { .. } => {
-                (503, "model_load_error")
-            }
-            _ => (500, "model_load_error"),
-        };
-        ApiError {
-            status,
-            message: self.to_string(),
-            kind,
-            code: self.code(),
-            param: None,
-            raw: self.raw().map(str::to_string),
-        }
-    }
 }
 
 /// A turn that failed after its model was resolved.
@@ -363,46 +267,99 @@ pub enum GenerationError {
     UnknownModel(String),
 }
 
-impl GenerationError {
-    /// The wire error.
-    pub fn to_api(&self) -> ApiError {
+/// Why a turn, a load or an unload did not happen or did not finish: the
+/// domain error the engine and the front door (`Warden`) return. It says
+/// what went wrong in the warden's terms; the HTTP boundary gives it its
+/// wire shape (`WardenError::to_api`, in `http::wire_error`: status,
+/// OpenAI's `type`, code), and so may an embedder that speaks OpenAI's wire.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WardenError {
+    /// The request names a model the catalog does not hold.
+    #[error("The model '{0}' does not exist; GET /v1/models lists the models this warden serves")]
+    ModelNotFound(String),
+    /// No model was named and none is the default.
+    #[error("no model is configured: pass --model or put a GGUF in the models directory")]
+    NoModel,
+    /// The warden is stopping: no turn starts any more.
+    #[error("the warden is shutting down")]
+    ShuttingDown,
+    /// `WARDEN_MAX_QUEUE` turns already wait or run.
+    #[error("The warden already has {0} requests waiting or running; retry later")]
+    QueueFull(usize),
+    /// A route the engine's child does not serve (MLX: only chat).
+    #[error(
+        "{} is not served by the {} engine (its model server has no such route); use /v1/chat/completions",
+        route.path(),
+        engine.tag()
+    )]
+    UnsupportedRoute {
+        /// The route asked for.
+        route: crate::law::route::Route,
+        /// The engine running.
+        engine: crate::law::types::EngineKind,
+    },
+    /// An engine handler panicked with this turn in flight (a bug of the
+    /// warden's: the child was stopped and the engine came back).
+    #[error("the engine failed inside this request ({0}); it stopped the model server and serves the next request")]
+    EnginePanicked(String),
+    /// The engine went away before the turn ended (it stopped, or its actor
+    /// is gone): said in every dialect, never a silent end.
+    #[error("the engine stopped before the turn ended; the next request starts it again")]
+    EngineUnavailable,
+    /// The child did not answer a tokenizer call in time.
+    #[error("the model server did not answer {route} within {after:?}")]
+    ChildTimeout {
+        /// The route's path.
+        route: &'static str,
+        /// The bound that passed.
+        after: Duration,
+    },
+    /// The model could not be loaded.
+    #[error(transparent)]
+    Load(std::sync::Arc<ModelLoadError>),
+    /// The turn failed after its model loaded.
+    #[error(transparent)]
+    Generation(std::sync::Arc<GenerationError>),
+}
+
+impl WardenError {
+    /// The stable machine code (`model_not_found`, `out_of_memory`, ...).
+    pub fn code(&self) -> String {
         match self {
-            Self::Load(e) => e.to_api(),
-            Self::UnknownModel(id) => ApiError::model_not_found(id),
-            Self::ChildDied { code, raw, .. } => ApiError {
-                status: 502,
-                message: self.to_string(),
-                kind: "generation_error",
-                code: code.as_str().into(),
-                param: None,
-                raw: Some(raw.clone()),
-            },
-            Self::Hung { raw, .. } => ApiError {
-                status: 504,
-                message: self.to_string(),
-                kind: "generation_error",
-                code: EngineCode::ChildHung.as_str().into(),
-                param: None,
-                raw: Some(raw.clone()),
-            },
-            Self::Upstream { status, body } => upstream_error(*status, body.as_ref()),
-            Self::Transport(_) => ApiError {
-                status: 502,
-                message: self.to_string(),
-                kind: "generation_error",
-                code: "upstream_transport".into(),
-                param: None,
-                raw: None,
-            },
-            Self::WorkerLost { raw, .. } => ApiError {
-                status: 502,
-                message: self.to_string(),
-                kind: "generation_error",
-                code: "worker_lost".into(),
-                param: None,
-                raw: Some(raw.clone()),
-            },
+            Self::ModelNotFound(_) => "model_not_found".into(),
+            Self::NoModel => "model_not_found".into(),
+            Self::ShuttingDown => "shutting_down".into(),
+            Self::QueueFull(_) => "queue_full".into(),
+            Self::UnsupportedRoute { .. } => "unsupported_route".into(),
+            Self::EnginePanicked(_) => "engine_panicked".into(),
+            Self::EngineUnavailable => "engine_unavailable".into(),
+            Self::ChildTimeout { .. } => "upstream_timeout".into(),
+            Self::Load(e) => e.code(),
+            // A child's own refusal is coded by what its body says; the one
+            // reading of it is the wire mapping's (`http::wire_upstream`).
+            Self::Generation(e) => e.to_api().code,
         }
+    }
+}
+
+/// Two errors are equal when they say the same: the same code and the same
+/// sentence (the sources inside, an OS error or a child's exit, have no
+/// equality of their own).
+impl PartialEq for WardenError {
+    fn eq(&self, other: &Self) -> bool {
+        self.code() == other.code() && self.to_string() == other.to_string()
+    }
+}
+
+impl From<ModelLoadError> for WardenError {
+    fn from(e: ModelLoadError) -> Self {
+        Self::Load(std::sync::Arc::new(e))
+    }
+}
+
+impl From<GenerationError> for WardenError {
+    fn from(e: GenerationError) -> Self {
+        Self::Generation(std::sync::Arc::new(e))
     }
 }
 

@@ -44,6 +44,8 @@ pub(crate) mod ui;
 pub(crate) mod validate;
 pub(crate) mod validate_text;
 pub(crate) mod warden_routes;
+mod wire_error;
+mod wire_upstream;
 
 use actix_web::web;
 

@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 
 use super::errors::{error_response, log_server_error};
 use super::stall;
-use crate::error::{ApiError, GenerationError};
+use crate::error::{ApiError, GenerationError, WardenError};
 use crate::law::route::Route;
 use crate::messages::{Notice, TurnEvent};
 use crate::status::TurnOutcome;
@@ -88,7 +88,7 @@ pub async fn respond_in<W: Wire>(warden: &Warden, http: &HttpRequest, req: TurnR
     let (stream, route) = (req.stream, req.route);
     let (mut rx, turn) = match warden.submit_watched(req) {
         Ok(v) => v,
-        Err(e) => return answer(&wire, route, None, &e),
+        Err(e) => return answer(&wire, route, None, &e.to_api()),
     };
     let seq = Some(turn.seq);
     let stall_bound = warden.config().client_stall_timeout;
@@ -97,10 +97,10 @@ pub async fn respond_in<W: Wire>(warden: &Warden, http: &HttpRequest, req: TurnR
     let mut notices = Vec::new();
     loop {
         let Some(first) = rx.recv().await else {
-            return answer(&wire, route, seq, &ApiError::engine_unavailable());
+            return answer(&wire, route, seq, &WardenError::EngineUnavailable.to_api());
         };
         match first {
-            TurnEvent::Error(e) => return answer(&wire, route, seq, &e),
+            TurnEvent::Error(e) => return answer(&wire, route, seq, &e.to_api()),
             TurnEvent::Body { status, body } => {
                 return match wire.whole(body, &notices) {
                     Ok(body) => whole_body(http, status, body, &notices, stall_bound),
@@ -139,7 +139,7 @@ pub async fn beside_or_queued<W: Wire>(
         }
         Some(Err(e)) => {
             warden.metrics().direct(route, TurnOutcome::Failed);
-            return answer(&wire, route, None, &e);
+            return answer(&wire, route, None, &e.to_api());
         }
         // Its model is not running: a turn loads it first.
         None => {}
@@ -206,13 +206,14 @@ fn stream_response<W: Wire>(
                 None => rx
                     .recv()
                     .await
-                    .unwrap_or_else(|| TurnEvent::Error(ApiError::engine_unavailable())),
+                    .unwrap_or_else(|| TurnEvent::Error(WardenError::EngineUnavailable)),
             };
             let (bytes, next) = match ev {
                 TurnEvent::Chunk(b) => (wire.event(b), Some(rx)),
                 TurnEvent::Notice(n) => (wire.notice(&n), Some(rx)),
                 // Nothing follows an error: end after it.
                 TurnEvent::Error(e) => {
+                    let e = e.to_api();
                     log_server_error(route, Some(seq), &e, "ended the stream with");
                     (Some(wire.error(&e)), None)
                 }

@@ -88,7 +88,7 @@ pub async fn load(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
     };
     match warden.load(body.model, keep_alive).await {
         Ok(status) => HttpResponse::Ok().json(status),
-        Err(e) => error_response(&e),
+        Err(e) => error_response(&e.to_api()),
     }
 }
 
@@ -96,7 +96,7 @@ pub async fn load(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
 pub async fn unload(warden: web::Data<Warden>) -> HttpResponse {
     match warden.unload().await {
         Ok(was_loaded) => HttpResponse::Ok().json(json!({ "unloaded": was_loaded })),
-        Err(e) => error_response(&e),
+        Err(e) => error_response(&e.to_api()),
     }
 }
 

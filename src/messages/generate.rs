@@ -8,7 +8,7 @@ use actix::Message;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::error::ApiError;
+use crate::error::WardenError;
 use crate::queue::QueueTicket;
 
 /// One chat turn.
@@ -68,7 +68,7 @@ pub enum TurnEvent {
         body: Bytes,
     },
     /// The turn failed; nothing follows.
-    Error(ApiError),
+    Error(WardenError),
     /// The stream completed normally; nothing follows.
     Done,
 }

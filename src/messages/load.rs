@@ -3,12 +3,12 @@
 
 use actix::Message;
 
-use crate::error::ApiError;
+use crate::error::WardenError;
 use crate::status::EngineStatus;
 
 /// Load (or switch to) a model.
 #[derive(Debug, Default, Message)]
-#[rtype(result = "Result<EngineStatus, ApiError>")]
+#[rtype(result = "Result<EngineStatus, WardenError>")]
 pub struct Load {
     /// The catalog id; `None` means the default model.
     pub model: Option<String>,

@@ -3,9 +3,9 @@
 
 use actix::Message;
 
-use crate::error::ApiError;
+use crate::error::WardenError;
 
 /// Unload the current model.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<bool, ApiError>")]
+#[rtype(result = "Result<bool, WardenError>")]
 pub struct Unload;

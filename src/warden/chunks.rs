@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use tokio::sync::mpsc;
 
 use super::{TurnRequest, Warden};
-use crate::error::ApiError;
+use crate::error::WardenError;
 use crate::messages::{Notice, TurnEvent};
 use crate::sse::SseParser;
 
@@ -27,7 +27,7 @@ pub enum Chunk {
     /// left out).
     Notice(Notice),
     /// The turn failed; nothing follows.
-    Error(ApiError),
+    Error(WardenError),
     /// The turn completed; nothing follows.
     Done,
 }
@@ -66,13 +66,13 @@ impl TurnStream {
                 .rx
                 .recv()
                 .await
-                .unwrap_or_else(|| TurnEvent::Error(ApiError::engine_unavailable()));
+                .unwrap_or_else(|| TurnEvent::Error(WardenError::EngineUnavailable));
             self.take(ev);
         }
     }
 
     /// The whole answer's text, or the turn's error.
-    pub async fn text(mut self) -> Result<String, ApiError> {
+    pub async fn text(mut self) -> Result<String, WardenError> {
         let mut out = String::new();
         while let Some(c) = self.next().await {
             match c {
@@ -136,7 +136,7 @@ fn chunk_of(v: serde_json::Value, pointer: &str) -> Chunk {
 impl Warden {
     /// Submits a turn (the same queue and bound as `submit`) and hands its
     /// answer back as typed chunks.
-    pub fn chat(&self, req: TurnRequest) -> Result<TurnStream, ApiError> {
+    pub fn chat(&self, req: TurnRequest) -> Result<TurnStream, WardenError> {
         self.submit(req).map(TurnStream::new)
     }
 }
@@ -201,9 +201,9 @@ mod tests {
         .await;
         assert_eq!(got, [Chunk::Text("Paris".into()), Chunk::Event(body), Chunk::Done]);
         // why: an error ends the stream and `text` returns it
-        let e = ApiError::model_not_found("x");
+        let e = WardenError::ModelNotFound("x".into());
         let s = stream_of(vec![delta("a"), TurnEvent::Error(e.clone())]);
-        assert_eq!(s.text().await.unwrap_err().code, "model_not_found");
+        assert_eq!(s.text().await.unwrap_err().code(), "model_not_found");
         // why: notices pass through in order
         let n = Notice::Loading { model: "m".into() };
         let got = all(stream_of(vec![

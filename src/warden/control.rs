@@ -4,7 +4,7 @@
 //! chooses the moment of a reap or an idle brake sample.
 
 use super::Warden;
-use crate::error::ApiError;
+use crate::error::WardenError;
 use crate::law::keep_alive::KeepAlive;
 use crate::messages::{Load, Unload};
 use crate::status::EngineStatus;
@@ -12,13 +12,17 @@ use crate::status::EngineStatus;
 impl Warden {
     /// Loads (or switches to) `model` (`None`: the default) now, without a
     /// turn, with the keep-alive to hold it for; the status after the load.
-    pub async fn load(&self, model: Option<String>, keep_alive: Option<KeepAlive>) -> Result<EngineStatus, ApiError> {
+    pub async fn load(
+        &self,
+        model: Option<String>,
+        keep_alive: Option<KeepAlive>,
+    ) -> Result<EngineStatus, WardenError> {
         let r = self.inner.engine.send(Load { model, keep_alive }).await;
         r.unwrap_or_else(|_| Err(crate::actors::engine::shutting_down()))
     }
 
     /// Stops the child now; whether a model was loaded.
-    pub async fn unload(&self) -> Result<bool, ApiError> {
+    pub async fn unload(&self) -> Result<bool, WardenError> {
         let r = self.inner.engine.send(Unload).await;
         r.unwrap_or_else(|_| Err(crate::actors::engine::shutting_down()))
     }

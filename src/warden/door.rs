@@ -3,7 +3,7 @@
 
 use super::Warden;
 use crate::actors::engine::{Door, DoorError};
-use crate::error::ApiError;
+use crate::error::WardenError;
 use crate::law::route::Route;
 
 /// How long a tokenizer call through the side door may take (it reads the
@@ -39,7 +39,7 @@ impl Warden {
         route: Route,
         model: Option<&str>,
         body: bytes::Bytes,
-    ) -> Option<Result<(u16, bytes::Bytes), ApiError>> {
+    ) -> Option<Result<(u16, bytes::Bytes), WardenError>> {
         if !route.served_by(self.engine_kind()) {
             return None;
         }
@@ -47,16 +47,9 @@ impl Warden {
         match door.tokenizer(route, body, TOKENIZER_TIMEOUT).await {
             Ok(v) => Some(Ok(v)),
             Err(DoorError::Transport(_)) => None,
-            Err(DoorError::Timeout) => Some(Err(ApiError {
-                status: 504,
-                message: format!(
-                    "the model server did not answer {} within {TOKENIZER_TIMEOUT:?}",
-                    route.path()
-                ),
-                kind: "server_error",
-                code: "upstream_timeout".into(),
-                param: None,
-                raw: None,
+            Err(DoorError::Timeout) => Some(Err(WardenError::ChildTimeout {
+                route: route.path(),
+                after: TOKENIZER_TIMEOUT,
             })),
             Err(DoorError::NotADoorRoute) => None,
         }

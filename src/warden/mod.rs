@@ -15,7 +15,7 @@ use crate::actors::{EngineActor, IdleTimer, PrefixCacheActor};
 use crate::catalog::Catalog;
 use crate::config::WardenConfig;
 use crate::engines::Backend;
-use crate::error::{ApiError, EngineError};
+use crate::error::{EngineError, WardenError};
 use crate::law::keep_alive::KeepAlive;
 use crate::law::route::Route;
 use crate::messages::prefix::ClaimPrefix;
@@ -221,32 +221,35 @@ impl Warden {
 
     /// Queues a chat turn. An unknown model is refused here (404) without
     /// touching the engine or its child; a full queue is refused (503).
-    pub fn submit(&self, req: TurnRequest) -> Result<mpsc::Receiver<TurnEvent>, ApiError> {
+    pub fn submit(&self, req: TurnRequest) -> Result<mpsc::Receiver<TurnEvent>, WardenError> {
         self.submit_watched(req).map(|(rx, _)| rx)
     }
 
     /// As `submit`, with a `TurnWatch` that tells when the engine is done
     /// with the turn (the HTTP layer closes a stalled client's connection
     /// only then, so the engine's own stall rule is the one that decides).
-    pub fn submit_watched(&self, req: TurnRequest) -> Result<(mpsc::Receiver<TurnEvent>, TurnWatch), ApiError> {
-        let refused = |e: ApiError| {
-            self.inner.metrics.refused(req.route, &e.code);
+    pub fn submit_watched(&self, req: TurnRequest) -> Result<(mpsc::Receiver<TurnEvent>, TurnWatch), WardenError> {
+        let refused = |e: WardenError| {
+            self.inner.metrics.refused(req.route, &e.code());
             e
         };
         if !req.route.served_by(self.engine_kind()) {
-            return Err(refused(ApiError::unsupported_route(req.route, self.engine_kind())));
+            return Err(refused(WardenError::UnsupportedRoute {
+                route: req.route,
+                engine: self.engine_kind(),
+            }));
         }
         if let Some(id) = &req.model
             && self.inner.catalog.get(id).is_none()
         {
-            return Err(refused(ApiError::model_not_found(id)));
+            return Err(refused(WardenError::ModelNotFound(id.to_string())));
         }
         let max = self.inner.config.max_queue;
         let ticket = self
             .inner
             .queue
             .try_enter(max)
-            .ok_or_else(|| refused(ApiError::queue_full(max)))?;
+            .ok_or_else(|| refused(WardenError::QueueFull(max)))?;
         let (tx, rx) = mpsc::channel(TURN_EVENTS_BUFFER);
         // A poisoned lock still holds a valid counter.
         let mut next = self.inner.seq.lock().unwrap_or_else(|p| p.into_inner());

@@ -103,7 +103,7 @@ pub async fn collect(mut rx: mpsc::Receiver<TurnEvent>) -> Turn {
                 return t;
             }
             TurnEvent::Error(e) => {
-                t.error = Some(e);
+                t.error = Some(e.to_api());
                 return t;
             }
             TurnEvent::Done => {

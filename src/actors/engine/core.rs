@@ -20,7 +20,7 @@ use crate::child::process::{self, ChildProcess};
 use crate::config::WardenConfig;
 use crate::engines::live::{ChildState, ChildView};
 use crate::engines::{Backend, SpawnPlan};
-use crate::error::{ApiError, GenerationError};
+use crate::error::{GenerationError, WardenError};
 use crate::law::brake::{BrakeReload, BrakeState, Level, Remembered};
 use crate::law::crash::{self, EngineCode, Hints};
 use crate::law::keep_alive::KeepAlive;
@@ -294,17 +294,13 @@ impl EngineCore {
     }
 
     /// Looks a model id up; `None` is the default model.
-    pub(crate) fn resolve(&self, id: Option<&str>) -> Result<Arc<ModelEntry>, ApiError> {
+    pub(crate) fn resolve(&self, id: Option<&str>) -> Result<Arc<ModelEntry>, WardenError> {
         match id {
-            Some(id) => self.catalog.get(id).ok_or_else(|| ApiError::model_not_found(id)),
-            None => self.catalog.default_entry().ok_or_else(|| ApiError {
-                status: 404,
-                message: "no model is configured: pass --model or put a GGUF in the models directory".into(),
-                kind: "invalid_request_error",
-                code: "model_not_found".into(),
-                param: Some("model".into()),
-                raw: None,
-            }),
+            Some(id) => self
+                .catalog
+                .get(id)
+                .ok_or_else(|| WardenError::ModelNotFound(id.to_string())),
+            None => self.catalog.default_entry().ok_or(WardenError::NoModel),
         }
     }
 

@@ -49,7 +49,7 @@ pub use door::{Door, DoorError};
 pub use supervise::CoreGuard;
 pub use turn::shutting_down;
 
-use crate::error::ApiError;
+use crate::error::WardenError;
 use crate::messages::{BrakeSample, Generate, Load, Reap, Recover, Reset, Shutdown, TurnEvent, Unload, WorkerCheck};
 use crate::status::EngineStatus;
 
@@ -125,7 +125,7 @@ impl Handler<Generate> for EngineActor {
                 (core, ())
             },
             move |why| {
-                let ev = TurnEvent::Error(ApiError::engine_panicked(why));
+                let ev = TurnEvent::Error(WardenError::EnginePanicked(why.to_string()));
                 if let Err(tokio::sync::mpsc::error::TrySendError::Full(ev)) = events.try_send(ev) {
                     // A full buffer drains as the client reads; bounded.
                     actix::spawn(async move {
@@ -138,7 +138,7 @@ impl Handler<Generate> for EngineActor {
 }
 
 impl Handler<Load> for EngineActor {
-    type Result = AtomicResponse<Self, Result<EngineStatus, ApiError>>;
+    type Result = AtomicResponse<Self, Result<EngineStatus, WardenError>>;
 
     fn handle(&mut self, msg: Load, _ctx: &mut Self::Context) -> Self::Result {
         self.atomic(
@@ -146,13 +146,13 @@ impl Handler<Load> for EngineActor {
                 let r = core.load_request(msg.model.as_deref(), msg.keep_alive).await;
                 (core, r)
             },
-            |why| Err(ApiError::engine_panicked(why)),
+            |why| Err(WardenError::EnginePanicked(why.to_string())),
         )
     }
 }
 
 impl Handler<Unload> for EngineActor {
-    type Result = AtomicResponse<Self, Result<bool, ApiError>>;
+    type Result = AtomicResponse<Self, Result<bool, WardenError>>;
 
     fn handle(&mut self, _msg: Unload, _ctx: &mut Self::Context) -> Self::Result {
         self.atomic(
@@ -160,7 +160,7 @@ impl Handler<Unload> for EngineActor {
                 let was = core.retire(retire::Retire::Request).await.is_some();
                 (core, Ok(was))
             },
-            |why| Err(ApiError::engine_panicked(why)),
+            |why| Err(WardenError::EnginePanicked(why.to_string())),
         )
     }
 }

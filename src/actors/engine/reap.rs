@@ -2,7 +2,7 @@
 //! brake's idle tick and shutdown. Part of `EngineCore`.
 
 use super::core::EngineCore;
-use crate::error::ApiError;
+use crate::error::WardenError;
 use crate::law::keep_alive::KeepAlive;
 use crate::law::reap::should_reap;
 use crate::status::{EngineStatus, WardenEvent};
@@ -43,12 +43,12 @@ impl EngineCore {
         &mut self,
         id: Option<&str>,
         keep_alive: Option<KeepAlive>,
-    ) -> Result<EngineStatus, ApiError> {
+    ) -> Result<EngineStatus, WardenError> {
         if self.shut_down {
             return Err(super::turn::shutting_down());
         }
         let entry = self.resolve(id)?;
-        self.ensure_loaded(&entry, None).await.map_err(|e| e.to_api())?;
+        self.ensure_loaded(&entry, None).await?;
         if let Some(k) = keep_alive {
             self.keep_alive = Some((entry.id.clone(), k));
         }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use super::core::EngineCore;
 use super::outbox::Outbox;
 use crate::catalog::ModelEntry;
-use crate::error::ApiError;
+use crate::error::WardenError;
 use crate::law::brake::Point;
 use crate::law::keep_alive;
 use crate::law::route::Route;
@@ -230,7 +230,7 @@ impl EngineCore {
         conversation: Option<&str>,
     ) -> (TurnOutcome, Finish, Option<TurnTimings>) {
         if let Err(e) = self.ensure_loaded(entry, Some(events)).await {
-            return (TurnOutcome::Failed, Finish::Event(TurnEvent::Error(e.to_api())), None);
+            return (TurnOutcome::Failed, Finish::Event(TurnEvent::Error(e.into())), None);
         }
         #[cfg(feature = "testing")]
         if std::mem::take(&mut self.panic_next_turn) {
@@ -299,19 +299,12 @@ impl EngineCore {
             }
             // The child's own error event ended the stream: close the turn.
             Ok(Relayed::UpstreamError) => (TurnOutcome::Failed, Finish::Stream(None), None),
-            Err(e) => (TurnOutcome::Failed, Finish::Event(TurnEvent::Error(e.to_api())), None),
+            Err(e) => (TurnOutcome::Failed, Finish::Event(TurnEvent::Error(e.into())), None),
         }
     }
 }
 
 /// The error a turn gets once the warden is shutting down.
-pub fn shutting_down() -> ApiError {
-    ApiError {
-        status: 503,
-        message: "the warden is shutting down".into(),
-        kind: "server_error",
-        code: "shutting_down".into(),
-        param: None,
-        raw: None,
-    }
+pub fn shutting_down() -> WardenError {
+    WardenError::ShuttingDown
 }

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use super::error_response;
 use crate::catalog::{ModelEntry, ModelFormat};
 use crate::error::ApiError;
+use crate::error::WardenError;
 use crate::gguf::{self, ModelFacts};
 use crate::law::ollama_reply::{catalog_name, rfc3339};
 use crate::status::EngineKind;
@@ -164,10 +165,10 @@ pub async fn show(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
     };
     let id = catalog_name(name, |id| warden.catalog().get(id).is_some());
     let Some(entry) = warden.catalog().get(id) else {
-        return error_response(&ApiError::model_not_found(name));
+        return error_response(&WardenError::ModelNotFound(name.to_string()).to_api());
     };
     let Ok(d) = web::block(move || describe(entry)).await else {
-        return error_response(&ApiError::model_not_found(name));
+        return error_response(&WardenError::ModelNotFound(name.to_string()).to_api());
     };
     let mut info = serde_json::Map::new();
     let mut capabilities = vec!["completion"];

@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 use self::wire::{Api, Ndjson};
 use crate::error::ApiError;
+use crate::error::WardenError;
 use crate::http::body::read_body;
 use crate::http::reply::{Wire, respond_in};
 use crate::http::validate::{chat_request, json_object, violation};
@@ -173,7 +174,7 @@ async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
     if let Some(m) = &model
         && warden.catalog().get(m).is_none()
     {
-        return Err(ApiError::model_not_found(m));
+        return Err(WardenError::ModelNotFound(m.to_string()).to_api());
     }
     let name = name.or_else(|| warden.catalog().default_id()).unwrap_or_default();
     let stream = match body.get("stream") {
@@ -217,13 +218,13 @@ async fn load_only(warden: &Warden, api: Api, asked: Asked, started: Instant) ->
             && running == wanted
             && let Err(e) = warden.unload().await
         {
-            return wire.refusal(&e);
+            return wire.refusal(&e.to_api());
         }
         return HttpResponse::Ok().json(wire.load_reply("unload", 0));
     }
     let load = Instant::now();
     if let Err(e) = warden.load(asked.model, asked.keep_alive).await {
-        return wire.refusal(&e);
+        return wire.refusal(&e.to_api());
     }
     // Nothing was loaded when it already ran.
     let load_ms = if running == wanted {

@@ -3,7 +3,7 @@
 //! (`law::upstream::fault`) is the client's 400 with the child's text in
 //! `raw`; a real fault of the server keeps its status and code.
 
-use super::ApiError;
+use crate::error::ApiError;
 
 /// The child's own 4xx/5xx, kept in OpenAI's shape: llama-server's
 /// `exceed_context_size_error` becomes OpenAI's `context_length_exceeded`.
