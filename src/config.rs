@@ -116,7 +116,7 @@ pub struct WardenConfig {
     /// `WARDEN_WORKERS` (comma-separated `HOST:PORT`, or `serve --worker`):
     /// llama.cpp RPC workers (`llm-warden worker`) the CPU engine splits
     /// models over.
-    pub workers: Vec<crate::rpc::remote::WorkerAddr>,
+    pub workers: Vec<crate::law::worker_status::WorkerAddr>,
     /// `WARDEN_WORKER_KEY`: the key that reads the workers' status; unset,
     /// the key file a worker on this machine wrote (`<cache>/worker.key`).
     pub worker_key: Option<crate::secret::ApiKey>,
@@ -225,7 +225,7 @@ impl WardenConfig {
 pub fn workers<'a>(
     name: &'static str,
     items: impl IntoIterator<Item = &'a str>,
-) -> Result<Vec<crate::rpc::remote::WorkerAddr>, ConfigError> {
+) -> Result<Vec<crate::law::worker_status::WorkerAddr>, ConfigError> {
     let mut out = Vec::new();
     for item in items.into_iter().map(str::trim).filter(|i| !i.is_empty()) {
         let a = item.parse().map_err(|_| {

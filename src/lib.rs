@@ -101,7 +101,7 @@
 //! - `queue`: the queue bound.
 //! - `rpc`: llama.cpp RPC workers: the status wire type both sides share
 //!   (`status`), which build a binary is (`build`), the warden's side
-//!   (`remote`: addresses, readings, the watch), and `rpc::worker`
+//!   (`remote`: addresses, readings, the watch), and `worker`
 //!   (`llm-warden worker`: rpc-server supervised, its keyed
 //!   `/worker/status`).
 
@@ -135,6 +135,7 @@ internal! {
     secret;
     sensors;
     server;
+    worker;
 }
 
 pub mod catalog;

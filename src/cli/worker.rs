@@ -1,11 +1,11 @@
 //! `llm-warden worker`: this machine as an RPC worker of some warden
-//! (`crate::rpc::worker`): rpc-server supervised, its status at
+//! (`crate::worker`): rpc-server supervised, its status at
 //! `GET /worker/status` behind the worker's key.
 
 use std::process::ExitCode;
 
 use crate::rpc::status::{DEFAULT_RPC_PORT, DEFAULT_STATUS_PORT};
-use crate::rpc::worker::{self, WorkerConfig};
+use crate::worker::{self, WorkerConfig};
 use clap::Args;
 
 /// `worker`'s options.

@@ -7,4 +7,3 @@
 pub mod build;
 pub mod remote;
 pub mod status;
-pub mod worker;

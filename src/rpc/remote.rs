@@ -7,12 +7,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use actix::Recipient;
 use tokio::sync::watch;
 
 use super::status::{STATUS_PATH, WorkerStatus};
 use crate::secret::ApiKey;
-use crate::messages::WorkerCheck;
 
 /// How often the watch reads every worker.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(200);
@@ -87,14 +85,15 @@ impl Remote {
 pub use crate::law::worker_status::WorkerView;
 
 /// Starts the watch: every `POLL_INTERVAL` each worker is read and the views
-/// published; `check` is told whenever a worker's reading fails or changes
-/// its rpc-server, so an engine with no turn running retires a child whose
+/// published; `on_change` runs whenever a worker's reading fails or changes
+/// its rpc-server (the warden sends its engine `WorkerCheck`), so an engine
+/// with no turn running retires a child whose
 /// worker is gone. Must run inside a tokio runtime (the actix System).
 pub fn start_watch(
     remote: Remote,
     addrs: Vec<WorkerAddr>,
     tx: watch::Sender<Vec<WorkerView>>,
-    check: Recipient<WorkerCheck>,
+    on_change: impl Fn() + Send + 'static,
 ) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(POLL_INTERVAL);
@@ -126,7 +125,7 @@ pub fn start_watch(
                 return;
             }
             if changed {
-                check.do_send(WorkerCheck);
+                on_change();
             }
         }
     });

@@ -206,7 +206,10 @@ fn assemble(parts: Parts, sensor: Box<dyn PressureView>, latest: Option<watch::R
     };
     let prefix = prefix_ctx.map(|ctx| ctx.run(PrefixCacheActor::new(engine.clone())));
     if let (Some(tx), Some(remote)) = (views_tx, watch_remote) {
-        crate::rpc::remote::start_watch(remote, config.workers.clone(), tx, engine.clone().recipient());
+        let check = engine.clone();
+        crate::rpc::remote::start_watch(remote, config.workers.clone(), tx, move || {
+            check.do_send(crate::messages::WorkerCheck)
+        });
     }
     let timer = IdleTimer::new(
         engine.clone().recipient(),

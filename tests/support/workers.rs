@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use llm_warden::rpc::status::{STATUS_PATH, WorkerStatus};
-use llm_warden::rpc::worker::build::find_rpc_server;
+use llm_warden::worker::build::find_rpc_server;
 use tokio::io::AsyncBufReadExt;
 
 use super::{MemCgroup, env_config, missing};

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use llm_warden::child::key::ApiKey;
 use llm_warden::engines::{env, llama};
+use llm_warden::secret::ApiKey;
 use tokio::process::Command;
 use tokio::time::Instant;
 
