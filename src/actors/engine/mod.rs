@@ -32,6 +32,7 @@ mod reap;
 mod relay;
 pub(crate) mod retire;
 mod spawn;
+mod state;
 mod supervise;
 mod turn;
 mod workers;
