@@ -28,9 +28,11 @@
 //!    |-- emit --> metrics::Metrics (counted) + WardenEvent (broadcast)
 //!    |-- law::*      pure decisions (the plan, windows, caps, brakes, crash codes,
 //!    |               CUDA, MLX, the prefix cache)
-//!    |-- engines::*  one home per engine behind engines::hooks: cpu/ (llama-server,
-//!    |               the RPC split), cuda/ (llama-server on a GPU, NVML, the
-//!    |               spill gauge), mlx/ (mlx_vlm.server), llama (their shared part)
+//!    |-- engines::*  asked, never in charge: one home per engine behind
+//!    |               engines::hooks, each hook over a ChildView lent for the
+//!    |               call, returning a decision the actor carries out: cpu/
+//!    |               (llama-server, the RPC split), cuda/ (llama-server on a GPU,
+//!    |               NVML, the spill gauge), mlx/ (mlx_vlm.server), llama
 //!    |-- gguf::*     header-only model facts
 //!    |-- sensors::*  RAM total and cgroup, footprints, pressure providers, the
 //!    |               view of the latest reading, the dashboard's memory history
@@ -38,72 +40,62 @@
 //!    `-- status::*   EngineStatus (watch) and WardenEvent (broadcast)
 //! ```
 //!
-//! - `warden`: the embedding API (`Warden::start`, `chat` (a turn as typed
-//!   chunks), `submit` (its raw events, for the HTTP relay), `shutdown`,
-//!   the tokenizer's side door, metrics, the memory history, `plan_for`:
-//!   the plan a load would get, as `/v1/models` shows it).
-//! - `engines`: per backend; `engines::preflight` selects the engine and
-//!   runs the CUDA pre-flight; `engines::hooks` is the one trait every
-//!   engine implements (spawn spec, request adaptation, after-load, brake
-//!   sample) and the one place that dispatches on the engine; each engine's
-//!   home is its folder: `cpu/` (the RAM brake sample, the split over RPC
-//!   workers and a lost worker), `cuda/` (after-load placement, the spill
-//!   brake, NVML, the spill gauge), `mlx/` (the memory bound, the MLX brake,
-//!   the prefix cache's resets), with the llama.cpp engines' shared part in
-//!   `llama` (argv, ping, `llama/brake`: `llama_step` carried out) and each
-//!   engine's per-child state in `live::ChildState`; `engines::plan`
-//!   gathers the readings `law::plan` turns into every spawn's window and
-//!   placement (a load, `inspect` and `/v1/models` alike); `engines::cpu::rpc`
-//!   plans the CPU engine's split over RPC workers (`law::split`,
-//!   `law::workers`) and reads back what each device got.
-//! - `child`: the one child: `launch` (the seam that starts it: an OS
-//!   process, or with the `testing` feature the in-process fake
-//!   llama-server `child::fake`, which runs the watchdog tests on paused
-//!   tokio time), `process` (process group, parent-death signal, the one
-//!   `terminate`), its output, key, port, readiness probe and HTTP client.
-//! - `server`: the binary's HTTP server (`bind`).
-//! - `sse`: the incremental SSE parser of a chat stream (the engine's relay,
-//!   `llm-warden chat`, the bench and embedders read streams with it).
-//! - `messages`: one file per actor message.
-//! - `actors`: `EngineActor` (its state is `EngineCore`, with its `Brake`
-//!   and a state derived from the child: `load`, `spawn` (a child to
-//!   readiness), `retire` (the one way a live child leaves), `turn`,
-//!   `relay` (the child's answer, streamed or whole, and its timings),
-//!   `outbox` (every hand-over to a caller bounded by the client stall
-//!   bound), `door` (the tokenizer's and metrics' way to the live child
-//!   beside a turn), `kv` (a conversation's KV saved and restored across
-//!   the warden's own interruptions), `brake` (the engine-neutral part:
-//!   the reading, the idle pacing, the window memory and carries; each
-//!   engine's sample and action are its hook), `reap`, `publish`, `supervise`: a
-//!   handler that panics answers its message, retires the child and the
-//!   engine carries on; `counts`: the child's own token counts of a turn);
-//!   the engine-specific parts live in `engines`.
-//!   `IdleTimer` (sends `Reap`), `SensorActor` (samples on its own clock,
-//!   sends `BrakeSample`), `PrefixCacheActor` (owns who holds the MLX
-//!   cache, sends `Reset`).
-//! - `http`: the actix-web routes (chat, completions, infill, the
-//!   tokenizer, `/metrics`, the dashboard `ui`, the warden's own);
-//!   `http::dialects` the other dialects (Anthropic's Messages, OpenAI's
-//!   Responses, the token counters, the Ollama API translated), each
-//!   answered through its `http::reply::Wire`;
-//!   `http::stall` closes the connection of a client that stopped reading;
-//!   `http::cors` lets listed browser origins in; `http::origin` refuses
-//!   uninvited pages and rebound hosts; `http::validate` refuses a malformed
-//!   body with the field named, by `law::request`'s table, before any turn.
-//! - `metrics`: Prometheus counters fed by every engine event, and the text
-//!   format.
-//! - `kv_store`: the on-disk store of saved KV caches (bounded, 0600).
-//! - `catalog`: the models a warden serves; `capabilities`: what each
-//!   entry's files let a request send it (a projector's encoders, FIM
-//!   tokens), read once per entry for the HTTP checks.
-//! - `config`: every `WARDEN_*` variable, read once.
-//! - `error`: `EngineError`, `ModelLoadError`, `GenerationError`, `ApiError`.
-//! - `queue`: the queue bound.
-//! - `rpc`: llama.cpp RPC workers: the status wire type both sides share
-//!   (`status`), which build a binary is (`build`), the warden's side
-//!   (`remote`: addresses, readings, the watch), and `worker`
-//!   (`llm-warden worker`: rpc-server supervised, its keyed
-//!   `/worker/status`).
+//! ## Floors (what may import what)
+//!
+//! From the ground up, each importing only floors below it (no import runs
+//! up, no two top-level modules import each other):
+//!
+//! 1. `gguf` (header facts), then `law` (pure decisions over its own plain
+//!    types and the facts) beside the vocabulary every floor may use:
+//!    `status` (the wire snapshot, events, notices, outcomes), `error`
+//!    (`WardenError` and the load, generation and engine errors; `ApiError`,
+//!    the wire shape, built only by `http`), `config`, `secret` (`ApiKey`),
+//!    `sse` (the SSE wire format).
+//! 2. I/O, each knowing nothing above it: `child` (`launch`: an OS process,
+//!    or with the `testing` feature the in-process fake `child::fake`;
+//!    `process`: group, parent-death signal, the one `terminate`; output,
+//!    port, readiness, HTTP client), `sensors`, `kv_store`, `rpc` (the
+//!    worker status wire type, builds, `remote`: readings and the watch),
+//!    `catalog`, `capabilities` (what each entry's files let a request
+//!    send), `metrics` (Prometheus counters fed by events), `queue`.
+//! 3. `engines`: one home per engine (`cpu/`, `cuda/`, `mlx/`, the llama.cpp
+//!    engines' shared part in `llama`) behind `engines::hooks`, the one
+//!    trait and the one place that dispatches on the engine. A hook gets
+//!    plain values (the plan, a `live::ChildView` lent for the call, the
+//!    config) and returns a value or a decision (`AfterLoad`,
+//!    `BrakeInput`, a retry plan); each engine keeps its per-child state in
+//!    its own type (`live::ChildState`); `SpawnPlan`'s engine part is an
+//!    enum (`EnginePlan`). `engines::plan` gathers what `law::plan` turns
+//!    into every spawn's window (a load, `inspect` and `/v1/models` alike);
+//!    `engines::preflight` selects the engine.
+//! 4. `messages` (one file per actor message) and `actors`: `EngineActor`,
+//!    the only code that spawns, respawns, retires and unloads. Its state
+//!    is `EngineCore` (`core`; its plain values in `state`), moved into each
+//!    atomic handler and published at the end of every handler (`publish`:
+//!    the status is `snapshot()`, a function of the core) and at named
+//!    points (`enter`): `load`, `spawn`, `retire`, `turn`, `relay`,
+//!    `outbox`, `door`, `kv` and `kv_check`, `brake` (the sample: which
+//!    gauge, the pacing, the carries) and `brake_act` (the law's action
+//!    carried out), `prefix` (the MLX cache's resets said), `workers` (a
+//!    lost RPC worker), `reap`, `supervise` (a handler that panics answers
+//!    its message, retires the child, and the engine carries on);
+//!    `IdleTimer`, `SensorActor`, `PrefixCacheActor`.
+//! 5. `warden`: the front door (`Warden`, `WardenBuilder`, `chat` as typed
+//!    chunks, `submit` as raw events, load/unload, the tokenizer's side
+//!    door, metrics, the memory history, `plan_for`).
+//! 6. Faces: `http` (`http::configure` mounts the routes; the dialects;
+//!    every `WardenError` gets its wire shape in `http::wire_error`),
+//!    `server` (the binary's HTTP server), `cli` (`cli::main` is the
+//!    binary), `worker` (`llm-warden worker`: rpc-server supervised, its
+//!    keyed `/worker/status`).
+//!
+//! ## The public face
+//!
+//! An embedding actix application needs `Warden` and `WardenBuilder`, the
+//! config, the status and event types, the errors, the turn types, the SSE
+//! parser and `http::configure`; those are public. Everything else is
+//! `pub(crate)`, public (and hidden from the docs) only with the `testing`
+//! feature, which this crate's integration tests and its bench enable.
 
 /// The crate's internals: `pub(crate)`, and public only with the
 /// `testing` feature (this crate's integration tests and the bench enable
