@@ -155,7 +155,9 @@ pub struct EngineCore {
     /// The saved KV caches (`None`: `WARDEN_KV_SAVE=0`, or an engine
     /// without slot files).
     pub(crate) kv: Option<crate::kv_store::KvStore>,
-    /// The store as status shows it (refreshed after each change).
+    /// The store as status shows it, refreshed after each change of the
+    /// store (not derived at each publish: reading it is a directory scan
+    /// and a JSON parse per save, and every handler publishes).
     pub(crate) kv_view: Option<crate::kv_store::StoreView>,
     /// The RPC workers, when configured.
     pub(crate) workers: Option<crate::engines::cpu::workers::WorkersLink>,
