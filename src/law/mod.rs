@@ -13,6 +13,7 @@
 //! | `mlx` | the MLX memory ceiling and bound, and `mlx_step` |
 //! | `pressure` | the Linux pressure level and paging evidence |
 //! | `reap` | the idle reap |
+//! | `residents` | several models at once: admission beside the others, eviction by memory |
 //! | `keep_alive` | a request's keep-alive, parsed, and the idle timeout in force |
 //! | `kv_save` | when a slot is saved, whether a save fits, the store's cap and eviction |
 //! | `kv_keep` | whether a model's saved KV can be used again, `--swa-full`, whether a restore was used |
@@ -53,6 +54,7 @@ pub mod quant;
 pub mod reap;
 pub mod request;
 pub mod request_chat;
+pub mod residents;
 pub mod route;
 pub mod rpc_plan;
 pub mod select;
