@@ -13,7 +13,7 @@
 //! | `mlx` | the MLX memory ceiling and bound, and `mlx_step` |
 //! | `pressure` | the Linux pressure level and paging evidence |
 //! | `reap` | the idle reap |
-//! | `residents` | several models at once: admission beside the others, eviction by memory |
+//! | `residents` | several models at once: admission beside the others, eviction, one brake over all |
 //! | `keep_alive` | a request's keep-alive, parsed, and the idle timeout in force |
 //! | `kv_save` | when a slot is saved, whether a save fits, the store's cap and eviction |
 //! | `kv_keep` | whether a model's saved KV can be used again, `--swa-full`, whether a restore was used |

@@ -1,8 +1,10 @@
 //! Several models resident at once: whether a new model loads beside the
-//! residents (`admit`) and which idle residents make room for it. The
-//! residency actor gathers one `Resident` per loaded model, calls this, and
-//! sends each engine the decision that concerns it. Tables in
-//! `residents_tests.rs`.
+//! residents (`admit`), which idle residents make room for it, and which
+//! resident answers a memory pressure sample (`brake_over`, in
+//! `residents_brake.rs`, re-exported here). The residency actor gathers one
+//! `Resident` per loaded model, calls these, and sends each engine the
+//! decision that concerns it. Tables in `residents_tests.rs` and
+//! `residents_brake_tests.rs`.
 //!
 //! # Admission
 //!
@@ -52,6 +54,10 @@ use serde::Serialize;
 use super::brake::{BrakeState, WindowFacts};
 use super::caps::WINDOW_FLOOR_TOKENS;
 use super::window::{self, MIB, ModelShape, Vram};
+
+#[path = "residents_brake.rs"]
+mod residents_brake;
+pub use residents_brake::{ResidentsBrake, Sample, brake_over, presses};
 
 /// The code of the refusal (a 503).
 pub const DOES_NOT_FIT_CODE: &str = "model_does_not_fit";
