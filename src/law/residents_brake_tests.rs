@@ -52,7 +52,7 @@ fn an_idle_resident_is_evicted_before_the_one_in_use_shrinks() {
         // why: the case: pressure at the busy one's turn end evicts the idle one, not shrink the busy one
         (&[("a", 300, IDLE), ("b", 10, IDLE)], ("b", TurnEnd, Critical, None), "evict a"),
         // why: least recently used idle first
-        (&[("a", 60, IDLE), ("b", 10, IDLE), ("c", 600, IDLE)], ("b", TurnEnd, Critical, None), "evict c"),
+        (&[("c", 600, IDLE), ("a", 60, IDLE), ("b", 10, IDLE)], ("b", TurnEnd, Critical, None), "evict c"),
         // why: at its own turn start the resident in use is not evicted: another idle one goes before the turn
         (&[("a", 300, IDLE), ("b", 10, IDLE)], ("b", TurnStart, Critical, None), "evict a"),
         // why: nothing idle (the other generates): the sampled resident's own law shrinks it, as today
@@ -108,6 +108,16 @@ fn each_decision_says_what_it_frees() {
         ResidentsBrake::Evict {
             model: "a".into(),
             frees_bytes: 700 * MIB
+        }
+    );
+    // why: recency, not size, picks the idle resident: the small one used longest ago goes
+    let rs = residents(&[("e5", 100, 300, IDLE), ("c", 900, 60, IDLE), ("b", 300, 10, IDLE)]);
+    let got = brake_over(&critical("b", TurnEnd), &rs);
+    assert_eq!(
+        got,
+        ResidentsBrake::Evict {
+            model: "e5".into(),
+            frees_bytes: 100 * MIB
         }
     );
     let rs = residents(&[("a", 700, 300, InFlight), ("b", 300, 10, IDLE)]);
