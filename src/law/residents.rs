@@ -1,7 +1,8 @@
 //! Several models resident at once: whether a new model loads beside the
 //! residents (`admit`), which idle residents make room for it, and which
 //! resident answers a memory pressure sample (`brake_over`, in
-//! `residents_brake.rs`, re-exported here). The residency actor gathers one
+//! `residents_brake.rs`, re-exported here, like what an eviction or a
+//! refusal names, in `residents_held.rs`). The residency actor gathers one
 //! `Resident` per loaded model, calls these, and sends each engine the
 //! decision that concerns it. Tables in `residents_tests.rs` and
 //! `residents_brake_tests.rs`.
@@ -46,21 +47,21 @@
 //!
 //! Pure: footprints, recency and memory readings come in as arguments.
 
-use std::fmt;
 use std::time::Instant;
 
 use serde::Serialize;
 
 use super::brake::{BrakeState, WindowFacts};
 use super::caps::WINDOW_FLOOR_TOKENS;
-use super::window::{self, MIB, ModelShape, Vram};
+use super::window::{self, ModelShape, Vram};
 
 #[path = "residents_brake.rs"]
 mod residents_brake;
 pub use residents_brake::{ResidentsBrake, Sample, brake_over, presses};
+#[path = "residents_held.rs"]
+mod residents_held;
+pub use residents_held::{DOES_NOT_FIT_CODE, Held, Shortfall};
 
-/// The code of the refusal (a 503).
-pub const DOES_NOT_FIT_CODE: &str = "model_does_not_fit";
 /// No count cap unless `WARDEN_MAX_RESIDENT` sets one: memory decides (see
 /// the module docs).
 pub const MAX_RESIDENT_DEFAULT: Option<usize> = None;
@@ -172,17 +173,6 @@ pub enum Memory {
     Gpu(Vram),
 }
 
-/// A resident and what it holds, as an eviction or a refusal names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Held {
-    pub model: String,
-    pub kind: ModelKind,
-    /// Its footprint: what an eviction frees.
-    pub bytes: u64,
-    /// A turn in flight or queued.
-    pub in_turn: bool,
-}
-
 /// How the newcomer's window fits beside what stays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fit {
@@ -193,53 +183,6 @@ pub enum Fit {
     /// Nothing else is resident and its floor does not fit: it loads at the
     /// floor all the same (the spec's one-model rule).
     FloorAlone,
-}
-
-/// Why a load cannot go ahead now.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Shortfall {
-    pub model: String,
-    /// Its footprint at the floor window.
-    pub needs_bytes: u64,
-    /// The room its footprint would have with every idle resident evicted
-    /// (negative when the residents in a turn hold more than the share).
-    pub room_bytes: i64,
-    /// The count cap, when the count is what the residents in a turn hold.
-    pub max_resident: Option<usize>,
-    /// Every resident and what it holds.
-    pub residents: Vec<Held>,
-}
-
-impl fmt::Display for Shortfall {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mib = |b: i64| b / MIB as i64;
-        write!(
-            f,
-            "{} needs {} MiB at its floor window",
-            self.model,
-            mib(self.needs_bytes as i64)
-        )?;
-        match self.max_resident {
-            Some(n) => write!(f, "; residents in a turn fill the count cap (WARDEN_MAX_RESIDENT={n})")?,
-            None => write!(
-                f,
-                "; {} MiB is left beside the residents in a turn",
-                mib(self.room_bytes)
-            )?,
-        }
-        for (i, r) in self.residents.iter().enumerate() {
-            let sep = if i == 0 { ": " } else { ", " };
-            let state = if r.in_turn { "in a turn" } else { "idle" };
-            write!(
-                f,
-                "{sep}{} ({}) holds {} MiB, {state}",
-                r.model,
-                r.kind.as_str(),
-                mib(r.bytes as i64)
-            )?;
-        }
-        Ok(())
-    }
 }
 
 /// What `admit` decides.

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::law::window::{FA_COMPUTE_BYTES_PER_TOKEN, GIB, Window};
+use crate::law::window::{FA_COMPUTE_BYTES_PER_TOKEN, GIB, MIB, Window};
 
 #[derive(Clone, Copy)]
 pub(super) enum Turn {
