@@ -103,7 +103,8 @@ pub struct Resident {
     pub in_flight: bool,
     /// Turns waiting in its mailbox: it is not evicted, they would reload it.
     pub queued: u32,
-    /// Its live window as its own brake sees it.
+    /// Its live window as its own brake sees it (`uncapped`, growth's
+    /// bound, sized beside the other residents).
     pub window: WindowFacts,
     /// Its own brake's state (episodes, cap, carries stay per model).
     pub brake: BrakeState,

@@ -17,7 +17,9 @@
 //!   its idle tick it may be). Evicting is not held back when the pressure
 //!   is "not ours" (`brake::not_ours`): an idle resident frees memory
 //!   whatever caused the pressure, and keeping it is worth less than the
-//!   machine's health.
+//!   machine's health. An eviction is not the brake's unload: it carries
+//!   no episode to the model's next spawn (its window did not hurt), and
+//!   its window memory stays as it was.
 //! - **Otherwise the sampled resident's own law**, `brake::llama_step` over
 //!   its own state and window: with one resident this *is* today's brake
 //!   (the emergency unload of the last one included); with several, a
