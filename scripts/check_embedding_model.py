@@ -19,6 +19,9 @@ gives, through llama-server, the vectors of the model it came from:
    --min-cosine (default 0.99). Then a similarity ordering: the set is three
    topics of two sentences each, and every sentence's nearest other sentence
    is its topic mate, in llama-server's vectors and in ours alike.
+4. Starts llama-server once more without `--pooling`: the vectors must be
+   the same, which proves the header's `bert.pooling_type` is the pooling
+   llama.cpp applies (the warden may rely on it).
 
 Defaults: the build cache of build-llama.sh ($WARDEN_CACHE_DIR, else
 $XDG_CACHE_HOME/llm-warden, else ~/.cache/llm-warden) and this repository's
@@ -235,12 +238,15 @@ def post(base: str, path: str, body: dict, timeout: float):
         return json.load(r)
 
 
-def server_vectors(binary: str, gguf: str, texts: list[str], log_path: str):
-    """(vectors, token ids per text) from llama-server driven directly."""
+def server_vectors(binary: str, gguf: str, texts: list[str], log_path: str, pooling: str | None = "mean"):
+    """(vectors, token ids per text) from llama-server driven directly;
+    `pooling` None leaves it to the model's header."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     cmd = [binary, "-m", gguf, "--host", "127.0.0.1", "--port", str(port), "--no-webui",
-           "--embedding", "--pooling", "mean", "-c", "512", "-b", "512", "-ub", "512", "-np", "1"]
+           "--embedding", "-c", "512", "-b", "512", "-ub", "512", "-np", "1"]
+    if pooling:
+        cmd[cmd.index("--embedding") + 1:cmd.index("--embedding") + 1] = ["--pooling", pooling]
     log("llama-server: " + " ".join(cmd[1:]))
     with open(log_path, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -315,10 +321,12 @@ def main(argv=None) -> int:
         log(f"numpy reference: {len(texts)} sentences in {time.monotonic() - t0:.1f} s")
         with tempfile.TemporaryDirectory(prefix="check-embedding-") as tmp:
             t0 = time.monotonic()
+            log_path = os.path.join(tmp, "server.log")
             try:
-                served, served_ids = server_vectors(args.server, args.gguf, texts, os.path.join(tmp, "server.log"))
+                served, served_ids = server_vectors(args.server, args.gguf, texts, log_path)
+                by_header, _ = server_vectors(args.server, args.gguf, texts, log_path, pooling=None)
             except CannotRun:
-                with open(os.path.join(tmp, "server.log"), errors="replace") as f:
+                with open(log_path, errors="replace") as f:
                     log("".join(f.readlines()[-15:]))
                 raise
             log(f"llama-server: {len(texts)} sentences in {time.monotonic() - t0:.1f} s (start included)")
@@ -342,6 +350,12 @@ def main(argv=None) -> int:
         if abs(norms[i] - 1.0) > 1e-3:
             failures.append(f"llama-server's vector for {text!r} has norm {norms[i]:.4f}, not 1")
 
+    header_diff = float(np.abs(by_header - served).max()) if by_header.shape == served.shape else math.inf
+    log(f"  without --pooling (the header's pooling_type): largest difference {header_diff:.2e}")
+    if header_diff > 1e-6:
+        failures.append(f"without --pooling the vectors differ by up to {header_diff:.2e}: the header's "
+                        "pooling_type is not mean")
+
     near_served, near_ref = nearest(served), nearest(reference)
     sims = served @ served.T / np.outer(np.maximum(norms, 1e-12), np.maximum(norms, 1e-12))
     for name, near in (("llama-server", near_served), ("numpy", near_ref)):
@@ -361,6 +375,7 @@ def main(argv=None) -> int:
         "ordering_ok": all(topics[j] == topics[i] for near in (near_served, near_ref) for i, j in enumerate(near)),
         "similarity_server": [[round(float(x), 4) for x in row] for row in sims],
         "dim": int(served.shape[1]),
+        "header_pooling_diff": header_diff,
         "failures": failures,
     }
     if args.json:
