@@ -22,6 +22,8 @@ use std::sync::{Arc, Mutex};
 use crate::catalog::{ModelEntry, ModelFormat};
 use crate::gguf::{read_header, read_model_facts};
 pub use crate::law::request_chat::Capabilities;
+use crate::gguf::Pooling;
+use crate::law::types::ModelKind;
 
 /// Capabilities by entry id, read on first use.
 #[derive(Debug, Default)]
@@ -50,10 +52,14 @@ pub fn read(entry: &ModelEntry) -> Capabilities {
     match entry.format {
         ModelFormat::Gguf => {
             let (vision, audio) = entry.mmproj.as_deref().map_or((false, false), projector);
+            let facts = read_model_facts(&entry.path).ok();
+            let embeds = facts.as_ref().is_some_and(|f| f.is_embedding());
             Capabilities {
                 vision,
                 audio,
-                fim: read_model_facts(&entry.path).is_ok_and(|f| f.fill_in_middle),
+                fim: facts.as_ref().is_some_and(|f| f.fill_in_middle),
+                kind: if embeds { ModelKind::Embedding } else { ModelKind::Chat },
+                reranks: embeds && facts.as_ref().is_some_and(|f| f.pooling == Some(Pooling::Rank)),
             }
         }
         ModelFormat::Mlx => {
@@ -64,7 +70,7 @@ pub fn read(entry: &ModelEntry) -> Capabilities {
             Capabilities {
                 vision: has("vision_config"),
                 audio: has("audio_config"),
-                fim: false,
+                ..Capabilities::default()
             }
         }
     }

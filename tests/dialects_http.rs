@@ -287,7 +287,6 @@ async fn detection_refusals_and_shapes_before_a_handler() {
         ("/api/create", "Modelfile"),
         ("/api/copy", "copy"),
         ("/api/push", "registry"),
-        ("/api/embed", "embeddings"),
     ] {
         let (s, v) = post(&base, path, json!({"model": "m"})).await;
         assert_eq!((s, v["code"].as_str()), (501, Some("unsupported_route")), "{path}: {v}");
@@ -300,6 +299,10 @@ async fn detection_refusals_and_shapes_before_a_handler() {
         .await
         .unwrap();
     assert_eq!(r.status(), 501);
+    // The embeddings are served (tests/embeddings_http.rs); a model the
+    // catalog does not hold is Ollama's 404 there too.
+    let (s, v) = post(&base, "/api/embed", json!({"model": "nope", "input": "x"})).await;
+    assert_eq!((s, v["code"].as_str()), (404, Some("model_not_found")), "{v}");
     let (s, v) = post(&base, "/api/nothing", json!({})).await;
     assert_eq!((s, v["error"].is_string()), (404, true), "{v}");
     let (s, v) = post(&base, "/api/show", json!({"model": "nope"})).await;

@@ -151,6 +151,19 @@ pub fn model_args(plan: &super::SpawnPlan) -> Vec<OsString> {
     if plan.facts.as_deref().is_some_and(crate::law::kv_keep::swa_full) {
         a.push("--swa-full".into());
     }
+    if plan.facts.as_deref().is_some_and(crate::gguf::ModelFacts::is_embedding) {
+        // llama-server answers /v1/embeddings only with --embedding (its
+        // pooling is the header's). An encoder reads each input in one
+        // micro-batch (a non-causal model cannot split it), so the batch
+        // holds the whole window: an input up to the window fits.
+        a.push("--embedding".into());
+        if let Some(ctx) = plan.window.ctx() {
+            for f in ["-b", "-ub"] {
+                a.push(f.into());
+                a.push(ctx.to_string().into());
+            }
+        }
+    }
     a
 }
 
@@ -205,7 +218,16 @@ pub fn adapt_request(body: &mut serde_json::Map<String, serde_json::Value>) {
 /// forward pass (15-20 ms measured) on every cold load; a chat ping, with
 /// SmolLM2's template, 31 prompt tokens (~250 ms). The first turn's own
 /// request is the first inference.
-pub fn ping() -> crate::child::ready::Ping {
+pub fn ping(embedding: bool) -> crate::child::ready::Ping {
+    if embedding {
+        // An embedding model computes no logits: a completion would fail
+        // ("the current context does not logits computation"), so its ping
+        // is one embedding.
+        return crate::child::ready::Ping {
+            path: "/v1/embeddings",
+            body: Bytes::from_static(br#"{"input":"ping"}"#),
+        };
+    }
     crate::child::ready::Ping {
         path: "/completion",
         body: Bytes::from_static(br#"{"prompt":"","n_predict":0,"stream":false}"#),

@@ -146,10 +146,10 @@ impl Backend {
     }
 
     /// The readiness ping.
-    pub fn ping(&self, entry: &ModelEntry) -> crate::child::ready::Ping {
+    pub fn ping(&self, plan: &SpawnPlan) -> crate::child::ready::Ping {
         match self {
-            Self::Cpu(_) | Self::Cuda(_) => llama::ping(),
-            Self::Mlx(_) => mlx::ping(&entry.path),
+            Self::Cpu(_) | Self::Cuda(_) => llama::ping(plan.facts.as_deref().is_some_and(ModelFacts::is_embedding)),
+            Self::Mlx(_) => mlx::ping(&plan.entry.path),
         }
     }
 

@@ -306,6 +306,17 @@ pub enum WardenError {
     /// is gone): said in every dialect, never a silent end.
     #[error("the engine stopped before the turn ended; the next request starts it again")]
     EngineUnavailable,
+    /// The model named is of the other kind: a chat request to an embedding
+    /// model, or embeddings from a chat model.
+    #[error("the model '{model}' is {}", kind.refusal(route))]
+    WrongKind {
+        /// The model id.
+        model: String,
+        /// What it is.
+        kind: crate::law::types::ModelKind,
+        /// The route's path.
+        route: &'static str,
+    },
     /// The child did not answer a tokenizer call in time.
     #[error("the model server did not answer {route} within {after:?}")]
     ChildTimeout {
@@ -334,6 +345,7 @@ impl WardenError {
             Self::EnginePanicked(_) => "engine_panicked".into(),
             Self::EngineUnavailable => "engine_unavailable".into(),
             Self::ChildTimeout { .. } => "upstream_timeout".into(),
+            Self::WrongKind { .. } => "wrong_model_kind".into(),
             Self::Load(e) => e.code(),
             // A child's own refusal is coded by what its body says; the one
             // reading of it is the wire mapping's (`http::wire_upstream`).

@@ -42,6 +42,7 @@ internal! {
 pub(crate) mod text;
 pub(crate) mod ui;
 pub(crate) mod validate;
+pub(crate) mod validate_encode;
 pub(crate) mod validate_text;
 pub(crate) mod warden_routes;
 mod wire_error;
@@ -56,6 +57,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/infill", web::post().to(text::infill))
         .route("/tokenize", web::post().to(text::tokenize))
         .route("/detokenize", web::post().to(text::detokenize))
+        .route("/v1/embeddings", web::post().to(text::embeddings))
+        .route("/embeddings", web::post().to(text::embeddings))
+        .route("/v1/rerank", web::post().to(text::rerank))
+        .route("/rerank", web::post().to(text::rerank))
         .route("/v1/messages", web::post().to(dialects::anthropic::messages))
         .route(
             "/v1/messages/count_tokens",
@@ -97,8 +102,8 @@ fn ollama(cfg: &mut web::ServiceConfig) {
         .route("/api/ps", web::get().to(info::ps))
         .route("/api/show", web::post().to(info::show))
         .route("/api/version", web::get().to(info::version))
-        .route("/api/embed", web::post().to(info::embed))
-        .route("/api/embeddings", web::post().to(info::embed));
+        .route("/api/embed", web::post().to(o::embed::embed))
+        .route("/api/embeddings", web::post().to(o::embed::embed));
     for path in [
         "/api/pull",
         "/api/push",

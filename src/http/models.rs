@@ -56,6 +56,7 @@ pub fn model_json(
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
+    let caps = w.capabilities(Some(&e.id)).map(|(_, c)| c).unwrap_or_default();
     let mut v = json!({
         "id": e.id,
         "object": "model",
@@ -65,6 +66,10 @@ pub fn model_json(
         "path": e.path,
         "loaded": loaded,
         "default": default,
+        // What it serves: `chat`, or `embedding` (its header declares a
+        // pooling); a reranker also says `rerank: true`.
+        "kind": caps.kind,
+        "rerank": caps.reranks,
     });
     let mut facts = None;
     if e.format == ModelFormat::Gguf {
@@ -79,6 +84,7 @@ pub fn model_json(
                 "sliding_window": f.sliding_window,
                 "weights_bytes": f.weights_bytes,
                 "chat_template": f.has_chat_template,
+                "pooling": f.pooling,
             }),
             Err(err) => json!({ "error": { "code": err.code(), "message": err.to_string() } }),
         };

@@ -36,6 +36,18 @@ pub async fn detokenize(warden: web::Data<Warden>, http: HttpRequest, payload: w
     relay(&warden, &http, payload, Route::Detokenize).await
 }
 
+/// `POST /v1/embeddings` (and llama.cpp's `/embeddings`): an embedding
+/// model's vectors, OpenAI's shape.
+pub async fn embeddings(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
+    relay(&warden, &http, payload, Route::Embeddings).await
+}
+
+/// `POST /v1/rerank` (and `/rerank`): documents ranked against a query by a
+/// reranker.
+pub async fn rerank(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
+    relay(&warden, &http, payload, Route::Rerank).await
+}
+
 /// The 400 of an infill for a model without fill-in-the-middle tokens
 /// (llama-server would answer 501 after a load; the header says it first).
 pub(crate) fn no_fim(model: &str) -> crate::error::ApiError {
@@ -64,7 +76,7 @@ async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route
     {
         return refused(warden, route, &no_fim(&id));
     }
-    if !route.generates() {
+    if route.beside_turns() {
         return beside_or_queued(warden, http, route, req.model, req.body, OpenAi).await;
     }
     let keep_alive = match keep_alive(req.keep_alive, http) {

@@ -37,7 +37,7 @@ pub fn text_request(route: Route, bytes: &[u8]) -> Result<TextRequest, ApiError>
     let model = model_field(&mut body)?;
     let keep_alive = keep_alive_field(&mut body)?;
     let stream = match route {
-        Route::Tokenize | Route::Detokenize => false,
+        Route::Tokenize | Route::Detokenize | Route::Embeddings | Route::Rerank => false,
         _ => stream_field(&body)?,
     };
     match route {
@@ -45,6 +45,8 @@ pub fn text_request(route: Route, bytes: &[u8]) -> Result<TextRequest, ApiError>
         Route::Infill => infill(&body)?,
         Route::Tokenize => tokenize(&body)?,
         Route::Detokenize => detokenize(&body)?,
+        Route::Embeddings => super::validate_encode::embeddings(&body)?,
+        Route::Rerank => super::validate_encode::rerank(&body)?,
         Route::Chat => unreachable!("chat bodies are validated by `validate::chat_request`"),
         other => unreachable!("{other:?} bodies are validated by their dialect (`http::dialects`)"),
     }

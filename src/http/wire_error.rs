@@ -24,6 +24,7 @@ impl WardenError {
             Self::UnsupportedRoute { .. } => plain(501, "invalid_request_error", None),
             Self::EnginePanicked(_) => plain(500, "server_error", None),
             Self::ChildTimeout { .. } => plain(504, "server_error", None),
+            Self::WrongKind { .. } => plain(400, "invalid_request_error", Some("model")),
             Self::Load(e) => e.to_api(),
             Self::Generation(e) => e.to_api(),
         }

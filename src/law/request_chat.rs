@@ -48,6 +48,10 @@ pub struct Capabilities {
     pub audio: bool,
     /// Fill-in-the-middle tokens (prefix, suffix, middle).
     pub fim: bool,
+    /// What the model serves (its header declares a pooling: embedding).
+    pub kind: super::types::ModelKind,
+    /// An embedding model whose pooling is `rank`: it serves `/v1/rerank`.
+    pub reranks: bool,
 }
 
 impl Needs {

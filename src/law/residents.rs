@@ -66,25 +66,7 @@ pub use residents_held::{DOES_NOT_FIT_CODE, Held, Shortfall};
 /// the module docs).
 pub const MAX_RESIDENT_DEFAULT: Option<usize> = None;
 
-/// What a model serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ModelKind {
-    /// Chat and completions.
-    Chat,
-    /// Embeddings (and rerank where the model supports it).
-    Embedding,
-}
-
-impl ModelKind {
-    /// The catalog's spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Chat => "chat",
-            Self::Embedding => "embedding",
-        }
-    }
-}
+pub use super::types::ModelKind;
 
 /// A loaded model as the law sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]

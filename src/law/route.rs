@@ -21,7 +21,7 @@
 //! `"stop":true` event, after which llama-server closes the stream without
 //! a `[DONE]` (read in `server-context.cpp` of b10883, and measured). Pure.
 
-use super::types::EngineKind;
+use super::types::{EngineKind, ModelKind};
 
 /// The key of the last event of an infill stream (llama.cpp's JSON has no
 /// spaces; inside a string the quotes would be escaped).
@@ -54,11 +54,16 @@ pub enum Route {
     ChatInputTokens,
     /// `POST /apply-template`: a chat body through the model's template.
     ApplyTemplate,
+    /// `POST /v1/embeddings`: OpenAI's embeddings, from an embedding model.
+    Embeddings,
+    /// `POST /v1/rerank`: documents ranked against a query, from a reranker
+    /// (an embedding model whose pooling is `rank`).
+    Rerank,
 }
 
 impl Route {
     /// Every route (metrics list them all, zeros included).
-    pub const ALL: [Route; 11] = [
+    pub const ALL: [Route; 13] = [
         Self::Chat,
         Self::Completions,
         Self::Infill,
@@ -70,6 +75,8 @@ impl Route {
         Self::ResponsesInputTokens,
         Self::ChatInputTokens,
         Self::ApplyTemplate,
+        Self::Embeddings,
+        Self::Rerank,
     ];
 
     /// The child's path (llama-server's, the same as the warden's).
@@ -86,6 +93,8 @@ impl Route {
             Self::ResponsesInputTokens => "/v1/responses/input_tokens",
             Self::ChatInputTokens => "/v1/chat/completions/input_tokens",
             Self::ApplyTemplate => "/apply-template",
+            Self::Embeddings => "/v1/embeddings",
+            Self::Rerank => "/v1/rerank",
         }
     }
 
@@ -103,6 +112,8 @@ impl Route {
             Self::ResponsesInputTokens => "responses_input_tokens",
             Self::ChatInputTokens => "chat_input_tokens",
             Self::ApplyTemplate => "apply_template",
+            Self::Embeddings => "embeddings",
+            Self::Rerank => "rerank",
         }
     }
 
@@ -115,9 +126,31 @@ impl Route {
     }
 
     /// Whether it goes straight to a live child beside a running turn (it
-    /// reads the vocabulary or the template, never the task loop).
+    /// reads the vocabulary or the template, never the task loop). The
+    /// embeddings and the rerank run the model in the task loop: they are
+    /// turns, though they generate nothing.
     pub fn beside_turns(self) -> bool {
-        !self.generates()
+        !self.generates() && !self.encodes()
+    }
+
+    /// Whether it runs an embedding model (the task loop, no generation,
+    /// no brake sample, no conversation, no stream).
+    pub fn encodes(self) -> bool {
+        matches!(self, Self::Embeddings | Self::Rerank)
+    }
+
+    /// Whether a model of `kind` serves it (`reranks`: an embedding model
+    /// whose pooling is `rank`): an embedding model serves the embeddings,
+    /// a reranker the rerank, both their tokenizer; a chat model everything
+    /// else. A request the other kind would get is the client's mistake,
+    /// refused with a 400 before any load.
+    pub fn serves(self, kind: ModelKind, reranks: bool) -> bool {
+        match self {
+            Self::Tokenize | Self::Detokenize => true,
+            Self::Embeddings => kind == ModelKind::Embedding,
+            Self::Rerank => kind == ModelKind::Embedding && reranks,
+            _ => kind == ModelKind::Chat,
+        }
     }
 
     /// Whether its turns belong to a conversation whose KV cache is kept
@@ -184,7 +217,9 @@ mod tests {
             | Route::Responses
             | Route::ResponsesInputTokens
             | Route::ChatInputTokens
-            | Route::ApplyTemplate => Route::ALL.contains(&r),
+            | Route::ApplyTemplate
+            | Route::Embeddings
+            | Route::Rerank => Route::ALL.contains(&r),
         };
         for r in Route::ALL {
             assert!(listed(r), "{r:?}");
@@ -206,15 +241,17 @@ mod tests {
         }
     }
 
-    /// What a route does follows from whether it generates: one that does
-    /// not (tokenizer, counters, template) goes beside a running turn; only
+    /// What a route does follows from whether it generates or encodes: one
+    /// that does neither (tokenizer, counters, template) goes beside a
+    /// running turn; only
     /// a generation keeps a conversation; a route under another route's
     /// path counts for it (never generates, and the one above it does).
     #[test]
     fn what_a_route_does_follows_from_whether_it_generates() {
         assert!(Route::default().generates() && Route::default().keeps_conversation());
         for r in Route::ALL {
-            assert_eq!(r.beside_turns(), !r.generates(), "{r:?}");
+            assert_eq!(r.beside_turns(), !r.generates() && !r.encodes(), "{r:?}");
+            assert!(!(r.generates() && r.encodes()), "{r:?}");
             assert!(!r.keeps_conversation() || r.generates(), "{r:?}");
             for above in Route::ALL.iter().filter(|a| **a != r) {
                 if r.path().starts_with(&format!("{}/", above.path())) {
@@ -287,6 +324,42 @@ mod tests {
         ];
         for (i, (r, ev, data, ends)) in rows.into_iter().enumerate() {
             assert_eq!(r.ends_stream(ev, data), ends, "row {i}");
+        }
+    }
+
+    /// Which kind of model serves which route: a request the other kind
+    /// would get is refused before any load.
+    #[rustfmt::skip]
+    #[test]
+    fn each_kind_of_model_serves_its_own_routes() {
+        use ModelKind::{Chat, Embedding};
+        let rows = [
+            // why: a chat model generates, in every dialect
+            (Route::Chat, Chat, false, true),
+            (Route::Messages, Chat, false, true),
+            (Route::Completions, Chat, false, true),
+            // why: an embedding model has no chat template and no sampler
+            (Route::Chat, Embedding, false, false),
+            (Route::Responses, Embedding, true, false),
+            (Route::ApplyTemplate, Embedding, false, false),
+            // why: embeddings come from an embedding model only
+            (Route::Embeddings, Embedding, false, true),
+            (Route::Embeddings, Chat, false, false),
+            // why: a rerank needs rank pooling; a reranker still embeds
+            (Route::Rerank, Embedding, true, true),
+            (Route::Rerank, Embedding, false, false),
+            (Route::Rerank, Chat, false, false),
+            (Route::Embeddings, Embedding, true, true),
+            // why: every model has a vocabulary
+            (Route::Tokenize, Embedding, false, true),
+            (Route::Detokenize, Chat, false, true),
+        ];
+        for (i, (r, kind, reranks, want)) in rows.into_iter().enumerate() {
+            assert_eq!(r.serves(kind, reranks), want, "row {i}: {r:?} on {kind:?}");
+        }
+        // why: encoding runs the task loop: never beside a turn, never a generation
+        for r in [Route::Embeddings, Route::Rerank] {
+            assert!(r.encodes() && !r.generates() && !r.beside_turns(), "{r:?}");
         }
     }
 }

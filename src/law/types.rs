@@ -87,3 +87,41 @@ pub struct RamTotal {
     /// Where it came from.
     pub source: RamSource,
 }
+
+/// What a model serves: a chat model generates; an embedding model (its
+/// GGUF header declares a pooling type) encodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelKind {
+    /// Chat and completions.
+    #[default]
+    Chat,
+    /// Embeddings (and rerank where the model supports it).
+    Embedding,
+}
+
+impl ModelKind {
+    /// Why a model of this kind does not serve `route` (a path), and what
+    /// to do instead: the rest of a sentence that starts with the model.
+    pub fn refusal(self, route: &str) -> String {
+        match self {
+            Self::Chat => format!(
+                "a chat model, which does not serve {route}; name an embedding model (GET /v1/models lists each model's kind)"
+            ),
+            Self::Embedding if route.ends_with("/rerank") => format!(
+                "an embedding model without rank pooling, which does not serve {route}; name a reranker (GET /v1/models marks it \"rerank\": true)"
+            ),
+            Self::Embedding => format!(
+                "an embedding model, which serves /v1/embeddings but not {route}; name a chat model for this route"
+            ),
+        }
+    }
+
+    /// The catalog's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Chat => "chat",
+            Self::Embedding => "embedding",
+        }
+    }
+}

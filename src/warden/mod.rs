@@ -244,6 +244,17 @@ impl Warden {
         {
             return Err(refused(WardenError::ModelNotFound(id.to_string())));
         }
+        // A chat request to an embedding model, or the reverse, is the
+        // client's mistake: said before it waits in the queue or loads.
+        if let Some((model, caps)) = self.capabilities(req.model.as_deref())
+            && !req.route.serves(caps.kind, caps.reranks)
+        {
+            return Err(refused(WardenError::WrongKind {
+                model,
+                kind: caps.kind,
+                route: req.route.path(),
+            }));
+        }
         let max = self.inner.config.max_queue;
         let ticket = self
             .inner

@@ -96,7 +96,7 @@ impl EngineCore {
             port: lease.port(),
         });
         let client = ChildClient::new(self.http.clone(), lease.port(), key);
-        let ping = self.backend.ping(&plan.entry);
+        let ping = self.backend.ping(plan);
         let loss = self.loss_of(Some(plan));
         let ready = tokio::select! {
             r = probe_ready(&proc, &client, timeout, ping) => r,

@@ -120,9 +120,14 @@ impl EngineCore {
                 let loaded = self.child.as_ref().is_some_and(|c| c.model_id() == entry.id);
                 if loaded && route.generates() {
                     self.brake_point(Point::TurnEnd, None).await;
-                    if let Some(k) = keep_alive {
-                        self.keep_alive = Some((entry.id.clone(), k));
-                    }
+                }
+                // An embedding request may hold its model too (Ollama's
+                // clients send keep_alive with /api/embed).
+                if loaded
+                    && (route.generates() || route.encodes())
+                    && let Some(k) = keep_alive
+                {
+                    self.keep_alive = Some((entry.id.clone(), k));
                 }
                 r
             }
@@ -147,7 +152,7 @@ impl EngineCore {
             outcome,
             timings,
         });
-        if route.generates() && keep_alive::unload_after_turn(keep_alive) && self.child.is_some() {
+        if (route.generates() || route.encodes()) && keep_alive::unload_after_turn(keep_alive) && self.child.is_some() {
             tracing::info!("the request asked for keep_alive 0; unloading after its turn");
             self.unload_idle().await;
         }

@@ -3,8 +3,7 @@
 //! `GET /api/version`, `GET`/`HEAD /` (how clients detect a server), and
 //! clear refusals for what this server does not do: the model management
 //! routes (`/api/pull`, `/api/push`, `/api/create`, `/api/delete`,
-//! `/api/copy`, `/api/blobs/...`) and, until the warden serves embeddings,
-//! `/api/embed` and `/api/embeddings`.
+//! `/api/copy`, `/api/blobs/...`). The embeddings are `embed`'s.
 //!
 //! Decided here: a model's `digest` is an identity of its file (its path,
 //! size and modification time, hashed), not a content hash, which would
@@ -220,19 +219,6 @@ pub async fn manage(http: HttpRequest) -> HttpResponse {
     error_response(&ApiError {
         status: 501,
         message: instead(http.path()).into(),
-        kind: "invalid_request_error",
-        code: "unsupported_route".into(),
-        param: None,
-        raw: None,
-    })
-}
-
-/// `/api/embed` and `/api/embeddings`: a 501 until the warden serves
-/// embeddings.
-pub async fn embed() -> HttpResponse {
-    error_response(&ApiError {
-        status: 501,
-        message: "embeddings are not served by this warden yet: its engine runs one chat model at a time; use an embedding server beside it".into(),
         kind: "invalid_request_error",
         code: "unsupported_route".into(),
         param: None,

@@ -15,6 +15,7 @@
 //! id without it. Errors are Ollama's `{"error": "..."}` with the warden's
 //! `code` (and `param`, `raw`) beside.
 
+pub mod embed;
 pub mod info;
 pub mod wire;
 
