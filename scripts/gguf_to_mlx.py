@@ -33,26 +33,12 @@ import re
 import sys
 import time
 
-EXIT_BAD_FILE = 1
-EXIT_UNSUPPORTED = 2
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from convert_errors import EXIT_BAD_FILE, EXIT_UNSUPPORTED, ConvertError, bad_file, unsupported  # noqa: E402
 
 # A shard is written once this many bytes of converted tensors accumulate, so
 # memory stays bounded for large models.
 SHARD_BYTES = 2 << 30
-
-
-class ConvertError(Exception):
-    def __init__(self, message: str, code: int):
-        super().__init__(message)
-        self.code = code
-
-
-def unsupported(message: str) -> ConvertError:
-    return ConvertError(message, EXIT_UNSUPPORTED)
-
-
-def bad_file(message: str) -> ConvertError:
-    return ConvertError(message, EXIT_BAD_FILE)
 
 
 try:

@@ -46,8 +46,8 @@ import struct
 import sys
 import time
 
-EXIT_BAD_FILE = 1
-EXIT_UNSUPPORTED = 2
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from convert_errors import EXIT_BAD_FILE, EXIT_UNSUPPORTED, ConvertError, bad_file, unsupported  # noqa: E402
 
 # The prefix llama.cpp's WordPiece tokenizer puts before a word's first token
 # (U+2581, "lower one eighth block", as SentencePiece does).
@@ -55,20 +55,6 @@ PHANTOM_SPACE = "\u2581"
 
 # Largest safetensors header we read: the format's own limit is 100 MB.
 MAX_SAFETENSORS_HEADER = 100_000_000
-
-
-class ConvertError(Exception):
-    def __init__(self, message: str, code: int):
-        super().__init__(message)
-        self.code = code
-
-
-def unsupported(message: str) -> ConvertError:
-    return ConvertError(message, EXIT_UNSUPPORTED)
-
-
-def bad_file(message: str) -> ConvertError:
-    return ConvertError(message, EXIT_BAD_FILE)
 
 
 try:
