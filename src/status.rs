@@ -161,7 +161,9 @@ crate::law::names::named! {
 pub struct TurnTimings {
     /// From the relay of the request to the child's first event.
     pub ttft_s: Option<f64>,
-    /// Events after the first over the time they took (one per token).
+    /// Decode tokens over decode time: the child's own (llama-server's
+    /// `predicted_n` over `predicted_ms`), else the events after the first
+    /// over the time they took.
     pub decode_tokens_per_s: Option<f64>,
     /// Events relayed (tokens, for llama-server and mlx_vlm.server).
     pub events: u32,

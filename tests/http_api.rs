@@ -249,6 +249,58 @@ async fn lifecycle_events_stream() {
     w.shutdown().await;
 }
 
+/// A subscriber that connects after the events gets them replayed from the
+/// warden's ring, numbered and timed; one that says the last id it saw
+/// (`Last-Event-ID`, as a reconnecting EventSource does) gets only what
+/// came after it.
+#[actix_rt::test]
+async fn late_subscribers_get_the_recent_events_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "m", json!({}));
+    let (w, base) = serve(dir.path(), test_config());
+    let load = http().post(format!("{base}/warden/load")).send().await.unwrap();
+    assert_eq!(load.status(), 200);
+    // Reads frames until one whose event is `kind`; all that came.
+    async fn until(base: &str, last_id: Option<&str>, kind: &str) -> String {
+        let mut req = http().get(format!("{base}/warden/events"));
+        if let Some(id) = last_id {
+            req = req.header("Last-Event-ID", id);
+        }
+        let mut events = req.send().await.unwrap().bytes_stream();
+        let mut seen = String::new();
+        while !seen.contains(&format!("event: {kind}\n")) {
+            let chunk = tokio::time::timeout(Duration::from_secs(20), events.next())
+                .await
+                .unwrap_or_else(|_| panic!("no {kind} event in: {seen}"))
+                .unwrap()
+                .unwrap();
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        seen
+    }
+    // why: the load happened before this subscriber came; it is replayed
+    let first = until(&base, None, "ready").await;
+    assert!(
+        first.contains("event: loading\n") && first.contains("\"at_ms\":"),
+        "{first}"
+    );
+    let ready_id = first
+        .split("\n\n")
+        .find(|f| f.contains("event: ready"))
+        .and_then(|f| f.lines().find_map(|l| l.strip_prefix("id: ")))
+        .expect("the ready frame has an id")
+        .to_string();
+    // why: after the id it saw, only what came later: the unload's events
+    let unload = http().post(format!("{base}/warden/unload")).send().await.unwrap();
+    assert_eq!(unload.status(), 200);
+    let later = until(&base, Some(&ready_id), "unloaded").await;
+    assert!(
+        !later.contains("event: ready\n") && !later.contains("event: loading\n"),
+        "{later}"
+    );
+    w.shutdown().await;
+}
+
 /// `/v1/models` shows each model's facts and the plan a load of it gets
 /// here: the engine's own plan, so the window it shows is the one the load
 /// then runs, memory-bound or not.

@@ -2,8 +2,9 @@
 //! the real SmolLM2 through its Ollama API: list, chat streamed (the first
 //! request: it loads the model, and its notices ride in the NDJSON) and
 //! whole, generate raw streamed and whole, ps, show, keep_alive 0 both as a
-//! bare unload and after a turn, and refusals raised as the library's
-//! `ResponseError` with the status Ollama would give.
+//! bare unload and after a turn, refusals raised as the library's
+//! `ResponseError` with the status Ollama would give, and `embed` and
+//! `embeddings` from the embedding model beside it.
 
 mod support;
 
@@ -57,22 +58,33 @@ for call, status in [
     (lambda: o.generate(model="smollm2", prompt="x", template="{{ .Prompt }}"), 400),
     (lambda: o.pull("smollm2"), 501),
     (lambda: o.delete("smollm2"), 501),
-    (lambda: o.embed(model="smollm2", input="x"), 501),
+    # why: a chat model does not embed: the client's mistake, said before any load
+    (lambda: o.embed(model="smollm2", input="x"), 400),
 ]:
     try:
         call()
         raise SystemExit(f"expected {status}")
     except ollama.ResponseError as e:
         assert e.status_code == status and e.error, (status, e.status_code, e.error)
+# The embedding model beside it, through the library's embed and the legacy embeddings.
+e = o.embed(model="all-MiniLM-L6-v2.F16", input=["A cat sits on the mat", "A kitten is resting on a rug"])
+assert len(e.embeddings) == 2 and len(e.embeddings[0]) == 384 and e.prompt_eval_count > 0, e
+legacy = o.embeddings(model="all-MiniLM-L6-v2.F16", prompt="A cat sits on the mat")
+# why: the same model and input: the same vector
+assert max(abs(a - b) for a, b in zip(legacy.embedding, e.embeddings[0])) < 1e-4
 print("OK", text)
 "#;
 
 /// The official library lists, chats, generates, reports and unloads as it should.
 #[actix_rt::test]
-#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh) and the Python clients (./build-llama.sh clients); ./test.sh runs it"]
+#[ignore = "needs the real llama-server, SmolLM2 and the embedding model (./build-llama.sh) and the Python clients (./build-llama.sh clients); ./test.sh runs it"]
 async fn the_official_ollama_library_works_unchanged() {
     let py = client_python();
-    let (w, _dir) = real_smollm_warden(test_config());
+    let dir = real_smollm_dir(&real_model(SMOLLM2));
+    std::os::unix::fs::symlink(real_model(MINILM), dir.path().join(MINILM)).unwrap();
+    let w = TestWarden::real_cpu(real_llama_server(), dir.path())
+        .config(test_config())
+        .start();
     let base = serve_http(&w);
     let out = tokio::task::spawn_blocking(move || Command::new(py).args(["-c", SCRIPT, &base]).output().unwrap())
         .await

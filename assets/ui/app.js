@@ -248,14 +248,18 @@ function describe(kind, e) {
   }
 }
 
+// The warden replays its recent events when the page connects (each with
+// the time it saw it, `at_ms`), so the timeline starts with what happened
+// before the page was opened; a reconnect gets only what it missed.
 function addEvent(kind, e) {
   const text = describe(kind, e);
   if (!text) return;
-  if (kind === "brake") state.brakes.push({ t: Date.now() });
+  const at = e.at_ms ?? Date.now();
+  if (kind === "brake") state.brakes.push({ t: at });
   const li = document.createElement("li");
   li.dataset.kind = kind;
   const time = document.createElement("time");
-  time.textContent = clock(Date.now());
+  time.textContent = clock(at);
   const span = document.createElement("span");
   span.textContent = text;
   li.append(time, span);

@@ -4,6 +4,7 @@
 
 use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::Bytes;
+use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
@@ -106,26 +107,41 @@ pub async fn unload(warden: web::Data<Warden>) -> HttpResponse {
 /// that stops reading while events wait for it loses its connection after
 /// the client stall bound (`stall`).
 pub async fn events(warden: web::Data<Warden>, req: HttpRequest) -> HttpResponse {
-    let rx = warden.subscribe();
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
+    // A reconnecting EventSource says the last id it saw: it gets only what
+    // it missed. A new one gets the recent ring first.
+    let after = req
+        .headers()
+        .get("Last-Event-ID")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let (replay, rx) = warden.events_since(after);
+    let replayed = futures::stream::iter(replay.into_iter().map(|n| Ok::<Bytes, actix_web::Error>(frame(&n))));
+    let live = futures::stream::unfold(rx, |mut rx| async move {
         let frame = match rx.recv().await {
-            Ok(ev) => {
-                let json = serde_json::to_value(&ev).unwrap_or_default();
-                let kind = json
-                    .get("event")
-                    .and_then(|k| k.as_str())
-                    .unwrap_or("event")
-                    .to_string();
-                format!("event: {kind}\ndata: {json}\n\n")
-            }
-            Err(RecvError::Lagged(n)) => format!(": {n} events dropped (slow reader)\n\n"),
+            Ok(n) => frame(&n),
+            Err(RecvError::Lagged(n)) => Bytes::from(format!(": {n} events dropped (slow reader)\n\n")),
             Err(RecvError::Closed) => return None,
         };
-        Some((Ok::<Bytes, actix_web::Error>(Bytes::from(frame)), rx))
+        Some((Ok::<Bytes, actix_web::Error>(frame), rx))
     });
     let bound = warden.config().client_stall_timeout;
     HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header(("Cache-Control", "no-cache"))
-        .streaming(super::stall::watch(&req, Box::pin(stream), bound, None))
+        .streaming(super::stall::watch(&req, Box::pin(replayed.chain(live)), bound, None))
+}
+
+/// One numbered event as an SSE frame: its number as the `id`, its kind as
+/// the `event`, and its JSON with the time the warden saw it (`at_ms`).
+fn frame(n: &crate::warden::Numbered) -> Bytes {
+    let mut json = serde_json::to_value(&*n.event).unwrap_or_default();
+    let kind = json
+        .get("event")
+        .and_then(|k| k.as_str())
+        .unwrap_or("event")
+        .to_string();
+    if let Some(o) = json.as_object_mut() {
+        o.insert("at_ms".into(), n.at_ms.into());
+    }
+    Bytes::from(format!("id: {}\nevent: {kind}\ndata: {json}\n\n", n.id))
 }

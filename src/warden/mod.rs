@@ -29,9 +29,11 @@ mod chunks;
 mod control;
 mod door;
 mod plan;
+mod recent;
 mod start;
 
 pub use chunks::{Chunk, TurnStream};
+pub use recent::{Numbered, RECENT_EVENTS};
 pub use start::WardenBuilder;
 
 /// Events buffered per turn between the engine and its caller. Small: the
@@ -77,6 +79,8 @@ pub(crate) struct Inner {
     door: watch::Receiver<Option<Door>>,
     metrics: Arc<Metrics>,
     history: Arc<History>,
+    /// The recent events, numbered (`/warden/events` replays them).
+    recent: Arc<recent::Recent>,
     /// The worker watch's live views (status overlays them: the engine
     /// publishes only on changes of its own).
     worker_views: Option<watch::Receiver<Vec<crate::rpc::remote::WorkerView>>>,
@@ -181,6 +185,13 @@ impl Warden {
     /// A receiver of lifecycle events from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<WardenEvent> {
         self.inner.events.subscribe()
+    }
+
+    /// The recent events after the numbered one `after` (every one kept
+    /// when `None`: the last `RECENT_EVENTS`), then the live ones, all
+    /// numbered (`/warden/events`).
+    pub fn events_since(&self, after: Option<u64>) -> (Vec<Numbered>, broadcast::Receiver<Numbered>) {
+        self.inner.recent.since(after)
     }
 
     /// The catalog.

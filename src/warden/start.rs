@@ -173,6 +173,8 @@ fn assemble(parts: Parts, sensor: Box<dyn PressureView>, latest: Option<watch::R
     let catalog = Arc::new(catalog);
     let (status_tx, status_rx) = watch::channel(EngineStatus::default());
     let (events_tx, _) = broadcast::channel(EVENTS_BUFFER);
+    // Recording from before the engine runs: its first event is kept.
+    let recent = super::recent::Recent::start(&events_tx);
     let (door_tx, door_rx) = watch::channel(None);
     let (idle_clock_tx, idle_clock_rx) = watch::channel(None);
     let metrics = Arc::new(Metrics::default());
@@ -242,6 +244,7 @@ fn assemble(parts: Parts, sensor: Box<dyn PressureView>, latest: Option<watch::R
             door: door_rx,
             metrics,
             history,
+            recent,
             worker_views,
             planner,
         }),

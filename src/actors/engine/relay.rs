@@ -105,7 +105,7 @@ impl EngineCore {
                     return Ok(Relayed::Completed {
                         finish: Finish::Stream(Some(ev.raw)),
                         counts,
-                        timings: clock.timings(),
+                        timings: clock.timings(counts),
                     });
                 }
                 clock.event(Instant::now());
@@ -208,13 +208,17 @@ impl Clock {
         self.events += 1;
     }
 
-    /// `None` before any event; decode speed needs two events apart in time.
-    fn timings(&self) -> Option<TurnTimings> {
+    /// `None` before any event. The decode rate is the child's own (its
+    /// tokens over its decode time); without its timings (mlx_vlm.server),
+    /// the events after the first over the time they took, which needs two
+    /// events apart in time.
+    fn timings(&self, counts: Option<ChildCounts>) -> Option<TurnTimings> {
         let first = self.first?;
         let span = self.last?.duration_since(first).as_secs_f64();
+        let relayed = (self.events >= 2 && span > 0.0).then(|| f64::from(self.events - 1) / span);
         Some(TurnTimings {
             ttft_s: Some(first.duration_since(self.sent).as_secs_f64()),
-            decode_tokens_per_s: (self.events >= 2 && span > 0.0).then(|| f64::from(self.events - 1) / span),
+            decode_tokens_per_s: counts.and_then(ChildCounts::decode_per_s).or(relayed),
             events: self.events,
         })
     }
