@@ -19,6 +19,9 @@ pub struct CpuEngine {
     pub server: PathBuf,
     /// llama-server's `-lv` (3 is its default and is not passed).
     pub verbosity: u8,
+    /// The RPC workers (`WARDEN_WORKERS`): the link to them, once the
+    /// warden started their watch.
+    pub workers: Option<workers::WorkersLink>,
 }
 
 impl CpuEngine {

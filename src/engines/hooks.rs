@@ -137,6 +137,14 @@ impl Backend {
         matches!(self, Self::Mlx(_))
     }
 
+    /// The RPC workers' link (the CPU engine's, when configured).
+    pub fn workers(&self) -> Option<&crate::engines::cpu::workers::WorkersLink> {
+        match self {
+            Self::Cpu(c) => c.workers.as_ref(),
+            _ => None,
+        }
+    }
+
     /// The window is sized against a RAM budget (`CPU_RAM_FRACTION` of
     /// the total) that the status reports.
     pub fn ram_budget(&self) -> bool {

@@ -187,6 +187,8 @@ pub fn build(cfg: &WardenConfig, kind: EngineKind) -> Result<Backend, crate::err
         EngineKind::Cpu => Ok(Backend::Cpu(CpuEngine {
             server: llama::find_llama_server(cfg, llama::Flavour::Cpu)?,
             verbosity: cfg.child_verbosity,
+            // Linked when the warden starts the workers' watch.
+            workers: None,
         })),
     }
 }

@@ -186,6 +186,11 @@ fn assemble(parts: Parts, sensor: Box<dyn PressureView>, latest: Option<watch::R
     let worker_views = workers.as_ref().map(|w| w.views.clone());
     // The watch reads with the engine's own reader (one client, one key).
     let watch_remote = workers.as_ref().map(|w| w.remote.clone());
+    // The link is the CPU engine's own state (its loads split over it).
+    let mut backend = backend;
+    if let Backend::Cpu(cpu) = &mut backend {
+        cpu.workers = workers;
+    }
     let core = EngineCore::new(
         config.clone(),
         backend,
@@ -198,7 +203,6 @@ fn assemble(parts: Parts, sensor: Box<dyn PressureView>, latest: Option<watch::R
             door_tx,
             idle_clock_tx,
             metrics: metrics.clone(),
-            workers,
             launcher,
         },
     );

@@ -128,7 +128,11 @@ impl TestWarden {
 
 /// The CPU engine over `server`.
 fn cpu(server: PathBuf) -> Backend {
-    Backend::Cpu(CpuEngine { server, verbosity: 3 })
+    Backend::Cpu(CpuEngine {
+        server,
+        verbosity: 3,
+        workers: None,
+    })
 }
 
 /// A warden over the real llama-server serving the real SmolLM2 (as model

@@ -103,8 +103,6 @@ pub struct Wiring {
     pub idle_clock_tx: watch::Sender<Option<Instant>>,
     /// The counters every event feeds.
     pub metrics: Arc<Metrics>,
-    /// The RPC workers, when configured (CPU engine).
-    pub workers: Option<crate::engines::cpu::workers::WorkersLink>,
     /// How children are started (an OS process; a test's in-process fake).
     pub launcher: Launcher,
 }
@@ -159,8 +157,6 @@ pub struct EngineCore {
     /// store (not derived at each publish: reading it is a directory scan
     /// and a JSON parse per save, and every handler publishes).
     pub(crate) kv_view: Option<crate::kv_store::StoreView>,
-    /// The RPC workers, when configured.
-    pub(crate) workers: Option<crate::engines::cpu::workers::WorkersLink>,
     /// How children are started.
     pub(crate) launcher: Launcher,
     /// A test asked the next turn to panic once its model is loaded.
@@ -179,7 +175,6 @@ impl EngineCore {
             door_tx,
             idle_clock_tx,
             metrics,
-            workers,
             launcher,
         } = wiring;
         let kv = super::kv::open_store(&cfg, &backend);
@@ -205,7 +200,6 @@ impl EngineCore {
             keep_alive: None,
             kv: None,
             kv_view: None,
-            workers,
             launcher,
             #[cfg(feature = "testing")]
             panic_next_turn: false,

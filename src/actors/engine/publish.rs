@@ -82,7 +82,7 @@ impl EngineCore {
                 _ => None,
             }),
             offload: c.and_then(|c| c.engine.offload()),
-            workers: self.workers.as_ref().map(|w| crate::status::WorkersStatus {
+            workers: self.backend.workers().map(|w| crate::status::WorkersStatus {
                 workers: w.views.borrow().clone(),
                 split: c.and_then(|c| c.plan.rpc().cloned()),
                 given: c.map(|c| c.engine.given().to_vec()).unwrap_or_default(),

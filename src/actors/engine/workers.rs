@@ -30,7 +30,7 @@ impl EngineCore {
         plan: SpawnPlan,
         events: Option<&mut Outbox>,
     ) -> Result<SpawnPlan, ModelLoadError> {
-        let Some(link) = &self.workers else { return Ok(plan) };
+        let Some(link) = self.backend.workers() else { return Ok(plan) };
         let readings = link.read_for_load().await;
         let plan = link.split(plan, &readings, self.cfg.ctx_pin)?;
         if let (Some(r), Some(out)) = (plan.rpc().filter(|r| !r.left_out.is_empty()), events) {
@@ -47,14 +47,14 @@ impl EngineCore {
 
     /// A brake respawn's plan over the watch's latest readings.
     pub(crate) fn replan_from_views(&self, plan: SpawnPlan) -> Result<SpawnPlan, ModelLoadError> {
-        let Some(link) = &self.workers else { return Ok(plan) };
+        let Some(link) = self.backend.workers() else { return Ok(plan) };
         link.split(plan, &link.read_from_views(), self.cfg.ctx_pin)
     }
 
     /// The first worker of the live child that the watch calls lost.
     fn lost_worker(&self) -> Option<Lost> {
         let used = &self.child.as_ref()?.plan.rpc()?.used;
-        self.workers.as_ref()?.lost(used)
+        self.backend.workers()?.lost(used)
     }
 
     /// Resolves when a worker of the live child is lost (never without one).
@@ -66,7 +66,7 @@ impl EngineCore {
     /// races it too, so a worker gone mid-upload fails the load at once.
     pub(crate) fn loss_of(&self, plan: Option<&SpawnPlan>) -> Pin<Box<dyn Future<Output = Lost> + Send + 'static>> {
         let used = plan.and_then(|p| p.rpc()).map(|r| r.used.clone());
-        match (used, &self.workers) {
+        match (used, self.backend.workers()) {
             (Some(used), Some(link)) => link.loss_of(used),
             _ => Box::pin(std::future::pending()),
         }
@@ -106,7 +106,7 @@ impl EngineCore {
 
     /// The used workers' pressure for a brake sample of the live child.
     pub(crate) fn worker_pressure(&self) -> Vec<WorkerPressure> {
-        match (self.child.as_ref(), &self.workers) {
+        match (self.child.as_ref(), self.backend.workers()) {
             (Some(c), Some(link)) => link.pressure(&c.plan),
             _ => Vec::new(),
         }

@@ -18,7 +18,7 @@ use crate::rpc::remote::{self, Remote, WorkerAddr, WorkerView};
 use crate::rpc::status::WorkerBuild;
 
 /// What the engine holds of its workers.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct WorkersLink {
     /// The configured workers, in `--rpc` order.
     pub addrs: Vec<WorkerAddr>,
