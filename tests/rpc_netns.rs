@@ -7,6 +7,8 @@
 
 mod support;
 
+use std::time::Duration;
+
 use support::split::{Rig, WORKER_RAM, greedy, interrupt_mid_stream, shares, status, warden};
 use support::workers::{KEY, Place, start_at};
 use support::{MemCgroup, missing};
@@ -135,11 +137,15 @@ async fn a_worker_cut_off_by_the_network_is_lost_without_any_reset() {
     };
     let far = start_at(place, &rig.rpc, 50053, 50052, &["--host", &ns.peer], Some(KEY)).await;
     assert_eq!(far.addr(), format!("{}:50053", ns.peer));
-    assert!(
-        far.stderr().contains("no authentication or encryption"),
-        "{}",
-        far.stderr()
-    );
+    // The warning is written to stderr before the address is announced on
+    // stdout, but the two pipes are read apart: wait for it, bounded.
+    support::wait::poll_until(
+        "the worker's warning about its open address",
+        Duration::from_secs(10),
+        || far.stderr().contains("no authentication or encryption"),
+        || far.stderr(),
+    )
+    .await;
     let addrs = format!("{},{}", rig.addrs(), far.addr());
     let (_w, base) = warden(&addrs, &[]).await;
     far.wait_for(KEY, 20, "rpc-server up", |s| s.rpc.up).await;
