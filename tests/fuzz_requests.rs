@@ -256,8 +256,8 @@ fn coded_error(body: &[u8]) -> bool {
     let text = String::from_utf8_lossy(body);
     let json = text
         .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix("data: "))
         .map(str::to_string)
         .unwrap_or_else(|| text.to_string());
     serde_json::from_str::<Map<String, Value>>(&json)

@@ -226,25 +226,32 @@ async fn the_warden_key_guards_its_routes() {
     w.shutdown().await;
 }
 
+/// Reads an event stream until a frame whose event is `kind` (bounded);
+/// all that came.
+async fn read_until(r: reqwest::Response, kind: &str) -> String {
+    let mut events = r.bytes_stream();
+    let mut seen = String::new();
+    while !seen.contains(&format!("event: {kind}\n")) {
+        let chunk = tokio::time::timeout(Duration::from_secs(20), events.next())
+            .await
+            .unwrap_or_else(|_| panic!("no {kind} event in: {seen}"))
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    seen
+}
+
 /// `/warden/events` streams lifecycle events as SSE.
 #[actix_rt::test]
 async fn lifecycle_events_stream() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "m", json!({}));
     let (w, base) = serve(dir.path(), test_config());
-    let r = http().get(format!("{base}/warden/events")).send().await.unwrap();
-    let mut events = r.bytes_stream();
+    let events = http().get(format!("{base}/warden/events")).send().await.unwrap();
     let load = http().post(format!("{base}/warden/load")).send().await.unwrap();
     assert_eq!(load.status(), 200);
-    let mut seen = String::new();
-    while !seen.contains("event: ready") {
-        let chunk = tokio::time::timeout(Duration::from_secs(20), events.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    let seen = read_until(events, "ready").await;
     assert!(seen.contains("event: loading"), "{seen}");
     w.shutdown().await;
 }
@@ -260,23 +267,13 @@ async fn late_subscribers_get_the_recent_events_replayed() {
     let (w, base) = serve(dir.path(), test_config());
     let load = http().post(format!("{base}/warden/load")).send().await.unwrap();
     assert_eq!(load.status(), 200);
-    // Reads frames until one whose event is `kind`; all that came.
+    // A new subscriber (or one that saw `last_id`), read until `kind`.
     async fn until(base: &str, last_id: Option<&str>, kind: &str) -> String {
         let mut req = http().get(format!("{base}/warden/events"));
         if let Some(id) = last_id {
             req = req.header("Last-Event-ID", id);
         }
-        let mut events = req.send().await.unwrap().bytes_stream();
-        let mut seen = String::new();
-        while !seen.contains(&format!("event: {kind}\n")) {
-            let chunk = tokio::time::timeout(Duration::from_secs(20), events.next())
-                .await
-                .unwrap_or_else(|_| panic!("no {kind} event in: {seen}"))
-                .unwrap()
-                .unwrap();
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-        }
-        seen
+        read_until(req.send().await.unwrap(), kind).await
     }
     // why: the load happened before this subscriber came; it is replayed
     let first = until(&base, None, "ready").await;

@@ -87,7 +87,7 @@ async fn an_engine_gone_mid_turn_ends_every_stream_with_an_error() {
         rest.extend_from_slice(&b);
     }
     let rest = String::from_utf8_lossy(&rest);
-    let last = rest.lines().filter(|l| l.starts_with("data: ")).last().unwrap_or("");
+    let last = rest.lines().rev().find(|l| l.starts_with("data: ")).unwrap_or("");
     assert!(
         last.contains("\"engine_unavailable\""),
         "the stream's last event: {last}"

@@ -113,7 +113,7 @@ pub fn messages_request(bytes: &[u8], generate: bool) -> Result<MessagesRequest,
         // The sampling fields by the rules every generating route shares
         // (`law::request`), `max_tokens` folded into the bound the engine
         // gives back as `max_tokens` (`Route::bound_field`).
-        generating_fields(Route::Messages, &mut body)?;
+        generating_fields(Route::Messages, &body)?;
     }
     Ok(MessagesRequest {
         model,

@@ -118,7 +118,7 @@ pub fn responses_request(bytes: &[u8], generate: bool) -> Result<ResponsesReques
         // rules every generating route shares (`law::request`), and the
         // bound folded into `n_predict`, the field the child reads first.
         let output = body.remove("max_output_tokens").and_then(|v| v.as_u64());
-        generating_fields(Route::Responses, &mut body)?;
+        generating_fields(Route::Responses, &body)?;
         if let Some(m) = output {
             let n = body.get("n_predict").and_then(Value::as_u64).map_or(m, |n| n.min(m));
             body.insert("n_predict".into(), json!(n));
