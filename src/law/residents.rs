@@ -47,7 +47,6 @@
 //!
 //! Pure: footprints, recency and memory readings come in as arguments.
 
-use std::time::Instant;
 
 use serde::Serialize;
 
@@ -77,8 +76,10 @@ pub struct Resident {
     /// measured memory; `window::footprint_bytes` at its window without one).
     /// On CUDA, the device memory.
     pub footprint_bytes: u64,
-    /// The end of its last turn (its load, before any): recency orders evictions.
-    pub last_used: Instant,
+    /// The end of its last turn (its load, before any), as milliseconds on
+    /// the caller's monotonic clock (time comes into the law as a number):
+    /// recency orders evictions, so only the order of these matters.
+    pub last_used_ms: u64,
     /// A turn is generating (or the child is loading or respawning): it is
     /// never stopped, shrunk or evicted. A resident at its own turn start or
     /// end is not in flight.
@@ -221,7 +222,7 @@ pub fn admit(new: &Newcomer, residents: &[Resident], memory: Memory, max_residen
     let cap = max_resident.map(|n| n.max(1));
     let all: u64 = residents.iter().map(|r| r.footprint_bytes).sum();
     let mut idle: Vec<&Resident> = residents.iter().filter(|r| r.idle()).collect();
-    idle.sort_by_key(|r| r.last_used);
+    idle.sort_by_key(|r| r.last_used_ms);
     let mut idle = idle.into_iter();
     let (mut evict, mut kept, mut count) = (Vec::new(), all, residents.len());
     let kv_floor = new.floor_bytes.saturating_sub(new.weights_bytes) as i64;

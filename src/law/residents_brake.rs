@@ -90,7 +90,7 @@ pub fn brake_over(sample: &Sample, residents: &[Resident]) -> ResidentsBrake {
         let lru = residents
             .iter()
             .filter(|r| r.idle() && !in_use(r))
-            .min_by_key(|r| r.last_used);
+            .min_by_key(|r| r.last_used_ms);
         if let Some(r) = lru {
             return ResidentsBrake::Evict {
                 model: r.model.clone(),

@@ -3,7 +3,6 @@
 //! refusal, the one-model rule, the count cap, the CUDA rule, and that the
 //! budget is the one the window law sizes on.
 
-use std::time::{Duration, Instant};
 
 use super::*;
 use crate::law::window::{FA_COMPUTE_BYTES_PER_TOKEN, GIB, MIB, Window};
@@ -17,14 +16,17 @@ pub(super) enum Turn {
 use Turn::{Idle, InFlight, Queued};
 
 /// (model, footprint MiB, seconds since its last use, turn)
+/// The moment the rows' ages count back from (ms on a monotonic clock).
+pub(super) const NOW_MS: u64 = 10_000_000;
+
 type Row = (&'static str, u64, u64, Turn);
 /// A newcomer's (weights, floor, full), MiB.
 type Needs = (u64, u64, u64);
 
-/// A resident of `mib` last used `ago` seconds before a fixed moment; its
+/// A resident of `mib` last used `ago` seconds before the moment `now_ms`; its
 /// window is SmolLM2-like (23,040 B/token, 8192 tokens, on 1 GiB of RAM,
 /// where its KV is "ours" for the brake).
-pub(super) fn resident(base: Instant, (model, mib, ago, turn): Row) -> Resident {
+pub(super) fn resident(now_ms: u64, (model, mib, ago, turn): Row) -> Resident {
     Resident {
         model: model.into(),
         kind: if model.starts_with('e') {
@@ -33,7 +35,7 @@ pub(super) fn resident(base: Instant, (model, mib, ago, turn): Row) -> Resident 
             ModelKind::Chat
         },
         footprint_bytes: mib * MIB,
-        last_used: base + Duration::from_secs(10_000 - ago),
+        last_used_ms: now_ms - ago * 1000,
         in_flight: matches!(turn, InFlight),
         queued: if matches!(turn, Queued) { 1 } else { 0 },
         window: WindowFacts {
@@ -48,8 +50,7 @@ pub(super) fn resident(base: Instant, (model, mib, ago, turn): Row) -> Resident 
 }
 
 pub(super) fn residents(rows: &[Row]) -> Vec<Resident> {
-    let base = Instant::now();
-    rows.iter().map(|&r| resident(base, r)).collect()
+    rows.iter().map(|&r| resident(NOW_MS, r)).collect()
 }
 
 /// A newcomer of `weights` MiB needing `floor` MiB at its floor window and
