@@ -32,6 +32,23 @@ def vocab():
     return tokens, scores, types
 
 
+
+def add_tokenizer(w):
+    """Writes the byte-fallback vocabulary, its special tokens and a plain
+    chat template into `w`; the tokens, for the embedding and output sizes."""
+    tokens, scores, types = vocab()
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    # A plain template: random weights print anything, and llama-server's
+    # default (chatml with tool-call parsing) can refuse to parse it.
+    w.add_chat_template("{% for m in messages %}{{ m['content'] }}\n{% endfor %}")
+    return tokens
+
 def write(path, n_layer, n_embd, n_head, n_head_kv, n_ff, ctx):
     w = gguf.GGUFWriter(path, "llama")
     head_dim = n_embd // n_head
@@ -45,17 +62,7 @@ def write(path, n_layer, n_embd, n_head, n_head_kv, n_ff, ctx):
     w.add_rope_dimension_count(head_dim)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    tokens, scores, types = vocab()
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    # A plain template: random weights print anything, and llama-server's
-    # default (chatml with tool-call parsing) can refuse to parse it.
-    w.add_chat_template("{% for m in messages %}{{ m['content'] }}\n{% endfor %}")
+    tokens = add_tokenizer(w)
     rng = np.random.default_rng(0)
 
     def t(name, *shape):

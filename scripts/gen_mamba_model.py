@@ -12,7 +12,7 @@ import numpy as np
 import gguf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_gpu_models import vocab  # noqa: E402  (the byte-fallback vocabulary)
+from gen_gpu_models import add_tokenizer  # noqa: E402  (the byte-fallback vocabulary)
 
 
 def write(path, n_layer=2, n_embd=64, d_state=8, d_conv=4, ctx=8192):
@@ -31,15 +31,7 @@ def write(path, n_layer=2, n_embd=64, d_state=8, d_conv=4, ctx=8192):
     w.add_ssm_time_step_rank(dt_rank)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    tokens, scores, types = vocab()
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    w.add_chat_template("{% for m in messages %}{{ m['content'] }}\n{% endfor %}")
+    tokens = add_tokenizer(w)
     rng = np.random.default_rng(0)
 
     def t(name, *shape):
