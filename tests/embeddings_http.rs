@@ -197,6 +197,20 @@ async fn embeddings_are_llama_servers_own_and_order_by_topic() {
     assert_eq!(vectors(&ids).len(), 1, "{ids}");
     assert_eq!(w.status().child_pid, Some(pid));
 
+    // An input longer than the encoder's window is the request's fault: a
+    // 400 with the child's words (its own answer is a 500), and the same
+    // child serves the next request.
+    let long = http
+        .post(format!("{base}/v1/embeddings"))
+        .json(&json!({"model": EMBED_ID, "input": "word ".repeat(2000)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(long.status(), 400);
+    let body: Value = long.json().await.unwrap();
+    assert!(body.to_string().contains("too large"), "{body}");
+    assert_eq!(w.status().child_pid, Some(pid));
+
     // Ollama's shapes of the same vectors: /api/embed (a list) and the
     // legacy /api/embeddings (one prompt).
     let ollama = json_of(

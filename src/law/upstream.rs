@@ -31,6 +31,9 @@ pub const REQUEST_FAULTS: &[&str] = &[
     "Field '",
     "Error: ",
     "\"json_schema\": ",
+    // An embedding input longer than the encoder's batch (the window):
+    // b10883 throws it as a runtime_error, a 500.
+    "is too large to process",
 ];
 
 /// The verdict on a child's error answer.
@@ -79,6 +82,12 @@ mod tests {
                 Fault::Request,
             ),
             (500, "Unknown reasoning format: x", Fault::Request),
+            // why: an embedding input over the window is the request's size
+            (
+                500,
+                "input (2002 tokens) is too large to process. increase the physical batch size (current batch size: 512)",
+                Fault::Request,
+            ),
             (
                 500,
                 "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj",
