@@ -102,6 +102,9 @@ pub struct WardenConfig {
     /// `WARDEN_MAX_QUEUE`: turns waiting or running past which a new request
     /// is refused with 503 `queue_full` instead of waiting without bound.
     pub max_queue: usize,
+    /// `WARDEN_MAX_RESIDENT`: at most this many models resident at once
+    /// (`None`, the default: memory alone decides; `law::residents`).
+    pub max_resident: Option<usize>,
     /// `WARDEN_MAX_BODY_BYTES`: the largest request body accepted.
     pub max_body_bytes: usize,
     /// `WARDEN_RAM_OVERRIDE_GB` (QA only): stands in for the RAM total.
@@ -178,6 +181,7 @@ impl Default for WardenConfig {
             max_connections: 4096,
             stop_grace: Duration::from_secs(5),
             max_queue: 256,
+            max_resident: crate::law::residents::MAX_RESIDENT_DEFAULT,
             max_body_bytes: 16 * 1024 * 1024,
             ram_override_bytes: None,
             vram_override_bytes: None,

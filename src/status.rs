@@ -102,6 +102,46 @@ pub struct EngineStatus {
     /// RPC workers, when configured: what the watch sees of each, and the
     /// live child's split with what each device was given.
     pub workers: Option<WorkersStatus>,
+    /// The loaded model's kind (`None`: no model).
+    pub kind: Option<crate::law::types::ModelKind>,
+    /// What the live child holds by the law, bytes: weights, KV and compute
+    /// at its allocated window (what admission and eviction weigh).
+    pub footprint_bytes: Option<u64>,
+    /// Every resident model, most recently used first (the top-level fields
+    /// above are the first one's). Empty on one engine's own snapshot; the
+    /// warden's status fills it.
+    pub residents: Vec<ResidentView>,
+}
+
+/// One resident model in `/warden/status`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResidentView {
+    /// The model id.
+    pub model: String,
+    /// Chat or embedding.
+    pub kind: Option<crate::law::types::ModelKind>,
+    /// Loading, ready or generating.
+    pub state: EngineState,
+    /// Its child's pid.
+    pub child_pid: Option<u32>,
+    /// Its child's port on 127.0.0.1.
+    pub port: Option<u16>,
+    /// Its allocated window.
+    pub context_tokens: Option<u32>,
+    /// What it holds by the law, bytes (a loading one: what its admission
+    /// reserved).
+    pub footprint_bytes: Option<u64>,
+    /// Its child's anonymous memory now, bytes (measured; it grows as the
+    /// window fills).
+    pub rss_anon_bytes: Option<u64>,
+    /// When the idle reap unloads it (Unix milliseconds; `None`: never).
+    pub idle_deadline_ms: Option<u64>,
+    /// When its last turn ended (Unix milliseconds).
+    pub last_used: Option<u64>,
+    /// Turns routed to it, waiting or running.
+    pub queue_depth: usize,
+    /// Turns it handled.
+    pub turns: u64,
 }
 
 /// Whether the loaded model's conversation cache is kept across the
@@ -153,6 +193,9 @@ crate::law::names::named! {
         WorkerLost => "worker_lost",
         /// An engine handler panicked with it live.
         Panicked => "panicked",
+        /// Another model needed its memory, or the brake over all residents
+        /// chose it, idle and least recently used (`law::residents`).
+        Evicted => "evicted",
     }
 }
 
@@ -220,6 +263,10 @@ pub enum WardenEvent {
         model: String,
         /// Why.
         reason: UnloadReason,
+        /// What its stop gave back, bytes (an eviction's footprint: the
+        /// law's weights, KV and compute at its window); `None` otherwise.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        freed_bytes: Option<u64>,
     },
     /// The child died on its own.
     ChildExited {

@@ -179,10 +179,12 @@ async fn a_turn_abandoned_in_the_queue_is_skipped() {
     w.shutdown().await;
 }
 
-/// Naming another model switches the child inside the turn; an unknown id is
-/// a 404 that leaves the loaded child untouched.
+/// Naming another model loads it beside the first (memory allows both):
+/// two children, each its own engine; an unknown id is a 404 that leaves
+/// both untouched. With `WARDEN_MAX_RESIDENT=1` the same request evicts the
+/// idle first model instead (today's switch, as an eviction).
 #[actix_rt::test]
-async fn model_switch_and_unknown_model() {
+async fn another_model_loads_beside_and_unknown_model() {
     let dir = tempfile::tempdir().unwrap();
     fake_model(dir.path(), "a", json!({}));
     fake_model(dir.path(), "b", json!({}));
@@ -199,8 +201,38 @@ async fn model_switch_and_unknown_model() {
             .body
             .is_some()
     );
-    assert_eq!(w.status().model.as_deref(), Some("b"));
-    assert!(!alive(pid_a), "the switched-out child must be gone");
+    let s = w.status();
+    assert_eq!(s.model.as_deref(), Some("b"), "the top level is the last used");
+    assert!(alive(pid_a), "the first model stays resident");
+    let residents: Vec<_> = s.residents.iter().map(|r| r.model.as_str()).collect();
+    assert_eq!(residents, ["b", "a"], "most recently used first");
+    assert_ne!(s.residents[0].child_pid, s.residents[1].child_pid);
+    w.shutdown().await;
+    assert!(!alive(pid_a), "shutdown stops every resident");
+
+    let cfg = llm_warden::WardenConfig {
+        max_resident: Some(1),
+        ..test_config()
+    };
+    let w = TestWarden::fake(dir.path()).config(cfg).start();
+    let mut ev = w.subscribe();
+    assert!(collect(w.submit(chat(Some("a"), 2, true)).unwrap()).await.done);
+    let pid_a = w.status().child_pid.unwrap();
+    assert!(collect(w.submit(chat(Some("b"), 2, true)).unwrap()).await.done);
+    let e = event_or_fail(&mut ev, "the eviction", |e| matches!(e, WardenEvent::Unloaded { .. })).await;
+    match e {
+        WardenEvent::Unloaded {
+            model,
+            reason,
+            freed_bytes,
+        } => {
+            assert_eq!((model.as_str(), reason.as_str()), ("a", "evicted"));
+            assert!(freed_bytes.is_some_and(|b| b > 0), "an eviction says what it freed");
+        }
+        _ => unreachable!(),
+    }
+    assert!(!alive(pid_a), "the evicted child must be gone");
+    assert_eq!(w.status().residents.len(), 1);
     w.shutdown().await;
 }
 

@@ -2,7 +2,8 @@
 //! `sensor_period`, 250 ms) and publishes the latest into a watch the engine
 //! reads without a round trip (`sensors::view`). Every `brake_tick` (60 s)
 //! while a model is loaded it refreshes the reading and sends it into the
-//! engine as a `BrakeSample`: the brake's idle cadence. It applies the QA seam
+//! engine as a `BrakeSample`: the brake's idle cadence (to each resident's
+//! engine). It applies the QA seam
 //! (`WARDEN_FORCE_MEMORY_PRESSURE`, RAM tiers) and says once when the paging
 //! counter is missing. A sample is a few small `/proc` reads (tens of
 //! microseconds); it runs on the engine's arbiter (and stops with it), off
@@ -18,13 +19,14 @@ use crate::law::brake::Level;
 use crate::messages::BrakeSample;
 use crate::sensors::pressure::PressureProvider;
 use crate::sensors::view::{BrakeOff, Latest, SensorView};
-use crate::status::EngineStatus;
+
+/// The engines an idle brake sample goes to now: each with a model loaded
+/// (several residents: each judges the sample over all of them).
+pub type BrakeTargets = Box<dyn Fn() -> Vec<Recipient<BrakeSample>> + Send>;
 
 /// Where the idle brake samples go, and when.
 struct BrakeClock {
-    engine: Recipient<BrakeSample>,
-    /// The engine's status (a sample only while a model is loaded).
-    status: watch::Receiver<EngineStatus>,
+    targets: BrakeTargets,
     every: Duration,
 }
 
@@ -72,15 +74,10 @@ impl SensorActor {
         self.latest.subscribe()
     }
 
-    /// Sends the brake's idle samples to `engine` every `every` (zero: never)
-    /// while `status` shows a model loaded.
-    pub fn brake_samples_to(
-        mut self,
-        engine: Recipient<BrakeSample>,
-        status: watch::Receiver<EngineStatus>,
-        every: Duration,
-    ) -> Self {
-        self.brake = (!every.is_zero()).then_some(BrakeClock { engine, status, every });
+    /// Sends the brake's idle samples every `every` (zero: never) to each
+    /// engine `targets` names then (those with a model loaded).
+    pub fn brake_samples_to(mut self, targets: BrakeTargets, every: Duration) -> Self {
+        self.brake = (!every.is_zero()).then_some(BrakeClock { targets, every });
         self
     }
 
@@ -148,11 +145,11 @@ impl Actor for SensorActor {
         if let Some(every) = self.brake.as_ref().map(|b| b.every) {
             ctx.run_interval(every, |act, _| {
                 act.refresh();
-                if let Some(b) = &act.brake
-                    && b.status.borrow().model.is_some()
-                {
-                    let reading = act.latest.borrow().idle_readings();
-                    b.engine.do_send(BrakeSample { reading });
+                if let Some(b) = &act.brake {
+                    for engine in (b.targets)() {
+                        let reading = act.latest.borrow().idle_readings();
+                        engine.do_send(BrakeSample { reading });
+                    }
                 }
             });
         }

@@ -61,7 +61,7 @@ pub async fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
     let entry = Arc::new(entry);
     let report = Report {
         kind: backend.as_ref().map_or(EngineKind::Cpu, Backend::kind),
-        plan: engines::plan::plan(site, &cfg, entry.clone(), Some(facts.clone()), None),
+        plan: engines::plan::plan(site, &cfg, entry.clone(), Some(facts.clone()), None, 0),
         facts,
     };
     let split = if cfg.workers.is_empty() {
@@ -70,7 +70,7 @@ pub async fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
         // Only the CPU engine splits over workers.
         let base = match site {
             Site::Cpu => report.plan.clone(),
-            _ => engines::plan::plan(Site::Cpu, &cfg, entry, Some(report.facts.clone()), None),
+            _ => engines::plan::plan(Site::Cpu, &cfg, entry, Some(report.facts.clone()), None, 0),
         };
         Some(super::inspect_workers::plan(&cfg, base).await)
     };
@@ -346,7 +346,7 @@ mod tests {
         let cfg = WardenConfig::default();
         let report = Report {
             kind: EngineKind::Cuda,
-            plan: engines::plan::plan(Site::Cuda(&gpus), &cfg, entry, Some(facts.clone()), None),
+            plan: engines::plan::plan(Site::Cuda(&gpus), &cfg, entry, Some(facts.clone()), None, 0),
             facts,
         };
         let j = report.to_json();

@@ -280,6 +280,7 @@ mod tests {
             budget_bytes: None,
             ram: None,
             cap: None,
+            beside_bytes: 0,
             engine: crate::engines::plan::EnginePlan::Cpu { rpc: None },
         };
         let has = |facts| model_args(&plan(facts)).iter().any(|a| a == "--swa-full");

@@ -97,8 +97,9 @@ impl Backend {
         entry: Arc<ModelEntry>,
         facts: Option<Arc<ModelFacts>>,
         cap: Option<u32>,
+        beside: u64,
     ) -> SpawnPlan {
-        plan::plan(self.site(), cfg, entry, facts, cap)
+        plan::plan(self.site(), cfg, entry, facts, cap, beside)
     }
 
     /// The process to start for `plan` on `port` with `key`.
@@ -124,7 +125,7 @@ impl Backend {
                 }
                 plan
             }
-            _ => self.plan(cfg, old.entry.clone(), old.facts.clone(), Some(cap)),
+            _ => self.plan(cfg, old.entry.clone(), old.facts.clone(), Some(cap), old.beside_bytes),
         }
     }
 

@@ -14,7 +14,9 @@ use crate::config::WardenConfig;
 use crate::gguf::ModelFacts;
 use crate::law::cuda::CudaSpawn;
 use crate::law::plan::{self as law, EngineReadings, GpuReadings, Readings};
-use crate::law::window::{ModelShape, Window};
+use crate::law::cuda::CudaPlacement;
+use crate::law::residents::{Memory, ModelKind, Newcomer};
+use crate::law::window::{FA_COMPUTE_BYTES_PER_TOKEN, ModelShape, Window, cuda_slope};
 use crate::sensors::ram::{self, RamTotal};
 
 /// Everything decided about one spawn before it happens.
@@ -34,6 +36,9 @@ pub struct SpawnPlan {
     pub ram: Option<RamTotal>,
     /// The brake's cap folded into the window, when there was one.
     pub cap: Option<u32>,
+    /// What the other residents held when it was planned (its window was
+    /// sized beside them; a brake respawn sizes beside the same).
+    pub beside_bytes: u64,
     /// What the plan holds for its engine alone.
     pub engine: EnginePlan,
 }
@@ -103,6 +108,31 @@ impl SpawnPlan {
     }
 }
 
+/// What a load of `plan` asks of the residents' law (`law::residents`):
+/// its needs at the floor and at its full window, and the memory it is
+/// admitted on (the RAM total on the CPU; the placed GPU, its free memory
+/// read at this plan, on CUDA). `None` when the plan sizes nothing (no
+/// readable header, an unsized placement, MLX): such a load is admitted on
+/// the count cap alone, as no law can weigh it.
+pub fn newcomer(plan: &SpawnPlan, cfg: &WardenConfig) -> Option<(Newcomer, Memory)> {
+    let shape = plan.shape?;
+    let facts = plan.facts.as_deref()?;
+    let kind = if facts.is_embedding() { ModelKind::Embedding } else { ModelKind::Chat };
+    let (slope, memory) = match &plan.engine {
+        EnginePlan::Cpu { .. } => (FA_COMPUTE_BYTES_PER_TOKEN, Memory::Ram(plan.ram?.bytes)),
+        EnginePlan::Cuda { spawn, .. } => {
+            let spawn = spawn.as_ref()?;
+            let CudaPlacement::Sized { device, .. } = &spawn.placement else {
+                return None;
+            };
+            let vram = crate::law::cuda::vram_for_sizing(device, cfg.vram_override_bytes);
+            (cuda_slope(spawn.flash_attention, facts.head_count_max()), Memory::Gpu(vram))
+        }
+        EnginePlan::Mlx { .. } => return None,
+    };
+    Some((Newcomer::new(&plan.entry.id, kind, &shape, slope, cfg.ctx_pin), memory))
+}
+
 /// Which engine's law plans, and where the CUDA engine reads its GPUs.
 #[derive(Debug, Clone, Copy)]
 pub enum Site<'a> {
@@ -135,6 +165,7 @@ pub fn machine(site: Site, cfg: &WardenConfig) -> Readings {
     Readings {
         ram: ram::ram_total(cfg.ram_override_bytes),
         mmproj_bytes: 0,
+        beside_bytes: 0,
         engine,
     }
 }
@@ -152,15 +183,20 @@ pub fn for_entry(machine: Readings, entry: &ModelEntry) -> Readings {
     }
 }
 
-/// The plan of a spawn of `entry` with the brake's `cap`: gather, then the law.
+/// The plan of a spawn of `entry` with the brake's `cap`, beside residents
+/// that hold `beside` bytes: gather, then the law.
 pub fn plan(
     site: Site,
     cfg: &WardenConfig,
     entry: Arc<ModelEntry>,
     facts: Option<Arc<ModelFacts>>,
     cap: Option<u32>,
+    beside: u64,
 ) -> SpawnPlan {
-    let readings = gather(site, cfg, &entry);
+    let readings = Readings {
+        beside_bytes: beside,
+        ..gather(site, cfg, &entry)
+    };
     if let EngineReadings::Cuda(GpuReadings { devices: Err(why), .. }) = &readings.engine {
         tracing::warn!("[CUDA_Engine] {why}; the window is left to llama-server's fit");
     }
@@ -195,6 +231,7 @@ pub fn plan_on(
         budget_bytes: p.budget_bytes,
         ram: Some(readings.ram),
         cap,
+        beside_bytes: readings.beside_bytes,
         engine,
     }
 }

@@ -171,6 +171,15 @@ pub enum ModelLoadError {
         /// What the watch saw.
         why: String,
     },
+    /// Residents in a turn hold the memory the model needs, and the load
+    /// waited its whole timeout for a turn to end (`law::residents`).
+    #[error("'{id}' does not fit beside the models in use: {detail}; retry when a turn ends, or unload one")]
+    NoRoom {
+        /// The model id.
+        id: String,
+        /// What it needs and what each resident holds (`Shortfall`).
+        detail: String,
+    },
     /// With workers configured, the devices that answer cannot hold the
     /// model even at the window floor.
     #[error("'{id}' does not fit the devices that answer, even at a {window}-token window: {detail}")]
@@ -197,7 +206,7 @@ impl ModelLoadError {
             Self::Engine(e) => e.code().into(),
             Self::WorkerBuildMismatch { .. } => "worker_build_mismatch".into(),
             Self::WorkerLost { .. } => "worker_lost".into(),
-            Self::DoesNotFit { .. } => "model_does_not_fit".into(),
+            Self::DoesNotFit { .. } | Self::NoRoom { .. } => crate::law::residents::DOES_NOT_FIT_CODE.into(),
         }
     }
 

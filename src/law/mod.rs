@@ -54,9 +54,6 @@ pub mod quant;
 pub mod reap;
 pub mod request;
 pub mod request_chat;
-// Its caller, the residency actor (#27), is being written beside it: until
-// it lands, the crate-private law reads as unused. Remove this then.
-#[allow(dead_code, unused_imports)]
 pub mod residents;
 pub mod route;
 pub mod rpc_plan;

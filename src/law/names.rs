@@ -76,6 +76,9 @@ named! {
         /// A respawn that did not come up: the model reloads at the next
         /// message.
         RespawnFailed => "respawn-failed",
+        /// Several residents: an idle one was evicted instead of shrinking
+        /// the one in use (`law::residents::brake_over`).
+        Evict => "evict",
     }
 }
 

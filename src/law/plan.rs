@@ -17,6 +17,7 @@
 //! static window (the spec: no new free-VRAM reading).
 
 use super::caps;
+use super::residents;
 use super::cuda::{self, CudaPlacement, CudaSpawn, GpuDevice};
 use super::types::RamTotal;
 use super::window::{self, ModelShape, Vram, Window};
@@ -30,6 +31,11 @@ pub struct Readings {
     /// The vision projector's file, bytes (0 without one): it loads beside
     /// the weights.
     pub mmproj_bytes: u64,
+    /// What the other residents that stay hold, bytes (weights, allocated
+    /// KV and compute; 0 alone): the window is sized beside them
+    /// (`residents::shape_beside`, `residents::vram_beside`), while the
+    /// plan's `shape` stays the model's own.
+    pub beside_bytes: u64,
     /// The engine's own readings, which also say which law plans.
     pub engine: EngineReadings,
 }
@@ -75,13 +81,16 @@ pub struct Plan {
 pub fn plan(facts: Option<&ModelFacts>, readings: &Readings, cap: Option<u32>, pin: Option<u32>) -> Plan {
     let shape = facts.map(|f| window::shape_of(f, readings.mmproj_bytes));
     match &readings.engine {
-        EngineReadings::Cpu => Plan {
-            shape,
-            window: shape.map_or(pin_or_none(pin), |s| window::cpu(&s, readings.ram.bytes, cap, pin)),
-            budget_bytes: shape.map(|s| window::cpu_budget(readings.ram.bytes, s.weights_bytes)),
-            cuda: None,
-        },
-        EngineReadings::Cuda(gpus) => cuda_plan(facts, shape, gpus, cap, pin),
+        EngineReadings::Cpu => {
+            let sized = shape.map(|s| residents::shape_beside(&s, readings.beside_bytes));
+            Plan {
+                shape,
+                window: sized.map_or(pin_or_none(pin), |s| window::cpu(&s, readings.ram.bytes, cap, pin)),
+                budget_bytes: sized.map(|s| window::cpu_budget(readings.ram.bytes, s.weights_bytes)),
+                cuda: None,
+            }
+        }
+        EngineReadings::Cuda(gpus) => cuda_plan(facts, shape, gpus, cap, pin, readings.beside_bytes),
         // The bound needs the child's measured base footprint.
         EngineReadings::Mlx => Plan {
             shape,
@@ -100,6 +109,7 @@ fn cuda_plan(
     gpus: &GpuReadings,
     cap: Option<u32>,
     pin: Option<u32>,
+    beside: u64,
 ) -> Plan {
     let placement = match &gpus.devices {
         Ok(devices) => cuda::place(devices, gpus.user_visible.as_deref()),
@@ -110,7 +120,10 @@ fn cuda_plan(
     let slope = window::cuda_slope(fa, facts.map_or(0, |f| f.head_count_max()));
     let sized_on: Option<(Vram, ModelShape)> = match &placement {
         CudaPlacement::Sized { device, .. } => {
-            shape.map(|s| (cuda::vram_for_sizing(device, gpus.vram_override_bytes), s))
+            shape.map(|s| {
+                let vram = cuda::vram_for_sizing(device, gpus.vram_override_bytes);
+                (residents::vram_beside(vram, beside), residents::shape_beside(&s, beside))
+            })
         }
         _ => None,
     };

@@ -17,6 +17,7 @@ fn cpu(ram_bytes: u64, mmproj_bytes: u64) -> Readings {
     Readings {
         ram: ram(ram_bytes),
         mmproj_bytes,
+        beside_bytes: 0,
         engine: EngineReadings::Cpu,
     }
 }
@@ -35,6 +36,7 @@ fn gpus(devices: Result<Vec<GpuDevice>, &str>, user: Option<&str>, vram_override
     Readings {
         ram: ram(GIB),
         mmproj_bytes: 0,
+        beside_bytes: 0,
         engine: EngineReadings::Cuda(GpuReadings {
             devices: devices.map_err(str::to_string),
             user_visible: user.map(str::to_string),

@@ -48,7 +48,6 @@
 //! Pure: footprints, recency and memory readings come in as arguments.
 
 
-use serde::Serialize;
 
 use super::brake::{BrakeState, WindowFacts};
 use super::caps::WINDOW_FLOOR_TOKENS;

@@ -9,6 +9,7 @@
 //! | `Reap` | `IdleTimer` (every 30 s while a model looks idle) | `EngineActor` | `()` |
 //! | `Load` | `/warden/load`, embedders | `EngineActor` | `Result<EngineStatus, ApiError>` |
 //! | `Unload` | `/warden/unload`, embedders | `EngineActor` | `Result<bool, ApiError>` |
+//! | `Evict` | another resident's `EngineActor` (its load making room: awaited; its brake: fire-and-forget) | `EngineActor` | `Option<u64>` (bytes freed) |
 //! | `Shutdown` | `Warden::shutdown` | `EngineActor` | `()` |
 //! | `WorkerCheck` | the worker watch (`rpc::remote`) | `EngineActor` | `()` |
 //! | `Recover` | `EngineActor` itself, after one of its handlers panicked | `EngineActor` | `()` |
@@ -16,11 +17,16 @@
 //! | `ResetFailed` | `EngineActor` (MLX) | `PrefixCacheActor` | `()` |
 //!
 //! The engine sends only fire-and-forget messages and awaits no actor in
-//! a handler: the brake reads the sensor's latest reading from a watch
-//! (`sensors::view`), and the engine talks to its own child itself, so the
-//! child's client and key never leave it.
+//! a handler but one: a load that must make room awaits each idle
+//! resident's `Evict` (`actors::engine::room`). That wait cannot close a
+//! circle: only a resident with no turn routed to it is evicted, and the
+//! `Evict` handler itself awaits nothing but its own child. The brake
+//! reads the sensor's latest reading from a watch (`sensors::view`), and
+//! the engine talks to its own child itself, so the child's client and key
+//! never leave it.
 
 pub mod brake_sample;
+pub mod evict;
 pub mod generate;
 pub mod load;
 pub mod prefix;
@@ -32,6 +38,7 @@ pub mod unload;
 pub mod worker_check;
 
 pub use brake_sample::BrakeSample;
+pub use evict::Evict;
 pub use generate::{Generate, Notice, TurnEvent, TurnOptions};
 pub use load::Load;
 pub use reap::Reap;

@@ -250,7 +250,7 @@ impl Metrics {
             WardenEvent::LoadFailed { code, .. } => {
                 self.load_failures.get_or_create(&Code { code: code.clone() }).inc();
             }
-            WardenEvent::Unloaded { model, reason } => {
+            WardenEvent::Unloaded { model, reason, .. } => {
                 let reason = unload_label(*reason);
                 self.unloads.get_or_create(&Reason { reason }).inc();
                 *self.last_end() = Some((model.clone(), reason));

@@ -44,6 +44,7 @@ fn unloaded(model: &str, reason: &'static str) -> WardenEvent {
             .iter()
             .find(|r| r.as_str() == reason)
             .expect("a reason"),
+        freed_bytes: None,
     }
 }
 

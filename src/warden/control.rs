@@ -10,49 +10,83 @@ use crate::messages::{Load, Unload};
 use crate::status::EngineStatus;
 
 impl Warden {
-    /// Loads (or switches to) `model` (`None`: the default) now, without a
-    /// turn, with the keep-alive to hold it for; the status after the load.
+    /// Loads `model` (`None`: the default) now, without a turn, with the
+    /// keep-alive to hold it for; the status after the load. Beside other
+    /// residents when memory allows (`law::residents`), as a turn's load.
     pub async fn load(
         &self,
         model: Option<String>,
         keep_alive: Option<KeepAlive>,
     ) -> Result<EngineStatus, WardenError> {
-        let r = self.inner.engine.send(Load { model, keep_alive }).await;
-        r.unwrap_or_else(|_| Err(crate::actors::engine::shutting_down()))
+        let Some(slot) = self.inner.residency.slot(model.as_deref()) else {
+            return Err(match model {
+                Some(id) => WardenError::ModelNotFound(id),
+                None => WardenError::NoModel,
+            });
+        };
+        let r = slot.engine.send(Load { model, keep_alive }).await;
+        let r = r.unwrap_or_else(|_| Err(crate::actors::engine::shutting_down()));
+        // The engine's own snapshot, with every resident beside it.
+        r.map(|mut s| {
+            s.residents = self.inner.residency.views();
+            s
+        })
     }
 
-    /// Stops the child now; whether a model was loaded.
+    /// Stops every resident's child now; whether a model was loaded.
     pub async fn unload(&self) -> Result<bool, WardenError> {
-        let r = self.inner.engine.send(Unload).await;
+        let mut any = false;
+        for slot in self.inner.residency.slots() {
+            let r = slot.engine.send(Unload).await;
+            any |= r.unwrap_or_else(|_| Err(crate::actors::engine::shutting_down()))?;
+        }
+        Ok(any)
+    }
+
+    /// Stops `model`'s child now (`None`: the default's); whether it was loaded.
+    pub async fn unload_model(&self, model: Option<&str>) -> Result<bool, WardenError> {
+        let Some(slot) = self.inner.residency.slot(model) else {
+            return Ok(false);
+        };
+        let r = slot.engine.send(Unload).await;
         r.unwrap_or_else(|_| Err(crate::actors::engine::shutting_down()))
     }
 
-    /// Queues the idle timer's `Reap` now, fire-and-forget as the timer
-    /// sends it (behind a running turn; the engine still checks idleness,
-    /// and says `ReapChecked`).
+    /// Queues the idle timer's `Reap` now in every engine, fire-and-forget
+    /// as the timer sends it (behind a running turn; each engine still
+    /// checks idleness, and says `ReapChecked`).
     #[cfg(feature = "testing")]
     pub fn queue_reap(&self) {
-        self.inner.engine.do_send(crate::messages::Reap);
+        for slot in self.inner.residency.slots() {
+            slot.engine.do_send(crate::messages::Reap);
+        }
     }
 
-    /// The sensor's idle `BrakeSample` with `reading`, now, and back once
-    /// the engine handled it.
+    /// The sensor's idle `BrakeSample` with `reading`, now, to every engine
+    /// (one without a child ignores it), and back once they handled it.
     #[cfg(feature = "testing")]
     pub async fn brake_sample_now(&self, reading: Result<crate::law::brake::Readings, crate::sensors::view::BrakeOff>) {
-        let _ = self.inner.engine.send(crate::messages::BrakeSample { reading }).await;
+        for slot in self.inner.residency.slots() {
+            let reading = reading.clone();
+            let _ = slot.engine.send(crate::messages::BrakeSample { reading }).await;
+        }
     }
 
-    /// Makes the engine's next turn panic once its model is loaded (the
+    /// Makes each engine's next turn panic once its model is loaded (the
     /// supervision tests' hook).
     #[cfg(feature = "testing")]
     pub fn panic_next_turn(&self) {
-        self.inner.engine.do_send(crate::messages::recover::PanicNextTurn);
+        for slot in self.inner.residency.slots() {
+            slot.engine.do_send(crate::messages::recover::PanicNextTurn);
+        }
     }
 
-    /// Stops the engine's own arbiter now, as if the engine died under a
-    /// turn (the supervision tests' hook); `false` on the caller's arbiter.
+    /// Stops the default model's engine's own arbiter now, as if the engine
+    /// died under a turn (the supervision tests' hook); `false` on the
+    /// caller's arbiter.
     #[cfg(feature = "testing")]
     pub fn stop_engine_now(&self) -> bool {
-        self.inner.arbiter.as_ref().is_some_and(|a| a.stop())
+        let slot = self.inner.residency.slot(None);
+        slot.and_then(|s| s.arbiter.as_ref()).is_some_and(|a| a.stop())
     }
 }

@@ -14,18 +14,28 @@ impl Warden {
     /// The side door to the live child when it runs `model` (`None`: the
     /// default), else `None`.
     pub fn door_for(&self, model: Option<&str>) -> Option<Door> {
-        let door = self.inner.door.borrow().clone()?;
         let default = self.inner.catalog.default_entry();
         let want = match model {
             Some(m) => m,
             None => default.as_ref()?.id.as_str(),
         };
+        let door = self.inner.residency.slot(Some(want))?.door.borrow().clone()?;
         (door.model == want).then_some(door)
     }
 
-    /// The side door to whatever child runs now.
+    /// The side door to the child of the most recently used resident.
     pub fn door(&self) -> Option<Door> {
-        self.inner.door.borrow().clone()
+        self.inner.residency.current()?.door.borrow().clone()
+    }
+
+    /// The side door to every live child (the metrics read each).
+    pub fn doors(&self) -> Vec<Door> {
+        self.inner
+            .residency
+            .slots()
+            .iter()
+            .filter_map(|s| s.door.borrow().clone())
+            .collect()
     }
 
     /// A tokenizer call: straight to the child when it runs the model

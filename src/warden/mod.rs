@@ -1,17 +1,15 @@
 //! `Warden`: the embedding API. An actix application starts one inside its
-//! `System`; it selects the engine, starts `EngineActor` on its own arbiter
-//! (a long-lived thread: the child's parent-death signal is tied to the
-//! thread that spawned it) and the `IdleTimer`, and hands out the engine's
-//! address, the status watch, the event stream and `submit` for chat turns.
-//! Cheap to clone; every clone talks to the same engine.
+//! `System`; it selects the engine, starts one `EngineActor` per catalog
+//! model, each on its own arbiter (a long-lived thread: a child's
+//! parent-death signal is tied to the thread that spawned it) with its
+//! `IdleTimer` (`residency`), and hands out the status watch, the event
+//! stream and `submit`, which routes each turn to its model's engine.
+//! Cheap to clone; every clone talks to the same engines.
 
 use std::sync::Arc;
 
-use actix::prelude::*;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use crate::actors::engine::Door;
-use crate::actors::{EngineActor, IdleTimer, PrefixCacheActor};
 use crate::catalog::Catalog;
 use crate::config::WardenConfig;
 use crate::engines::Backend;
@@ -30,6 +28,7 @@ mod control;
 mod door;
 mod plan;
 mod recent;
+mod residency;
 mod start;
 
 pub use chunks::{Chunk, TurnStream};
@@ -57,26 +56,22 @@ pub struct Warden {
 }
 
 pub(crate) struct Inner {
-    engine: Addr<EngineActor>,
-    /// The MLX prefix cache's owner: MLX turns reach the engine through it.
-    prefix: Option<Addr<PrefixCacheActor>>,
-    _timer: Addr<IdleTimer>,
-    status: watch::Receiver<EngineStatus>,
+    /// The engines, one per resident model, and the map that routes to them.
+    residency: Arc<residency::Residency>,
     events: broadcast::Sender<WardenEvent>,
     catalog: Arc<Catalog>,
     /// What each entry's files let a request send it, read once each.
     capabilities: crate::capabilities::CapabilityCache,
     config: Arc<WardenConfig>,
+    /// Every turn waiting or running, over all engines (`WARDEN_MAX_QUEUE`).
     queue: Arc<QueueGauge>,
     /// The next arrival number. Numbering and queueing happen under one
-    /// short lock, so the numbers are the mailbox's order even when two HTTP
-    /// workers submit at once (the lock guards a counter, never the child).
+    /// short lock, so the numbers are the mailboxes' order even when two
+    /// HTTP workers submit at once (the lock guards a counter, never a child).
     seq: std::sync::Mutex<u64>,
-    /// The engine's own arbiter; `None` when it runs on the caller's
-    /// (`start_here`), which the warden does not own and never stops.
-    arbiter: Option<ArbiterHandle>,
+    /// The engine family.
+    kind: EngineKind,
     engine_note: Option<String>,
-    door: watch::Receiver<Option<Door>>,
     metrics: Arc<Metrics>,
     history: Arc<History>,
     /// The recent events, numbered (`/warden/events` replays them).
@@ -84,26 +79,28 @@ pub(crate) struct Inner {
     /// The worker watch's live views (status overlays them: the engine
     /// publishes only on changes of its own).
     worker_views: Option<watch::Receiver<Vec<crate::rpc::remote::WorkerView>>>,
-    /// A copy of the engine's backend, which `plan_for` plans with as a
+    /// A copy of the engines' backend, which `plan_for` plans with as a
     /// load does (it holds paths and the GPU source, no child).
     planner: Backend,
 }
 
 impl Drop for Inner {
-    /// The last `Warden` is gone: nothing can reach the engine any more, so
-    /// it stops its child (SIGTERM, grace, SIGKILL), and the engine's own
+    /// The last `Warden` is gone: nothing can reach the engines any more, so
+    /// each stops its child (SIGTERM, grace, SIGKILL), and each engine's own
     /// arbiter stops after it, instead of a child running on until the
-    /// process exits. After `Warden::shutdown` this finds both stopped.
+    /// process exits. After `Warden::shutdown` this finds them stopped.
     fn drop(&mut self) {
-        let engine = self.engine.clone();
-        match &self.arbiter {
-            Some(arbiter) => {
-                arbiter.spawn(async move {
-                    let _ = engine.send(crate::messages::Shutdown).await;
-                    actix::Arbiter::current().stop();
-                });
+        for slot in self.residency.slots() {
+            let engine = slot.engine.clone();
+            match &slot.arbiter {
+                Some(arbiter) => {
+                    arbiter.spawn(async move {
+                        let _ = engine.send(crate::messages::Shutdown).await;
+                        actix::Arbiter::current().stop();
+                    });
+                }
+                None => engine.do_send(crate::messages::Shutdown),
             }
-            None => engine.do_send(crate::messages::Shutdown),
         }
     }
 }
@@ -148,7 +145,7 @@ impl Warden {
     /// The latest status snapshot (never waits for a turn), with the
     /// workers as the watch sees them now.
     pub fn status(&self) -> EngineStatus {
-        let mut s = self.inner.status.borrow().clone();
+        let mut s = self.inner.residency.status();
         if let (Some(w), Some(rx)) = (s.workers.as_mut(), &self.inner.worker_views) {
             w.workers = rx.borrow().clone();
         }
@@ -156,30 +153,21 @@ impl Warden {
     }
 
     /// The live child's last `lines` lines of output (redacted as captured),
-    /// empty with no child. Never waits for a turn.
+    /// empty with no child; the most recently used resident's. Never waits
+    /// for a turn.
     pub fn child_output_tail(&self, lines: usize) -> Vec<String> {
-        self.inner
-            .door
-            .borrow()
-            .as_ref()
-            .map(|d| d.output_tail(lines))
-            .unwrap_or_default()
+        self.door().map(|d| d.output_tail(lines)).unwrap_or_default()
     }
 
     /// The lines the live child's output log keeps apart from its ring
     /// (load lines, cancellations: `child::output`), empty with no child.
     pub fn child_output_kept(&self) -> Vec<String> {
-        self.inner
-            .door
-            .borrow()
-            .as_ref()
-            .map(|d| d.output_kept())
-            .unwrap_or_default()
+        self.door().map(|d| d.output_kept()).unwrap_or_default()
     }
 
-    /// A receiver of status changes.
+    /// A receiver of status changes (the warden's: any engine's change).
     pub fn watch_status(&self) -> watch::Receiver<EngineStatus> {
-        self.inner.status.clone()
+        self.inner.residency.watch()
     }
 
     /// A receiver of lifecycle events from now on.
@@ -217,7 +205,7 @@ impl Warden {
 
     /// The engine family.
     pub fn engine_kind(&self) -> EngineKind {
-        self.inner.status.borrow().engine
+        self.inner.kind
     }
 
     /// A selection notice (why the engine is not what was asked for).
@@ -266,11 +254,19 @@ impl Warden {
                 route: req.route.path(),
             }));
         }
+        let Some(slot) = self.inner.residency.slot(req.model.as_deref()) else {
+            // No engine: an empty catalog's default, or a model the engine
+            // cannot run (the catalog lists only what it can).
+            return Err(refused(match &req.model {
+                Some(id) => WardenError::ModelNotFound(id.to_string()),
+                None => WardenError::NoModel,
+            }));
+        };
         let max = self.inner.config.max_queue;
         let ticket = self
             .inner
             .queue
-            .try_enter(max)
+            .try_enter_for(&slot.queue, max)
             .ok_or_else(|| refused(WardenError::QueueFull(max)))?;
         let (tx, rx) = mpsc::channel(TURN_EVENTS_BUFFER);
         // A poisoned lock still holds a valid counter.
@@ -294,9 +290,9 @@ impl Warden {
             seq,
             ticket: Some(ticket),
         };
-        match &self.inner.prefix {
+        match &slot.prefix {
             Some(prefix) => prefix.do_send(ClaimPrefix(turn)),
-            None => self.inner.engine.do_send(turn),
+            None => slot.engine.do_send(turn),
         }
         drop(next);
         Ok((rx, watch))
@@ -316,11 +312,19 @@ impl Warden {
     /// Call it before the application exits; a SIGKILLed application's child
     /// dies by the parent-death signal instead.
     pub async fn shutdown(&self) {
-        if let Err(e) = self.inner.engine.send(Shutdown).await {
-            tracing::warn!("engine shutdown message failed: {e}");
+        let slots = self.inner.residency.slots();
+        // Every child stops at once: each engine saves nothing at shutdown,
+        // so the wait is one grace, not one per resident.
+        let stops = slots.iter().map(|s| s.engine.send(Shutdown));
+        for r in futures::future::join_all(stops).await {
+            if let Err(e) = r {
+                tracing::warn!("engine shutdown message failed: {e}");
+            }
         }
-        if let Some(arbiter) = &self.inner.arbiter {
-            arbiter.stop();
+        for slot in slots {
+            if let Some(arbiter) = &slot.arbiter {
+                arbiter.stop();
+            }
         }
     }
 }

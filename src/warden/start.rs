@@ -4,11 +4,12 @@
 //! their own (or the caller's, for tests on paused time), the MLX prefix
 //! cache's owner, the worker watch, the idle timer and the memory history.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
 use tokio::sync::{broadcast, watch};
 
+use super::residency::{Residency, Slot};
 use super::{EVENTS_BUFFER, Inner, StartError, Warden};
 use crate::actors::engine::Wiring;
 use crate::actors::{EngineActor, EngineCore, IdleTimer, PrefixCacheActor, SensorActor};
@@ -101,21 +102,18 @@ impl WardenBuilder {
             Some(b) => (b, None),
             None => engines::preflight::choose(&config)?,
         };
-        // A long-lived thread of the engine's own: the child's parent-death
-        // signal is tied to the thread that spawned it.
-        let arbiter = (!self.here).then(|| Arbiter::new().handle());
         let parts = Parts {
             config: config.clone(),
             catalog: self.catalog,
             backend,
             note,
-            arbiter: arbiter.clone(),
+            here: self.here,
             launcher: self.launcher,
         };
-        let Some(view) = self.sensor else {
-            return Ok(sensed(parts));
-        };
-        Ok(assemble(parts, view, None))
+        Ok(match self.sensor {
+            None => sensed(parts),
+            Some(view) => assemble(parts, Views::Given(Arc::new(Mutex::new(view))), None),
+        })
     }
 }
 
@@ -125,127 +123,216 @@ struct Parts {
     catalog: Catalog,
     backend: Backend,
     note: Option<String>,
-    /// `None`: the caller's.
-    arbiter: Option<ArbiterHandle>,
+    /// The engines on the caller's arbiter.
+    here: bool,
     launcher: Launcher,
 }
 
-/// With this platform's `SensorActor`, on the engine's arbiter. On the
-/// engine's thread it stops with the engine: a sample is a few small /proc
-/// reads (microseconds) between the relay's chunks.
+/// Where each engine's brake reads its readings: the sensor's latest (a
+/// view of its own per engine: it keeps its turn's swap-out count), or an
+/// embedder's or a test's one view, shared.
+enum Views {
+    Sensor(watch::Receiver<Latest>),
+    Given(Arc<Mutex<Box<dyn PressureView>>>),
+}
+
+impl Views {
+    fn one(&self) -> Box<dyn PressureView> {
+        match self {
+            Self::Sensor(latest) => Box::new(crate::sensors::view::SensorView::new(latest.clone())),
+            Self::Given(shared) => Box::new(Shared(shared.clone())),
+        }
+    }
+}
+
+/// A given view, shared by every engine (one reading at a time).
+#[derive(Debug)]
+struct Shared(Arc<Mutex<Box<dyn PressureView>>>);
+
+impl PressureView for Shared {
+    fn read(&mut self, point: crate::law::brake::Point) -> Result<crate::law::brake::Readings, crate::sensors::view::BrakeOff> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).read(point)
+    }
+}
+
+/// With this platform's `SensorActor`, on the first engine's arbiter (a
+/// sample is a few small /proc reads, microseconds, between the relay's
+/// chunks). Its idle samples go to every engine with a model loaded.
 fn sensed(parts: Parts) -> Warden {
-    let (sensor, view) = SensorActor::new(
+    let (sensor, _) = SensorActor::new(
         crate::sensors::pressure::default_provider(),
         parts.config.force_pressure,
         parts.config.sensor_period,
     );
-    let latest = Some(sensor.subscribe());
-    let (config, arbiter) = (parts.config.clone(), parts.arbiter.clone());
-    let w = assemble(parts, Box::new(view), latest);
+    let latest = sensor.subscribe();
+    let config = parts.config.clone();
+    let w = assemble(parts, Views::Sensor(latest.clone()), Some(latest));
+    let residency = Arc::downgrade(&w.inner.residency);
     let sensor = sensor.brake_samples_to(
-        w.inner.engine.clone().recipient(),
-        w.inner.status.clone(),
+        Box::new(move || residency.upgrade().map(|r| r.loaded_engines()).unwrap_or_default()),
         config.brake_tick,
     );
-    match &arbiter {
-        Some(a) => SensorActor::start_in_arbiter(a, move |_| sensor),
+    match w.inner.residency.slots().first().and_then(|s| s.arbiter.clone()) {
+        Some(a) => SensorActor::start_in_arbiter(&a, move |_| sensor),
         None => sensor.start(),
     };
     w
 }
 
-/// Starts the engine on the parts' arbiter, or on the current one when
-/// `None`; then the MLX prefix cache's owner, the worker watch and the
-/// idle timer.
-fn assemble(parts: Parts, sensor: Box<dyn PressureView>, latest: Option<watch::Receiver<Latest>>) -> Warden {
+/// What each engine is started with beside its model.
+struct Shell {
+    config: Arc<WardenConfig>,
+    backend: Backend,
+    catalog: Arc<Catalog>,
+    events_tx: broadcast::Sender<crate::status::WardenEvent>,
+    metrics: Arc<Metrics>,
+    launcher: Launcher,
+    views: Views,
+    here: bool,
+    /// `None`: one engine for every model (no peers).
+    residency: Option<Arc<Residency>>,
+}
+
+impl Shell {
+    /// One engine, on an arbiter of its own (a long-lived thread: its
+    /// child's parent-death signal is tied to the thread that spawned it),
+    /// with its idle timer and, on MLX, its prefix cache's owner.
+    fn engine(&self, model: Option<String>) -> Slot {
+        let (status_tx, status_rx) = watch::channel(EngineStatus::default());
+        let (door_tx, door_rx) = watch::channel(None);
+        let (idle_clock_tx, idle_clock_rx) = watch::channel(None);
+        let queue = Arc::new(QueueGauge::default());
+        // The prefix cache has an owner only on the MLX engine. Its address
+        // exists before it runs: the engine tells it of a failed reset, and
+        // it forwards turns to the engine.
+        let prefix_ctx = self.backend.prefix_cache().then(Context::<PrefixCacheActor>::new);
+        let core = EngineCore::new(
+            self.config.clone(),
+            self.backend.clone(),
+            self.catalog.clone(),
+            Wiring {
+                status_tx,
+                events_tx: self.events_tx.clone(),
+                sensor: self.views.one(),
+                prefix: prefix_ctx.as_ref().map(|c| c.address().recipient()),
+                door_tx,
+                idle_clock_tx,
+                metrics: self.metrics.clone(),
+                launcher: self.launcher.clone(),
+                peers: self.residency.as_ref().map(|r| r.peers()),
+                queue: queue.clone(),
+            },
+        );
+        let arbiter = (!self.here).then(|| Arbiter::new().handle());
+        let engine = match &arbiter {
+            Some(arbiter) => EngineActor::start_in_arbiter(arbiter, move |_| EngineActor::new(core)),
+            None => EngineActor::new(core).start(),
+        };
+        let prefix = prefix_ctx.map(|ctx| ctx.run(PrefixCacheActor::new(engine.clone())));
+        let timer = IdleTimer::new(
+            engine.clone().recipient(),
+            status_rx.clone(),
+            idle_clock_rx,
+            self.config.idle_tick,
+        )
+        .start();
+        Slot::new(model, engine, prefix, status_rx, door_rx, queue, arbiter, timer)
+    }
+}
+
+/// Starts the engines (one per catalog model, or one for every model on
+/// MLX and over RPC workers: `residency`), then the worker watch and the
+/// memory history.
+fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>) -> Warden {
     let Parts {
         config,
         catalog,
         backend,
         note,
-        arbiter,
+        here,
         launcher,
     } = parts;
     // The catalog lists what this engine can run.
     let mut catalog = catalog;
     catalog.retain(|e| backend.accepts(e.format));
     let planner = backend.clone();
+    let kind = backend.kind();
     let catalog = Arc::new(catalog);
-    let (status_tx, status_rx) = watch::channel(EngineStatus::default());
     let (events_tx, _) = broadcast::channel(EVENTS_BUFFER);
-    // Recording from before the engine runs: its first event is kept.
+    // Recording from before the engines run: their first event is kept.
     let recent = super::recent::Recent::start(&events_tx);
-    let (door_tx, door_rx) = watch::channel(None);
-    let (idle_clock_tx, idle_clock_rx) = watch::channel(None);
     let metrics = Arc::new(Metrics::default());
-    // The prefix cache has an owner only on the MLX engine. Its address
-    // exists before it runs: the engine tells it of a failed reset, and
-    // it forwards turns to the engine.
-    let prefix_ctx = backend.prefix_cache().then(Context::<PrefixCacheActor>::new);
     let (workers, views_tx) = crate::actors::engine::workers_link(&config, &backend);
     let worker_views = workers.as_ref().map(|w| w.views.clone());
     // The watch reads with the engine's own reader (one client, one key).
     let watch_remote = workers.as_ref().map(|w| w.remote.clone());
+    let one_engine = backend.prefix_cache() || workers.is_some() || catalog.entries().is_empty();
     // The link is the CPU engine's own state (its loads split over it).
     let mut backend = backend;
     if let Backend::Cpu(cpu) = &mut backend {
         cpu.workers = workers;
     }
-    let core = EngineCore::new(
-        config.clone(),
+    let residency = Residency::new(catalog.default_entry().map(|e| e.id.clone()), config.max_resident);
+    let shell = Shell {
+        config: config.clone(),
         backend,
-        catalog.clone(),
-        Wiring {
-            status_tx,
-            events_tx: events_tx.clone(),
-            sensor,
-            prefix: prefix_ctx.as_ref().map(|c| c.address().recipient()),
-            door_tx,
-            idle_clock_tx,
-            metrics: metrics.clone(),
-            launcher,
-        },
-    );
-    let engine = match &arbiter {
-        Some(arbiter) => EngineActor::start_in_arbiter(arbiter, move |_| EngineActor::new(core)),
-        None => EngineActor::new(core).start(),
+        catalog: catalog.clone(),
+        events_tx: events_tx.clone(),
+        metrics: metrics.clone(),
+        launcher,
+        views,
+        here,
+        residency: (!one_engine).then(|| residency.clone()),
     };
-    let prefix = prefix_ctx.map(|ctx| ctx.run(PrefixCacheActor::new(engine.clone())));
-    if let (Some(tx), Some(remote)) = (views_tx, watch_remote) {
-        let check = engine.clone();
+    let slots: Vec<Arc<Slot>> = if one_engine {
+        vec![Arc::new(shell.engine(None))]
+    } else {
+        catalog
+            .entries()
+            .iter()
+            .map(|e| Arc::new(shell.engine(Some(e.id.clone()))))
+            .collect()
+    };
+    // The warden's status follows every engine's.
+    for slot in &slots {
+        let mut rx = slot.status.clone();
+        let residency = Arc::downgrade(&residency);
+        actix::spawn(async move {
+            while rx.changed().await.is_ok() {
+                match residency.upgrade() {
+                    Some(r) => r.republish(),
+                    None => break,
+                }
+            }
+        });
+    }
+    residency.set_slots(slots);
+    if let (Some(tx), Some(remote), Some(slot)) = (views_tx, watch_remote, residency.slots().first()) {
+        let check = slot.engine.clone();
         crate::rpc::remote::start_watch(remote, config.workers.clone(), tx, move || {
             check.do_send(crate::messages::WorkerCheck)
         });
     }
-    let timer = IdleTimer::new(
-        engine.clone().recipient(),
-        status_rx.clone(),
-        idle_clock_rx,
-        config.idle_tick,
-    )
-    .start();
+    let status_rx = residency.watch();
     let history = Arc::new(History::new(config.ui_sample));
     history::start(&history, status_rx.clone(), latest);
     tracing::info!(
-        engine = status_rx.borrow().engine.tag(),
+        engine = kind.tag(),
         models = catalog.entries().len(),
+        engines = residency.slots().len(),
         "warden started"
     );
     Warden {
         inner: Arc::new(Inner {
-            engine,
-            prefix,
-            _timer: timer,
-            status: status_rx,
+            residency,
             events: events_tx,
             catalog,
             capabilities: Default::default(),
             config,
             queue: Arc::new(QueueGauge::default()),
             seq: std::sync::Mutex::new(0),
-            arbiter,
+            kind,
             engine_note: note,
-            door: door_rx,
             metrics,
             history,
             recent,

@@ -19,6 +19,10 @@ impl EngineCore {
     /// Runs the law on a llama.cpp engine's sample and carries out its action.
     pub(crate) async fn llama_brake(&mut self, point: Point, readings: Readings, facts: WindowFacts) {
         self.brake.level = Some(readings.level);
+        // Beside other residents an idle one may answer first (`room`).
+        if self.brake_over_residents(point, &readings, &facts).await {
+            return;
+        }
         let (action, next) = brake::llama_step(point, &readings, &self.brake.state, &facts);
         // The footprint only feeds the log line: read once there is one.
         let mut readings = readings;
@@ -119,6 +123,7 @@ impl EngineCore {
                 self.emit(WardenEvent::Unloaded {
                     model: entry.id.clone(),
                     reason: UnloadReason::Brake,
+                    freed_bytes: None,
                 });
                 self.emit(WardenEvent::Brake {
                     point: point.as_str(),

@@ -59,6 +59,19 @@ impl LiveChild {
         &self.plan.entry.id
     }
 
+    /// What it holds by the law, bytes: weights, KV and compute at its
+    /// allocated window (`window::footprint_bytes`) and the compute
+    /// intercept the window law set aside for it, `None` without the
+    /// header's shape or a known window. The law's count, not the measured
+    /// RSS, is what admission and eviction weigh: llama-server touches its
+    /// KV pages as the window fills, so a fresh child's RSS undercounts
+    /// what it will hold, and mapped weights are not anonymous memory.
+    pub fn footprint_bytes(&self) -> Option<u64> {
+        let shape = self.plan.shape?;
+        let window = self.allocated.or(self.plan.window.ctx())?;
+        Some(crate::law::window::footprint_bytes(&shape, window) + crate::law::window::COMPUTE_INTERCEPT_BYTES)
+    }
+
     /// The read-only face an engine's hook is lent.
     pub(crate) fn view(&self) -> ChildView<'_> {
         ChildView {
@@ -105,6 +118,11 @@ pub struct Wiring {
     pub metrics: Arc<Metrics>,
     /// How children are started (an OS process; a test's in-process fake).
     pub launcher: Launcher,
+    /// The other residents (`None`: this engine serves every model, one
+    /// child at a time, switching).
+    pub peers: Option<Arc<dyn super::room::Peers>>,
+    /// The turns routed to this engine, waiting or running.
+    pub queue: Arc<crate::queue::QueueGauge>,
 }
 
 /// The engine's whole state.
@@ -159,6 +177,10 @@ pub struct EngineCore {
     pub(crate) kv_view: Option<crate::kv_store::StoreView>,
     /// How children are started.
     pub(crate) launcher: Launcher,
+    /// The other residents (`room`); `None` when this engine serves every model.
+    pub(crate) peers: Option<Arc<dyn super::room::Peers>>,
+    /// The turns routed to this engine (an eviction is refused while any).
+    pub(crate) queue: Arc<crate::queue::QueueGauge>,
     /// A test asked the next turn to panic once its model is loaded.
     #[cfg(feature = "testing")]
     pub(crate) panic_next_turn: bool,
@@ -176,6 +198,8 @@ impl EngineCore {
             idle_clock_tx,
             metrics,
             launcher,
+            peers,
+            queue,
         } = wiring;
         let kv = super::kv::open_store(&cfg, &backend);
         let mut core = Self {
@@ -201,6 +225,8 @@ impl EngineCore {
             kv: None,
             kv_view: None,
             launcher,
+            peers,
+            queue,
             #[cfg(feature = "testing")]
             panic_next_turn: false,
         };

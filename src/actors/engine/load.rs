@@ -58,7 +58,13 @@ impl EngineCore {
         // The unload's carry, else the window memory, seeds this spawn: its
         // cap folds into the window.
         let seed = self.brake_seed(&entry.id);
-        let plan = self.backend.plan(&self.cfg, entry.clone(), facts, seed.cap);
+        // Beside other residents: room first (evictions, or a wait for a
+        // turn's end), then a window sized beside what stays (`room`).
+        let beside = match self.make_room(&entry, &facts, seed.cap).await {
+            Ok(b) => b,
+            Err(e) => return Err(self.load_failed(&entry.id, e)),
+        };
+        let plan = self.backend.plan(&self.cfg, entry.clone(), facts, seed.cap, beside);
         let mut events = events;
         let plan = match self.plan_over_workers(plan, events.as_deref_mut()).await {
             Ok(p) => p,
@@ -109,6 +115,9 @@ impl EngineCore {
     fn load_failed(&mut self, id: &str, e: ModelLoadError) -> ModelLoadError {
         // Said before the turn's error reaches its client.
         self.enter(super::core::Activity::Resting);
+        if let Some(peers) = &self.peers {
+            peers.settled(id);
+        }
         self.emit(WardenEvent::LoadFailed {
             model: id.to_string(),
             code: e.code(),
@@ -119,9 +128,15 @@ impl EngineCore {
 
     /// Makes a ready child the live one.
     pub(crate) fn install(&mut self, child: LiveChild) {
+        let model = child.model_id().to_string();
         self.child = Some(child);
         self.activity = super::core::Activity::Resting;
         self.touch();
+        // The status now carries what the child holds: its reservation goes.
+        if let Some(peers) = &self.peers {
+            self.publish();
+            peers.settled(&model);
+        }
     }
 
     /// The header facts of a GGUF model (off the actor's thread: it is file

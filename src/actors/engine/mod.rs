@@ -30,6 +30,7 @@ mod prefix;
 mod publish;
 mod reap;
 mod relay;
+mod room;
 pub(crate) mod retire;
 mod spawn;
 mod state;
@@ -47,11 +48,12 @@ use futures::FutureExt;
 pub use self::core::{EngineCore, Wiring};
 pub use crate::engines::cpu::workers::workers_link;
 pub use door::{Door, DoorError};
+pub use room::Peers;
 pub use supervise::CoreGuard;
 pub use turn::shutting_down;
 
 use crate::error::WardenError;
-use crate::messages::{BrakeSample, Generate, Load, Reap, Recover, Reset, Shutdown, TurnEvent, Unload, WorkerCheck};
+use crate::messages::{BrakeSample, Evict, Generate, Load, Reap, Recover, Reset, Shutdown, TurnEvent, Unload, WorkerCheck};
 use crate::status::EngineStatus;
 
 /// Mailbox capacity. The queue bound is `WARDEN_MAX_QUEUE`, enforced before
@@ -162,6 +164,20 @@ impl Handler<Unload> for EngineActor {
                 (core, Ok(was))
             },
             |why| Err(WardenError::EnginePanicked(why.to_string())),
+        )
+    }
+}
+
+impl Handler<Evict> for EngineActor {
+    type Result = AtomicResponse<Self, Option<u64>>;
+
+    fn handle(&mut self, _msg: Evict, _ctx: &mut Self::Context) -> Self::Result {
+        self.atomic(
+            |mut core| async move {
+                let freed = core.evict().await;
+                (core, freed)
+            },
+            |_why| None,
         )
     }
 }

@@ -87,6 +87,9 @@ impl EngineCore {
                 split: c.and_then(|c| c.plan.rpc().cloned()),
                 given: c.map(|c| c.engine.given().to_vec()).unwrap_or_default(),
             }),
+            kind: c.map(|c| super::room::kind_of(&c.plan.facts)),
+            footprint_bytes: c.and_then(|c| c.footprint_bytes()),
+            residents: Vec::new(),
         }
     }
 
@@ -142,7 +145,7 @@ fn unix_secs(t: SystemTime) -> Option<u64> {
     t.duration_since(SystemTime::UNIX_EPOCH).ok().map(|d| d.as_secs())
 }
 
-fn unix_millis(t: SystemTime) -> Option<u64> {
+pub(super) fn unix_millis(t: SystemTime) -> Option<u64> {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .ok()
         .map(|d| d.as_millis() as u64)

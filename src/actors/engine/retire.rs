@@ -38,6 +38,9 @@ pub enum Retire {
     WorkerLost,
     /// A handler of the engine panicked with the child in an unknown state.
     Panicked,
+    /// Another resident needed its memory, or the brake over the residents
+    /// chose it (`law::residents`).
+    Evicted,
 }
 
 impl Retire {
@@ -52,6 +55,7 @@ impl Retire {
             Self::Hung => UnloadReason::Hung,
             Self::WorkerLost => UnloadReason::WorkerLost,
             Self::Panicked => UnloadReason::Panicked,
+            Self::Evicted => UnloadReason::Evicted,
         }
     }
 
@@ -65,6 +69,7 @@ impl Retire {
             Self::Idle => Some("idle unload"),
             Self::Switch => Some("switch to another model"),
             Self::Brake => Some("memory brake"),
+            Self::Evicted => Some("eviction"),
             // A panicked handler left the child in an unknown state: its
             // slot is not trusted.
             Self::Shutdown | Self::Hung | Self::WorkerLost | Self::Panicked => None,
@@ -94,6 +99,12 @@ impl EngineCore {
         if let Some(what) = why.saves_kv() {
             self.save_slot(what).await;
         }
+        // An eviction says what it gave back; the others are known by their reason.
+        let freed_bytes = self
+            .child
+            .as_ref()
+            .filter(|_| why == Retire::Evicted)
+            .and_then(|c| c.footprint_bytes());
         let mut c = self.child.take()?;
         let raw = c.process.output().raw_tail();
         let exit = process::terminate(&mut c.process, why.grace(self.cfg.stop_grace)).await;
@@ -112,6 +123,7 @@ impl EngineCore {
         self.emit(WardenEvent::Unloaded {
             model: model.clone(),
             reason: why.reason(),
+            freed_bytes,
         });
         Some(raw)
     }
@@ -122,7 +134,7 @@ mod tests {
     use super::*;
 
     /// Every way out.
-    const ALL: [Retire; 8] = [
+    const ALL: [Retire; 9] = [
         Retire::Request,
         Retire::Idle,
         Retire::Switch,
@@ -131,6 +143,7 @@ mod tests {
         Retire::Hung,
         Retire::WorkerLost,
         Retire::Panicked,
+        Retire::Evicted,
     ];
 
     /// Whether `why` is listed in `ALL` (adding a variant fails to compile
@@ -144,7 +157,8 @@ mod tests {
             | Retire::Brake
             | Retire::Hung
             | Retire::WorkerLost
-            | Retire::Panicked => ALL.contains(&why),
+            | Retire::Panicked
+            | Retire::Evicted => ALL.contains(&why),
         }
     }
 

@@ -28,6 +28,7 @@ fn base(ram_mib: u64) -> SpawnPlan {
             source: RamSource::Override,
         }),
         cap: None,
+        beside_bytes: 0,
         engine: crate::engines::plan::EnginePlan::Cpu { rpc: None },
     }
 }

@@ -1,0 +1,222 @@
+//! Several residents, the engine's part: one engine per resident model
+//! (`warden::residency` starts them and routes turns by model), and what
+//! each asks of the others through `Peers`:
+//!
+//! - **A load makes room first** (`make_room`): the model's needs at the
+//!   floor and full window (`engines::plan::newcomer`) go to
+//!   `law::residents::admit` over the other residents. Idle ones it names
+//!   are evicted, least recently used first, each awaited (its KV saved,
+//!   its child stopped) before this child spawns, so two children never
+//!   overlap in memory the law did not grant. While residents in a turn
+//!   hold what it needs it waits, re-asking every `WAIT_STEP`, until the
+//!   load timeout; then 503 `model_does_not_fit` naming each resident.
+//!   The plan is then sized beside the residents that stay
+//!   (`law::plan::Readings::beside_bytes`).
+//! - **An eviction is refused when a turn was routed here** since the
+//!   decision (`evict`): the asker's law runs again with this resident busy.
+//! - **The brake weighs every resident** (`brake_over_residents`): at a
+//!   sample that calls for memory, with another resident idle, the least
+//!   recently used idle one is evicted (fire-and-forget: one action per
+//!   sample, the next sample takes the next) instead of shrinking the
+//!   window in use; otherwise this model's own law acts, as for a lone one.
+//!
+//! Part of `EngineCore`; runs inside an atomic handler.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Recipient;
+use tokio::time::Instant;
+
+use super::core::EngineCore;
+use crate::catalog::ModelEntry;
+use crate::error::ModelLoadError;
+use crate::gguf::ModelFacts;
+use crate::law::brake::{BrakeDid, Point, Readings, WindowFacts};
+use crate::law::residents::{Admission, Memory, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
+use crate::messages::Evict;
+use crate::status::WardenEvent;
+
+/// How often a load waiting for a turn to end asks again. A turn's end is
+/// not signalled to a waiting load (the engines share no mailbox); a
+/// quarter second is small beside a load and costs one lock per step.
+pub const WAIT_STEP: Duration = Duration::from_millis(250);
+
+/// What an engine asks of the residency beside it (`warden::residency`
+/// answers; no lock is held across an await).
+pub trait Peers: Send + Sync + std::fmt::Debug {
+    /// The law's admission of `new` (loading into the engine of
+    /// `new.model`) beside every other resident, on `memory`. A `Load`
+    /// reserves its memory for `new.model` until `settled`, so that a load
+    /// deciding meanwhile counts it.
+    fn admit(&self, new: &Newcomer, memory: Memory) -> Admission;
+    /// The engine of a resident `model`, to evict it.
+    fn engine_of(&self, model: &str) -> Option<Recipient<Evict>>;
+    /// Every resident but `me`, as the law sees it from its published state.
+    fn others(&self, me: &str) -> Vec<Resident>;
+    /// The load of `me` ended (its child is published, or it failed).
+    fn settled(&self, me: &str);
+}
+
+impl EngineCore {
+    /// Makes room for `entry` among the residents: evicts, waits or
+    /// refuses as the law decides (see the module docs). Returns what the
+    /// residents that stay hold, bytes, which the plan sizes beside; 0
+    /// without peers (one engine for every model: MLX, RPC workers).
+    pub(crate) async fn make_room(
+        &mut self,
+        entry: &Arc<ModelEntry>,
+        facts: &Option<Arc<ModelFacts>>,
+        cap: Option<u32>,
+    ) -> Result<u64, ModelLoadError> {
+        let Some(peers) = self.peers.clone() else {
+            return Ok(0);
+        };
+        let alone = self.backend.plan(&self.cfg, entry.clone(), facts.clone(), cap, 0);
+        let Some((mut new, memory)) = crate::engines::plan::newcomer(&alone, &self.cfg) else {
+            // Nothing to weigh: admitted on the count cap alone (an empty need).
+            let none = Newcomer {
+                model: entry.id.clone(),
+                kind: crate::law::residents::ModelKind::Chat,
+                weights_bytes: 0,
+                floor_bytes: 0,
+                full_bytes: None,
+                waited_out: false,
+            };
+            return self.admit_loop(&*peers, none, Memory::Ram(u64::MAX / 4)).await;
+        };
+        new.kind = kind_of(facts);
+        self.admit_loop(&*peers, new, memory).await
+    }
+
+    async fn admit_loop(&mut self, peers: &dyn Peers, mut new: Newcomer, memory: Memory) -> Result<u64, ModelLoadError> {
+        let deadline = Instant::now() + self.cfg.load_timeout;
+        let mut said = false;
+        loop {
+            new.waited_out = Instant::now() >= deadline;
+            match peers.admit(&new, memory) {
+                Admission::Load { evict, kept_bytes, .. } => {
+                    let mut all_gone = true;
+                    for held in evict {
+                        let Some(engine) = peers.engine_of(&held.model) else { continue };
+                        tracing::info!(
+                            model = %held.model,
+                            frees_mib = held.bytes >> 20,
+                            "evicting the idle resident {} for {}",
+                            held.model,
+                            new.model
+                        );
+                        let left = deadline.saturating_duration_since(Instant::now()).max(WAIT_STEP);
+                        match tokio::time::timeout(left, engine.send(Evict)).await {
+                            Ok(Ok(Some(_))) => {}
+                            // Busy since the decision, already gone, or slow:
+                            // the law decides again with what is true now.
+                            _ => all_gone = false,
+                        }
+                    }
+                    if all_gone {
+                        return Ok(kept_bytes);
+                    }
+                    peers.settled(&new.model);
+                }
+                Admission::Wait(short) => {
+                    if !said {
+                        said = true;
+                        tracing::info!(model = %new.model, "waiting for a turn to end: {short}");
+                    }
+                    tokio::time::sleep(WAIT_STEP).await;
+                }
+                Admission::Refuse(short) => {
+                    tracing::warn!(model = %new.model, "refused: {short}");
+                    return Err(ModelLoadError::NoRoom {
+                        id: new.model.clone(),
+                        detail: short.to_string(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// `Evict`: stops the idle child for another model (its KV saved
+    /// first); the bytes it held, or `None` when there was no child or a
+    /// turn was routed here since the decision.
+    pub(crate) async fn evict(&mut self) -> Option<u64> {
+        if self.queue.depth() > 0 {
+            return None;
+        }
+        let bytes = self.child.as_ref()?.footprint_bytes().unwrap_or(0);
+        self.retire(super::retire::Retire::Evicted).await.map(|_| bytes)
+    }
+
+    /// This model as the residents' law sees it at a brake sample (not in
+    /// flight: the sample is at its own turn's start or end, or idle).
+    fn as_resident(&self, facts: &WindowFacts) -> Option<Resident> {
+        let c = self.child.as_ref()?;
+        Some(Resident {
+            model: c.model_id().to_string(),
+            kind: kind_of(&c.plan.facts),
+            footprint_bytes: c.footprint_bytes().unwrap_or(0),
+            last_used_ms: self.last_used.map_or(0, |u| super::publish::unix_millis(u.wall).unwrap_or(0)),
+            in_flight: false,
+            queued: 0,
+            window: *facts,
+            brake: self.brake.state,
+        })
+    }
+
+    /// The brake over every resident at a sample that calls for memory:
+    /// `true` when an eviction answered it (this sample is done), `false`
+    /// when this model's own law decides, as for a lone model.
+    pub(crate) async fn brake_over_residents(&mut self, point: Point, readings: &Readings, facts: &WindowFacts) -> bool {
+        let Some(peers) = self.peers.clone() else { return false };
+        if !crate::law::residents::presses(point, readings) {
+            return false;
+        }
+        let Some(me) = self.as_resident(facts) else { return false };
+        let mut all = peers.others(&me.model);
+        if all.is_empty() {
+            return false;
+        }
+        all.push(me.clone());
+        let sample = Sample {
+            model: &me.model,
+            point,
+            readings: *readings,
+        };
+        let ResidentsBrake::Evict { model, frees_bytes } = brake_over(&sample, &all) else {
+            return false;
+        };
+        tracing::info!(
+            "[{}] Memory brake: point={}, level={}, action={}, model={model}, frees_mib={} (an idle resident before the window in use)",
+            self.backend.kind().tag(),
+            point.as_str(),
+            readings.level.as_str(),
+            BrakeDid::Evict,
+            frees_bytes >> 20
+        );
+        self.emit(WardenEvent::Brake {
+            point: point.as_str(),
+            level: readings.level.as_str(),
+            action: BrakeDid::Evict,
+            window_from: None,
+            window_to: None,
+        });
+        self.brake.last_action = Some(BrakeDid::Evict);
+        if model == me.model {
+            self.retire(super::retire::Retire::Evicted).await;
+        } else if let Some(engine) = peers.engine_of(&model) {
+            // Fire-and-forget: a brake awaits no other engine.
+            engine.do_send(Evict);
+        }
+        true
+    }
+}
+
+/// A model's kind from its header: an embedding model declares a pooling.
+pub(crate) fn kind_of(facts: &Option<Arc<ModelFacts>>) -> crate::law::residents::ModelKind {
+    if facts.as_deref().is_some_and(ModelFacts::is_embedding) {
+        crate::law::residents::ModelKind::Embedding
+    } else {
+        crate::law::residents::ModelKind::Chat
+    }
+}

@@ -1,0 +1,362 @@
+//! The residency: one `EngineActor` per model (`Slot`), each exactly the
+//! design card's shape (its own child, port, per-spawn key, window, brake
+//! state, idle clock and keep-alive, its mailbox serializing that child's
+//! work), and the map from model to engine that routes a turn. Turns for
+//! different models run at once, each engine on its own arbiter.
+//!
+//! The residents' law (`law::residents`) is asked by the engine that loads
+//! (`actors::engine::room`), through `Peers`, which this answers from each
+//! engine's published status and queue: no mailbox is asked, and the one
+//! lock (`admitting`) is held for the law's arithmetic only, so that each
+//! admission sees the reservation of the one before it. (ARCHITECTURE.md
+//! drew a residency actor; its every decision is a pure function over
+//! published state that awaits nothing, so an actor would only add a hop
+//! to every turn's route and an await to every load.)
+//!
+//! Every catalog model has its engine from the start (a thread and a few
+//! watches each; no child until a request), so routing never creates an
+//! actor on a caller's thread. Two engines keep today's one engine for
+//! every model, switching: MLX (mlx_vlm.server's footprint is known only
+//! after its load, so no law can admit it beside another, and its prefix
+//! cache's owner serves one child) and RPC workers (the split spreads one
+//! model over the workers' memory, which the residents' law does not see).
+//!
+//! The status is the most recently used resident's snapshot with every
+//! resident listed (`residents`), republished whenever an engine publishes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use actix::prelude::*;
+use tokio::sync::watch;
+
+use crate::actors::engine::{Door, Peers};
+use crate::actors::{EngineActor, IdleTimer, PrefixCacheActor};
+use crate::law::brake::{BrakeState, WindowFacts};
+use crate::law::residents::{self, Admission, Fit, Memory, Newcomer, Resident};
+use crate::messages::{BrakeSample, Evict};
+use crate::queue::QueueGauge;
+use crate::status::{EngineState, EngineStatus, ResidentView};
+
+/// One engine and what the warden reads of it without its mailbox.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    /// The model it serves; `None`: every model, one at a time.
+    pub model: Option<String>,
+    pub engine: Addr<EngineActor>,
+    /// The MLX prefix cache's owner, which turns reach the engine through.
+    pub prefix: Option<Addr<PrefixCacheActor>>,
+    pub status: watch::Receiver<EngineStatus>,
+    pub door: watch::Receiver<Option<Door>>,
+    /// Turns routed to it, waiting or running.
+    pub queue: Arc<QueueGauge>,
+    /// Bytes an admitted load reserved until its child is published (0: none).
+    reserved: AtomicU64,
+    /// Its own arbiter; `None` on the caller's (`on_this_arbiter`).
+    pub arbiter: Option<ArbiterHandle>,
+    pub _timer: Addr<IdleTimer>,
+}
+
+impl Slot {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        model: Option<String>,
+        engine: Addr<EngineActor>,
+        prefix: Option<Addr<PrefixCacheActor>>,
+        status: watch::Receiver<EngineStatus>,
+        door: watch::Receiver<Option<Door>>,
+        queue: Arc<QueueGauge>,
+        arbiter: Option<ArbiterHandle>,
+        timer: Addr<IdleTimer>,
+    ) -> Self {
+        Self {
+            model,
+            engine,
+            prefix,
+            status,
+            door,
+            queue,
+            reserved: AtomicU64::new(0),
+            arbiter,
+            _timer: timer,
+        }
+    }
+
+    /// Its child holds memory, or its load was admitted.
+    fn resident(&self, s: &EngineStatus) -> bool {
+        s.child_pid.is_some() || s.state == EngineState::Loading || self.reserved.load(Ordering::Acquire) > 0
+    }
+
+    /// As the law sees it (the window and brake state are the engine's own
+    /// business: only the sampled resident's matter, and it gives its own).
+    fn as_resident(&self, s: &EngineStatus) -> Option<Resident> {
+        let model = s.model.clone().or_else(|| self.model.clone())?;
+        let reserved = self.reserved.load(Ordering::Acquire);
+        Some(Resident {
+            model,
+            kind: s.kind.unwrap_or_default(),
+            footprint_bytes: s.footprint_bytes.unwrap_or(0).max(reserved),
+            last_used_ms: s.last_used.unwrap_or(0),
+            in_flight: matches!(s.state, EngineState::Generating | EngineState::Loading) || reserved > 0,
+            queued: self.queue.depth() as u32,
+            window: WindowFacts {
+                allocated: s.context_tokens.unwrap_or(0),
+                kv_per_token: 0,
+                ram_bytes: 0,
+                uncapped: 0,
+                pinned: false,
+            },
+            brake: BrakeState::default(),
+        })
+    }
+
+    fn view(&self, s: &EngineStatus) -> Option<ResidentView> {
+        let model = s.model.clone().or_else(|| self.model.clone())?;
+        let reserved = self.reserved.load(Ordering::Acquire);
+        Some(ResidentView {
+            model,
+            kind: s.kind,
+            state: s.state,
+            child_pid: s.child_pid,
+            port: s.port,
+            context_tokens: s.context_tokens,
+            footprint_bytes: s.footprint_bytes.or((reserved > 0).then_some(reserved)),
+            rss_anon_bytes: s.child_pid.and_then(crate::sensors::footprint::anon_bytes),
+            idle_deadline_ms: s.idle_deadline_ms,
+            last_used: s.last_used,
+            queue_depth: self.queue.depth(),
+            turns: s.turns,
+        })
+    }
+}
+
+/// The map from model to engine, and the residents' law over it.
+#[derive(Debug)]
+pub(crate) struct Residency {
+    /// Set once at start, after the engines (which hold a weak link back).
+    slots: OnceLock<Vec<Arc<Slot>>>,
+    /// The catalog's default model.
+    default_model: Option<String>,
+    /// `WARDEN_MAX_RESIDENT`.
+    max_resident: Option<usize>,
+    /// One admission at a time (held for the law's arithmetic only).
+    admitting: Mutex<()>,
+    /// The warden's status: the most recently used resident's, with all.
+    combined: watch::Sender<EngineStatus>,
+}
+
+impl Residency {
+    pub fn new(default_model: Option<String>, max_resident: Option<usize>) -> Arc<Self> {
+        Arc::new(Self {
+            slots: OnceLock::new(),
+            default_model,
+            max_resident,
+            admitting: Mutex::new(()),
+            combined: watch::Sender::new(EngineStatus::default()),
+        })
+    }
+
+    /// What an engine holds of its peers: a weak link (the residency owns
+    /// the engines' addresses; an engine must not keep it alive).
+    pub fn peers(self: &Arc<Self>) -> Arc<dyn Peers> {
+        Arc::new(Peerage(Arc::downgrade(self)))
+    }
+
+    /// Installs the engines (once, at start) and publishes the status.
+    pub fn set_slots(&self, slots: Vec<Arc<Slot>>) {
+        let _ = self.slots.set(slots);
+        self.republish();
+    }
+
+    pub fn slots(&self) -> &[Arc<Slot>] {
+        self.slots.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// The engine that serves `model` (`None`: the default); `None` for a
+    /// model no engine serves (not in the catalog).
+    pub fn slot(&self, model: Option<&str>) -> Option<&Arc<Slot>> {
+        let slots = self.slots();
+        if let [one] = slots
+            && one.model.is_none()
+        {
+            return Some(one);
+        }
+        let want = model.or(self.default_model.as_deref())?;
+        slots.iter().find(|s| s.model.as_deref() == Some(want))
+    }
+
+    /// The slot the top-level status shows: the resident used last (a
+    /// loading one counts as in use now), else the one used last, else
+    /// the default model's.
+    pub fn current(&self) -> Option<&Arc<Slot>> {
+        let slots = self.slots();
+        let key = |s: &Arc<Slot>| {
+            let st = s.status.borrow();
+            let now = st.state == EngineState::Loading || st.state == EngineState::Generating;
+            (s.resident(&st), now, st.last_used)
+        };
+        slots
+            .iter()
+            .max_by_key(|s| key(s))
+            .filter(|s| {
+                let (resident, now, used) = key(s);
+                resident || now || used.is_some()
+            })
+            .or_else(|| self.slot(None))
+            .or(slots.first())
+    }
+
+    /// Every resident's view, most recently used first.
+    pub fn views(&self) -> Vec<ResidentView> {
+        let mut v: Vec<ResidentView> = self
+            .slots()
+            .iter()
+            .filter_map(|s| {
+                let st = s.status.borrow();
+                s.resident(&st).then(|| s.view(&st)).flatten()
+            })
+            .collect();
+        v.sort_by_key(|r| std::cmp::Reverse(r.last_used));
+        v
+    }
+
+    /// The warden's status now.
+    pub fn status(&self) -> EngineStatus {
+        let mut s = self
+            .current()
+            .map(|c| c.status.borrow().clone())
+            .unwrap_or_default();
+        s.residents = self.views();
+        s
+    }
+
+    /// Republishes the warden's status (an engine published).
+    pub fn republish(&self) {
+        self.combined.send_replace(self.status());
+    }
+
+    /// A receiver of the warden's status.
+    pub fn watch(&self) -> watch::Receiver<EngineStatus> {
+        self.combined.subscribe()
+    }
+
+    /// The engines with a model loaded, for an idle brake sample.
+    pub fn loaded_engines(&self) -> Vec<Recipient<BrakeSample>> {
+        self.slots()
+            .iter()
+            .filter(|s| s.status.borrow().model.is_some())
+            .map(|s| s.engine.clone().recipient())
+            .collect()
+    }
+
+    /// Every resident but `me`, as the law sees them.
+    fn others(&self, me: &str) -> Vec<Resident> {
+        self.slots()
+            .iter()
+            .filter_map(|s| {
+                let st = s.status.borrow();
+                if !s.resident(&st) {
+                    return None;
+                }
+                s.as_resident(&st).filter(|r| r.model != me)
+            })
+            .collect()
+    }
+
+    fn slot_of(&self, model: &str) -> Option<&Arc<Slot>> {
+        self.slots().iter().find(|s| s.model.as_deref() == Some(model))
+    }
+}
+
+/// What an admitted load reserves until its child is published: its full
+/// window when that fits, all the law's budget left beside the residents
+/// when only a smaller one does (the window law will take it), its floor
+/// alone.
+fn reservation(new: &Newcomer, fit: Fit, budget_bytes: i64) -> u64 {
+    match fit {
+        Fit::Full => new.full_bytes.unwrap_or(new.floor_bytes),
+        Fit::Reduced => new.weights_bytes + budget_bytes.max(0) as u64,
+        Fit::FloorAlone => new.floor_bytes,
+    }
+}
+
+/// `Peers` over a weak link to the residency.
+#[derive(Debug)]
+struct Peerage(Weak<Residency>);
+
+impl Peers for Peerage {
+    fn admit(&self, new: &Newcomer, memory: Memory) -> Admission {
+        let Some(r) = self.0.upgrade() else {
+            return Admission::Load {
+                evict: Vec::new(),
+                kept_bytes: 0,
+                budget_bytes: 0,
+                fit: Fit::FloorAlone,
+            };
+        };
+        // A poisoned lock guards nothing but this order.
+        let _one = r.admitting.lock().unwrap_or_else(|p| p.into_inner());
+        let others = r.others(&new.model);
+        let a = residents::admit(new, &others, memory, r.max_resident);
+        if let (Admission::Load { fit, budget_bytes, .. }, Some(me)) = (&a, r.slot_of(&new.model)) {
+            let bytes = reservation(new, *fit, *budget_bytes).max(1);
+            me.reserved.store(bytes, Ordering::Release);
+        }
+        a
+    }
+
+    fn engine_of(&self, model: &str) -> Option<Recipient<Evict>> {
+        let r = self.0.upgrade()?;
+        r.slot_of(model).map(|s| s.engine.clone().recipient())
+    }
+
+    fn others(&self, me: &str) -> Vec<Resident> {
+        self.0.upgrade().map(|r| r.others(me)).unwrap_or_default()
+    }
+
+    fn settled(&self, me: &str) {
+        if let Some(r) = self.0.upgrade()
+            && let Some(s) = r.slot_of(me)
+        {
+            s.reserved.store(0, Ordering::Release);
+            r.republish();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::law::window::MIB;
+
+    fn new(full: Option<u64>) -> Newcomer {
+        Newcomer {
+            model: "m".into(),
+            kind: crate::law::types::ModelKind::Chat,
+            weights_bytes: 100 * MIB,
+            floor_bytes: 200 * MIB,
+            full_bytes: full,
+            waited_out: false,
+        }
+    }
+
+    /// A load reserves what it will take: its full window when it fits,
+    /// the whole budget beside the residents when a smaller window must do
+    /// (the window law takes all of it), its floor when alone past it.
+    #[test]
+    fn a_load_reserves_what_its_window_will_take() {
+        let rows = [
+            // why: the full window fits: the full footprint
+            (new(Some(300 * MIB)), Fit::Full, 900 * MIB as i64, 300 * MIB),
+            // why: a reduced window takes the whole budget, weights beside it
+            (new(Some(2000 * MIB)), Fit::Reduced, 400 * MIB as i64, 500 * MIB),
+            // why: alone past the floor: the floor
+            (new(None), Fit::FloorAlone, -(50 * MIB as i64), 200 * MIB),
+            // why: without a full window (memory alone sizes it) a reduced fit is still the budget
+            (new(None), Fit::Reduced, 10 * MIB as i64, 110 * MIB),
+        ];
+        for (n, fit, budget, want) in rows {
+            assert_eq!(reservation(&n, fit, budget), want, "{fit:?} {budget}");
+        }
+    }
+}
