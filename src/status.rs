@@ -105,8 +105,9 @@ pub struct EngineStatus {
     /// The loaded model's kind (`None`: no model).
     pub kind: Option<crate::law::types::ModelKind>,
     /// What the live child holds by the law, bytes: weights, KV and compute
-    /// at its allocated window (what admission and eviction weigh).
-    pub footprint_bytes: Option<u64>,
+    /// at its allocated window (what admission and eviction weigh; the
+    /// route's `footprint_bytes` is the measured anonymous memory).
+    pub held_bytes: Option<u64>,
     /// Every resident model, most recently used first (the top-level fields
     /// above are the first one's). Empty on one engine's own snapshot; the
     /// warden's status fills it.
@@ -128,12 +129,9 @@ pub struct ResidentView {
     pub port: Option<u16>,
     /// Its allocated window.
     pub context_tokens: Option<u32>,
-    /// What it holds by the law, bytes (a loading one: what its admission
-    /// reserved).
+    /// What it holds by the law, bytes: weights, KV and compute at its
+    /// window (a loading one: what its admission reserved).
     pub footprint_bytes: Option<u64>,
-    /// Its child's anonymous memory now, bytes (measured; it grows as the
-    /// window fills).
-    pub rss_anon_bytes: Option<u64>,
     /// When the idle reap unloads it (Unix milliseconds; `None`: never).
     pub idle_deadline_ms: Option<u64>,
     /// When its last turn ended (Unix milliseconds).

@@ -19,7 +19,8 @@ use crate::warden::Warden;
 /// with the plans' readings, off the server's thread.
 pub async fn list_models(warden: web::Data<Warden>) -> HttpResponse {
     let entries: Vec<_> = warden.catalog().entries().to_vec();
-    let loaded = warden.status().model;
+    // Every resident is loaded, not only the one used last.
+    let loaded: Vec<String> = warden.status().residents.into_iter().map(|r| r.model).collect();
     let default = warden.catalog().default_id();
     let w = warden.get_ref().clone();
     let data = web::block(move || {
@@ -32,7 +33,7 @@ pub async fn list_models(warden: web::Data<Warden>) -> HttpResponse {
                     &w,
                     &machine,
                     e,
-                    loaded.as_deref() == Some(&e.id),
+                    loaded.contains(&e.id),
                     default.as_deref() == Some(&e.id),
                 )
             })

@@ -34,7 +34,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Metric, Registry};
 
-pub use render::Gauges;
+pub use render::{Gauges, ResidentGauges};
 #[cfg(test)]
 use render::relay_child;
 

@@ -45,6 +45,37 @@ pub struct Gauges {
     pub idle_deadline_seconds: Option<f64>,
     /// Whether the child's own metrics were read.
     pub child_metrics_up: Option<bool>,
+    /// Every resident model (the fields above are the most recently used
+    /// one's, as `/warden/status`'s top level).
+    pub residents: Vec<ResidentGauges>,
+}
+
+/// One resident's scrape-time gauges, each series labelled by its model.
+#[derive(Debug, Clone, Default)]
+pub struct ResidentGauges {
+    /// The model id.
+    pub model: String,
+    /// `chat` or `embedding`.
+    pub kind: &'static str,
+    /// What it holds by the law (weights, KV, compute at its window).
+    pub footprint_bytes: Option<u64>,
+    /// Its allocated window.
+    pub context_tokens: Option<u32>,
+    /// Turns routed to it, waiting or running.
+    pub queue_depth: usize,
+    /// Seconds until its idle reap (negative: overdue), when one is due.
+    pub idle_deadline_seconds: Option<f64>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabel {
+    model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelKindLabel {
+    model: String,
+    kind: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -53,15 +84,14 @@ struct EngineModel {
     model: String,
 }
 
-/// The whole exposition: the warden's series, then the child's.
-pub fn render(m: &Metrics, g: &Gauges, child: Option<&str>) -> String {
+/// The whole exposition: the warden's series, then the children's (each
+/// resident's exposition, `(model, text)`, merged family by family).
+pub fn render(m: &Metrics, g: &Gauges, children: &[(String, String)]) -> String {
     let mut out = String::with_capacity(8 * 1024);
     // Writing into a String cannot fail; the encoder's Result is fmt's.
     prometheus_text::encode(&mut out, &m.registry).expect("writing to a String cannot fail");
     prometheus_text::encode(&mut out, &gauges(g)).expect("writing to a String cannot fail");
-    if let (Some(text), Some(model)) = (child, g.model.as_deref()) {
-        out.push_str(&relay_child(text, model));
-    }
+    out.push_str(&relay_children(children));
     out
 }
 
@@ -72,12 +102,22 @@ fn gauges(g: &Gauges) -> Registry {
     // Unloaded, the series stays (at 0, with an empty model) so that an
     // alert on it has something to compare.
     let loaded = Family::<EngineModel, Gauge>::default();
-    let labels = EngineModel {
-        engine: g.engine,
-        model: g.model.clone().unwrap_or_default(),
-    };
-    loaded.get_or_create(&labels).set(i64::from(g.model.is_some()));
+    if g.residents.is_empty() {
+        let labels = EngineModel {
+            engine: g.engine,
+            model: g.model.clone().unwrap_or_default(),
+        };
+        loaded.get_or_create(&labels).set(i64::from(g.model.is_some()));
+    }
+    for res in &g.residents {
+        let labels = EngineModel {
+            engine: g.engine,
+            model: res.model.clone(),
+        };
+        loaded.get_or_create(&labels).set(1);
+    }
     r.register("warden_model_loaded", "1 while a child runs the labelled model", loaded);
+    residents(&mut r, &g.residents);
     gauge(
         &mut r,
         "warden_queue_depth",
@@ -135,6 +175,62 @@ fn gauges(g: &Gauges) -> Registry {
     r
 }
 
+/// Each resident's gauges, labelled by model (families with no sample are
+/// left out, as an absent reading is).
+fn residents(r: &mut Registry, all: &[ResidentGauges]) {
+    let footprint = Family::<ModelKindLabel, Gauge>::default();
+    let window = Family::<ModelLabel, Gauge>::default();
+    let queue = Family::<ModelLabel, Gauge>::default();
+    let deadline = Family::<ModelLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+    let (mut has_window, mut has_deadline, mut has_footprint) = (false, false, false);
+    for res in all {
+        let model = ModelLabel {
+            model: res.model.clone(),
+        };
+        if let Some(b) = res.footprint_bytes {
+            has_footprint = true;
+            let l = ModelKindLabel {
+                model: res.model.clone(),
+                kind: res.kind,
+            };
+            footprint.get_or_create(&l).set(b as i64);
+        }
+        if let Some(w) = res.context_tokens {
+            has_window = true;
+            window.get_or_create(&model).set(i64::from(w));
+        }
+        if let Some(d) = res.idle_deadline_seconds {
+            has_deadline = true;
+            deadline.get_or_create(&model).set(d);
+        }
+        queue.get_or_create(&model).set(res.queue_depth as i64);
+    }
+    if has_footprint {
+        r.register(
+            "warden_resident_footprint_bytes",
+            "What each resident holds by the window law (weights, KV and compute at its window)",
+            footprint,
+        );
+    }
+    if has_window {
+        r.register("warden_resident_context_tokens", "Each resident's allocated window", window);
+    }
+    if !all.is_empty() {
+        r.register(
+            "warden_resident_queue_depth",
+            "Turns routed to each resident, waiting or running",
+            queue,
+        );
+    }
+    if has_deadline {
+        r.register(
+            "warden_resident_idle_deadline_seconds",
+            "Seconds until the idle reap may unload each resident (negative: due at the next tick)",
+            deadline,
+        );
+    }
+}
+
 /// Registers `value` under `name` when there is one. Help texts end without
 /// a full stop: the registry appends it.
 fn gauge<N>(r: &mut Registry, name: &str, help: &str, value: Option<N>)
@@ -149,6 +245,56 @@ where
 /// A label value, escaped as the text format requires.
 fn esc(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// Every resident child's exposition, each sample labelled with its model,
+/// merged family by family: the text format wants each family's `# HELP`
+/// and `# TYPE` once and its samples together, and every llama-server
+/// names the same families.
+pub fn relay_children(children: &[(String, String)]) -> String {
+    // Families in the order first seen; each with its comments and samples.
+    let mut order: Vec<String> = Vec::new();
+    let mut families: std::collections::HashMap<String, (Vec<String>, Vec<String>)> = Default::default();
+    for (model, text) in children {
+        for line in relay_child(text, model).lines() {
+            let (family, comment) = match line.strip_prefix("# ") {
+                Some(rest) => {
+                    let mut words = rest.split_whitespace();
+                    let _kind = words.next();
+                    (words.next().unwrap_or_default().to_string(), true)
+                }
+                None => (line.split(['{', ' ', '\t']).next().unwrap_or_default().to_string(), false),
+            };
+            if family.is_empty() {
+                continue;
+            }
+            let entry = families.entry(family.clone()).or_insert_with(|| {
+                order.push(family.clone());
+                Default::default()
+            });
+            if comment {
+                if !entry.0.iter().any(|c| same_kind(c, line)) {
+                    entry.0.push(line.to_string());
+                }
+            } else {
+                entry.1.push(line.to_string());
+            }
+        }
+    }
+    let mut out = String::new();
+    for f in order {
+        let (comments, samples) = &families[&f];
+        for l in comments.iter().chain(samples) {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Two comment lines of one kind (`# HELP x`, `# TYPE x`) for one family.
+fn same_kind(a: &str, b: &str) -> bool {
+    a.split_whitespace().take(3).eq(b.split_whitespace().take(3))
 }
 
 /// The child's exposition with `model="<id>"` added to every sample, its

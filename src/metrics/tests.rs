@@ -13,7 +13,7 @@ fn value(text: &str, series: &str) -> Option<f64> {
 }
 
 fn scrape(m: &Metrics) -> String {
-    render(m, &Gauges::default(), None)
+    render(m, &Gauges::default(), &[])
 }
 
 fn ended(route: Route, outcome: &'static str, timings: Option<TurnTimings>) -> WardenEvent {
@@ -164,7 +164,11 @@ fn gauges_show_the_loaded_model() {
         child_metrics_up: Some(true),
         ..Gauges::default()
     };
-    let s = render(&Metrics::default(), &g, Some("llamacpp:n_busy_slots_per_decode 1\n"));
+    let s = render(
+        &Metrics::default(),
+        &g,
+        &[("a\"b".to_string(), "llamacpp:n_busy_slots_per_decode 1\n".to_string())],
+    );
     let rows = [
         // why: a quote in a model id is escaped, not a broken label
         ("warden_model_loaded{engine=\"cpu\",model=\"a\\\"b\"}", 1.0),
@@ -201,3 +205,48 @@ fn child_samples_get_the_model_label() {
     // why: a quote in a model id cannot break the label
     assert_eq!(relay_child("x 1", "a\"b").trim_end(), "x{model=\"a\\\"b\"} 1");
 }
+
+/// Two residents' children name the same families: each family's comments
+/// once, its samples together, each labelled with its model.
+#[test]
+fn resident_children_merge_family_by_family() {
+    let child = |n: u32| format!("# HELP x A counter.\n# TYPE x counter\nx {n}\n# TYPE y gauge\ny{{a=\"1\"}} {n}\n");
+    let out = super::render::relay_children(&[("m1".into(), child(1)), ("m2".into(), child(2))]);
+    let want = "# HELP x A counter.\n# TYPE x counter\nx{model=\"m1\"} 1\nx{model=\"m2\"} 2\n\
+                # TYPE y gauge\ny{model=\"m1\",a=\"1\"} 1\ny{model=\"m2\",a=\"1\"} 2\n";
+    assert_eq!(out, want);
+    assert_eq!(super::render::relay_children(&[]), "");
+}
+
+/// Each resident's gauges carry its model (and its kind on the footprint).
+#[test]
+fn every_resident_is_labelled_by_its_model() {
+    let res = |model: &str, kind, q| super::ResidentGauges {
+        model: model.into(),
+        kind,
+        footprint_bytes: Some(1000),
+        context_tokens: Some(4096),
+        queue_depth: q,
+        idle_deadline_seconds: Some(30.0),
+    };
+    let g = Gauges {
+        engine: "cpu",
+        model: Some("a".into()),
+        residents: vec![res("a", "chat", 1), res("e", "embedding", 0)],
+        ..Gauges::default()
+    };
+    let s = render(&Metrics::default(), &g, &[]);
+    let rows = [
+        ("warden_model_loaded{engine=\"cpu\",model=\"a\"}", 1.0),
+        ("warden_model_loaded{engine=\"cpu\",model=\"e\"}", 1.0),
+        ("warden_resident_footprint_bytes{model=\"e\",kind=\"embedding\"}", 1000.0),
+        ("warden_resident_context_tokens{model=\"a\"}", 4096.0),
+        ("warden_resident_queue_depth{model=\"a\"}", 1.0),
+        ("warden_resident_queue_depth{model=\"e\"}", 0.0),
+        ("warden_resident_idle_deadline_seconds{model=\"e\"}", 30.0),
+    ];
+    for (series, want) in rows {
+        assert_eq!(value(&s, series), Some(want), "{series}\n{s}");
+    }
+}
+

@@ -95,7 +95,7 @@ impl Slot {
         Some(Resident {
             model,
             kind: s.kind.unwrap_or_default(),
-            footprint_bytes: s.footprint_bytes.unwrap_or(0).max(reserved),
+            footprint_bytes: s.held_bytes.unwrap_or(0).max(reserved),
             last_used_ms: s.last_used.unwrap_or(0),
             in_flight: matches!(s.state, EngineState::Generating | EngineState::Loading) || reserved > 0,
             queued: self.queue.depth() as u32,
@@ -120,8 +120,7 @@ impl Slot {
             child_pid: s.child_pid,
             port: s.port,
             context_tokens: s.context_tokens,
-            footprint_bytes: s.footprint_bytes.or((reserved > 0).then_some(reserved)),
-            rss_anon_bytes: s.child_pid.and_then(crate::sensors::footprint::anon_bytes),
+            footprint_bytes: s.held_bytes.or((reserved > 0).then_some(reserved)),
             idle_deadline_ms: s.idle_deadline_ms,
             last_used: s.last_used,
             queue_depth: self.queue.depth(),

@@ -88,7 +88,7 @@ impl EngineCore {
                 given: c.map(|c| c.engine.given().to_vec()).unwrap_or_default(),
             }),
             kind: c.map(|c| super::room::kind_of(&c.plan.facts)),
-            footprint_bytes: c.and_then(|c| c.footprint_bytes()),
+            held_bytes: c.and_then(|c| c.footprint_bytes()),
             residents: Vec::new(),
         }
     }

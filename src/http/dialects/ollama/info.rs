@@ -120,33 +120,42 @@ pub async fn tags(warden: web::Data<Warden>) -> HttpResponse {
     HttpResponse::Ok().json(json!({ "models": models }))
 }
 
-/// `GET /api/ps`: the model the child runs, its memory (the weights and
-/// its window's KV cache), its window and when the idle reap unloads it.
+/// `GET /api/ps`: every resident model, most recently used first: its
+/// memory (the weights and its window's KV cache), its window and when the
+/// idle reap unloads it.
 pub async fn ps(warden: web::Data<Warden>) -> HttpResponse {
-    let status = warden.status();
-    let Some(entry) = status.model.as_deref().and_then(|m| warden.catalog().get(m)) else {
-        return HttpResponse::Ok().json(json!({ "models": [] }));
-    };
-    let d = web::block(move || describe(entry)).await;
-    let Ok(d) = d else {
-        return HttpResponse::Ok().json(json!({ "models": [] }));
-    };
-    let kv = d.facts.as_ref().map_or(0, crate::law::kv::kv_bytes_per_token);
-    let size = d.size + kv * u64::from(status.context_tokens.unwrap_or(0));
-    // Never reaped: as far ahead as a timestamp goes.
-    let expires = status
-        .idle_deadline_ms
-        .map_or_else(|| "9999-12-31T23:59:59.000Z".to_string(), rfc3339);
-    let mut v = d.listed();
-    v["expires_at"] = json!(expires);
-    v["size"] = json!(size);
-    v["size_vram"] = json!(if warden.engine_kind() == EngineKind::Cpu {
-        0
-    } else {
-        size
-    });
-    v["context_length"] = json!(status.context_tokens);
-    HttpResponse::Ok().json(json!({ "models": [v] }))
+    let residents = warden.status().residents;
+    let cpu = warden.engine_kind() == EngineKind::Cpu;
+    let found: Vec<_> = residents
+        .into_iter()
+        .filter_map(|r| Some((warden.catalog().get(&r.model)?, r)))
+        .collect();
+    let described = web::block(move || {
+        found
+            .into_iter()
+            .map(|(entry, r)| (describe(entry), r))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap_or_default();
+    let models: Vec<_> = described
+        .into_iter()
+        .map(|(d, r)| {
+            let kv = d.facts.as_ref().map_or(0, crate::law::kv::kv_bytes_per_token);
+            let size = d.size + kv * u64::from(r.context_tokens.unwrap_or(0));
+            // Never reaped: as far ahead as a timestamp goes.
+            let expires = r
+                .idle_deadline_ms
+                .map_or_else(|| "9999-12-31T23:59:59.000Z".to_string(), rfc3339);
+            let mut v = d.listed();
+            v["expires_at"] = json!(expires);
+            v["size"] = json!(size);
+            v["size_vram"] = json!(if cpu { 0 } else { size });
+            v["context_length"] = json!(r.context_tokens);
+            v
+        })
+        .collect();
+    HttpResponse::Ok().json(json!({ "models": models }))
 }
 
 /// `POST /api/show` (`{"model": name}`, or the older `{"name": name}`).

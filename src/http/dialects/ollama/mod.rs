@@ -213,11 +213,13 @@ fn translate(api: Api, body: &Map<String, Value>) -> Result<Translated, ApiError
 async fn load_only(warden: &Warden, api: Api, asked: Asked, started: Instant) -> HttpResponse {
     let mut wire = Ndjson::new(api, Target::Chat, asked.name, started, None, warden.watch_status());
     let wanted = asked.model.clone().or_else(|| warden.catalog().default_id());
-    let running = warden.status().model;
+    let running = wanted
+        .as_ref()
+        .filter(|w| warden.status().residents.iter().any(|r| &r.model == *w))
+        .cloned();
     if crate::law::keep_alive::unload_after_turn(asked.keep_alive) {
         if running.is_some()
-            && running == wanted
-            && let Err(e) = warden.unload().await
+            && let Err(e) = warden.unload_model(wanted.as_deref()).await
         {
             return wire.refusal(&e.to_api());
         }
@@ -228,7 +230,7 @@ async fn load_only(warden: &Warden, api: Api, asked: Asked, started: Instant) ->
         return wire.refusal(&e.to_api());
     }
     // Nothing was loaded when it already ran.
-    let load_ms = if running == wanted {
+    let load_ms = if running.is_some() {
         0
     } else {
         load.elapsed().as_millis() as u64
