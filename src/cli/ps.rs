@@ -1,8 +1,11 @@
 //! `llm-warden ps`: what a running server has loaded, from `/warden/status`:
-//! the model, its state, its window (and what bounds it), its memory, when
-//! the idle reaper will unload it, whether its conversations survive a
-//! reload (`KV`), and the queue. Fields a server does not
-//! send (an older one) show as `-`.
+//! one row per resident model, most recently used first: the model, its
+//! kind, its state, its window (and what bounds it), its memory, when the
+//! idle reaper will unload it, whether its conversations survive a reload
+//! (`KV`), and its queue. The first row is the status's top level (the
+//! most recently used resident, with every field); the others come from
+//! `residents`, which carries less (`-` where it does not say). Fields a
+//! server does not send (an older one) show as `-`.
 
 use std::process::ExitCode;
 
@@ -44,8 +47,9 @@ pub fn unix_now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-const HEADERS: [&str; 11] = [
+const HEADERS: [&str; 12] = [
     "MODEL",
+    "KIND",
     "ENGINE",
     "STATE",
     "WINDOW",
@@ -58,12 +62,14 @@ const HEADERS: [&str; 11] = [
     "QUEUE",
 ];
 
-/// The status as a one-row table, seen at `now_ms`; `models` (the
-/// `/v1/models` list) supplies the trained window when the status lacks it.
+/// The status as a table, one row per resident, seen at `now_ms`; `models`
+/// (the `/v1/models` list) supplies the trained window when the status
+/// lacks it.
 pub fn format_ps(s: &Value, models: Option<&Value>, now_ms: u64) -> String {
     let loaded = s.get("model").is_some_and(|m| !m.is_null());
-    let row = vec![
+    let mut rows = vec![vec![
         cell(s.get("model")),
+        cell(s.get("kind")),
         cell(s.get("engine")),
         cell(s.get("state")),
         cell(s.get("context_tokens")),
@@ -74,8 +80,34 @@ pub fn format_ps(s: &Value, models: Option<&Value>, now_ms: u64) -> String {
         keep_alive(s),
         kv(s),
         queue(s),
-    ];
-    table::render(&HEADERS, &[row])
+    ]];
+    let others = s
+        .get("residents")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|r| r.get("model") != s.get("model"));
+    for r in others {
+        let q = match (r.get("queue_depth"), s.get("max_queue")) {
+            (Some(d), Some(m)) => format!("{}/{}", cell(Some(d)), cell(Some(m))),
+            _ => NONE.into(),
+        };
+        rows.push(vec![
+            cell(r.get("model")),
+            cell(r.get("kind")),
+            cell(s.get("engine")),
+            cell(r.get("state")),
+            cell(r.get("context_tokens")),
+            trained(r, models),
+            NONE.into(),
+            bytes_cell(r.get("footprint_bytes")),
+            deadline(r.get("idle_deadline_ms"), true, now_ms),
+            NONE.into(),
+            NONE.into(),
+            q,
+        ]);
+    }
+    table::render(&HEADERS, &rows)
 }
 
 /// The status's trained window, else the loaded entry's in the model list.
@@ -171,16 +203,17 @@ mod tests {
             (
                 json!({"engine": "cpu", "state": "idle", "model": null, "context_tokens": null,
                        "idle_deadline_ms": null, "kv_keep": null, "queue_depth": 0, "max_queue": 256}),
-                vec!["-", "cpu", "idle", "-", "-", "-", "-", "-", "-", "-", "0/256"],
+                vec!["-", "-", "cpu", "idle", "-", "-", "-", "-", "-", "-", "-", "0/256"],
             ),
             // why: loaded, every new field present
             (
-                json!({"engine": "cpu", "state": "ready", "model": "SmolLM2", "context_tokens": 8192,
+                json!({"engine": "cpu", "state": "ready", "model": "SmolLM2", "kind": "chat", "context_tokens": 8192,
                        "trained_window": 8192, "memory_bound_tokens": null, "footprint_bytes": 1_288_490_189u64,
                        "idle_deadline_ms": NOW + 252_000, "keep_alive": "5m", "queue_depth": 1, "max_queue": 256,
                        "kv_keep": {"kept": true, "how": "plain", "reason": null}}),
                 vec![
                     "SmolLM2",
+                    "chat",
                     "cpu",
                     "ready",
                     "8192",
@@ -201,6 +234,7 @@ mod tests {
                        "kv_keep": {"kept": false, "how": "recurrent", "reason": "recurrent memory: ..."}}),
                 vec![
                     "g",
+                    "-",
                     "cuda",
                     "generating",
                     "4096",
@@ -216,12 +250,33 @@ mod tests {
             // why: an older server without the new fields: dashes, not errors
             (
                 json!({"engine": "cpu", "state": "ready", "model": "m", "context_tokens": 2048}),
-                vec!["m", "cpu", "ready", "2048", "-", "-", "-", "-", "-", "-", "-"],
+                vec!["m", "-", "cpu", "ready", "2048", "-", "-", "-", "-", "-", "-", "-"],
             ),
         ];
         for (i, (status, want)) in rows.iter().enumerate() {
             assert_eq!(row(status), *want, "row {i}: {status}");
         }
+    }
+
+    /// Every resident is a row, the top level's first with all its fields,
+    /// the others with what `residents` says of each.
+    #[test]
+    fn one_row_per_resident() {
+        let s = json!({"engine": "cpu", "state": "ready", "model": "chat", "kind": "chat",
+                       "context_tokens": 8192, "queue_depth": 0, "max_queue": 256,
+                       "residents": [
+                           {"model": "chat", "kind": "chat", "state": "ready", "context_tokens": 8192, "queue_depth": 0},
+                           {"model": "minilm", "kind": "embedding", "state": "generating", "context_tokens": 512,
+                            "footprint_bytes": 314_572_800u64, "idle_deadline_ms": NOW + 60_000, "queue_depth": 2},
+                       ]});
+        let text = format_ps(&s, None, NOW);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "a header and two rows: {text}");
+        let cells: Vec<&str> = lines[2].split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+        assert_eq!(
+            cells,
+            ["minilm", "embedding", "cpu", "generating", "512", "-", "-", "300 MiB", "in 1m 0s", "-", "-", "2/256"]
+        );
     }
 
     /// Without a trained window in the status, the model list's is shown.
