@@ -70,6 +70,14 @@ async fn chat_from_the_page(b: &Browser) {
         )
         .await;
     assert!(turn.as_str().unwrap().contains("(chat) completed"), "{turn}");
+    let resident = b
+        .wait_for(
+            "the model in the residents table",
+            "const r = document.querySelector('#residents tbody tr.current'); return r && r.dataset.model;",
+            20,
+        )
+        .await;
+    assert!(!resident.as_str().unwrap_or_default().is_empty(), "{resident}");
     b.wait_for(
         "the model card's word on its conversations (kv_keep)",
         "return document.getElementById('kv-note').textContent === 'conversations kept across reloads';",

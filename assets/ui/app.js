@@ -92,8 +92,33 @@ function kvNote(k) {
   return `conversations not kept across reloads: ${k.reason || k.how}`;
 }
 
+// Every resident model, most recently used first (the cards above are the
+// first one's). Cells are text: a model id never becomes markup.
+function renderResidents() {
+  const s = state.status;
+  const list = s.residents || [];
+  const body = document.querySelector("#residents tbody");
+  while (body.firstChild) body.removeChild(body.firstChild);
+  for (const r of list) {
+    const tr = document.createElement("tr");
+    tr.dataset.model = r.model;
+    if (r.model === s.model) tr.className = "current";
+    const until = r.idle_deadline_ms == null ? "never" : `in ${duration(r.idle_deadline_ms - Date.now())}`;
+    const cells = [r.model, r.kind || "–", r.state, r.context_tokens ? r.context_tokens.toLocaleString() : "–",
+      r.footprint_bytes != null ? bytes(r.footprint_bytes) : "–", String(r.queue_depth), until];
+    for (const c of cells) {
+      const td = document.createElement("td");
+      td.textContent = c;
+      tr.appendChild(td);
+    }
+    body.appendChild(tr);
+  }
+  $("residents-empty").style.display = list.length ? "none" : "";
+}
+
 function renderCards() {
   const s = state.status;
+  renderResidents();
   $("engine").textContent = `${s.engine} engine`;
   $("kv-note").textContent = kvNote(s.kv_keep);
   if (!s.model) {
