@@ -270,3 +270,55 @@ async fn load_status_unload() {
     assert!(!w.unload().await.unwrap());
     w.shutdown().await;
 }
+
+/// Two models whose floors do not fit together (two heavy-KV models on
+/// 2 GiB of overridden RAM): a load for the second never stops the first's
+/// turn in flight. It waits for the turn's end, bounded by the load
+/// timeout; past it, 503 `model_does_not_fit` naming the resident in its
+/// turn, whose stream ends whole. Once the turn has ended, the same request
+/// evicts the idle first model and loads.
+#[actix_rt::test]
+async fn a_turn_in_flight_is_never_stopped_for_another_model() {
+    let dir = tempfile::tempdir().unwrap();
+    heavy_model(dir.path(), "a", json!({"tokens": 150, "token_ms": 20}));
+    heavy_model(dir.path(), "b", json!({"tokens": 150, "token_ms": 20}));
+    let cfg = llm_warden::WardenConfig {
+        ram_override_bytes: Some(2 << 30),
+        load_timeout: Duration::from_millis(1500),
+        ..test_config()
+    };
+    let w = TestWarden::fake(dir.path()).config(cfg).start();
+    let mut ev = w.subscribe();
+    // 1. a streams for 3 s; b waits 1.5 s, then is refused.
+    let a = w.submit(chat(Some("a"), 150, true)).unwrap();
+    let ready = event_or_fail(&mut ev, "a's load", |e| matches!(e, WardenEvent::Ready { .. })).await;
+    let WardenEvent::Ready { pid: pid_a, .. } = ready else { unreachable!() };
+    let b = collect(w.submit(chat(Some("b"), 2, true)).unwrap()).await;
+    let e = b.error.expect("refused");
+    assert_eq!((e.status, e.code.as_str()), (503, "model_does_not_fit"), "{e:?}");
+    assert!(
+        e.message.contains("a (chat) holds") && e.message.contains("in a turn"),
+        "names the resident and what it holds: {}",
+        e.message
+    );
+    let t = collect(a).await;
+    assert!(t.done && t.error.is_none(), "a's turn ends whole: {t:?}");
+    assert_eq!(t.text().split_whitespace().count(), 150);
+    assert!(alive(pid_a));
+    // 2. a is idle now: b evicts it and loads.
+    assert!(collect(w.submit(chat(Some("b"), 2, true)).unwrap()).await.done);
+    assert!(!alive(pid_a), "the idle first model was evicted");
+    let s = w.status();
+    assert_eq!(
+        s.residents.iter().map(|r| r.model.as_str()).collect::<Vec<_>>(),
+        ["b"]
+    );
+    // 3. b streams; a waits for its end (under the timeout), then loads.
+    let long_b = w.submit(chat(Some("b"), 40, true)).unwrap();
+    let again_a = w.submit(chat(Some("a"), 2, true)).unwrap();
+    let (tb, ta) = futures::join!(collect(long_b), collect(again_a));
+    assert!(tb.done && tb.error.is_none(), "{tb:?}");
+    assert!(ta.done && ta.error.is_none(), "a waited for b's turn, then loaded: {ta:?}");
+    assert_eq!(w.status().model.as_deref(), Some("a"));
+    w.shutdown().await;
+}

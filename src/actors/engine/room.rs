@@ -19,6 +19,9 @@
 //!   recently used idle one is evicted (fire-and-forget: one action per
 //!   sample, the next sample takes the next) instead of shrinking the
 //!   window in use; otherwise this model's own law acts, as for a lone one.
+//!   An idle sample reaches every resident's engine: each reaches the same
+//!   decision, and only the resident chosen acts (it evicts itself), so
+//!   one sample is one eviction and one log line.
 //!
 //! Part of `EngineCore`; runs inside an atomic handler.
 
@@ -186,6 +189,12 @@ impl EngineCore {
         let ResidentsBrake::Evict { model, frees_bytes } = brake_over(&sample, &all) else {
             return false;
         };
+        if point == Point::Idle && model != me.model {
+            // Every resident's engine gets the idle sample and reaches the
+            // same decision; the one chosen carries it out on its own
+            // sample, and this one takes no step of its own at this one.
+            return true;
+        }
         tracing::info!(
             "[{}] Memory brake: point={}, level={}, action={}, model={model}, frees_mib={} (an idle resident before the window in use)",
             self.backend.kind().tag(),
