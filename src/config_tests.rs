@@ -77,3 +77,16 @@ fn seconds_past_durations_range_are_refused_not_a_panic() {
         assert_eq!(e.name, "WARDEN_IDLE_TIMEOUT_S", "{v}");
     }
 }
+
+/// `WARDEN_MAX_RESIDENT`: unset is no cap (memory decides), a count caps,
+/// anything else refuses the start naming the variable.
+#[test]
+fn max_resident_counts() {
+    assert_eq!(cfg(&[]).unwrap().max_resident, None);
+    assert_eq!(cfg(&[("WARDEN_MAX_RESIDENT", "")]).unwrap().max_resident, None);
+    assert_eq!(cfg(&[("WARDEN_MAX_RESIDENT", "3")]).unwrap().max_resident, Some(3));
+    for v in ["0", "-1", "two"] {
+        let e = cfg(&[("WARDEN_MAX_RESIDENT", v)]).unwrap_err();
+        assert_eq!(e.name, "WARDEN_MAX_RESIDENT", "{v}");
+    }
+}

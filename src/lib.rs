@@ -9,15 +9,23 @@
 //!
 //! ```text
 //!  HTTP (http::*, actix-web)
-//!    | Warden::submit -> Generate ------------------------------+
+//!    | Warden::submit -> routed by model (warden::residency: the map from
+//!    |   model to engine, and each engine's published status and queue)
+//!    |   -> Generate ---------------------------------------------+
 //!    | (MLX: -> ClaimPrefix -> PrefixCacheActor, who owns the    |
 //!    |  child's KV: it queues Reset, then forwards Generate) ----+
 //!    v                                                           v
-//!  EngineActor (actors::engine) -- owns the one child (child::*), its client and key
+//!  EngineActor (actors::engine), one per catalog model, each on its own
+//!    |  arbiter -- owns that model's one child (child::*), its client and key;
 //!    |  its mailbox is the spec's generation lock (AtomicResponse handlers);
-//!    |  it awaits no other actor in a handler
+//!    |  turns for different models run at once
+//!    |-- Peers (warden::residency) --> law::residents: a load makes room
+//!    |   (Evict --> an idle resident's EngineActor, awaited: the one await
+//!    |   of another actor, which cannot close a circle), waits for a turn's
+//!    |   end, or is refused; the brake evicts an idle resident first
 //!    |<-- BrakeSample -- SensorActor (own clock: RAM pressure, paging; every
-//!    |                   60 s while loaded), its latest reading in a watch
+//!    |                   60 s to each engine with a model loaded), its latest
+//!    |                   reading in a watch
 //!    |-- reads <-- that watch at a turn's start and end (sensors::view)
 //!    |<-- Reap -- IdleTimer (every 30 s, only when a model looks idle)
 //!    |-- ResetFailed --> PrefixCacheActor (the next claim resets)

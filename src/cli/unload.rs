@@ -1,5 +1,6 @@
-//! `llm-warden unload`: `POST /warden/unload`, which stops the model server
-//! now and gives its memory back (the next request loads it again).
+//! `llm-warden unload [MODEL]`: `POST /warden/unload`, which stops every
+//! resident model's server now (or only MODEL's) and gives its memory back
+//! (the next request loads it again).
 
 use std::process::ExitCode;
 
@@ -11,13 +12,19 @@ use super::client::{Server, ServerArgs};
 /// `unload`'s options.
 #[derive(Debug, Args)]
 pub struct UnloadArgs {
+    /// Only this resident model (default: every one).
+    model: Option<String>,
     #[command(flatten)]
     server: ServerArgs,
 }
 
 pub async fn run(a: UnloadArgs) -> anyhow::Result<ExitCode> {
     let server = Server::find(&a.server).await?;
-    let answer = server.post("/warden/unload", &json!({})).await?;
+    let body = match &a.model {
+        Some(m) => json!({ "model": m }),
+        None => json!({}),
+    };
+    let answer = server.post("/warden/unload", &body).await?;
     if a.server.json {
         println!("{}", serde_json::to_string_pretty(&answer)?);
     } else {

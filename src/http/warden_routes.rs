@@ -93,9 +93,39 @@ pub async fn load(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
     }
 }
 
-/// `POST /warden/unload`: stop the child now.
-pub async fn unload(warden: web::Data<Warden>) -> HttpResponse {
-    match warden.unload().await {
+/// The body of `/warden/unload`.
+#[derive(Debug, Deserialize, Default)]
+pub struct UnloadBody {
+    /// One resident to stop; absent: every resident.
+    pub model: Option<String>,
+}
+
+/// `POST /warden/unload`: stop every resident's child now, or only
+/// `{"model": ID}`'s.
+pub async fn unload(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
+    let body: UnloadBody = if body.iter().all(u8::is_ascii_whitespace) {
+        UnloadBody::default()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(b) => b,
+            Err(e) => {
+                let e = crate::error::ApiError::invalid(
+                    "invalid_request",
+                    format!("the body must be empty or {{\"model\": ID}} ({e})"),
+                    None,
+                );
+                return error_response(&e);
+            }
+        }
+    };
+    let done = match &body.model {
+        Some(id) if warden.catalog().get(id).is_none() => {
+            return error_response(&crate::error::WardenError::ModelNotFound(id.clone()).to_api());
+        }
+        Some(id) => warden.unload_model(Some(id)).await,
+        None => warden.unload().await,
+    };
+    match done {
         Ok(was_loaded) => HttpResponse::Ok().json(json!({ "unloaded": was_loaded })),
         Err(e) => error_response(&e.to_api()),
     }

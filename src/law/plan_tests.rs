@@ -412,3 +412,63 @@ fn cuda_respawn_window_rows() {
         assert_eq!(cuda_respawn_window(st, cap, pin), want, "row {i}");
     }
 }
+
+/// Beside other residents the window is sized as if their bytes were more
+/// weights of this model, on the CPU and on the card alike, while the
+/// plan's shape stays the model's own (its footprint is its own).
+#[test]
+fn a_plan_beside_residents_sizes_on_what_they_leave() {
+    let beside = |readings: Readings, bytes: u64| Readings {
+        beside_bytes: bytes,
+        ..readings
+    };
+    let facts = smollm2();
+    let shape = window::shape_of(&facts, 0);
+    // why: on 1 GiB alone SmolLM2 gets its trained 8192; beside 300 MiB it is memory-bound
+    let alone = plan(Some(&facts), &cpu(GIB, 0), None, None);
+    let crowded = plan(Some(&facts), &beside(cpu(GIB, 0), 300 * MIB), None, None);
+    assert_eq!(alone.window.ctx(), Some(8192));
+    let want = window::cpu(
+        &ModelShape {
+            weights_bytes: shape.weights_bytes + 300 * MIB,
+            ..shape
+        },
+        GIB,
+        None,
+        None,
+    );
+    assert_eq!(crowded.window, want);
+    assert!(crowded.window.ctx() < alone.window.ctx());
+    assert_eq!(crowded.shape, alone.shape, "the shape is the model's own");
+    assert_eq!(
+        crowded.budget_bytes,
+        alone.budget_bytes.map(|b| b - (300 * MIB) as i64),
+        "the budget loses exactly what the residents hold"
+    );
+    // why: on a card the free memory already excludes the residents, so
+    // beside 2 GiB of them the budget loses 2 GiB only from the 0.9 share
+    let card_alone = plan(Some(&facts), &gpus(Ok(vec![card(0, 8, 5)]), None, None), None, None);
+    let card_beside = plan(
+        Some(&facts),
+        &beside(gpus(Ok(vec![card(0, 8, 5)]), None, None), 2 * GIB),
+        None,
+        None,
+    );
+    let (a, b) = (card_alone.budget_bytes.unwrap(), card_beside.budget_bytes.unwrap());
+    // min(0.9 x 8, 5) - ... alone; min(0.9 x 8 - 2, 5 + 2 - 2) beside: 5 GiB either way
+    assert_eq!(a, b, "free memory already excludes the residents: {a} vs {b}");
+    let card_full = plan(
+        Some(&facts),
+        &beside(gpus(Ok(vec![card(0, 8, 2)]), None, None), 6 * GIB),
+        None,
+        None,
+    );
+    // why: 0.9 x 8 GiB - 6 GiB held = 1.2 GiB < the 2 GiB free: the share binds
+    let share_bound = ((8 * GIB) as f64 * window::CUDA_VRAM_FRACTION) as i64 - (6 * GIB) as i64;
+    let alone_two = plan(Some(&facts), &gpus(Ok(vec![card(0, 8, 2)]), None, None), None, None);
+    assert_eq!(
+        alone_two.budget_bytes.unwrap() - card_full.budget_bytes.unwrap(),
+        (2 * GIB) as i64 - share_bound,
+        "beside 6 GiB of residents the 0.9 share, not the free memory, binds"
+    );
+}

@@ -11,9 +11,13 @@
 //! `PrefixCacheActor` (`Generate`, and `Reset` ahead of a turn that takes
 //! the MLX cache over), the `SensorActor` (`BrakeSample`, the idle cadence),
 //! the `IdleTimer` (`Reap`), `Warden` (`Load`, `Unload`, `Shutdown`), the
-//! worker watch (`WorkerCheck`). No handler awaits another actor: the brake
-//! reads the sensor's latest reading from a watch, and replies to other
-//! actors are fire-and-forget. A handler that panics is supervised
+//! worker watch (`WorkerCheck`), another resident's engine (`Evict`). One
+//! engine runs per resident model (`warden::residency`); what it asks of
+//! the others goes through `Peers` (`room`). No handler awaits another
+//! actor but a load making room, which awaits each idle resident's `Evict`
+//! (no circle: only a resident with no turn routed to it is evicted, and
+//! `Evict` awaits nothing but its own child); the brake reads the sensor's
+//! latest reading from a watch, and other replies are fire-and-forget. A handler that panics is supervised
 //! (`supervise`): the core comes home, the message in flight gets its
 //! coded reply, and the child is retired before the next message.
 
