@@ -79,7 +79,7 @@ async fn ps_load_models_unload_show_what_the_server_holds() {
 
     let row = ps_row(&cli(&base, Via::Env, key, &["ps"]).await);
     assert_eq!(
-        (row[0].as_str(), row[2].as_str()),
+        (row[0].as_str(), row[3].as_str()),
         ("-", "idle"),
         "nothing loaded yet: {row:?}"
     );
@@ -101,14 +101,15 @@ async fn ps_load_models_unload_show_what_the_server_holds() {
 
     let row = ps_row(&cli(&base, Via::Flag, key, &["ps"]).await);
     assert_eq!(row[0], MODEL, "{row:?}");
-    assert_eq!(row[2], "ready", "{row:?}");
-    assert_eq!(row[3], window.to_string(), "ps shows the window: {row:?}");
-    assert_eq!(row[4], "8192", "SmolLM2's trained window: {row:?}");
+    assert_eq!(row[1], "chat", "{row:?}");
+    assert_eq!(row[3], "ready", "{row:?}");
+    assert_eq!(row[4], window.to_string(), "ps shows the window: {row:?}");
+    assert_eq!(row[5], "8192", "SmolLM2's trained window: {row:?}");
     assert!(
-        row[7].starts_with("in 9m") || row[7] == "in 10m 0s",
+        row[8].starts_with("in 9m") || row[8] == "in 10m 0s",
         "the reap deadline: {row:?}"
     );
-    assert_eq!(row[8], "10m", "the keep-alive load set: {row:?}");
+    assert_eq!(row[9], "10m", "the keep-alive load set: {row:?}");
 
     let r = cli(&base, Via::Env, key, &["models"]).await;
     assert!(r.ok, "{}", r.stderr);
@@ -127,7 +128,7 @@ async fn ps_load_models_unload_show_what_the_server_holds() {
         r.stderr
     );
     let row = ps_row(&cli(&base, Via::Env, key, &["ps"]).await);
-    assert_eq!((row[0].as_str(), row[2].as_str()), ("-", "idle"), "unloaded: {row:?}");
+    assert_eq!((row[0].as_str(), row[3].as_str()), ("-", "idle"), "unloaded: {row:?}");
 
     let r = cli(&base, Via::Env, key, &["status"]).await;
     assert!(

@@ -21,6 +21,12 @@
 //! 7. `cold`: request to first token from nothing loaded.
 //! 8. `rss` (`memory`): `VmRSS` growth over many short turns.
 //! 9. `brake`: the memory brake's warm shrink+respawn, on fresh wardens.
+//! 10. `kv`: the next turn after a reap and a conversation switch, restored
+//!     or re-read.
+//! 11. `residents`: a switch between resident models against today's
+//!     one-model switch, chat beside an embedding batch, the warden's RSS
+//!     with three residents.
+//! 12. `rpc`: a split over loopback RPC workers.
 //!
 //! Noise (`quiet`): each round waits for a quiet machine and is measured
 //! again when other processes took CPU during it.
@@ -44,6 +50,7 @@ mod procs;
 mod quiet;
 mod relay;
 mod report;
+mod residents;
 mod rpc;
 mod stats;
 mod status;
@@ -83,11 +90,11 @@ struct Args {
     /// `WARDEN_RAM_OVERRIDE_GB` of the brake phase.
     #[arg(long, default_value = "0.65")]
     brake_ram_gb: String,
-    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake,kv,rpc.
+    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake,kv,rpc"
+        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc"
     )]
     phases: Vec<String>,
     /// The llm-warden binary (default: next to this one).
@@ -193,6 +200,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     run.shared_warden().await?;
     run.brake().await;
     run.kv().await;
+    run.residents().await;
     run.rpc().await;
     run.report(&out_dir, &start)
 }

@@ -17,7 +17,7 @@ use crate::chart::{self, Series};
 use crate::client;
 use crate::procs::{Direct, WardenProc};
 use crate::report::{self, Headline, Line, Raw, Start};
-use crate::{Args, Setup, brake, cold, gguf, kv, memory, rpc, stats, status};
+use crate::{Args, Setup, brake, cold, gguf, kv, memory, residents, rpc, stats, status};
 
 /// What every phase shares, and what the phases found so far.
 pub struct Run<'a> {
@@ -208,6 +208,18 @@ impl<'a> Run<'a> {
         );
         let r = kv::run(&self.http, &self.setup, rounds, &mut self.raw).await;
         if let Some(l) = self.keep("kv", r) {
+            self.lines.extend(l);
+        }
+    }
+
+    pub async fn residents(&mut self) {
+        if !self.on("residents") {
+            return;
+        }
+        let rounds = self.args.rounds.min(3);
+        eprintln!("== residents: a switch between resident models vs today's switch, chat beside embeddings, RSS ({rounds} rounds)");
+        let r = residents::run(&self.http, &self.setup, rounds, &mut self.raw).await;
+        if let Some(l) = self.keep("residents", r) {
             self.lines.extend(l);
         }
     }

@@ -107,6 +107,12 @@ impl WardenProc {
         if let Some(pid) = v["child_pid"].as_u64() {
             register(pid as u32);
         }
+        // Every resident's child is swept on the way out too.
+        for r in v["residents"].as_array().into_iter().flatten() {
+            if let Some(pid) = r["child_pid"].as_u64() {
+                register(pid as u32);
+            }
+        }
         Ok(v)
     }
 
