@@ -263,3 +263,42 @@ fn calm_idle_reading() -> Result<llm_warden::law::brake::Readings, llm_warden::s
         footprint_bytes: None,
     })
 }
+
+/// Several residents on one card (the fixed GPU list; its free memory does
+/// not drop as fakes load, so the 0.9 share is what binds): two heavy
+/// models get their trained 16384 each, a third is sized beside them into
+/// what the share leaves (between the 4096 floor and 16384), and a fourth,
+/// whose floor no longer fits, evicts the least recently used idle one.
+#[actix_rt::test]
+async fn residents_share_the_card_by_the_law() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("argv.log");
+    for m in ["a", "b", "c", "d"] {
+        heavy_model(dir.path(), m, json!({"argv_log": log}));
+    }
+    let w = cuda_warden(dir.path(), test_config());
+    let mut ev = w.subscribe();
+    for m in ["a", "b", "c"] {
+        assert!(collect(w.submit(chat(Some(m), 2, true)).unwrap()).await.done, "{m}");
+    }
+    let windows: Vec<u32> = spawns(&log)
+        .iter()
+        .map(|(argv, _)| flag(argv, "-c").unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(windows[..2], [16384, 16384], "two fit whole: {windows:?}");
+    assert!(
+        (4096..16384).contains(&windows[2]),
+        "the third is sized beside the two: {windows:?}"
+    );
+    assert_eq!(w.status().residents.len(), 3);
+    assert!(collect(w.submit(chat(Some("d"), 2, true)).unwrap()).await.done);
+    let e = event_or_fail(&mut ev, "the eviction", |e| matches!(e, WardenEvent::Unloaded { .. })).await;
+    assert!(
+        matches!(&e, WardenEvent::Unloaded { model, reason, .. } if model == "a" && reason.as_str() == "evicted"),
+        "{e:?}"
+    );
+    let mut left: Vec<String> = w.status().residents.into_iter().map(|r| r.model).collect();
+    left.sort();
+    assert_eq!(left, ["b", "c", "d"]);
+    w.shutdown().await;
+}

@@ -181,6 +181,9 @@ pub struct EngineCore {
     pub(crate) peers: Option<Arc<dyn super::room::Peers>>,
     /// The turns routed to this engine (an eviction is refused while any).
     pub(crate) queue: Arc<crate::queue::QueueGauge>,
+    /// The model whose load the residents' law admitted, until its child is
+    /// published or the load failed (`room`: its reservation is given back).
+    pub(crate) admitted: Option<String>,
     /// A test asked the next turn to panic once its model is loaded.
     #[cfg(feature = "testing")]
     pub(crate) panic_next_turn: bool,
@@ -227,6 +230,7 @@ impl EngineCore {
             launcher,
             peers,
             queue,
+            admitted: None,
             #[cfg(feature = "testing")]
             panic_next_turn: false,
         };

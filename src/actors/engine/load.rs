@@ -115,9 +115,7 @@ impl EngineCore {
     fn load_failed(&mut self, id: &str, e: ModelLoadError) -> ModelLoadError {
         // Said before the turn's error reaches its client.
         self.enter(super::core::Activity::Resting);
-        if let Some(peers) = &self.peers {
-            peers.settled(id);
-        }
+        self.settle_admission();
         self.emit(WardenEvent::LoadFailed {
             model: id.to_string(),
             code: e.code(),
@@ -128,14 +126,13 @@ impl EngineCore {
 
     /// Makes a ready child the live one.
     pub(crate) fn install(&mut self, child: LiveChild) {
-        let model = child.model_id().to_string();
         self.child = Some(child);
         self.activity = super::core::Activity::Resting;
         self.touch();
         // The status now carries what the child holds: its reservation goes.
-        if let Some(peers) = &self.peers {
+        if self.admitted.is_some() {
             self.publish();
-            peers.settled(&model);
+            self.settle_admission();
         }
     }
 

@@ -118,6 +118,7 @@ impl EngineCore {
                         }
                     }
                     if all_gone {
+                        self.admitted = Some(new.model.clone());
                         return Ok(kept_bytes);
                     }
                     peers.settled(&new.model);
@@ -137,6 +138,14 @@ impl EngineCore {
                     });
                 }
             }
+        }
+    }
+
+    /// The admitted load is over (its child published, it failed, or its
+    /// handler panicked): its reservation goes.
+    pub(crate) fn settle_admission(&mut self) {
+        if let (Some(model), Some(peers)) = (self.admitted.take(), &self.peers) {
+            peers.settled(&model);
         }
     }
 

@@ -85,6 +85,8 @@ impl EngineCore {
     /// engine is at rest, its status published.
     pub(crate) async fn recover(&mut self, why: &str) {
         self.activity = Activity::Resting;
+        // A load that panicked after its admission gives its reservation back.
+        self.settle_admission();
         if let Some(c) = self.child.as_ref() {
             tracing::warn!(
                 engine = self.backend.kind().tag(),
