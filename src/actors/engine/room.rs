@@ -77,16 +77,20 @@ impl EngineCore {
         };
         let alone = self.backend.plan(&self.cfg, entry.clone(), facts.clone(), cap, 0);
         let Some((mut new, memory)) = crate::engines::plan::newcomer(&alone, &self.cfg) else {
-            // Nothing to weigh: admitted on the count cap alone (an empty need).
-            let none = Newcomer {
+            // No header shape to size it by (llama-server sizes its own
+            // window): weighed by its file, on the RAM total, so it still
+            // takes its turn in the count and the memory of the others.
+            let file = std::fs::metadata(&entry.path).map_or(0, |m| m.len());
+            let unsized_need = Newcomer {
                 model: entry.id.clone(),
-                kind: crate::law::residents::ModelKind::Chat,
-                weights_bytes: 0,
-                floor_bytes: 0,
-                full_bytes: None,
+                kind: kind_of(facts),
+                weights_bytes: file,
+                floor_bytes: file,
+                full_bytes: Some(file),
                 waited_out: false,
             };
-            return self.admit_loop(&*peers, none, Memory::Ram(u64::MAX / 4)).await;
+            let ram = alone.ram.map_or(0, |r| r.bytes);
+            return self.admit_loop(&*peers, unsized_need, Memory::Ram(ram)).await;
         };
         new.kind = kind_of(facts);
         self.admit_loop(&*peers, new, memory).await
