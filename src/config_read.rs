@@ -59,8 +59,13 @@ impl WardenConfig {
             self.max_queue = n;
         }
         let raw = var("WARDEN_MAX_RESIDENT");
-        self.max_resident = crate::law::residents::max_resident(raw.as_deref())
-            .map_err(|_| bad("WARDEN_MAX_RESIDENT", raw.unwrap_or_default(), "a count of 1 or more, or unset"))?;
+        self.max_resident = crate::law::residents::max_resident(raw.as_deref()).map_err(|_| {
+            bad(
+                "WARDEN_MAX_RESIDENT",
+                raw.unwrap_or_default(),
+                "a count of 1 or more, or unset",
+            )
+        })?;
         if let Some(n) = parse(var, "WARDEN_MAX_BODY_BYTES", "a byte count")? {
             self.max_body_bytes = n;
         }

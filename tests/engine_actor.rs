@@ -292,7 +292,9 @@ async fn a_turn_in_flight_is_never_stopped_for_another_model() {
     // 1. a streams for 3 s; b waits 1.5 s, then is refused.
     let a = w.submit(chat(Some("a"), 150, true)).unwrap();
     let ready = event_or_fail(&mut ev, "a's load", |e| matches!(e, WardenEvent::Ready { .. })).await;
-    let WardenEvent::Ready { pid: pid_a, .. } = ready else { unreachable!() };
+    let WardenEvent::Ready { pid: pid_a, .. } = ready else {
+        unreachable!()
+    };
     let b = collect(w.submit(chat(Some("b"), 2, true)).unwrap()).await;
     let e = b.error.expect("refused");
     assert_eq!((e.status, e.code.as_str()), (503, "model_does_not_fit"), "{e:?}");
@@ -309,16 +311,16 @@ async fn a_turn_in_flight_is_never_stopped_for_another_model() {
     assert!(collect(w.submit(chat(Some("b"), 2, true)).unwrap()).await.done);
     assert!(!alive(pid_a), "the idle first model was evicted");
     let s = w.status();
-    assert_eq!(
-        s.residents.iter().map(|r| r.model.as_str()).collect::<Vec<_>>(),
-        ["b"]
-    );
+    assert_eq!(s.residents.iter().map(|r| r.model.as_str()).collect::<Vec<_>>(), ["b"]);
     // 3. b streams; a waits for its end (under the timeout), then loads.
     let long_b = w.submit(chat(Some("b"), 40, true)).unwrap();
     let again_a = w.submit(chat(Some("a"), 2, true)).unwrap();
     let (tb, ta) = futures::join!(collect(long_b), collect(again_a));
     assert!(tb.done && tb.error.is_none(), "{tb:?}");
-    assert!(ta.done && ta.error.is_none(), "a waited for b's turn, then loaded: {ta:?}");
+    assert!(
+        ta.done && ta.error.is_none(),
+        "a waited for b's turn, then loaded: {ta:?}"
+    );
     assert_eq!(w.status().model.as_deref(), Some("a"));
     w.shutdown().await;
 }

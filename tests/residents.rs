@@ -47,7 +47,11 @@ fn models_dir() -> tempfile::TempDir {
 
 /// `llm-warden serve` in `group` over `models`, its KV saves in `kv`, the
 /// brake sampling every second.
-async fn warden_in(group: &MemCgroup, models: &std::path::Path, kv: &std::path::Path) -> (tokio::process::Child, String) {
+async fn warden_in(
+    group: &MemCgroup,
+    models: &std::path::Path,
+    kv: &std::path::Path,
+) -> (tokio::process::Child, String) {
     real_llama_server();
     let script = format!(
         "{} {} serve --port 0 --models-dir {} --model smollm2",
@@ -100,7 +104,12 @@ fn unloads(events: &Arc<Mutex<Vec<Value>>>) -> Vec<(String, String)> {
         .unwrap()
         .iter()
         .filter(|e| e["event"] == "unloaded")
-        .map(|e| (e["model"].as_str().unwrap_or("").into(), e["reason"].as_str().unwrap_or("").into()))
+        .map(|e| {
+            (
+                e["model"].as_str().unwrap_or("").into(),
+                e["reason"].as_str().unwrap_or("").into(),
+            )
+        })
         .collect()
 }
 
@@ -115,7 +124,12 @@ fn residents(s: &Value) -> Vec<(String, u32)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r["model"].as_str().unwrap().into(), r["child_pid"].as_u64().unwrap_or(0) as u32))
+        .map(|r| {
+            (
+                r["model"].as_str().unwrap().into(),
+                r["child_pid"].as_u64().unwrap_or(0) as u32,
+            )
+        })
         .collect()
 }
 
@@ -183,15 +197,21 @@ async fn three_residents_fit_and_a_fourth_evicts_the_least_recently_used_idle_on
         "three children: {s}"
     );
     assert_eq!(s["model"], "gemma", "the top level is the last used: {s}");
-    assert!(unloads(&events).is_empty(), "nothing was evicted to hold three: {:?}", unloads(&events));
+    assert!(
+        unloads(&events).is_empty(),
+        "nothing was evicted to hold three: {:?}",
+        unloads(&events)
+    );
     let smollm_pid = pid_of(&s, "smollm2");
 
     // 2. SmolLM2, the least recently used, streams; a fourth model comes.
     let http = reqwest::Client::new();
     let stream = http
         .post(format!("{base}/v1/chat/completions"))
-        .json(&json!({"model": "smollm2", "stream": true, "max_tokens": 400, "ignore_eos": true,
-                      "messages": [{"role": "user", "content": "Count from 1 to 500."}]}))
+        .json(
+            &json!({"model": "smollm2", "stream": true, "max_tokens": 400, "ignore_eos": true,
+                      "messages": [{"role": "user", "content": "Count from 1 to 500."}]}),
+        )
         .send()
         .await
         .unwrap();
@@ -208,7 +228,10 @@ async fn three_residents_fit_and_a_fourth_evicts_the_least_recently_used_idle_on
     });
     hello(&base, "gemma-b").await;
     let text = streaming.await.unwrap();
-    assert!(text.trim_end().ends_with("data: [DONE]"), "the stream was not cut: {text}");
+    assert!(
+        text.trim_end().ends_with("data: [DONE]"),
+        "the stream was not cut: {text}"
+    );
     let evicted = unloads(&events);
     assert_eq!(
         evicted,

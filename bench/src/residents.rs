@@ -53,7 +53,8 @@ fn facts(n: usize) -> String {
 }
 
 fn body(model: &str, messages: &[Value]) -> Bytes {
-    let v = json!({"model": model, "messages": messages, "max_tokens": 8, "temperature": 0, "seed": 42, "stream": true});
+    let v =
+        json!({"model": model, "messages": messages, "max_tokens": 8, "temperature": 0, "seed": 42, "stream": true});
     Bytes::from(v.to_string())
 }
 
@@ -243,7 +244,10 @@ async fn beside_embedding(
     Ok(Line::new(
         &format!("{main} time to first token while {embedder} embeds 64-sentence batches back to back (shared CPU)"),
         format!("alone: {:.0} ms", stats::median(&alone)),
-        format!("beside the batches: {:.0} ms ({batches} batches)", stats::median(&during)),
+        format!(
+            "beside the batches: {:.0} ms ({batches} batches)",
+            stats::median(&during)
+        ),
         format!("{:.2}x", stats::median(&during) / stats::median(&alone)),
         stats::spread(&during, 0),
         "(info)",

@@ -263,19 +263,32 @@ mod tests {
     #[test]
     fn one_row_per_resident() {
         let s = json!({"engine": "cpu", "state": "ready", "model": "chat", "kind": "chat",
-                       "context_tokens": 8192, "queue_depth": 0, "max_queue": 256,
-                       "residents": [
-                           {"model": "chat", "kind": "chat", "state": "ready", "context_tokens": 8192, "queue_depth": 0},
-                           {"model": "minilm", "kind": "embedding", "state": "generating", "context_tokens": 512,
-                            "footprint_bytes": 314_572_800u64, "idle_deadline_ms": NOW + 60_000, "queue_depth": 2},
-                       ]});
+        "context_tokens": 8192, "queue_depth": 0, "max_queue": 256,
+        "residents": [
+            {"model": "chat", "kind": "chat", "state": "ready", "context_tokens": 8192, "queue_depth": 0},
+            {"model": "minilm", "kind": "embedding", "state": "generating", "context_tokens": 512,
+             "footprint_bytes": 314_572_800u64, "idle_deadline_ms": NOW + 60_000, "queue_depth": 2},
+        ]});
         let text = format_ps(&s, None, NOW);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3, "a header and two rows: {text}");
         let cells: Vec<&str> = lines[2].split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
         assert_eq!(
             cells,
-            ["minilm", "embedding", "cpu", "generating", "512", "-", "-", "300 MiB", "in 1m 0s", "-", "-", "2/256"]
+            [
+                "minilm",
+                "embedding",
+                "cpu",
+                "generating",
+                "512",
+                "-",
+                "-",
+                "300 MiB",
+                "in 1m 0s",
+                "-",
+                "-",
+                "2/256"
+            ]
         );
     }
 

@@ -42,9 +42,10 @@ impl ModelLoadError {
             Self::Engine(_) => (500, "engine_error"),
             // The machines, not the request, are short: another model or
             // the missing worker back fixes it.
-            Self::WorkerBuildMismatch { .. } | Self::DoesNotFit { .. } | Self::NoRoom { .. } | Self::WorkerLost { .. } => {
-                (503, "model_load_error")
-            }
+            Self::WorkerBuildMismatch { .. }
+            | Self::DoesNotFit { .. }
+            | Self::NoRoom { .. }
+            | Self::WorkerLost { .. } => (503, "model_load_error"),
             _ => (500, "model_load_error"),
         };
         ApiError {

@@ -221,10 +221,7 @@ impl Residency {
 
     /// The warden's status now.
     pub fn status(&self) -> EngineStatus {
-        let mut s = self
-            .current()
-            .map(|c| c.status.borrow().clone())
-            .unwrap_or_default();
+        let mut s = self.current().map(|c| c.status.borrow().clone()).unwrap_or_default();
         s.residents = self.views();
         s
     }

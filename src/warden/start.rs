@@ -150,7 +150,10 @@ impl Views {
 struct Shared(Arc<Mutex<Box<dyn PressureView>>>);
 
 impl PressureView for Shared {
-    fn read(&mut self, point: crate::law::brake::Point) -> Result<crate::law::brake::Readings, crate::sensors::view::BrakeOff> {
+    fn read(
+        &mut self,
+        point: crate::law::brake::Point,
+    ) -> Result<crate::law::brake::Readings, crate::sensors::view::BrakeOff> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).read(point)
     }
 }

@@ -217,7 +217,9 @@ impl<'a> Run<'a> {
             return;
         }
         let rounds = self.args.rounds.min(3);
-        eprintln!("== residents: a switch between resident models vs today's switch, chat beside embeddings, RSS ({rounds} rounds)");
+        eprintln!(
+            "== residents: a switch between resident models vs today's switch, chat beside embeddings, RSS ({rounds} rounds)"
+        );
         let r = residents::run(&self.http, &self.setup, rounds, &mut self.raw).await;
         if let Some(l) = self.keep("residents", r) {
             self.lines.extend(l);
