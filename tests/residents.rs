@@ -258,6 +258,16 @@ async fn three_residents_fit_and_a_fourth_evicts_the_least_recently_used_idle_on
         "{:?}",
         unloads(&events)
     );
+    // The store as the status shows it is the store now, whichever
+    // resident saved last (the top level is MiniLM's, which saved nothing).
+    let s = status(&base).await;
+    assert_eq!(s["model"], "minilm", "{s}");
+    let saved = s["kv_saves"]["saves"].as_array().cloned().unwrap_or_default();
+    assert!(
+        saved.iter().any(|r| r["conversation"] == "g1" && r["model"] == "gemma"),
+        "the evicted Gemma's save is listed: {}",
+        s["kv_saves"]
+    );
     let mut msgs = opening.clone();
     msgs.push(answer(&g1));
     msgs.push(json!({"role": "user", "content": "And which follows 12?"}));

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use actix::prelude::*;
 use tokio::sync::watch;
 
-use crate::actors::engine::{Door, Peers};
+use crate::actors::engine::{Door, Peers, SharedStoreView};
 use crate::actors::{EngineActor, IdleTimer, PrefixCacheActor};
 use crate::law::brake::{BrakeState, WindowFacts};
 use crate::law::residents::{self, Admission, Fit, Memory, Newcomer, Resident};
@@ -142,16 +142,19 @@ pub(crate) struct Residency {
     admitting: Mutex<()>,
     /// The warden's status: the most recently used resident's, with all.
     combined: watch::Sender<EngineStatus>,
+    /// The KV store's view, which every engine refreshes.
+    kv_view: SharedStoreView,
 }
 
 impl Residency {
-    pub fn new(default_model: Option<String>, max_resident: Option<usize>) -> Arc<Self> {
+    pub fn new(default_model: Option<String>, max_resident: Option<usize>, kv_view: SharedStoreView) -> Arc<Self> {
         Arc::new(Self {
             slots: OnceLock::new(),
             default_model,
             max_resident,
             admitting: Mutex::new(()),
             combined: watch::Sender::new(EngineStatus::default()),
+            kv_view,
         })
     }
 
@@ -223,6 +226,8 @@ impl Residency {
     pub fn status(&self) -> EngineStatus {
         let mut s = self.current().map(|c| c.status.borrow().clone()).unwrap_or_default();
         s.residents = self.views();
+        // The store as it is now, whichever engine changed it last.
+        s.kv_saves = self.kv_view.read().unwrap_or_else(|p| p.into_inner()).clone();
         s
     }
 

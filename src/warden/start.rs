@@ -11,7 +11,7 @@ use tokio::sync::{broadcast, watch};
 
 use super::residency::{Residency, Slot};
 use super::{EVENTS_BUFFER, Inner, StartError, Warden};
-use crate::actors::engine::Wiring;
+use crate::actors::engine::{SharedStoreView, Wiring};
 use crate::actors::{EngineActor, EngineCore, IdleTimer, PrefixCacheActor, SensorActor};
 use crate::catalog::Catalog;
 use crate::child::launch::Launcher;
@@ -194,6 +194,8 @@ struct Shell {
     here: bool,
     /// `None`: one engine for every model (no peers).
     residency: Option<Arc<Residency>>,
+    /// The KV store's view, one cell for every engine.
+    kv_view: SharedStoreView,
 }
 
 impl Shell {
@@ -224,6 +226,7 @@ impl Shell {
                 launcher: self.launcher.clone(),
                 peers: self.residency.as_ref().map(|r| r.peers()),
                 queue: queue.clone(),
+                kv_view: self.kv_view.clone(),
             },
         );
         let arbiter = (!self.here).then(|| Arbiter::new().handle());
@@ -275,7 +278,12 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
     if let Backend::Cpu(cpu) = &mut backend {
         cpu.workers = workers;
     }
-    let residency = Residency::new(catalog.default_entry().map(|e| e.id.clone()), config.max_resident);
+    let kv_view = SharedStoreView::default();
+    let residency = Residency::new(
+        catalog.default_entry().map(|e| e.id.clone()),
+        config.max_resident,
+        kv_view.clone(),
+    );
     let shell = Shell {
         config: config.clone(),
         backend,
@@ -286,6 +294,7 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
         views,
         here,
         residency: (!one_engine).then(|| residency.clone()),
+        kv_view,
     };
     let slots: Vec<Arc<Slot>> = if one_engine {
         vec![Arc::new(shell.engine(None))]

@@ -123,7 +123,12 @@ pub struct Wiring {
     pub peers: Option<Arc<dyn super::room::Peers>>,
     /// The turns routed to this engine, waiting or running.
     pub queue: Arc<crate::queue::QueueGauge>,
+    /// The KV store as the status shows it, one cell for every engine.
+    pub kv_view: SharedStoreView,
 }
+
+/// The KV store's view, shared by every resident's engine and the warden.
+pub type SharedStoreView = Arc<std::sync::RwLock<Option<crate::kv_store::StoreView>>>;
 
 /// The engine's whole state.
 #[derive(Debug)]
@@ -173,8 +178,11 @@ pub struct EngineCore {
     pub(crate) kv: Option<crate::kv_store::KvStore>,
     /// The store as status shows it, refreshed after each change of the
     /// store (not derived at each publish: reading it is a directory scan
-    /// and a JSON parse per save, and every handler publishes).
-    pub(crate) kv_view: Option<crate::kv_store::StoreView>,
+    /// and a JSON parse per save, and every handler publishes). One cell
+    /// for every resident's engine: they share the store's directory, and
+    /// the warden's status reads the cell, not a snapshot that may predate
+    /// another engine's save.
+    pub(crate) kv_view: SharedStoreView,
     /// How children are started.
     pub(crate) launcher: Launcher,
     /// The other residents (`room`); `None` when this engine serves every model.
@@ -203,6 +211,7 @@ impl EngineCore {
             launcher,
             peers,
             queue,
+            kv_view,
         } = wiring;
         let kv = super::kv::open_store(&cfg, &backend);
         let mut core = Self {
@@ -226,7 +235,7 @@ impl EngineCore {
             metrics,
             keep_alive: None,
             kv: None,
-            kv_view: None,
+            kv_view,
             launcher,
             peers,
             queue,
@@ -234,10 +243,18 @@ impl EngineCore {
             #[cfg(feature = "testing")]
             panic_next_turn: false,
         };
-        core.kv_view = kv.as_ref().map(|s| s.view());
         core.kv = kv;
+        core.refresh_kv_view();
         core.publish();
         core
+    }
+
+    /// Reads the store's view into the shared cell (after a change of the
+    /// store; `None` without one).
+    pub(crate) fn refresh_kv_view(&self) {
+        let view = self.kv.as_ref().map(|s| s.view());
+        // A poisoned cell still holds a view; this write replaces it.
+        *self.kv_view.write().unwrap_or_else(|p| p.into_inner()) = view;
     }
 
     /// Sends a lifecycle event (nobody listening is fine) after counting it.

@@ -161,7 +161,7 @@ impl EngineCore {
                 store.remove(&name);
             }
         }
-        self.kv_view = Some(store.view());
+        self.refresh_kv_view();
     }
 
     /// Before a generating turn: the slot changes hands to `conversation`
@@ -184,7 +184,7 @@ impl EngineCore {
         if let Some(conv) = conversation {
             restored = self.restore_slot(conv).await;
             // A restore may have dropped a save (truncated, refused, too big).
-            self.kv_view = self.kv.as_ref().map(|s| s.view());
+            self.refresh_kv_view();
         }
         if let Some(c) = self.child.as_mut() {
             c.slot = conversation.map(|k| SlotHeld {

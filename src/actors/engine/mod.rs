@@ -49,7 +49,7 @@ use actix::prelude::*;
 use actix::{ActorFutureExt, WrapFuture};
 use futures::FutureExt;
 
-pub use self::core::{EngineCore, Wiring};
+pub use self::core::{EngineCore, SharedStoreView, Wiring};
 pub use crate::engines::cpu::workers::workers_link;
 pub use door::{Door, DoorError};
 pub use room::Peers;

@@ -68,7 +68,7 @@ impl EngineCore {
                 (m == c.model_id()).then(|| k.as_secs_f64())
             }),
             memory_total_bytes: c.and_then(|c| c.plan.ram).map(|r| r.bytes),
-            kv_saves: self.kv_view.clone(),
+            kv_saves: self.kv_view.read().unwrap_or_else(|p| p.into_inner()).clone(),
             kv_keep: self.keep_view(),
             memory_budget_bytes: c
                 .and_then(|c| c.plan.ram)
