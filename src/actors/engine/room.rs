@@ -45,6 +45,10 @@ use crate::status::WardenEvent;
 /// quarter second is small beside a load and costs one lock per step.
 pub const WAIT_STEP: Duration = Duration::from_millis(250);
 
+/// The pause before deciding again after an eviction was refused (a turn
+/// was routed to the resident since the decision, or it was already gone).
+const RETRY_STEP: Duration = Duration::from_millis(20);
+
 /// What an engine asks of the residency beside it (`warden::residency`
 /// answers; no lock is held across an await).
 pub trait Peers: Send + Sync + std::fmt::Debug {
@@ -126,6 +130,9 @@ impl EngineCore {
                         return Ok(kept_bytes);
                     }
                     peers.settled(&new.model);
+                    // A breath before deciding again: the refusing resident's
+                    // turn or stop is under way.
+                    tokio::time::sleep(RETRY_STEP).await;
                 }
                 Admission::Wait(short) => {
                     if !said {
