@@ -63,18 +63,7 @@ const LIMIT: u64 = 768 << 20;
 /// The `llm-warden` binary in the group (its child too), the brake
 /// sampling every second (its 55/60 pacing scales with the period).
 async fn warden_in(group: &MemCgroup) -> (tokio::process::Child, String) {
-    let script = format!("{} {} serve --port 0", group.enter(), env!("CARGO_BIN_EXE_llm-warden"));
-    let mut warden = tokio::process::Command::new("sh")
-        .args(["-c", &script])
-        .env("WARDEN_BRAKE_TICK_S", "1")
-        .env("RUST_LOG", "llm_warden=info")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let base = read_listen_url(&mut warden).await;
-    (warden, base)
+    spawn_warden_in_group(group, "", &[]).await
 }
 
 /// A balloon in the group keeps its available memory (the warden's own

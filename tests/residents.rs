@@ -53,24 +53,9 @@ async fn warden_in(
     kv: &std::path::Path,
 ) -> (tokio::process::Child, String) {
     real_llama_server();
-    let script = format!(
-        "{} {} serve --port 0 --models-dir {} --model smollm2",
-        group.enter(),
-        env!("CARGO_BIN_EXE_llm-warden"),
-        models.display()
-    );
-    let mut warden = tokio::process::Command::new("sh")
-        .args(["-c", &script])
-        .env("WARDEN_BRAKE_TICK_S", "1")
-        .env("WARDEN_KV_SAVE_DIR", kv)
-        .env("RUST_LOG", "llm_warden=info")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let base = read_listen_url(&mut warden).await;
-    (warden, base)
+    let args = format!("--models-dir {} --model smollm2", models.display());
+    let kv = kv.display().to_string();
+    spawn_warden_in_group(group, &args, &[("WARDEN_KV_SAVE_DIR", &kv)]).await
 }
 
 /// Every event of `/warden/events` from now on, gathered in the background.

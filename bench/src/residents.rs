@@ -255,6 +255,18 @@ async fn beside_embedding(
     ))
 }
 
+/// `POST path {"model": m}` for each of `models`, in turn.
+async fn each(http: &reqwest::Client, w: &WardenProc, path: &str, models: &[&str]) -> anyhow::Result<()> {
+    for m in models {
+        http.post(format!("{}{path}", w.base))
+            .json(&json!({ "model": m }))
+            .send()
+            .await?
+            .error_for_status()?;
+    }
+    Ok(())
+}
+
 /// The warden's VmRSS with its one model, then with three resident.
 async fn rss_line(
     http: &reqwest::Client,
@@ -266,23 +278,11 @@ async fn rss_line(
     let settle = || tokio::time::sleep(Duration::from_secs(1));
     let count = |s: &Value| s["residents"].as_array().map_or(0, Vec::len);
     // Back to one: the others out.
-    for m in [other, embedder] {
-        http.post(format!("{}/warden/unload", w.base))
-            .json(&json!({"model": m}))
-            .send()
-            .await?
-            .error_for_status()?;
-    }
+    each(http, w, "/warden/unload", &[other, embedder]).await?;
     settle().await;
     let one = w.rss_kib().context("the warden's VmRSS")?;
     let s1 = w.status(http).await?;
-    for m in [other, embedder] {
-        http.post(format!("{}/warden/load", w.base))
-            .json(&json!({"model": m}))
-            .send()
-            .await?
-            .error_for_status()?;
-    }
+    each(http, w, "/warden/load", &[other, embedder]).await?;
     settle().await;
     let three = w.rss_kib().context("the warden's VmRSS")?;
     let s3 = w.status(http).await?;

@@ -73,3 +73,30 @@ pub async fn read_announced(child: &mut tokio::process::Child, prefix: &str, who
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     url
 }
+
+/// `llm-warden serve --port 0 ARGS` inside the memory cgroup `group` (the
+/// warden and its children in it), the brake sampling every second, its
+/// log at info on stderr; the process and its base URL once it listens.
+pub async fn spawn_warden_in_group(
+    group: &super::procs::MemCgroup,
+    args: &str,
+    envs: &[(&str, &str)],
+) -> (tokio::process::Child, String) {
+    let script = format!(
+        "{} {} serve --port 0 {args}",
+        group.enter(),
+        env!("CARGO_BIN_EXE_llm-warden")
+    );
+    let mut warden = tokio::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("WARDEN_BRAKE_TICK_S", "1")
+        .env("RUST_LOG", "llm_warden=info")
+        .envs(envs.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let base = read_listen_url(&mut warden).await;
+    (warden, base)
+}
