@@ -10,6 +10,7 @@ use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::errors::error_response;
+use crate::error::ApiError;
 use crate::warden::Warden;
 
 /// `GET /health`: the warden itself is up (says nothing of a model).
@@ -54,6 +55,17 @@ pub async fn logs(warden: web::Data<Warden>, q: web::Query<LogsQuery>) -> HttpRe
         .body(lines.join("\n"))
 }
 
+/// The body of `/warden/load` or `/warden/unload`: empty (or blank) is the
+/// default; a body that is not one is refused rather than read as an empty
+/// one (it named something), saying the `shape` expected.
+fn control_body<T: Default + serde::de::DeserializeOwned>(body: &[u8], shape: &str) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid("invalid_request", format!("the body must be {shape} ({e})"), None))
+}
+
 /// The body of `/warden/load`.
 #[derive(Debug, Deserialize, Default)]
 pub struct LoadBody {
@@ -66,22 +78,10 @@ pub struct LoadBody {
 /// `POST /warden/load`: load (or switch to) a model now, optionally with a
 /// keep-alive (as a turn's `keep_alive`, without the turn).
 pub async fn load(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
-    // An empty body loads the default; a body that is not a load request is
-    // refused rather than read as an empty one (it named something).
-    let body: LoadBody = if body.iter().all(u8::is_ascii_whitespace) {
-        LoadBody::default()
-    } else {
-        match serde_json::from_slice(&body) {
-            Ok(b) => b,
-            Err(e) => {
-                let e = crate::error::ApiError::invalid(
-                    "invalid_request",
-                    format!("the body must be {{\"model\": ID, \"keep_alive\": V}} ({e})"),
-                    None,
-                );
-                return error_response(&e);
-            }
-        }
+    // An empty body loads the default.
+    let body: LoadBody = match control_body(&body, "{\"model\": ID, \"keep_alive\": V}") {
+        Ok(b) => b,
+        Err(e) => return error_response(&e),
     };
     let keep_alive = match super::validate_text::keep_alive_value(body.keep_alive.as_ref()) {
         Ok(k) => k,
@@ -103,20 +103,9 @@ pub struct UnloadBody {
 /// `POST /warden/unload`: stop every resident's child now, or only
 /// `{"model": ID}`'s.
 pub async fn unload(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
-    let body: UnloadBody = if body.iter().all(u8::is_ascii_whitespace) {
-        UnloadBody::default()
-    } else {
-        match serde_json::from_slice(&body) {
-            Ok(b) => b,
-            Err(e) => {
-                let e = crate::error::ApiError::invalid(
-                    "invalid_request",
-                    format!("the body must be empty or {{\"model\": ID}} ({e})"),
-                    None,
-                );
-                return error_response(&e);
-            }
-        }
+    let body: UnloadBody = match control_body(&body, "empty or {\"model\": ID}") {
+        Ok(b) => b,
+        Err(e) => return error_response(&e),
     };
     let done = match &body.model {
         Some(id) if warden.catalog().get(id).is_none() => {
