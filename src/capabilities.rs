@@ -53,12 +53,13 @@ pub fn read(entry: &ModelEntry) -> Capabilities {
         ModelFormat::Gguf => {
             let (vision, audio) = entry.mmproj.as_deref().map_or((false, false), projector);
             let facts = read_model_facts(&entry.path).ok();
-            let embeds = facts.as_ref().is_some_and(|f| f.is_embedding());
+            let kind = ModelKind::of(facts.as_ref());
+            let embeds = kind == ModelKind::Embedding;
             Capabilities {
                 vision,
                 audio,
                 fim: facts.as_ref().is_some_and(|f| f.fill_in_middle),
-                kind: if embeds { ModelKind::Embedding } else { ModelKind::Chat },
+                kind,
                 reranks: embeds && facts.as_ref().is_some_and(|f| f.pooling == Some(Pooling::Rank)),
             }
         }

@@ -117,7 +117,7 @@ impl SpawnPlan {
 pub fn newcomer(plan: &SpawnPlan, cfg: &WardenConfig) -> Option<(Newcomer, Memory)> {
     let shape = plan.shape?;
     let facts = plan.facts.as_deref()?;
-    let kind = if facts.is_embedding() { ModelKind::Embedding } else { ModelKind::Chat };
+    let kind = ModelKind::of(Some(facts));
     let (slope, memory) = match &plan.engine {
         EnginePlan::Cpu { .. } => (FA_COMPUTE_BYTES_PER_TOKEN, Memory::Ram(plan.ram?.bytes)),
         EnginePlan::Cuda { spawn, .. } => {

@@ -101,6 +101,16 @@ pub enum ModelKind {
 }
 
 impl ModelKind {
+    /// The kind of a model with these header facts: an embedding model
+    /// declares a pooling; no facts, or none declared, is a chat model.
+    pub fn of(facts: Option<&crate::gguf::ModelFacts>) -> Self {
+        if facts.is_some_and(crate::gguf::ModelFacts::is_embedding) {
+            Self::Embedding
+        } else {
+            Self::Chat
+        }
+    }
+
     /// Why a model of this kind does not serve `route` (a path), and what
     /// to do instead: the rest of a sentence that starts with the model.
     pub fn refusal(self, route: &str) -> String {

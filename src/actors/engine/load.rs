@@ -59,12 +59,14 @@ impl EngineCore {
         // cap folds into the window.
         let seed = self.brake_seed(&entry.id);
         // Beside other residents: room first (evictions, or a wait for a
-        // turn's end), then a window sized beside what stays (`room`).
-        let beside = match self.make_room(&entry, &facts, seed.cap).await {
-            Ok(b) => b,
+        // turn's end), then a window sized beside what stays (`room`); the
+        // plan alone stands when nothing stays (one reading of the machine).
+        let alone = self.backend.plan(&self.cfg, entry.clone(), facts.clone(), seed.cap, 0);
+        let plan = match self.make_room(&alone).await {
+            Ok(0) => alone,
+            Ok(beside) => self.backend.plan(&self.cfg, entry.clone(), facts, seed.cap, beside),
             Err(e) => return Err(self.load_failed(&entry.id, e)),
         };
-        let plan = self.backend.plan(&self.cfg, entry.clone(), facts, seed.cap, beside);
         let mut events = events;
         let plan = match self.plan_over_workers(plan, events.as_deref_mut()).await {
             Ok(p) => p,

@@ -87,7 +87,7 @@ impl EngineCore {
                 split: c.and_then(|c| c.plan.rpc().cloned()),
                 given: c.map(|c| c.engine.given().to_vec()).unwrap_or_default(),
             }),
-            kind: c.map(|c| super::room::kind_of(&c.plan.facts)),
+            kind: c.map(|c| crate::law::types::ModelKind::of(c.plan.facts.as_deref())),
             held_bytes: c.and_then(|c| c.footprint_bytes()),
             residents: Vec::new(),
         }

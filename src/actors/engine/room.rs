@@ -25,18 +25,16 @@
 //!
 //! Part of `EngineCore`; runs inside an atomic handler.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Recipient;
 use tokio::time::Instant;
 
 use super::core::EngineCore;
-use crate::catalog::ModelEntry;
+use crate::engines::SpawnPlan;
 use crate::error::ModelLoadError;
-use crate::gguf::ModelFacts;
 use crate::law::brake::{BrakeDid, Point, Readings, WindowFacts};
-use crate::law::residents::{Admission, Memory, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
+use crate::law::residents::{Admission, Memory, ModelKind, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
 use crate::messages::Evict;
 use crate::status::WardenEvent;
 
@@ -66,28 +64,23 @@ pub trait Peers: Send + Sync + std::fmt::Debug {
 }
 
 impl EngineCore {
-    /// Makes room for `entry` among the residents: evicts, waits or
-    /// refuses as the law decides (see the module docs). Returns what the
-    /// residents that stay hold, bytes, which the plan sizes beside; 0
-    /// without peers (one engine for every model: MLX, RPC workers).
-    pub(crate) async fn make_room(
-        &mut self,
-        entry: &Arc<ModelEntry>,
-        facts: &Option<Arc<ModelFacts>>,
-        cap: Option<u32>,
-    ) -> Result<u64, ModelLoadError> {
+    /// Makes room for the model of `alone` (its plan with nothing beside
+    /// it) among the residents: evicts, waits or refuses as the law decides
+    /// (see the module docs). Returns what the residents that stay hold,
+    /// bytes, which the plan sizes beside; 0 without peers (one engine for
+    /// every model: MLX, RPC workers).
+    pub(crate) async fn make_room(&mut self, alone: &SpawnPlan) -> Result<u64, ModelLoadError> {
         let Some(peers) = self.peers.clone() else {
             return Ok(0);
         };
-        let alone = self.backend.plan(&self.cfg, entry.clone(), facts.clone(), cap, 0);
-        let Some((mut new, memory)) = crate::engines::plan::newcomer(&alone, &self.cfg) else {
+        let Some((new, memory)) = crate::engines::plan::newcomer(alone, &self.cfg) else {
             // No header shape to size it by (llama-server sizes its own
             // window): weighed by its file, on the RAM total, so it still
             // takes its turn in the count and the memory of the others.
-            let file = std::fs::metadata(&entry.path).map_or(0, |m| m.len());
+            let file = std::fs::metadata(&alone.entry.path).map_or(0, |m| m.len());
             let unsized_need = Newcomer {
-                model: entry.id.clone(),
-                kind: kind_of(facts),
+                model: alone.entry.id.clone(),
+                kind: ModelKind::of(alone.facts.as_deref()),
                 weights_bytes: file,
                 floor_bytes: file,
                 full_bytes: Some(file),
@@ -96,7 +89,6 @@ impl EngineCore {
             let ram = alone.ram.map_or(0, |r| r.bytes);
             return self.admit_loop(&*peers, unsized_need, Memory::Ram(ram)).await;
         };
-        new.kind = kind_of(facts);
         self.admit_loop(&*peers, new, memory).await
     }
 
@@ -177,7 +169,7 @@ impl EngineCore {
         let c = self.child.as_ref()?;
         Some(Resident {
             model: c.model_id().to_string(),
-            kind: kind_of(&c.plan.facts),
+            kind: ModelKind::of(c.plan.facts.as_deref()),
             footprint_bytes: c.footprint_bytes().unwrap_or(0),
             last_used_ms: self.last_used.map_or(0, |u| super::publish::unix_millis(u.wall).unwrap_or(0)),
             in_flight: false,
@@ -238,14 +230,5 @@ impl EngineCore {
             engine.do_send(Evict);
         }
         true
-    }
-}
-
-/// A model's kind from its header: an embedding model declares a pooling.
-pub(crate) fn kind_of(facts: &Option<Arc<ModelFacts>>) -> crate::law::residents::ModelKind {
-    if facts.as_deref().is_some_and(ModelFacts::is_embedding) {
-        crate::law::residents::ModelKind::Embedding
-    } else {
-        crate::law::residents::ModelKind::Chat
     }
 }
