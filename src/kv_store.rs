@@ -154,8 +154,14 @@ impl KvStore {
         let meta = self.path(&format!("{}.json", r.name));
         std::fs::write(&meta, serde_json::to_vec(&r).expect("a record serializes"))?;
         private(&meta, 0o600);
-        self.enforce_cap();
+        self.enforce_cap(&r.name);
         Ok(r)
+    }
+
+    /// Drops an unfinished save's file, leaving an earlier complete save of
+    /// the same name as it was.
+    pub fn remove_temp(&self, name: &str) {
+        let _ = std::fs::remove_file(self.path(&Self::temp_file(name)));
     }
 
     /// Forgets a save (its files, whichever exist).
@@ -180,17 +186,22 @@ impl KvStore {
         .collect()
     }
 
-    fn enforce_cap(&self) {
+    /// Evicts the oldest saves over the cap; `newest` (the save just
+    /// committed) goes last whatever the wall clock says of it.
+    fn enforce_cap(&self, newest: &str) {
         let records = self.records();
         let saves: Vec<_> = records
             .iter()
             .map(|r| (r.name.as_str(), r.bytes, r.saved_at_ms))
             .collect();
-        for name in kv_save::evict(&saves, self.cap) {
+        for name in kv_save::evict(&saves, self.cap, newest) {
+            let r = records.iter().find(|r| r.name == name);
             tracing::info!(
                 name,
+                conversation = r.map(|r| r.conversation.as_str()),
+                tokens = r.map(|r| r.tokens),
                 cap_bytes = self.cap,
-                "kv: the store is over its cap; the oldest save is evicted"
+                "kv: the store is over its cap; the oldest save is evicted (its conversation will be re-read)"
             );
             self.remove(name);
         }
@@ -276,5 +287,31 @@ mod tests {
             KvStore::name(&a.model_identity, "c"),
             KvStore::name(&a.model_identity, "d")
         );
+    }
+
+    /// A failed save leaves the conversation's earlier save whole, and a
+    /// wall clock stepped back never makes the save just made the oldest.
+    #[test]
+    fn a_failed_save_keeps_the_earlier_one_and_a_clock_step_keeps_the_newest() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("m.gguf");
+        std::fs::write(&model, b"weights").unwrap();
+        let store = KvStore::open(&dir.path().join("kv"), Some(15)).unwrap();
+        let put = |name: &str, len: usize| {
+            std::fs::write(store.dir().join(KvStore::temp_file(name)), vec![7u8; len]).unwrap();
+            store.commit(record(name, &model)).unwrap()
+        };
+        put("a", 10);
+        // why: the next save of "a" was abandoned half written
+        std::fs::write(store.dir().join(KvStore::temp_file("a")), b"half").unwrap();
+        store.remove_temp("a");
+        assert_eq!(store.find("a").map(|r| r.bytes), Some(10));
+        assert!(!store.dir().join(KvStore::temp_file("a")).exists());
+        // why: "a" is dated in the future (the clock then stepped back);
+        // "b", made now, is the newest although its date is older
+        saved_at(&store, "a", u64::MAX / 2);
+        put("b", 10);
+        assert!(store.find("b").is_some(), "the save just made is kept");
+        assert!(store.find("a").is_none());
     }
 }

@@ -43,10 +43,13 @@ pub fn default_cap(free_bytes: Option<u64>) -> u64 {
 }
 
 /// Which saves to delete, oldest first, so the rest fit `cap`: `saves` are
-/// `(name, bytes, saved_at)` in any order.
-pub fn evict<'a>(saves: &[(&'a str, u64, u64)], cap: u64) -> Vec<&'a str> {
+/// `(name, bytes, saved_at)` in any order, and `newest` is the save just
+/// made. It is the last to go whatever its `saved_at` says: the dates are
+/// the wall clock's, which a VM or NTP may step back, and a step must never
+/// evict the one save its conversation is about to need.
+pub fn evict<'a>(saves: &[(&'a str, u64, u64)], cap: u64, newest: &str) -> Vec<&'a str> {
     let mut by_age: Vec<_> = saves.to_vec();
-    by_age.sort_by_key(|&(name, _, at)| (at, name));
+    by_age.sort_by_key(|&(name, _, at)| (name == newest, at, name));
     let mut total: u64 = by_age.iter().map(|s| s.1).sum();
     let mut out = Vec::new();
     for (name, bytes, _) in by_age {
@@ -88,10 +91,15 @@ mod tests {
         assert_eq!(default_cap(None), 1 << 30);
         let saves = [("c", 30, 3), ("a", 50, 1), ("b", 40, 2)];
         // why: oldest first until the rest fit
-        assert_eq!(evict(&saves, 100), vec!["a"]);
-        assert_eq!(evict(&saves, 30), vec!["a", "b"]);
-        assert!(evict(&saves, 120).is_empty());
+        assert_eq!(evict(&saves, 100, "c"), vec!["a"]);
+        assert_eq!(evict(&saves, 30, "c"), vec!["a", "b"]);
+        assert!(evict(&saves, 120, "c").is_empty());
         // why: a single save over the cap goes too
-        assert_eq!(evict(&saves, 0), vec!["a", "b", "c"]);
+        assert_eq!(evict(&saves, 0, "c"), vec!["a", "b", "c"]);
+        // why: the clock stepped back before "a" was saved: it is dated
+        // oldest but was just made, so the older ones go first
+        assert_eq!(evict(&saves, 60, "a"), vec!["b", "c"]);
+        assert_eq!(evict(&saves, 50, "a"), vec!["b", "c"]);
+        assert_eq!(evict(&saves, 40, "a"), vec!["b", "c", "a"]);
     }
 }

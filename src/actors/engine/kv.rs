@@ -28,6 +28,27 @@ use crate::kv_store::{self, KvStore, SaveRecord};
 use crate::law::kv_keep::{self, Keep};
 use crate::law::kv_save::{self, SLOT_IO_TIMEOUT_S};
 
+/// Why a slot action did not happen. The two are kept apart because they
+/// mean opposite things for the file: a refusal is the child's word that
+/// the file is of no use (it goes), while an unanswered call says nothing
+/// about the file (it stays, for the next restore).
+#[derive(Debug)]
+enum SlotFailure {
+    /// The child answered with an error.
+    Refused(String),
+    /// No answer: transport, or `SLOT_IO_TIMEOUT_S`.
+    Unanswered(String),
+}
+
+impl std::fmt::Display for SlotFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Refused(m) => write!(f, "refused: {m}"),
+            Self::Unanswered(m) => write!(f, "unanswered: {m}"),
+        }
+    }
+}
+
 /// Who the live child's slot holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotHeld {
@@ -67,27 +88,36 @@ pub(crate) fn open_store(cfg: &WardenConfig, backend: &Backend) -> Option<KvStor
 }
 
 impl EngineCore {
-    /// One slot action on the live child, bounded; its JSON answer.
-    async fn slot_action(&self, action: &str, file: &str) -> Result<Value, String> {
-        let child = self.child.as_ref().ok_or("no child")?;
+    /// One slot action on the live child, bounded; its JSON answer. Sent
+    /// as a turn is (`send_retrying`): a pooled connection the child had
+    /// just closed is tried once more on a fresh one, so a save or a restore
+    /// is never lost to the connection it happened to get.
+    async fn slot_action(&self, action: &str, file: &str) -> Result<Value, SlotFailure> {
+        let child = self
+            .child
+            .as_ref()
+            .ok_or_else(|| SlotFailure::Unanswered("no child".into()))?;
         let body = Bytes::from(json!({ "filename": file }).to_string());
+        let unanswered = |e: reqwest::Error| SlotFailure::Unanswered(e.without_url().to_string());
         let send = async {
             let r = child
                 .client
-                .post_json(&format!("/slots/0?action={action}"), body)
+                .send_retrying(&format!("/slots/0?action={action}"), body, false)
                 .await
-                .map_err(|e| e.without_url().to_string())?;
+                .map_err(unanswered)?;
             let status = r.status();
-            let v: Value = r.json().await.map_err(|e| e.without_url().to_string())?;
+            let v: Value = r.json().await.map_err(unanswered)?;
             if status.is_success() {
                 Ok(v)
             } else {
-                Err(v["error"]["message"].as_str().unwrap_or("refused").to_string())
+                Err(SlotFailure::Refused(
+                    v["error"]["message"].as_str().unwrap_or("refused").to_string(),
+                ))
             }
         };
         tokio::time::timeout(Duration::from_secs(SLOT_IO_TIMEOUT_S), send)
             .await
-            .map_err(|_| format!("no answer within {SLOT_IO_TIMEOUT_S} s"))?
+            .map_err(|_| SlotFailure::Unanswered(format!("no answer within {SLOT_IO_TIMEOUT_S} s")))?
     }
 
     /// The store's name for `conversation` on the live child's model.
@@ -130,6 +160,7 @@ impl EngineCore {
         };
         let c = self.child.as_ref().expect("checked above");
         let (model, model_path) = (c.model_id().to_string(), c.plan.entry.path.clone());
+        let held_conversation = conversation.clone();
         match self.slot_action("save", &KvStore::temp_file(&name)).await {
             Ok(v) => {
                 let record = SaveRecord {
@@ -157,8 +188,13 @@ impl EngineCore {
                 }
             }
             Err(e) => {
-                tracing::warn!("kv: the save before the {why} failed ({e}); the conversation will be re-read");
-                store.remove(&name);
+                // Only the unfinished file goes: an earlier complete save of
+                // this conversation is still a prefix of it, and restores.
+                tracing::warn!(
+                    conversation = %held_conversation,
+                    "kv: the save before the {why} failed ({e}); what it held past the conversation's earlier save, if any, will be re-read"
+                );
+                store.remove_temp(&name);
             }
         }
         self.refresh_kv_view();
@@ -211,10 +247,13 @@ impl EngineCore {
         }
         let window = self.child.as_ref().and_then(|c| c.allocated);
         if !kv_save::fits(record.tokens, window) {
-            tracing::info!(
-                tokens = record.tokens,
+            tracing::warn!(
+                conversation,
+                saved_tokens = record.tokens,
                 window,
-                "kv: the conversation's saved cache does not fit the window any more; it is dropped and the conversation re-read"
+                "kv: the saved cache of conversation {conversation:?} ({} tokens) does not fit the window of {} any more; it is dropped and the conversation re-read",
+                record.tokens,
+                window.unwrap_or(0)
             );
             store.remove(&name);
             return None;
@@ -229,13 +268,21 @@ impl EngineCore {
                 );
                 Some((n, record.answer_tokens))
             }
-            Err(e) => {
+            Err(SlotFailure::Refused(e)) => {
                 tracing::warn!(
                     conversation,
                     saved_tokens = record.tokens,
-                    "kv: the saved cache was refused ({e}); it is removed and the conversation re-read"
+                    "kv: the saved cache of conversation {conversation:?} was refused by the model server ({e}); it is removed and the conversation re-read"
                 );
                 store.remove(&name);
+                None
+            }
+            Err(e @ SlotFailure::Unanswered(_)) => {
+                tracing::warn!(
+                    conversation,
+                    saved_tokens = record.tokens,
+                    "kv: the saved cache of conversation {conversation:?} could not be restored ({e}); this turn re-reads the conversation and the save stays for the next one"
+                );
                 None
             }
         }

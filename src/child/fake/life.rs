@@ -28,6 +28,10 @@ pub(super) struct Child {
     /// The `-c` it was started with.
     pub ctx: Option<u32>,
     pub model_path: String,
+    /// `--slot-save-path`: where slot saves go (none without it).
+    pub slot_dir: Option<std::path::PathBuf>,
+    /// What slot 0 holds: the last chat request's bytes over 4, as tokens.
+    pub slot_tokens: std::sync::atomic::AtomicU32,
     /// Where chat requests are recorded.
     pub fake: Arc<FakeLlama>,
     pub output: Arc<OutputLog>,

@@ -85,6 +85,21 @@ pub struct Script {
     pub props_ctx: Option<u32>,
     /// `/props` answers 500.
     pub props_fail: bool,
+    /// What `/slots/0?action=restore` does (save always writes the file).
+    pub restore: SlotRestore,
+}
+
+/// The fake's slot restore, as scripted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SlotRestore {
+    /// Reads the file back, as llama-server does.
+    #[default]
+    Restores,
+    /// Answers 400 "Unable to restore slot", as llama-server does for a
+    /// file it cannot use.
+    Refuses,
+    /// Never answers (a stalled child or disk).
+    Hangs,
 }
 
 impl Default for Script {
@@ -100,6 +115,7 @@ impl Default for Script {
             ignore_term: false,
             props_ctx: None,
             props_fail: false,
+            restore: SlotRestore::Restores,
         }
     }
 }
@@ -131,6 +147,7 @@ pub struct FakeLlama {
     models: HashMap<String, Script>,
     spawns: Mutex<Vec<Spawned>>,
     requests: Mutex<Vec<serde_json::Value>>,
+    slot_actions: Mutex<Vec<String>>,
 }
 
 impl FakeLlama {
@@ -168,6 +185,16 @@ impl FakeLlama {
         lock(&self.requests).clone()
     }
 
+    /// Every slot action received (`save`, `restore`), oldest first.
+    pub fn slot_actions(&self) -> Vec<String> {
+        lock(&self.slot_actions).clone()
+    }
+
+    /// Records one slot action.
+    fn record_slot_action(&self, action: &str) {
+        lock(&self.slot_actions).push(action.to_string());
+    }
+
     /// Starts a fake child for `spec` (llama-server's argv and environment).
     /// Like a process, it starts even when its port is taken: it then says
     /// so in its output and exits 1, as llama-server does. Must run inside
@@ -190,6 +217,7 @@ impl FakeLlama {
             .unwrap_or_default();
         let script = self.models.get(&model).unwrap_or(&self.default).clone();
         let ctx = flag(&argv, "-c").and_then(|c| c.parse().ok());
+        let slot_dir = flag(&argv, "--slot-save-path").map(std::path::PathBuf::from);
         let pid = NEXT_PID.fetch_add(1, Ordering::Relaxed);
         let child = life::start(
             life::Child {
@@ -197,6 +225,8 @@ impl FakeLlama {
                 key,
                 ctx,
                 model_path,
+                slot_dir,
+                slot_tokens: Default::default(),
                 fake: self.clone(),
                 output: Default::default(),
                 ready: Default::default(),

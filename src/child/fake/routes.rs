@@ -3,8 +3,10 @@
 //! `/health` (503 loading, then 200; no key needed), `/props`
 //! (`default_generation_settings.n_ctx`), the `/completion` readiness ping,
 //! and `/v1/chat/completions`, streamed as SSE chunks ending in `[DONE]`
-//! (then the connection closes, as llama-server's does) or whole. Any other
-//! route is a 404, as a route the build lacks would be.
+//! (then the connection closes, as llama-server's does) or whole, and
+//! `/slots/0?action=save|restore` into `--slot-save-path` (the restore as
+//! scripted: `SlotRestore`). Any other route is a 404, as a route the build
+//! lacks would be.
 
 use std::sync::Arc;
 
@@ -15,6 +17,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::mpsc;
 
 use super::http::{self, Request};
+use super::SlotRestore;
 use super::life::Child;
 use crate::child::process::ExitInfo;
 
@@ -70,10 +73,52 @@ async fn answer(
             http::write_json(wr, 200, &body, close).await?;
         }
         ("POST", "/v1/chat/completions") if child.ready() => return chat(req, wr, child, died).await,
+        ("POST", path) if child.ready() && path.starts_with("/slots/0?action=") => {
+            return slot_action(req, wr, child, &path["/slots/0?action=".len()..]).await;
+        }
         ("POST", "/completion" | "/v1/chat/completions") => http::write_json(wr, 503, &loading(), close).await?,
         _ => {
             http::write_json(wr, 404, &json!({"error": {"code": 404, "message": "Not Found"}}), close).await?;
         }
+    }
+    Ok(true)
+}
+
+/// `/slots/0?action=save|restore` with `{"filename"}` in `--slot-save-path`,
+/// answered in llama-server's shape: a save writes the slot's token count,
+/// a restore reads it back (or refuses, or hangs, as scripted).
+async fn slot_action(req: &Request, wr: &mut OwnedWriteHalf, child: &Child, action: &str) -> std::io::Result<bool> {
+    use std::sync::atomic::Ordering;
+    child.fake.record_slot_action(action);
+    let close = req.wants_close();
+    let file = serde_json::from_slice::<Value>(&req.body)
+        .ok()
+        .and_then(|v| v["filename"].as_str().map(str::to_string));
+    let (Some(dir), Some(file)) = (child.slot_dir.as_ref(), file) else {
+        let e = json!({"error": {"code": 501, "message": "This server does not support slots action.", "type": "not_supported_error"}});
+        http::write_json(wr, 501, &e, close).await?;
+        return Ok(true);
+    };
+    let path = dir.join(&file);
+    let refused = || json!({"error": {"code": 400, "message": "Unable to restore slot", "type": "invalid_request_error"}});
+    match (action, child.script.restore) {
+        ("save", _) => {
+            let n = child.slot_tokens.load(Ordering::Acquire);
+            std::fs::write(&path, format!("{n:>64}"))?;
+            let body = json!({"id_slot": 0, "filename": file, "n_saved": n, "n_written": 64, "timings": {"save_ms": 1.0}});
+            http::write_json(wr, 200, &body, close).await?;
+        }
+        ("restore", SlotRestore::Hangs) => std::future::pending::<()>().await,
+        ("restore", SlotRestore::Refuses) => http::write_json(wr, 400, &refused(), close).await?,
+        ("restore", SlotRestore::Restores) => match std::fs::read_to_string(&path).map(|t| t.trim().parse::<u32>()) {
+            Ok(Ok(n)) => {
+                child.slot_tokens.store(n, Ordering::Release);
+                let body = json!({"id_slot": 0, "filename": file, "n_restored": n, "n_read": 64, "timings": {"restore_ms": 1.0}});
+                http::write_json(wr, 200, &body, close).await?;
+            }
+            _ => http::write_json(wr, 400, &refused(), close).await?,
+        },
+        _ => http::write_json(wr, 400, &json!({"error": {"code": 400, "message": "Invalid action"}}), close).await?,
     }
     Ok(true)
 }
@@ -96,6 +141,10 @@ async fn chat(
         return Ok(false);
     };
     child.fake.record_request(body.clone());
+    // The slot now holds this prompt (about its bytes over 4, as tokens).
+    child
+        .slot_tokens
+        .store((req.body.len() / 4) as u32, std::sync::atomic::Ordering::Release);
     // The bound as llama-server reads it: the first of these present (the
     // warden sends n_predict).
     let asked = ["n_predict", "max_completion_tokens", "max_tokens"]
