@@ -92,6 +92,8 @@ pub struct Turn {
     pub prompt_n: Option<u64>,
     /// `timings.cache_n`: prompt tokens it reused from its slot.
     pub cache_n: Option<u64>,
+    /// `timings.prompt_ms`: the model server's time on the prompt.
+    pub prompt_ms: Option<f64>,
     /// Warden notices seen (`: warden {json}`), as their JSON text.
     pub notices: Vec<String>,
 }
@@ -133,6 +135,7 @@ pub async fn stream(http: &reqwest::Client, to: &Target, body: Bytes) -> anyhow:
         server_tps: None,
         prompt_n: None,
         cache_n: None,
+        prompt_ms: None,
         notices: Vec::new(),
     };
     let mut parser = SseParser::new();
@@ -167,6 +170,7 @@ pub async fn stream(http: &reqwest::Client, to: &Target, body: Bytes) -> anyhow:
             if let Some(n) = v.pointer("/timings/prompt_n").and_then(Value::as_u64) {
                 t.prompt_n = Some(n);
                 t.cache_n = v.pointer("/timings/cache_n").and_then(Value::as_u64);
+                t.prompt_ms = v.pointer("/timings/prompt_ms").and_then(Value::as_f64);
             }
         }
     }

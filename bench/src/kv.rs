@@ -14,6 +14,13 @@
 //! the keeping warden re-reads: the turn after an interruption processes at
 //! most the warm turn's prompt tokens (the same turn with the slot never
 //! lost) plus `law::kv_keep::REUSE_SLACK_TOKENS`.
+//!
+//! Each after-reap turn is also split into the new child's load, the
+//! restore and the prompt (`Parts`), because a time alone misleads: the
+//! kv phase once reported only times, and a 3.7 s round among 0.43 s ones
+//! was read as a full re-read. With a CPU hog and a disk writer running
+//! (`scripts/kv_reap_stress.py --hostile`), 50 rounds took up to 5.9 s,
+//! the load up to 5.0 s of it, and every one processed 19 prompt tokens.
 
 use std::path::{Path, PathBuf};
 
@@ -42,6 +49,55 @@ pub struct Timed {
     pub ttft: f64,
     /// Prompt tokens the model server processed.
     pub prompt_n: u64,
+    /// The model server's own time on them (ms).
+    pub prompt_ms: f64,
+}
+
+/// Where the time to first token after a reap went: the new child's load
+/// and the restore, as the keeping warden logged them (`model ready`
+/// `load_ms=`, `kv: restored` `ms=`), and the prompt as the child timed
+/// it; the rest is the warden's and the loopback's. A slow round says
+/// which part was slow, so a late first token is never read as a re-read
+/// (or a re-read hidden by a fast load).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Parts {
+    /// Spawn to ready (ms), `None` when no load was logged.
+    pub load_ms: Option<f64>,
+    /// The slot restore (ms), `None` when none was logged.
+    pub restore_ms: Option<f64>,
+}
+
+impl Parts {
+    /// The parts named in the warden's log `lines`.
+    pub fn from_log<'a>(lines: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut p = Self::default();
+        for l in lines {
+            if l.contains("model ready") {
+                p.load_ms = field(l, "load_ms").or(p.load_ms);
+            } else if l.contains("kv: restored") {
+                p.restore_ms = field(l, "ms").or(p.restore_ms);
+            }
+        }
+        p
+    }
+
+    /// `load 412 + restore 9 + prompt 95 + rest 30 ms` for `turn`.
+    pub fn show(&self, turn: &Timed) -> String {
+        let part = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.0}"));
+        let rest = turn.ttft - self.load_ms.unwrap_or(0.0) - self.restore_ms.unwrap_or(0.0) - turn.prompt_ms;
+        format!(
+            "load {} + restore {} + prompt {:.0} + rest {rest:.0} ms",
+            part(self.load_ms),
+            part(self.restore_ms),
+            turn.prompt_ms
+        )
+    }
+}
+
+/// The number after ` name=` in a `tracing` log line.
+fn field(line: &str, name: &str) -> Option<f64> {
+    let at = line.find(&format!(" {name}="))? + name.len() + 2;
+    line[at..].split_whitespace().next()?.parse().ok()
 }
 
 /// One round's turns for one warden, model and size.
@@ -49,6 +105,8 @@ pub struct Timed {
 pub struct Round {
     pub warm: Timed,
     pub after_reap: Timed,
+    /// Where `after_reap`'s time went.
+    pub reap_parts: Parts,
     pub after_switch: Timed,
 }
 
@@ -106,6 +164,7 @@ async fn ask(
     Ok(Timed {
         ttft: t.ttft_ms().context("no token came")?,
         prompt_n: t.prompt_n.context("the last event had no timings.prompt_n")?,
+        prompt_ms: t.prompt_ms.unwrap_or(0.0),
     })
 }
 
@@ -122,7 +181,10 @@ async fn one(http: &reqwest::Client, w: &WardenProc, key: &str, n_facts: usize) 
     w.wait_unloaded(http).await?;
     m.push(json!({"role": "assistant", "content": "10."}));
     m.push(json!({"role": "user", "content": "And 11?"}));
+    let began = tokio::time::Instant::now();
     let after_reap = ask(http, &to, &m, None).await?;
+    let logged = w.log_since(began, "");
+    let reap_parts = Parts::from_log(logged.iter().map(|(_, l)| l.as_str()));
     let mut other = w.target();
     other.conversation = Some(format!("{key}-other"));
     ask(http, &other, &[json!({"role": "user", "content": "Say hi."})], None).await?;
@@ -132,6 +194,7 @@ async fn one(http: &reqwest::Client, w: &WardenProc, key: &str, n_facts: usize) 
     Ok(Round {
         warm,
         after_reap,
+        reap_parts,
         after_switch,
     })
 }
@@ -181,11 +244,12 @@ async fn run_model(
                     .with_context(|| format!("{name}, {side}, {label} tokens"))?;
                 record(raw, r, &format!("{side}:{name}"), label, &round);
                 eprintln!(
-                    "  kv {name} {label} tokens round {r} {side}: warm {:.0} ms ({} prompt tokens), after reap {:.0} ms ({}), after switch {:.0} ms ({})",
+                    "  kv {name} {label} tokens round {r} {side}: warm {:.0} ms ({} prompt tokens), after reap {:.0} ms ({}; {}), after switch {:.0} ms ({})",
                     round.warm.ttft,
                     round.warm.prompt_n,
                     round.after_reap.ttft,
                     round.after_reap.prompt_n,
+                    round.reap_parts.show(&round.after_reap),
                     round.after_switch.ttft,
                     round.after_switch.prompt_n
                 );
@@ -225,6 +289,10 @@ fn record(raw: &mut Raw, r: usize, side: &str, label: &str, round: &Round) {
         raw.push("kv", r, side, metric(label, what, "ttft"), Some(t.ttft));
         raw.push("kv", r, side, metric(label, what, "prompt"), Some(t.prompt_n as f64));
     }
+    let p = round.reap_parts;
+    for (kind, v) in [("load", p.load_ms), ("restore", p.restore_ms)] {
+        raw.push("kv", r, side, metric(label, "after_reap", kind), v);
+    }
 }
 
 fn metric(label: &str, what: &str, kind: &str) -> &'static str {
@@ -233,15 +301,29 @@ fn metric(label: &str, what: &str, kind: &str) -> &'static str {
         (true, "after_reap", "ttft") => "kv1000_after_reap_ttft_ms",
         (true, _, "ttft") => "kv1000_after_switch_ttft_ms",
         (true, "warm", _) => "kv1000_warm_prompt_tokens",
+        (true, "after_reap", "load") => "kv1000_after_reap_load_ms",
+        (true, "after_reap", "restore") => "kv1000_after_reap_restore_ms",
         (true, "after_reap", _) => "kv1000_after_reap_prompt_tokens",
         (true, _, _) => "kv1000_after_switch_prompt_tokens",
         (false, "warm", "ttft") => "kv3000_warm_ttft_ms",
         (false, "after_reap", "ttft") => "kv3000_after_reap_ttft_ms",
         (false, _, "ttft") => "kv3000_after_switch_ttft_ms",
         (false, "warm", _) => "kv3000_warm_prompt_tokens",
+        (false, "after_reap", "load") => "kv3000_after_reap_load_ms",
+        (false, "after_reap", "restore") => "kv3000_after_reap_restore_ms",
         (false, "after_reap", _) => "kv3000_after_reap_prompt_tokens",
         (false, _, _) => "kv3000_after_switch_prompt_tokens",
     }
+}
+
+/// Where the slowest after-reap turn's time went (`; slowest: load ...`):
+/// a slow load and a re-read look alike in a time alone.
+fn slowest_reap(on: &[Round]) -> String {
+    on.iter()
+        .max_by(|a, b| a.after_reap.ttft.total_cmp(&b.after_reap.ttft))
+        .map_or(String::new(), |r| {
+            format!("; slowest: {}", r.reap_parts.show(&r.after_reap))
+        })
 }
 
 /// Each round's figures, joined (`432 / 3658 / 435`).
@@ -257,9 +339,15 @@ fn summary(name: &str, label: &str, on: &[Round], off: &[Round]) -> Vec<Line> {
     let ratios = |rs: &[Round], f: fn(&Round) -> f64| rs.iter().map(|r| f(r) / r.warm.ttft).collect::<Vec<_>>();
     let ms = |rs: &[Round], f: fn(&Round) -> f64| rs.iter().map(f).collect::<Vec<_>>();
     let mut out = Vec::new();
-    for (what, f) in [
-        ("an idle reap", (|r: &Round| r.after_reap.ttft) as fn(&Round) -> f64),
-        ("a switch to another conversation", |r: &Round| r.after_switch.ttft),
+    for (reap, what, f) in [
+        (
+            true,
+            "an idle reap",
+            (|r: &Round| r.after_reap.ttft) as fn(&Round) -> f64,
+        ),
+        (false, "a switch to another conversation", |r: &Round| {
+            r.after_switch.ttft
+        }),
     ] {
         let (r_on, r_off) = (ratios(on, f), ratios(off, f));
         let worst_on = stats::max(&r_on);
@@ -271,9 +359,10 @@ fn summary(name: &str, label: &str, on: &[Round], off: &[Round]) -> Vec<Line> {
                 stats::median(&r_off)
             ),
             format!(
-                "restored, each round: {} ms; worst {:.0} ms ({worst_on:.1}x)",
+                "restored, each round: {} ms; worst {:.0} ms ({worst_on:.1}x){}",
                 each(&ms(on, f)),
-                stats::max(&ms(on, f))
+                stats::max(&ms(on, f)),
+                if reap { slowest_reap(on) } else { String::new() }
             ),
             format!(
                 "{:.1}x median, {worst_on:.1}x worst vs {:.1}x",
@@ -316,10 +405,15 @@ mod tests {
     use super::*;
 
     fn round(warm: u64, reap: u64, switch: u64) -> Round {
-        let t = |prompt_n| Timed { ttft: 1.0, prompt_n };
+        let t = |prompt_n| Timed {
+            ttft: 1.0,
+            prompt_n,
+            prompt_ms: 0.0,
+        };
         Round {
             warm: t(warm),
             after_reap: t(reap),
+            reap_parts: Parts::default(),
             after_switch: t(switch),
         }
     }
@@ -346,6 +440,34 @@ mod tests {
         let met = |on: &[Round]| summary("m", "1000", on, &good).last().unwrap().met;
         assert_eq!(met(&good), Some(true));
         assert_eq!(met(&bad), Some(false), "the median round is fine, the worst is not");
+    }
+
+    /// The parts of a slow first token come from the warden's own lines.
+    #[test]
+    fn the_parts_of_a_first_token_come_from_the_log() {
+        let lines = [
+            "2026-12-02T10:00:00Z  INFO llm_warden::actors::engine::spawn: model ready engine=\"cpu\" model=m pid=7 port=9 context_tokens=Some(8192) load_ms=412",
+            "2026-12-02T10:00:00Z  INFO llm_warden::actors::engine::kv: kv: restored the conversation's cache tokens=930 ms=9.5",
+            "2026-12-02T10:00:00Z  INFO llm_warden: unrelated forms=3",
+        ];
+        let p = Parts::from_log(lines);
+        assert_eq!(
+            p,
+            Parts {
+                load_ms: Some(412.0),
+                restore_ms: Some(9.5)
+            }
+        );
+        let t = Timed {
+            ttft: 600.0,
+            prompt_n: 19,
+            prompt_ms: 100.0,
+        };
+        assert_eq!(p.show(&t), "load 412 + restore 10 + prompt 100 + rest 78 ms");
+        assert_eq!(
+            Parts::from_log([]).show(&t),
+            "load - + restore - + prompt 100 + rest 500 ms"
+        );
     }
 
     #[test]
