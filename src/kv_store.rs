@@ -238,6 +238,22 @@ mod tests {
         }
     }
 
+    /// A store capped at `cap` bytes beside a model file (the directory
+    /// lives as long as the first value).
+    fn store_with_cap(cap: u64) -> (tempfile::TempDir, PathBuf, KvStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("m.gguf");
+        std::fs::write(&model, b"weights").unwrap();
+        let store = KvStore::open(&dir.path().join("kv"), Some(cap)).unwrap();
+        (dir, model, store)
+    }
+
+    /// A finished save of `len` bytes under `name`, committed.
+    fn put(store: &KvStore, model: &Path, name: &str, len: usize) -> SaveRecord {
+        std::fs::write(store.dir().join(KvStore::temp_file(name)), vec![7u8; len]).unwrap();
+        store.commit(record(name, model)).unwrap()
+    }
+
     /// Dates `name`'s save at `ms` (Unix ms) in its record: two saves made
     /// within the same millisecond tie, and which is older is the test's.
     fn saved_at(store: &KvStore, name: &str, ms: u64) {
@@ -251,14 +267,8 @@ mod tests {
     /// truncated file is refused and removed, and a changed model drops its saves.
     #[test]
     fn commit_find_truncate_evict_and_changed_models() {
-        let dir = tempfile::tempdir().unwrap();
-        let model = dir.path().join("m.gguf");
-        std::fs::write(&model, b"weights").unwrap();
-        let store = KvStore::open(&dir.path().join("kv"), Some(25)).unwrap();
-        let put = |name: &str, len: usize| {
-            std::fs::write(store.dir().join(KvStore::temp_file(name)), vec![7u8; len]).unwrap();
-            store.commit(record(name, &model)).unwrap()
-        };
+        let (_dir, model, store) = store_with_cap(25);
+        let put = |name: &str, len: usize| put(&store, &model, name, len);
         let a = put("a", 10);
         assert_eq!(store.find("a").map(|r| r.bytes), Some(10));
         #[cfg(unix)]
@@ -293,14 +303,8 @@ mod tests {
     /// wall clock stepped back never makes the save just made the oldest.
     #[test]
     fn a_failed_save_keeps_the_earlier_one_and_a_clock_step_keeps_the_newest() {
-        let dir = tempfile::tempdir().unwrap();
-        let model = dir.path().join("m.gguf");
-        std::fs::write(&model, b"weights").unwrap();
-        let store = KvStore::open(&dir.path().join("kv"), Some(15)).unwrap();
-        let put = |name: &str, len: usize| {
-            std::fs::write(store.dir().join(KvStore::temp_file(name)), vec![7u8; len]).unwrap();
-            store.commit(record(name, &model)).unwrap()
-        };
+        let (_dir, model, store) = store_with_cap(15);
+        let put = |name: &str, len: usize| put(&store, &model, name, len);
         put("a", 10);
         // why: the next save of "a" was abandoned half written
         std::fs::write(store.dir().join(KvStore::temp_file("a")), b"half").unwrap();

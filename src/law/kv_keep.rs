@@ -33,7 +33,13 @@
 //! the save file was 15.1 MB and the restore 5 ms with both. Time: the
 //! 2,321-token first read took 9.8 s / 30.3 s and 78.9 s / 65.7 s in two
 //! default / `--swa-full` pairs, decode 2.0 / 2.3 and 0.7 / 1.1 tok/s:
-//! no cost above this machine's noise. A tiny Mamba (`scripts/gen_mamba_model.py`): 39 tokens
+//! no cost above this machine's noise. The flag's cost is in the load:
+//! llama-server alone, `-c 32768`, started until `/health` said 200, three
+//! alternated pairs on a quiet machine (session 8): 873 / 807 / 839 ms
+//! without it, 1,163 / 1,134 / 1,134 ms with it (+0.3 s), VmRSS 424 / 888
+//! MiB. Through the warden a restored Gemma turn after a reap is then
+//! 1.2-1.3 s (the load 1.1 s of it) against 3.4-8.2 s re-read (bench kv).
+//! A tiny Mamba (`scripts/gen_mamba_model.py`): 39 tokens
 //! processed without the interruption, 655 of 655 after the restore.
 
 use serde::Serialize;
