@@ -35,7 +35,7 @@
 //! default / `--swa-full` pairs, decode 2.0 / 2.3 and 0.7 / 1.1 tok/s:
 //! no cost above this machine's noise. The flag's cost is in the load:
 //! llama-server alone, `-c 32768`, started until `/health` said 200, three
-//! alternated pairs on a quiet machine (session 8): 873 / 807 / 839 ms
+//! alternated pairs on a quiet machine (`scripts/measure_swa_full_load.sh`): 873 / 807 / 839 ms
 //! without it, 1,163 / 1,134 / 1,134 ms with it (+0.3 s), VmRSS 424 / 888
 //! MiB. Through the warden a restored Gemma turn after a reap is then
 //! 1.2-1.3 s (the load 1.1 s of it) against 3.4-8.2 s re-read (bench kv).
