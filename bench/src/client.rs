@@ -18,6 +18,15 @@
 //!   itself (the warden holds `[DONE]` back until the brake's turn end is
 //!   done, so the gap is the brake's time);
 //! - warden notices (`: warden {json}` SSE comments), which the parser skips.
+//!
+//! llama-server closes its connection after every streamed answer while
+//! advertising keep-alive (see `llm_warden::child::client`), so a pooled
+//! connection to it may be dead when the next turn takes it: the request
+//! then fails before any byte of an answer ("connection closed before
+//! message completed"; the pairs phase failed on it once in 8 rounds, on
+//! the direct side). Such a request never reached the server; it is sent
+//! once more on a fresh connection and the clock restarts there, for both
+//! sides alike (`send`). A real client of llama-server meets the same.
 
 use std::time::Duration;
 
@@ -119,8 +128,7 @@ pub fn ms(d: Duration) -> f64 {
 /// Sends `body` (which must ask for a stream) and reads the answer to its
 /// end.
 pub async fn stream(http: &reqwest::Client, to: &Target, body: Bytes) -> anyhow::Result<Turn> {
-    let sent = Instant::now();
-    let resp = to.chat(http, body).send().await?;
+    let (sent, resp) = send(http, to, body).await?;
     if !resp.status().is_success() {
         let status = resp.status();
         bail!("HTTP {status}: {}", resp.text().await.unwrap_or_default());
@@ -178,9 +186,24 @@ pub async fn stream(http: &reqwest::Client, to: &Target, body: Bytes) -> anyhow:
     Ok(t)
 }
 
+/// Sends a chat request; when it provably never reached the server (a
+/// refused or already-closed connection, not a timeout), once more. The
+/// instant it was sent (the attempt that reached it) and the response.
+async fn send(http: &reqwest::Client, to: &Target, body: Bytes) -> anyhow::Result<(Instant, reqwest::Response)> {
+    let sent = Instant::now();
+    match to.chat(http, body.clone()).send().await {
+        Ok(r) => Ok((sent, r)),
+        Err(e) if !e.is_timeout() && (e.is_connect() || e.is_request()) => {
+            let sent = Instant::now();
+            Ok((sent, to.chat(http, body).send().await?))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// A non-streamed turn, read whole; returns the body.
 pub async fn whole(http: &reqwest::Client, to: &Target, body: Bytes) -> anyhow::Result<Bytes> {
-    let resp = to.chat(http, body).send().await?;
+    let (_, resp) = send(http, to, body).await?;
     let status = resp.status();
     let bytes = resp.bytes().await?;
     if !status.is_success() {
