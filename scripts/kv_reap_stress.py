@@ -20,7 +20,9 @@ Needs httpx (the clients environment: ~/.cache/llm-warden/py-clients).
 """
 import argparse
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -77,10 +79,11 @@ def main():
 
     hogs = []
     if a.hostile:
-        hogs.append(subprocess.Popen(["yes"], stdout=subprocess.DEVNULL))
+        # Each in its own process group, so the dd of the loop goes with it.
+        hogs.append(subprocess.Popen(["yes"], stdout=subprocess.DEVNULL, start_new_session=True))
         hogs.append(subprocess.Popen(
             ["sh", "-c", "while true; do dd if=/dev/zero of=/tmp/kv_stress_dd bs=1M count=2000 2>/dev/null;"
-                         " rm -f /tmp/kv_stress_dd; done"]))
+                         " rm -f /tmp/kv_stress_dd; done"], start_new_session=True))
     rows, tag = [], str(int(time.time()))
     try:
         for r in range(a.rounds):
@@ -105,8 +108,10 @@ def main():
                   f" + prompt {t['prompt_ms']:.0f} ms{'; ' + ' | '.join(warns) if warns else ''}", flush=True)
     finally:
         for h in hogs:
-            h.kill()
-        subprocess.run(["sh", "-c", "pkill -f 'of=/tmp/kv_stress_dd'; rm -f /tmp/kv_stress_dd"])
+            os.killpg(h.pid, signal.SIGKILL)
+            h.wait()
+        if os.path.exists("/tmp/kv_stress_dd"):
+            os.remove("/tmp/kv_stress_dd")
     ttfts = sorted(x for x, _ in rows)
     print(f"{len(rows)} rounds, {sum(1 for _, x in rows if x)} re-read; after-reap TTFT "
           f"median {ttfts[len(ttfts) // 2]:.0f} ms, worst {ttfts[-1]:.0f} ms")
