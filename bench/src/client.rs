@@ -33,6 +33,7 @@ use std::time::Duration;
 use anyhow::bail;
 use bytes::Bytes;
 use futures::StreamExt;
+use llm_warden::child::client::never_reached;
 use llm_warden::sse::SseParser;
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -186,14 +187,14 @@ pub async fn stream(http: &reqwest::Client, to: &Target, body: Bytes) -> anyhow:
     Ok(t)
 }
 
-/// Sends a chat request; when it provably never reached the server (a
-/// refused or already-closed connection, not a timeout), once more. The
+/// Sends a chat request; when it provably never reached the server (the
+/// warden's own rule for its child, `never_reached`), once more. The
 /// instant it was sent (the attempt that reached it) and the response.
 async fn send(http: &reqwest::Client, to: &Target, body: Bytes) -> anyhow::Result<(Instant, reqwest::Response)> {
     let sent = Instant::now();
     match to.chat(http, body.clone()).send().await {
         Ok(r) => Ok((sent, r)),
-        Err(e) if !e.is_timeout() && (e.is_connect() || e.is_request()) => {
+        Err(e) if never_reached(&e) => {
             let sent = Instant::now();
             Ok((sent, to.chat(http, body).send().await?))
         }

@@ -88,7 +88,7 @@ fn client_with_pool(max_idle: usize) -> reqwest::Client {
 /// connection was refused, or it failed before any byte of an answer came
 /// back (a pooled connection the child had just closed). A timeout proves
 /// nothing (the child may be working on it) and is never retried.
-fn never_reached(e: &reqwest::Error) -> bool {
+pub fn never_reached(e: &reqwest::Error) -> bool {
     !e.is_timeout() && (e.is_connect() || e.is_request())
 }
 
