@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite in one command. Sets up what the tests need
 # through build-llama.sh (cached after the first run: llama-server, the two
-# default models, the MLX environment), then runs every test: law tables,
+# default models, the MLX environment), checks formatting and clippy (both
+# must be clean), then runs every test: law tables,
 # property tests, scripted actor tests with a fake child, and tests against
 # the real llama-server and mlx_vlm.server with the real models, and the
 # CORS and dashboard tests in a headless Chromium (installed from Debian
@@ -54,5 +55,11 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
   shift
 done
 [ $# -gt 0 ] && shift
+# The code's own checks first: formatting and clippy over the workspace
+# (the library, the binary, the tests and the bench), failing on any warning
+# (the lints are in Cargo.toml's [workspace.lints]).
+echo "==> Checking formatting (cargo fmt) and lints (cargo clippy)" >&2
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "==> Running the test suite" >&2
 cargo test --all-targets ${cargo_args[@]+"${cargo_args[@]}"} -- --include-ignored "$@"

@@ -232,7 +232,7 @@ impl Report {
             (
                 "sliding window",
                 f.sliding_window
-                    .map_or("none".into(), |w| format!("{w} (full formula used: an over-estimate)")),
+                    .map_or("none".into(), |w| sliding_note(w, kv::is_over_estimated(f))),
             ),
             (
                 "trained window",
@@ -287,6 +287,17 @@ impl Report {
     }
 }
 
+/// The sliding-window row: what the law now does with the window. A model
+/// run with `--swa-full` allocates the full formula exactly; only one whose
+/// child keeps just the window's cells is over-estimated (on the safe side).
+fn sliding_note(window: u32, over_estimated: bool) -> String {
+    if over_estimated {
+        format!("{window} (the child keeps only these cells; the full formula used: an over-estimate)")
+    } else {
+        format!("{window} (run with --swa-full: every layer holds the whole window, the formula is exact)")
+    }
+}
+
 fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
 }
@@ -312,6 +323,15 @@ mod tests {
     use super::*;
     use crate::engines::GpuSource;
     use crate::law::cuda::GpuDevice;
+
+    /// The sliding row says what the law does: exact with `--swa-full`, an
+    /// over-estimate only where the child keeps just the window.
+    #[test]
+    fn the_sliding_row_says_what_the_law_does() {
+        assert!(sliding_note(512, false).contains("the formula is exact"));
+        assert!(!sliding_note(512, false).contains("over-estimate"));
+        assert!(sliding_note(512, true).contains("over-estimate"));
+    }
 
     /// On a CUDA machine the report is the CUDA engine's plan: the card's
     /// budget and window, the GPU and the Flash-Attention proof.

@@ -103,13 +103,24 @@ pub(crate) const DEFAULT_MLX_MODEL_ID: &str = "SmolLM2-135M-Instruct";
 
 /// `RUST_LOG` decides; by default the warden's own INFO lines and warnings
 /// from the rest. The child's output is at DEBUG under `crate::child`.
+/// Colour only when standard error is a terminal and `NO_COLOR` is unset:
+/// `./run.sh > log` and a service's journal get plain text.
 pub(crate) fn init_tracing() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,llm_warden=info"));
+    let no_color = std::env::var_os("NO_COLOR");
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(log_colour(std::io::stderr().is_terminal(), no_color.as_deref()))
         .init();
+}
+
+/// Whether log lines carry colour codes: on a terminal only, and never when
+/// `NO_COLOR` is set to anything but the empty string (no-color.org).
+pub(crate) fn log_colour(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// The catalog of a models directory plus a model named by path or id,
@@ -157,4 +168,31 @@ pub(crate) fn build_catalog(
 fn ids(c: &Catalog) -> String {
     let v: Vec<&str> = c.entries().iter().map(|e| e.id.as_str()).collect();
     if v.is_empty() { "none".into() } else { v.join(", ") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_colour;
+    use std::ffi::OsStr;
+
+    /// Colour only on a terminal, and never with a non-empty `NO_COLOR`.
+    #[test]
+    fn log_colour_table() {
+        let rows: [(bool, Option<&str>, bool); 5] = [
+            // why: a terminal with nothing said gets colour
+            (true, None, true),
+            // why: a pipe or a file (`./run.sh > log`) never gets escape codes
+            (false, None, false),
+            // why: NO_COLOR set to anything turns colour off (no-color.org)
+            (true, Some("1"), false),
+            // why: an empty NO_COLOR counts as unset (no-color.org)
+            (true, Some(""), true),
+            // why: NO_COLOR cannot turn colour on for a pipe
+            (false, Some(""), false),
+        ];
+        for (i, (terminal, no_color, want)) in rows.into_iter().enumerate() {
+            let got = log_colour(terminal, no_color.map(OsStr::new));
+            assert_eq!(got, want, "row {i}: terminal={terminal} NO_COLOR={no_color:?}");
+        }
+    }
 }

@@ -58,7 +58,7 @@
 //!   the machine has been quiet; never reaching 90 % keeps it from walking
 //!   straight back into the window that caused the pressure.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -383,16 +383,22 @@ pub(crate) fn calm_step(point: Point, mut n: BrakeState, w: &WindowFacts) -> (Ac
 
 /// Whether an idle sample is due: not within `skip` (see
 /// `idle_sample_skip`) of the previous sample or of the end of the last turn.
+/// Times are milliseconds on the caller's monotonic clock (any origin).
 pub fn idle_sample_due(
-    now: Instant,
-    last_sample: Option<Instant>,
-    last_turn_end: Option<Instant>,
+    now_ms: u64,
+    last_sample_ms: Option<u64>,
+    last_turn_end_ms: Option<u64>,
     skip: Duration,
 ) -> bool {
-    let recent = |t: Option<Instant>| t.is_some_and(|t| now.saturating_duration_since(t) < skip);
-    !recent(last_sample) && !recent(last_turn_end)
+    let skip_ms = skip.as_millis() as u64;
+    let recent = |t: Option<u64>| t.is_some_and(|t| now_ms.saturating_sub(t) < skip_ms);
+    !recent(last_sample_ms) && !recent(last_turn_end_ms)
 }
 
 #[cfg(test)]
 #[path = "brake_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "brake_clock_tests.rs"]
+mod clock_tests;

@@ -99,8 +99,8 @@ fn a_pinned_window_is_never_resized_but_still_unloads() {
 
 #[test]
 fn a_seeded_child_takes_no_extra_shrink_and_no_second_unload() {
-    // why: what `seed` makes of a live carry (tests/law_brake_clock.rs checks
-    // that it does; the clock stays out of this pure module)
+    // why: what `seed` makes of a live carry (brake_clock_tests.rs checks
+    // that it does)
     let seeded = BrakeState {
         episode: Some(Episode {
             level: Critical,

@@ -6,7 +6,7 @@
 //! `law::brake`; the engine's brake (`actors::engine::brake`) keeps the
 //! records and calls these.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -111,9 +111,9 @@ pub struct BrakeReload {
     pub hurt: Option<u32>,
     /// The episode, unload included.
     pub episode: Option<Episode>,
-    /// When it was recorded.
+    /// When it was recorded, milliseconds on the engine's monotonic clock.
     #[serde(skip)]
-    pub at: Option<Instant>,
+    pub at_ms: Option<u64>,
 }
 
 /// The per-model window memory: the cap and the window that hurt, kept
@@ -124,20 +124,22 @@ pub struct Remembered {
     pub cap: Option<u32>,
     /// The window that hurt.
     pub hurt: Option<u32>,
-    /// The last write.
-    pub written: Instant,
+    /// The last write, milliseconds on the engine's monotonic clock.
+    pub written_ms: u64,
 }
 
-/// Whether a record written at `at` is still alive at `now` for `ttl`.
-pub fn alive(at: Instant, now: Instant, ttl: Duration) -> bool {
-    now.saturating_duration_since(at) < ttl
+/// Whether a record written at `at_ms` is still alive at `now_ms` for
+/// `ttl` (both on the caller's monotonic clock; a `now` before `at`, which
+/// a monotonic clock never gives, counts as no time passed).
+pub fn alive(at_ms: u64, now_ms: u64, ttl: Duration) -> bool {
+    u128::from(now_ms.saturating_sub(at_ms)) < ttl.as_millis()
 }
 
 /// The brake state a new child of a model starts with: an unload's carry
 /// (within its TTL) seeds it whole; else the window memory's cap and hurt
 /// window; else nothing.
-pub fn seed(carry: Option<&BrakeReload>, memory: Option<&Remembered>, now: Instant) -> BrakeState {
-    if let Some(c) = carry.filter(|c| c.at.is_some_and(|at| alive(at, now, BRAKE_RELOAD_TTL))) {
+pub fn seed(carry: Option<&BrakeReload>, memory: Option<&Remembered>, now_ms: u64) -> BrakeState {
+    if let Some(c) = carry.filter(|c| c.at_ms.is_some_and(|at| alive(at, now_ms, BRAKE_RELOAD_TTL))) {
         return BrakeState {
             episode: c.episode,
             cap: c.cap,
@@ -146,7 +148,7 @@ pub fn seed(carry: Option<&BrakeReload>, memory: Option<&Remembered>, now: Insta
             ..BrakeState::default()
         };
     }
-    match memory.filter(|m| alive(m.written, now, WINDOW_MEMORY_TTL)) {
+    match memory.filter(|m| alive(m.written_ms, now_ms, WINDOW_MEMORY_TTL)) {
         Some(m) => BrakeState {
             cap: m.cap,
             hurt: m.hurt,

@@ -69,16 +69,16 @@ impl EngineCore {
     /// Whether a sample at `point` is taken (an idle one only past the
     /// 55-of-60 s pacing); a taken one is recorded for the next idle one.
     pub(crate) fn take_sample(&mut self, point: Point) -> bool {
-        let now = Instant::now();
+        let now_ms = self.brake.ms(Instant::now());
         let due = point != Point::Idle
             || brake::idle_sample_due(
-                now.into_std(),
-                self.brake.last_sample.map(Instant::into_std),
-                self.last_used.map(|u| u.at.into_std()),
+                now_ms,
+                self.brake.last_sample_ms,
+                self.last_used.map(|u| self.brake.ms(u.at)),
                 brake::idle_sample_skip(self.cfg.brake_tick),
             );
         if due {
-            self.brake.last_sample = Some(now);
+            self.brake.last_sample_ms = Some(now_ms);
         }
         due
     }
@@ -102,7 +102,7 @@ impl EngineCore {
             cap: self.brake.state.cap,
             hurt: self.brake.state.hurt,
             episode: self.brake.state.episode,
-            at: Some(Instant::now().into_std()),
+            at_ms: Some(self.brake.ms(Instant::now())),
         });
         self.remember_window();
         self.brake.state = BrakeState::default();
@@ -133,7 +133,7 @@ impl EngineCore {
                 Remembered {
                     cap,
                     hurt,
-                    written: Instant::now().into_std(),
+                    written_ms: self.brake.ms(Instant::now()),
                 },
             );
         }
@@ -142,10 +142,10 @@ impl EngineCore {
     /// The brake state and cap a new child of `model` starts with (the carry
     /// first, then the window memory), dropping expired records.
     pub(crate) fn brake_seed(&mut self, model: &str) -> BrakeState {
-        let now = Instant::now().into_std();
+        let now = self.brake.ms(Instant::now());
         self.brake
             .memory
-            .retain(|_, m| brake::alive(m.written, now, brake::WINDOW_MEMORY_TTL));
+            .retain(|_, m| brake::alive(m.written_ms, now, brake::WINDOW_MEMORY_TTL));
         let carry = self.brake.reload.as_ref().filter(|c| c.model == model);
         brake::seed(carry, self.brake.memory.get(model), now)
     }
@@ -153,11 +153,10 @@ impl EngineCore {
     /// Whether the turn for `model` must announce a brake reload: its unload
     /// carry waits (nothing loaded), or a brake respawn no turn announced yet.
     pub(crate) fn brake_reload_pending(&self, model: &str) -> bool {
+        let now = self.brake.ms(Instant::now());
         let carried = self.child.is_none()
             && self.brake.reload.as_ref().is_some_and(|c| {
-                c.model == model
-                    && c.at
-                        .is_some_and(|at| brake::alive(at, Instant::now().into_std(), brake::BRAKE_RELOAD_TTL))
+                c.model == model && c.at_ms.is_some_and(|at| brake::alive(at, now, brake::BRAKE_RELOAD_TTL))
             });
         let respawned = self.child.as_ref().is_some_and(|c| c.model_id() == model) && self.brake.state.respawned;
         carried || respawned

@@ -228,7 +228,7 @@ impl EngineCore {
             shut_down: false,
             idle_reload: None,
             sensor,
-            brake: Brake::default(),
+            brake: Brake::new(Instant::now()),
             prefix,
             door_tx,
             idle_clock_tx,

@@ -48,8 +48,12 @@ pub fn state(shut_down: bool, activity: Activity, child: bool) -> EngineState {
 /// (carried whole across its respawns, dropped with the child), why the
 /// brake is off, the last reading and action, the idle pacing, and what
 /// outlives a child (an unload's carry, the per-model window memory).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Brake {
+    /// The origin of the milliseconds the brake's law is given (the law
+    /// reads no clock: `now`, a carry's and a memory's times are plain
+    /// values on this engine's monotonic clock, `Brake::ms`).
+    pub epoch: Instant,
     /// The live child's brake state.
     pub state: BrakeState,
     /// Why the brake is off, once it turned off (said once).
@@ -58,12 +62,34 @@ pub struct Brake {
     pub level: Option<Level>,
     /// The last action's log word.
     pub last_action: Option<BrakeDid>,
-    /// When the last sample was taken (idle pacing).
-    pub last_sample: Option<Instant>,
+    /// When the last sample was taken (idle pacing), `Brake::ms`.
+    pub last_sample_ms: Option<u64>,
     /// An unload's carry (the spec's `_brake_reload`).
     pub reload: Option<BrakeReload>,
     /// The per-model window memory (the spec's `_window_memory`).
     pub memory: HashMap<String, Remembered>,
+}
+
+impl Brake {
+    /// A brake with nothing recorded, its clock starting at `epoch`.
+    pub fn new(epoch: Instant) -> Self {
+        Self {
+            epoch,
+            state: BrakeState::default(),
+            off: None,
+            level: None,
+            last_action: None,
+            last_sample_ms: None,
+            reload: None,
+            memory: HashMap::new(),
+        }
+    }
+
+    /// `t` as milliseconds on the brake's clock (a moment before the
+    /// epoch, which this engine never records, reads as 0).
+    pub fn ms(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_millis() as u64
+    }
 }
 
 #[cfg(test)]
