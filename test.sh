@@ -15,7 +15,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 ./build-llama.sh mlx --no-models
 ./build-llama.sh clients --no-models
 
-# tests/cors.rs and tests/ui.rs drive a real browser (Chromium, and
+# tests/real/cors.rs and tests/real/ui.rs drive a real browser (Chromium, and
 # chromedriver for the dashboard); they fail without one.
 have_chromium() {
   command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
@@ -32,7 +32,7 @@ if ! have_chromium || ! command -v chromedriver >/dev/null 2>&1; then
   fi
 fi
 
-# tests/rpc_netns.rs puts an RPC worker in a network namespace (ip netns,
+# tests/real/rpc_netns.rs puts an RPC worker in a network namespace (ip netns,
 # a veth pair): it needs iproute2 and root, like the cgroup tests.
 if ! command -v ip >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "==> Installing iproute2 from Debian (for the network-namespace test)" >&2
@@ -61,5 +61,15 @@ done
 echo "==> Checking formatting (cargo fmt) and lints (cargo clippy)" >&2
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-echo "==> Running the test suite" >&2
-cargo test --all-targets ${cargo_args[@]+"${cargo_args[@]}"} -- --include-ignored "$@"
+# Three test binaries by kind (tests/formats, tests/fake, tests/real; see
+# docs/contributing.md) beside the unit tests. The real one runs its tests
+# one at a time: each drives llama-server flat out on these cores, and its
+# bounds are sized for a machine no other test shares (before the binaries
+# were merged, tests of different files never overlapped).
+threads=(--test-threads=1)
+for a in "$@"; do case "$a" in --test-threads*) threads=() ;; esac; done
+echo "==> Running the test suite: the unit tests, formats and the fake child" >&2
+cargo test --lib --bins --examples --test formats --test fake ${cargo_args[@]+"${cargo_args[@]}"} \
+  -- --include-ignored "$@"
+echo "==> Running the test suite: the real llama-server, the models and the OS" >&2
+cargo test --test real ${cargo_args[@]+"${cargo_args[@]}"} -- --include-ignored ${threads[@]+"${threads[@]}"} "$@"

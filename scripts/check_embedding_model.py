@@ -27,7 +27,7 @@ Defaults: the build cache of build-llama.sh ($WARDEN_CACHE_DIR, else
 $XDG_CACHE_HOME/llm-warden, else ~/.cache/llm-warden) and this repository's
 artifacts/. Needs numpy only (the client environment has it: ./build-llama.sh
 clients). Human-readable lines go to stderr; --json prints one JSON object of
-the figures on stdout (tests/embedding_model.rs reads it).
+the figures on stdout (tests/real/embedding_model.rs reads it).
 
 Exit status: 0 every check passed; 1 a check failed; 2 it could not run (a
 missing file, llama-server did not start or answer).

@@ -152,3 +152,78 @@ pub use config::WardenConfig;
 pub use messages::prefix::TurnKind;
 pub use messages::{Notice, TurnEvent, TurnOptions};
 pub use warden::{Chunk, TurnRequest, TurnStream, TurnWatch, Warden, WardenBuilder};
+
+/// The crate map is checked, not trusted: every module `lib.rs` declares is
+/// listed in `docs/layout.md` and named in the `# Layout` docs above, and
+/// every file or folder at the top of `src/` is a declared module or loaded
+/// by a `#[path]` from one.
+#[cfg(test)]
+mod crate_map_tests {
+    use std::collections::BTreeSet;
+    use std::path::Path;
+
+    fn read(rel: &str) -> String {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    /// The modules `lib.rs` declares: `pub mod X;` and the `internal!` list.
+    fn declared(lib: &str) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        let mut in_internal = false;
+        for line in lib.lines().map(str::trim) {
+            if line.starts_with("internal! {") {
+                in_internal = true;
+            } else if in_internal && line == "}" {
+                in_internal = false;
+            } else if in_internal {
+                if let Some(name) = line.strip_suffix(';') {
+                    out.insert(name.to_string());
+                }
+            } else if let Some(name) = line.strip_prefix("pub mod ").and_then(|r| r.strip_suffix(';')) {
+                out.insert(name.to_string());
+            }
+        }
+        // The `internal!` macro's own `pub mod $name;` is no module.
+        out.retain(|m| m.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+        out
+    }
+
+    #[test]
+    fn the_crate_map_names_every_module() {
+        let lib = read("src/lib.rs");
+        let modules = declared(&lib);
+        assert!(modules.len() > 20 && modules.contains("law"), "parsed {modules:?}");
+        let map = read("docs/layout.md");
+        let listed: BTreeSet<String> = map
+            .lines()
+            .filter_map(|l| l.strip_prefix("- `"))
+            .filter_map(|l| l.split('`').next())
+            .map(str::to_string)
+            .collect();
+        assert_eq!(listed, modules, "docs/layout.md lists these; src/lib.rs declares those");
+        let docs: String = lib.lines().filter(|l| l.starts_with("//!")).collect();
+        for m in &modules {
+            assert!(
+                docs.contains(&format!("`{m}")),
+                "src/lib.rs's Layout docs never name `{m}`"
+            );
+        }
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        for e in std::fs::read_dir(&src).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            let stem = name.strip_suffix(".rs").unwrap_or(&name);
+            if ["lib", "main"].contains(&stem) || modules.contains(stem) {
+                continue;
+            }
+            let loaded = modules.iter().any(|m| {
+                let file = src.join(format!("{m}.rs"));
+                std::fs::read_to_string(file).is_ok_and(|s| s.contains(&format!("#[path = \"{name}\"]")))
+            });
+            assert!(
+                loaded,
+                "src/{name} is neither a module lib.rs declares nor loaded by #[path]"
+            );
+        }
+    }
+}

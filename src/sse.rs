@@ -14,7 +14,7 @@
 //! bytes* (a zero-copy slice of the receive buffer) next to its data, so the
 //! warden relays llama-server's exact framing without re-encoding a byte or
 //! allocating per chunk. It is ~150 lines and property-tested against a
-//! reference split (`tests/sse_parser.rs`).
+//! reference split (`tests/formats/sse_parser.rs`).
 
 use bytes::{Bytes, BytesMut};
 

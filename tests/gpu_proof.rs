@@ -4,7 +4,7 @@
 //! the `gpu-tests` feature and its tests are ignored, so neither a plain
 //! `cargo test` nor `./test.sh` (`--include-ignored`, on CI machines without
 //! a GPU) runs them; run, they fail naming a missing GPU or model. The CUDA
-//! rules themselves are proven without a GPU in `tests/cuda_engine.rs` and
+//! rules themselves are proven without a GPU in `tests/fake/cuda_engine.rs` and
 //! `law::cuda`.
 //!
 //! Each test prints `GPU-PROOF key=value` lines; the script gathers them

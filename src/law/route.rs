@@ -271,7 +271,7 @@ mod tests {
     /// A request that names no route runs on every engine; llama-server's
     /// engines serve every route; whatever another engine serves,
     /// llama-server serves too (a refusal is the engine's lack, never the
-    /// route's: tests/real_mlx.rs shows MLX's 501 for the rest).
+    /// route's: tests/real/real_mlx.rs shows MLX's 501 for the rest).
     #[test]
     fn the_default_route_runs_everywhere_and_llama_server_serves_all() {
         for r in Route::ALL {

@@ -1,4 +1,4 @@
-//! The rig of the split tests (tests/rpc_split.rs, tests/rpc_netns.rs):
+//! The rig of the split tests (tests/real/rpc_split.rs, tests/real/rpc_netns.rs):
 //! workers in memory cgroups of their own, a warden binary over them, and
 //! the status and answer one-liners.
 

@@ -1,5 +1,5 @@
-//! Starting `llm-warden worker` as a real process in tests (tests/worker.rs,
-//! tests/rpc_split.rs): the real rpc-server, free ports, the keyed status,
+//! Starting `llm-warden worker` as a real process in tests (tests/real/worker.rs,
+//! tests/real/rpc_split.rs): the real rpc-server, free ports, the keyed status,
 //! an optional memory cgroup standing for a machine of its own.
 
 use std::path::PathBuf;

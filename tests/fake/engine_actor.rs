@@ -1,0 +1,326 @@
+//! Scripted-message tests of `EngineActor` over the fake child: ordering
+//! (the mailbox is the lock), the reap's re-check, disconnects, model
+//! switches and request translation. Faults live in `tests/fake/faults_fake.rs`.
+
+use crate::support;
+
+use std::time::Duration;
+
+use llm_warden::status::WardenEvent;
+use serde_json::json;
+use support::*;
+
+/// A slow turn, a reap tick and a second turn are handled strictly in that
+/// order; the reap never interrupts the stream (it runs after the turn ends,
+/// and with a zero timeout it then unloads, so the second turn reloads).
+#[actix_rt::test]
+async fn reap_waits_for_the_turn_and_never_interrupts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "m", json!({"tokens": 20, "token_ms": 25}));
+    let cfg = llm_warden::WardenConfig {
+        idle_timeout: Duration::ZERO,
+        ..test_config()
+    };
+    let w = TestWarden::fake(dir.path()).config(cfg).start();
+    let mut ev = w.subscribe();
+    let first = w.submit(chat(None, 20, true)).unwrap();
+    event_or_fail(&mut ev, "turn 0 start", |e| {
+        matches!(e, WardenEvent::TurnStarted { seq: 0 })
+    })
+    .await;
+    w.queue_reap();
+    let second = w.submit(chat(None, 3, true)).unwrap();
+    let t1 = collect(first).await;
+    assert!(t1.done && t1.error.is_none(), "turn 0 was interrupted: {t1:?}");
+    assert_eq!(t1.text().split_whitespace().count(), 20);
+    let mut order = Vec::new();
+    loop {
+        let e = event_or_fail(&mut ev, "the backlog", |_| true).await;
+        let tag = match &e {
+            WardenEvent::TurnEnded { seq, .. } => format!("end{seq}"),
+            WardenEvent::ReapChecked { reaped } => format!("reap:{reaped}"),
+            WardenEvent::Unloaded { reason, .. } => format!("unloaded:{reason}"),
+            WardenEvent::TurnStarted { seq } => format!("start{seq}"),
+            WardenEvent::Ready { .. } => "ready".into(),
+            _ => continue,
+        };
+        if order.is_empty() && tag != "end0" {
+            continue; // events of turn 0 itself (its load) come first
+        }
+        order.push(tag);
+        if order.last().map(String::as_str) == Some("end1") {
+            break;
+        }
+    }
+    assert_eq!(order, ["end0", "unloaded:idle", "reap:true", "start1", "ready", "end1"]);
+    let t2 = collect(second).await;
+    assert!(t2.done, "turn 1: {t2:?}");
+    w.shutdown().await;
+}
+
+/// A reap tick queued behind a turn re-checks idleness when handled: the
+/// turn just ended, so a 60 s timeout leaves the model (same pid after).
+#[actix_rt::test]
+async fn a_queued_reap_rechecks_idleness() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "m", json!({"tokens": 10, "token_ms": 20}));
+    let w = TestWarden::fake(dir.path()).start();
+    let mut ev = w.subscribe();
+    let first = w.submit(chat(None, 10, true)).unwrap();
+    event_or_fail(&mut ev, "turn start", |e| matches!(e, WardenEvent::TurnStarted { .. })).await;
+    w.queue_reap();
+    assert!(collect(first).await.done);
+    let e = event_or_fail(&mut ev, "the reap check", |e| {
+        matches!(e, WardenEvent::ReapChecked { .. })
+    })
+    .await;
+    assert_eq!(e, WardenEvent::ReapChecked { reaped: false });
+    let pid = w.status().child_pid.expect("still loaded");
+    assert!(collect(w.submit(chat(None, 2, true)).unwrap()).await.done);
+    assert_eq!(w.status().child_pid, Some(pid));
+    w.shutdown().await;
+}
+
+/// Turns are served one at a time in arrival order: the mailbox is the queue.
+#[actix_rt::test]
+async fn turns_are_served_in_arrival_order() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "m", json!({"tokens": 2, "token_ms": 1}));
+    let w = TestWarden::fake(dir.path()).start();
+    let mut ev = w.subscribe();
+    let rxs: Vec<_> = (0..20).map(|_| w.submit(chat(None, 2, true)).unwrap()).collect();
+    let mut started = Vec::new();
+    let mut open: Option<u64> = None;
+    while started.len() < 20 {
+        match event_or_fail(&mut ev, "turn events", |e| {
+            matches!(e, WardenEvent::TurnStarted { .. } | WardenEvent::TurnEnded { .. })
+        })
+        .await
+        {
+            WardenEvent::TurnStarted { seq } => {
+                assert_eq!(open, None, "turn {seq} started while another ran");
+                open = Some(seq);
+                started.push(seq);
+            }
+            WardenEvent::TurnEnded { seq, .. } => {
+                assert_eq!(open, Some(seq));
+                open = None;
+            }
+            _ => unreachable!(),
+        }
+    }
+    assert_eq!(started, (0..20).collect::<Vec<u64>>());
+    for rx in rxs {
+        assert!(collect(rx).await.done);
+    }
+    w.shutdown().await;
+}
+
+/// A client that goes away mid-stream ends the turn as abandoned, the child
+/// cancels the generation, and the next turn is served by the same child.
+#[actix_rt::test]
+async fn a_disconnect_abandons_the_turn_and_the_next_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.log");
+    fake_model(dir.path(), "m", json!({"tokens": 200, "token_ms": 20, "log": log}));
+    let w = TestWarden::fake(dir.path()).start();
+    let mut ev = w.subscribe();
+    let mut rx = w.submit(chat(None, 200, true)).unwrap();
+    loop {
+        if let llm_warden::TurnEvent::Chunk(_) = recv_or_fail(&mut rx, "a first chunk").await {
+            break;
+        }
+    }
+    drop(rx);
+    let e = event_or_fail(&mut ev, "the abandoned end", |e| {
+        matches!(e, WardenEvent::TurnEnded { .. })
+    })
+    .await;
+    assert_eq!(
+        e,
+        WardenEvent::TurnEnded {
+            seq: 0,
+            route: llm_warden::law::route::Route::Chat,
+            outcome: llm_warden::status::TurnOutcome::Abandoned,
+            timings: None,
+        }
+    );
+    let pid = w.status().child_pid.unwrap();
+    let t = collect(w.submit(chat(None, 3, true)).unwrap()).await;
+    assert!(t.done);
+    assert_eq!(w.status().child_pid, Some(pid));
+    w.shutdown().await;
+}
+
+/// A turn whose client left while it was queued is skipped, never run.
+#[actix_rt::test]
+async fn a_turn_abandoned_in_the_queue_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "m", json!({"tokens": 10, "token_ms": 20}));
+    let w = TestWarden::fake(dir.path()).start();
+    let mut ev = w.subscribe();
+    let first = w.submit(chat(None, 10, true)).unwrap();
+    drop(w.submit(chat(None, 10, true)).unwrap());
+    assert!(collect(first).await.done);
+    let e = event_or_fail(&mut ev, "seq 1's end", |e| {
+        matches!(e, WardenEvent::TurnEnded { seq: 1, .. })
+    })
+    .await;
+    assert_eq!(
+        e,
+        WardenEvent::TurnEnded {
+            seq: 1,
+            route: llm_warden::law::route::Route::Chat,
+            outcome: llm_warden::status::TurnOutcome::Skipped,
+            timings: None,
+        }
+    );
+    assert_eq!(w.queue_depth(), 0);
+    w.shutdown().await;
+}
+
+/// Naming another model loads it beside the first (memory allows both):
+/// two children, each its own engine; an unknown id is a 404 that leaves
+/// both untouched. With `WARDEN_MAX_RESIDENT=1` the same request evicts the
+/// idle first model instead (today's switch, as an eviction).
+#[actix_rt::test]
+async fn another_model_loads_beside_and_unknown_model() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "a", json!({}));
+    fake_model(dir.path(), "b", json!({}));
+    let w = TestWarden::fake(dir.path()).start();
+    assert!(collect(w.submit(chat(Some("a"), 2, true)).unwrap()).await.done);
+    let pid_a = w.status().child_pid.unwrap();
+    assert_eq!(w.status().model.as_deref(), Some("a"));
+    let err = w.submit(chat(Some("nope"), 2, true)).unwrap_err().to_api();
+    assert_eq!((err.status, err.code.as_str()), (404, "model_not_found"));
+    assert_eq!(w.status().child_pid, Some(pid_a));
+    assert!(
+        collect(w.submit(chat(Some("b"), 2, false)).unwrap())
+            .await
+            .body
+            .is_some()
+    );
+    let s = w.status();
+    assert_eq!(s.model.as_deref(), Some("b"), "the top level is the last used");
+    assert!(alive(pid_a), "the first model stays resident");
+    let residents: Vec<_> = s.residents.iter().map(|r| r.model.as_str()).collect();
+    assert_eq!(residents, ["b", "a"], "most recently used first");
+    assert_ne!(s.residents[0].child_pid, s.residents[1].child_pid);
+    w.shutdown().await;
+    assert!(!alive(pid_a), "shutdown stops every resident");
+
+    let cfg = llm_warden::WardenConfig {
+        max_resident: Some(1),
+        ..test_config()
+    };
+    let w = TestWarden::fake(dir.path()).config(cfg).start();
+    let mut ev = w.subscribe();
+    assert!(collect(w.submit(chat(Some("a"), 2, true)).unwrap()).await.done);
+    let pid_a = w.status().child_pid.unwrap();
+    assert!(collect(w.submit(chat(Some("b"), 2, true)).unwrap()).await.done);
+    let e = event_or_fail(&mut ev, "the eviction", |e| matches!(e, WardenEvent::Unloaded { .. })).await;
+    match e {
+        WardenEvent::Unloaded {
+            model,
+            reason,
+            freed_bytes,
+        } => {
+            assert_eq!((model.as_str(), reason.as_str()), ("a", "evicted"));
+            assert!(freed_bytes.is_some_and(|b| b > 0), "an eviction says what it freed");
+        }
+        _ => unreachable!(),
+    }
+    assert!(!alive(pid_a), "the evicted child must be gone");
+    assert_eq!(w.status().residents.len(), 1);
+    w.shutdown().await;
+}
+
+/// `repetition_penalty` reaches the child as `repeat_penalty`.
+#[actix_rt::test]
+async fn repetition_penalty_is_translated() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.log");
+    fake_model(dir.path(), "m", json!({"log": log}));
+    let w = TestWarden::fake(dir.path()).start();
+    let mut req = chat(None, 2, true);
+    req.body.insert("repetition_penalty".into(), json!(1.3));
+    assert!(collect(w.submit(req).unwrap()).await.done);
+    let logged: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(&log).unwrap().lines().last().unwrap()).unwrap();
+    assert_eq!(logged["repeat_penalty"], json!(1.3));
+    assert!(logged.get("repetition_penalty").is_none());
+    w.shutdown().await;
+}
+
+/// Load, status and unload by message; the window comes from `/props`.
+#[actix_rt::test]
+async fn load_status_unload() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "m", json!({"props_ctx": 6144}));
+    let w = TestWarden::fake(dir.path()).start();
+    let s = load_default(&w).await;
+    assert_eq!(s.context_tokens, Some(6144));
+    let pid = s.child_pid.unwrap();
+    assert!(alive(pid));
+    assert!(w.unload().await.unwrap());
+    assert!(wait_gone(pid, 5).await);
+    assert_eq!(w.status().child_pid, None);
+    assert_eq!(w.status().context_tokens, None);
+    assert!(!w.unload().await.unwrap());
+    w.shutdown().await;
+}
+
+/// Two models whose floors do not fit together (two heavy-KV models on
+/// 2 GiB of overridden RAM): a load for the second never stops the first's
+/// turn in flight. It waits for the turn's end, bounded by the load
+/// timeout; past it, 503 `model_does_not_fit` naming the resident in its
+/// turn, whose stream ends whole. Once the turn has ended, the same request
+/// evicts the idle first model and loads.
+#[actix_rt::test]
+async fn a_turn_in_flight_is_never_stopped_for_another_model() {
+    let dir = tempfile::tempdir().unwrap();
+    heavy_model(dir.path(), "a", json!({"tokens": 150, "token_ms": 20}));
+    heavy_model(dir.path(), "b", json!({"tokens": 150, "token_ms": 20}));
+    let cfg = llm_warden::WardenConfig {
+        ram_override_bytes: Some(2 << 30),
+        load_timeout: Duration::from_millis(1500),
+        ..test_config()
+    };
+    let w = TestWarden::fake(dir.path()).config(cfg).start();
+    let mut ev = w.subscribe();
+    // 1. a streams for 3 s; b waits 1.5 s, then is refused.
+    let a = w.submit(chat(Some("a"), 150, true)).unwrap();
+    let ready = event_or_fail(&mut ev, "a's load", |e| matches!(e, WardenEvent::Ready { .. })).await;
+    let WardenEvent::Ready { pid: pid_a, .. } = ready else {
+        unreachable!()
+    };
+    let b = collect(w.submit(chat(Some("b"), 2, true)).unwrap()).await;
+    let e = b.error.expect("refused");
+    assert_eq!((e.status, e.code.as_str()), (503, "model_does_not_fit"), "{e:?}");
+    assert!(
+        e.message.contains("a (chat) holds") && e.message.contains("in a turn"),
+        "names the resident and what it holds: {}",
+        e.message
+    );
+    let t = collect(a).await;
+    assert!(t.done && t.error.is_none(), "a's turn ends whole: {t:?}");
+    assert_eq!(t.text().split_whitespace().count(), 150);
+    assert!(alive(pid_a));
+    // 2. a is idle now: b evicts it and loads.
+    assert!(collect(w.submit(chat(Some("b"), 2, true)).unwrap()).await.done);
+    assert!(!alive(pid_a), "the idle first model was evicted");
+    let s = w.status();
+    assert_eq!(s.residents.iter().map(|r| r.model.as_str()).collect::<Vec<_>>(), ["b"]);
+    // 3. b streams; a waits for its end (under the timeout), then loads.
+    let long_b = w.submit(chat(Some("b"), 40, true)).unwrap();
+    let again_a = w.submit(chat(Some("a"), 2, true)).unwrap();
+    let (tb, ta) = futures::join!(collect(long_b), collect(again_a));
+    assert!(tb.done && tb.error.is_none(), "{tb:?}");
+    assert!(
+        ta.done && ta.error.is_none(),
+        "a waited for b's turn, then loaded: {ta:?}"
+    );
+    assert_eq!(w.status().model.as_deref(), Some("a"));
+    w.shutdown().await;
+}

@@ -1,0 +1,87 @@
+//! KV saves against a child that misbehaves with them, on virtual time (the
+//! in-process fake, `child::fake`, and tokio's clock paused): a restore the
+//! child never answers costs its turn `SLOT_IO_TIMEOUT_S` and keeps the
+//! save, since an unanswered call says nothing about the file; a restore
+//! the child refuses removes the save. Either way the turn is answered in
+//! full and the warden goes on. The same with the real llama-server, for
+//! the faults it can be made to show (a corrupt or truncated file), is in
+//! `kv_save.rs`.
+
+use crate::support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use llm_warden::WardenConfig;
+use llm_warden::child::fake::{FakeLlama, Script, SlotRestore};
+use llm_warden::law::kv_save::SLOT_IO_TIMEOUT_S;
+use support::*;
+use tokio::time::Instant;
+
+/// A conversation's turn whose prompt is long enough to be worth saving
+/// (its bytes over 4 are past `MIN_SAVE_TOKENS`).
+fn long_turn() -> llm_warden::TurnRequest {
+    let mut t = chat(None, 4, true);
+    t.body.insert(
+        "messages".into(),
+        serde_json::json!([{"role": "user", "content": "word ".repeat(400)}]),
+    );
+    t
+}
+
+/// The conversations the store holds.
+fn saved(w: &llm_warden::Warden) -> Vec<String> {
+    w.status()
+        .kv_saves
+        .map(|v| v.saves.into_iter().map(|s| s.conversation).collect())
+        .unwrap_or_default()
+}
+
+/// Per row: a turn, an unload (which saves), the next turn (a new child,
+/// which restores as scripted): what it cost and whether the save stayed.
+#[actix_rt::test]
+async fn an_unanswered_restore_keeps_the_save_and_a_refused_one_removes_it() {
+    let rows = [
+        // (restore, the save stays, the turn waits for the bound)
+        // why: the file is fine; nothing to lose
+        (SlotRestore::Restores, true, false),
+        // why: no answer says nothing about the file: it stays for the next turn
+        (SlotRestore::Hangs, true, true),
+        // why: the child's word that the file is of no use
+        (SlotRestore::Refuses, false, false),
+    ];
+    tokio::time::pause();
+    for (restore, stays, waits) in rows {
+        let dir = tempfile::tempdir().unwrap();
+        let kv = tempfile::tempdir().unwrap();
+        model_file(dir.path(), "m");
+        let fake = Arc::new(FakeLlama::new(Script {
+            restore,
+            ..Script::default()
+        }));
+        let cfg = WardenConfig {
+            kv_save_dir: Some(kv.path().to_path_buf()),
+            ..test_config()
+        };
+        let w = TestWarden::in_process(&fake, dir.path()).config(cfg).start();
+        let first = collect(w.submit(long_turn()).unwrap()).await;
+        assert!(first.done, "{restore:?}: {first:?}");
+        assert!(w.unload().await.unwrap());
+        assert_eq!(saved(&w), vec!["test-conversation".to_string()], "{restore:?}");
+        let at = Instant::now();
+        let next = collect(w.submit(long_turn()).unwrap()).await;
+        let took = at.elapsed();
+        assert!(
+            next.done && next.error.is_none(),
+            "{restore:?}: answered in full: {next:?}"
+        );
+        assert_eq!(fake.slot_actions(), vec!["save", "restore"], "{restore:?}");
+        let bound = Duration::from_secs(SLOT_IO_TIMEOUT_S);
+        assert_eq!(took >= bound, waits, "{restore:?}: took {took:?}");
+        assert!(took < bound + Duration::from_secs(1), "{restore:?}: took {took:?}");
+        assert_eq!(!saved(&w).is_empty(), stays, "{restore:?}: {:?}", saved(&w));
+        // The warden goes on: one more turn of the same conversation.
+        assert!(collect(w.submit(long_turn()).unwrap()).await.done, "{restore:?}");
+        w.shutdown().await;
+    }
+}

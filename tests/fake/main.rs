@@ -1,0 +1,23 @@
+//! The warden against a fake child: the engine actor scripted message by
+//! message, its faults, watchdogs and supervision, and the HTTP faces over
+//! the in-process fake (`child::fake`) or the Python one
+//! (`support/fake_llama_server.py`). Fast, and runs without llama-server.
+//!
+//! One module per area; `support` is the one set of helpers (tests/support).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod bad_models;
+mod brake_actor;
+mod cuda_engine;
+mod dialects_http;
+mod engine_actor;
+mod faults_fake;
+mod http_api;
+mod kv_faults;
+mod load;
+mod mlx_bound;
+mod supervision;
+mod turn_stream;
+mod watchdogs;
