@@ -21,17 +21,6 @@ fn serve(dir: &Path, cfg: WardenConfig) -> (Warden, String) {
     (w, base)
 }
 
-async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
-    let r = reqwest::Client::new()
-        .post(format!("{base}{path}"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
 /// The NDJSON lines of an answer.
 async fn ndjson(base: &str, path: &str, body: Value) -> Vec<Value> {
     let r = reqwest::Client::new()

@@ -16,14 +16,10 @@ use llm_warden::status::{EngineState, WardenEvent};
 use serde_json::{Value, json};
 use support::*;
 
+/// `support::post_with`, in a conversation when one is named.
 async fn post(base: &str, path: &str, body: Value, conversation: Option<&str>) -> (u16, Value) {
-    let mut r = reqwest::Client::new().post(format!("{base}{path}")).json(&body);
-    if let Some(c) = conversation {
-        r = r.header("X-Warden-Conversation", c);
-    }
-    let r = r.send().await.unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
+    let headers: Vec<(&str, &str)> = conversation.map(|c| ("X-Warden-Conversation", c)).into_iter().collect();
+    post_with(base, path, body, &headers).await
 }
 
 /// A long greedy Messages or Responses stream's request.

@@ -12,17 +12,6 @@ use llm_warden::WardenConfig;
 use serde_json::{Value, json};
 use support::*;
 
-async fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
-    let r = reqwest::Client::new()
-        .post(format!("{base}{path}"))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
 fn user(content: Value) -> Value {
     json!({"messages": [{"role": "user", "content": content}], "max_tokens": 4})
 }

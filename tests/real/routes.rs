@@ -18,20 +18,6 @@ use llm_warden::{Warden, WardenConfig};
 use serde_json::{Value, json};
 use support::*;
 
-async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
-    post_with(base, path, body, &[]).await
-}
-
-async fn post_with(base: &str, path: &str, body: Value, headers: &[(&str, &str)]) -> (u16, Value) {
-    let mut r = reqwest::Client::new().post(format!("{base}{path}")).json(&body);
-    for (k, v) in headers {
-        r = r.header(*k, *v);
-    }
-    let r = r.send().await.unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
 /// The `data:` payloads of a streamed answer, `[DONE]` included.
 async fn stream_events(base: &str, path: &str, body: Value) -> Vec<String> {
     let r = reqwest::Client::new()

@@ -1,6 +1,7 @@
 //! Serving a warden over HTTP in a test: its routes in-process
 //! (`serve_http`), or the `llm-warden serve` binary as a child
-//! (`spawn_warden_binary`), and a JSON one-liner.
+//! (`spawn_warden_binary`), a JSON one-liner, and a POST of a JSON body
+//! answered with its status and JSON (`post`, `post_with` for headers).
 use std::time::Duration;
 
 use llm_warden::Warden;
@@ -99,4 +100,26 @@ pub async fn spawn_warden_in_group(
         .unwrap();
     let base = read_listen_url(&mut warden).await;
     (warden, base)
+}
+
+/// POSTs `body` as JSON to `base` + `path`: the status and the JSON answer
+/// (`Null` when the answer is not JSON).
+pub async fn post(base: &str, path: &str, body: impl serde::Serialize) -> (u16, serde_json::Value) {
+    post_with(base, path, body, &[]).await
+}
+
+/// `post` with extra request headers.
+pub async fn post_with(
+    base: &str,
+    path: &str,
+    body: impl serde::Serialize,
+    headers: &[(&str, &str)],
+) -> (u16, serde_json::Value) {
+    let mut r = reqwest::Client::new().post(format!("{base}{path}")).json(&body);
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    let r = r.send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(serde_json::Value::Null))
 }
