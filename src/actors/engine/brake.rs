@@ -7,7 +7,6 @@
 //! `EngineCore`; runs inside an atomic handler (a turn, or the idle
 //! `BrakeSample`), so it never meets a generation in flight.
 
-use tokio::time::Instant;
 
 use super::core::EngineCore;
 use crate::engines::hooks::{BrakeInput, Gauge};
@@ -69,7 +68,7 @@ impl EngineCore {
     /// Whether a sample at `point` is taken (an idle one only past the
     /// 55-of-60 s pacing); a taken one is recorded for the next idle one.
     pub(crate) fn take_sample(&mut self, point: Point) -> bool {
-        let now_ms = self.brake.ms(Instant::now());
+        let now_ms = self.brake.now_ms();
         let due = point != Point::Idle
             || brake::idle_sample_due(
                 now_ms,
@@ -102,7 +101,7 @@ impl EngineCore {
             cap: self.brake.state.cap,
             hurt: self.brake.state.hurt,
             episode: self.brake.state.episode,
-            at_ms: Some(self.brake.ms(Instant::now())),
+            at_ms: Some(self.brake.now_ms()),
         });
         self.remember_window();
         self.brake.state = BrakeState::default();
@@ -133,7 +132,7 @@ impl EngineCore {
                 Remembered {
                     cap,
                     hurt,
-                    written_ms: self.brake.ms(Instant::now()),
+                    written_ms: self.brake.now_ms(),
                 },
             );
         }
@@ -142,7 +141,7 @@ impl EngineCore {
     /// The brake state and cap a new child of `model` starts with (the carry
     /// first, then the window memory), dropping expired records.
     pub(crate) fn brake_seed(&mut self, model: &str) -> BrakeState {
-        let now = self.brake.ms(Instant::now());
+        let now = self.brake.now_ms();
         self.brake
             .memory
             .retain(|_, m| brake::alive(m.written_ms, now, brake::WINDOW_MEMORY_TTL));
@@ -153,7 +152,7 @@ impl EngineCore {
     /// Whether the turn for `model` must announce a brake reload: its unload
     /// carry waits (nothing loaded), or a brake respawn no turn announced yet.
     pub(crate) fn brake_reload_pending(&self, model: &str) -> bool {
-        let now = self.brake.ms(Instant::now());
+        let now = self.brake.now_ms();
         let carried = self.child.is_none()
             && self.brake.reload.as_ref().is_some_and(|c| {
                 c.model == model && c.at_ms.is_some_and(|at| brake::alive(at, now, brake::BRAKE_RELOAD_TTL))

@@ -90,6 +90,11 @@ impl Brake {
     pub fn ms(&self, t: Instant) -> u64 {
         t.saturating_duration_since(self.epoch).as_millis() as u64
     }
+
+    /// Now on the brake's clock.
+    pub fn now_ms(&self) -> u64 {
+        self.ms(Instant::now())
+    }
 }
 
 #[cfg(test)]
