@@ -78,7 +78,10 @@
 //!    `engines::preflight` selects the engine.
 //! 4. `messages` (one file per actor message) and `actors`: `EngineActor`,
 //!    the only code that spawns, respawns, retires and unloads. Its state
-//!    is `EngineCore` (`core`; its plain values in `state`), moved into each
+//!    is `EngineCore` (`core`), divided by who writes it: the child slot
+//!    (`child_slot`), the brake controller (`brake_state`), the KV
+//!    controller (`kv`) and the use (`state`), each the only writer of its
+//!    fields. The core is moved into each
 //!    atomic handler and published at the end of every handler (`publish`:
 //!    the status is `snapshot()`, a function of the core) and at named
 //!    points (`enter`): `load`, `spawn`, `retire`, `turn`, `relay`,

@@ -20,7 +20,13 @@ use crate::engines::cpu::CpuChild;
 use crate::engines::cpu::rpc::Given;
 use crate::engines::cuda::CudaChild;
 use crate::engines::mlx::MlxChild;
-use crate::law::brake::Readings;
+use std::time::Duration;
+
+pub use crate::engines::mlx::live::Acted;
+use crate::config::WardenConfig;
+use crate::law::brake::{Point, Readings};
+use crate::law::mlx::MlxAction;
+use crate::law::prefix::ChildCache;
 use crate::law::cuda::Offload;
 use crate::law::types::EngineKind;
 
@@ -150,6 +156,49 @@ impl ChildState {
     pub fn read_own_gauge(&mut self, pid: u32, healthy: u64) -> Option<Readings> {
         match self {
             Self::Cuda(c) => c.read_spill(pid, healthy),
+            _ => None,
+        }
+    }
+
+    /// Carries out inside the child what the MLX law decided (a release, a
+    /// shrink or a growth through the bound); `None` when nothing was done
+    /// there (no action, an unload, which is the actor's, or an engine
+    /// whose brake acts by respawning).
+    pub async fn act_in_child(
+        &mut self,
+        child: ChildView<'_>,
+        action: MlxAction,
+        point: Point,
+        cfg: &WardenConfig,
+    ) -> Option<Acted> {
+        match self {
+            Self::Mlx(m) => m.act(child, action, point, cfg).await,
+            _ => None,
+        }
+    }
+
+    /// What the child's prefix cache holds (MLX), `None` on an engine
+    /// without one.
+    pub fn prefix_cache(&self) -> Option<ChildCache> {
+        self.mlx().map(|m| m.cache)
+    }
+
+    /// Resets the child's prefix cache (a barrier request first when
+    /// `barrier`); an error on an engine without one.
+    pub async fn reset_prefix_cache(&mut self, child: ChildView<'_>, barrier: bool, timeout: Duration) -> Result<(), String> {
+        match self {
+            Self::Mlx(m) => m.reset_cache(child, barrier, timeout).await,
+            _ => Err("reset: no prefix cache".into()),
+        }
+    }
+
+    /// The footprint the child holds at the window `bound`, bytes: the
+    /// header's law over the plan's shape (llama.cpp), else the base
+    /// footprint measured at load plus the KV per token (MLX).
+    pub fn footprint_at(&self, plan: &SpawnPlan, bound: u32) -> Option<u64> {
+        match (plan.shape, plan.mlx(), self.base_bytes()) {
+            (Some(s), _, _) => Some(crate::law::window::footprint_bytes(&s, bound)),
+            (None, Some(m), Some(base)) => Some(base + u64::from(bound) * m.kv_per_token),
             _ => None,
         }
     }

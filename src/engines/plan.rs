@@ -106,6 +106,46 @@ impl SpawnPlan {
             _ => None,
         }
     }
+
+    /// The GPU the plan placed the model on, as the status names it
+    /// (`name (uuid)`), when a CUDA placement sized it.
+    pub fn gpu_label(&self) -> Option<String> {
+        match &self.cuda()?.placement {
+            CudaPlacement::Sized { device, .. } => Some(format!("{} ({})", device.name, device.uuid)),
+            _ => None,
+        }
+    }
+
+    /// How the window was decided, as the load's log line says it after
+    /// `Loading MODEL: ` (every engine's case; the actor only logs it).
+    pub fn window_line(&self) -> String {
+        match (self.window, self.shape) {
+            (
+                Window::Sized {
+                    ctx,
+                    memory_bound,
+                    budget_bytes,
+                },
+                Some(s),
+            ) => format!(
+                "window={ctx} (trained={:?}, kv_bytes_per_token={}, weights={} MiB, ram={} MiB from {}, budget={} MiB, memory_bound={memory_bound})",
+                s.trained,
+                s.kv_per_token,
+                s.weights_bytes >> 20,
+                self.ram.map_or(0, |r| r.bytes >> 20),
+                self.ram.map_or("-", |r| r.source.describe()),
+                budget_bytes >> 20,
+            ),
+            (Window::Pinned { ctx }, _) => format!("window={ctx} (pinned by WARDEN_CTX)"),
+            _ => match self.mlx() {
+                Some(f) => format!(
+                    "trained window {} (bounded by memory once the child's base footprint is measured)",
+                    f.trained
+                ),
+                None => "no -c (window left to llama-server)".to_string(),
+            },
+        }
+    }
 }
 
 /// What a load of `plan` asks of the residents' law (`law::residents`):

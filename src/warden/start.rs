@@ -11,7 +11,7 @@ use tokio::sync::{broadcast, watch};
 
 use super::residency::{Residency, Slot};
 use super::{EVENTS_BUFFER, Inner, StartError, Warden};
-use crate::actors::engine::{SharedStoreView, Wiring};
+use crate::actors::engine::{Outlets, SharedStoreView, Wiring};
 use crate::actors::{EngineActor, EngineCore, IdleTimer, PrefixCacheActor, SensorActor};
 use crate::catalog::Catalog;
 use crate::child::launch::Launcher;
@@ -216,17 +216,19 @@ impl Shell {
             self.backend.clone(),
             self.catalog.clone(),
             Wiring {
-                status_tx,
-                events_tx: self.events_tx.clone(),
                 sensor: self.views.one(),
-                prefix: prefix_ctx.as_ref().map(|c| c.address().recipient()),
-                door_tx,
-                idle_clock_tx,
-                metrics: self.metrics.clone(),
-                launcher: self.launcher.clone(),
-                peers: self.residency.as_ref().map(|r| r.peers()),
-                queue: queue.clone(),
                 kv_view: self.kv_view.clone(),
+                outlets: Outlets {
+                    status_tx,
+                    events_tx: self.events_tx.clone(),
+                    prefix: prefix_ctx.as_ref().map(|c| c.address().recipient()),
+                    door_tx,
+                    idle_clock_tx,
+                    metrics: self.metrics.clone(),
+                    launcher: self.launcher.clone(),
+                    peers: self.residency.as_ref().map(|r| r.peers()),
+                    queue: queue.clone(),
+                },
             },
         );
         let arbiter = (!self.here).then(|| Arbiter::new().handle());

@@ -8,29 +8,29 @@
 
 use tokio::time::Instant;
 
+use super::child_slot::Stopped;
 use super::core::EngineCore;
-use crate::engines::mlx::live::Acted;
+use super::retire::Retire;
+use crate::engines::live::Acted;
 use crate::law::brake::{self, Action, BrakeDid, Point, Readings, WindowFacts};
-use crate::law::mlx::{self as mlx_law, MlxAction, MlxFacts, MlxReadings};
+use crate::law::mlx::{MlxAction, MlxFacts, MlxReadings};
 use crate::sensors::footprint;
-use crate::status::{UnloadReason, WardenEvent};
+use crate::status::WardenEvent;
 
 impl EngineCore {
     /// Runs the law on a llama.cpp engine's sample and carries out its action.
     pub(crate) async fn llama_brake(&mut self, point: Point, readings: Readings, facts: WindowFacts) {
-        self.brake.level = Some(readings.level);
+        self.brake.saw(readings.level);
         // Beside other residents an idle one may answer first (`room`).
         if self.brake_over_residents(point, &readings, &facts).await {
             return;
         }
-        let (action, next) = brake::llama_step(point, &readings, &self.brake.state, &facts);
+        let (action, before) = self.brake.llama_step(point, &readings, &facts);
         // The footprint only feeds the log line: read once there is one.
         let mut readings = readings;
         if action != Action::None && readings.footprint_bytes.is_none() {
-            readings.footprint_bytes = self.child.as_ref().and_then(|c| footprint::anon_bytes(c.process.pid()));
+            readings.footprint_bytes = self.child.get().and_then(|c| footprint::anon_bytes(c.process.pid()));
         }
-        let before = self.brake.state;
-        self.brake.state = next;
         match action {
             Action::None => {}
             Action::DeferShrink { cap } => {
@@ -46,13 +46,10 @@ impl EngineCore {
             Action::Unload => self.brake_unload(point, &readings, facts.allocated).await,
         }
         if let Some(did) = action.did() {
-            self.brake.last_action = Some(did);
+            self.brake.acted(did);
         }
-        if (self.brake.state.cap, self.brake.state.hurt) != (before.cap, before.hurt)
-            || self.brake.state.pending_cap != before.pending_cap
-        {
-            self.remember_window();
-        }
+        let model = self.child.model_id().map(str::to_string);
+        self.brake.settle(model.as_deref(), &before, true);
     }
 
     /// The spec's log line for an action that did not respawn.
@@ -81,17 +78,16 @@ impl EngineCore {
     /// timeout. The model, the idle clock and the brake state are kept; a
     /// failed respawn degrades into an unload, recorded for the next spawn.
     async fn brake_respawn(&mut self, point: Point, r: &Readings, action: Action, cap: u32, facts: WindowFacts) {
-        self.save_slot("memory brake").await;
-        let Some(mut old) = self.child.take() else { return };
+        if let Some(c) = self.child.get_mut() {
+            self.kv.save(c, "memory brake").await;
+        }
         let started = Instant::now();
-        crate::child::process::terminate(&mut old.process, self.cfg.stop_grace).await;
-        let entry = old.plan.entry.clone();
-        let plan = self.backend.respawn_plan(&self.cfg, &old.plan, cap);
-        let plan = match old.plan.rpc() {
-            // Over workers the split is planned again, from the watch.
-            Some(_) => self.replan_from_views(plan),
-            None => Ok(plan),
+        let Some(Stopped { child: old, .. }) = self.child.stop(self.cfg.stop_grace).await else {
+            return;
         };
+        let entry = old.plan.entry.clone();
+        // Over workers the split is planned again, from the watch.
+        let plan = self.replan_from_views(&old.plan, self.backend.respawn_plan(&self.cfg, &old.plan, cap));
         drop(old); // frees its port lease for the new child
         let tag = self.backend.kind().tag();
         let spawned = match plan {
@@ -103,14 +99,14 @@ impl EngineCore {
         match spawned {
             Ok(child) => {
                 let to = child.allocated.unwrap_or(cap);
-                self.brake.state = brake::after_respawn(&self.brake.state, action, cap, true, facts.pinned);
+                self.brake.respawned(action, cap, true, facts.pinned);
                 // The idle clock is kept: a respawn is not a use.
-                self.child = Some(child);
+                self.child.install(child);
                 let ms = started.elapsed().as_millis() as u64;
                 self.log_brake(point, r, did, facts.allocated, to, Some(ms));
             }
             Err(e) => {
-                self.brake.state = brake::after_respawn(&self.brake.state, action, cap, false, facts.pinned);
+                self.brake.respawned(action, cap, false, facts.pinned);
                 tracing::warn!(
                     "[{tag}] Memory brake: point={}, level={}, action=respawn-failed ({}), window={}->{cap}, footprint_mib={}; the model reloads at the next message",
                     point.as_str(),
@@ -119,12 +115,10 @@ impl EngineCore {
                     facts.allocated,
                     footprint_mib(r)
                 );
-                self.record_unload(&entry.id);
-                self.emit(WardenEvent::Unloaded {
-                    model: entry.id.clone(),
-                    reason: UnloadReason::Brake,
-                    freed_bytes: None,
-                });
+                self.brake.record_unload(&entry.id);
+                // The old child is stopped and no new one runs: it is gone
+                // as a retirement's is.
+                self.gone(&entry.id, Retire::Brake, None);
                 self.emit(WardenEvent::Brake {
                     point: point.as_str(),
                     level: r.level.as_str(),
@@ -161,23 +155,21 @@ impl EngineCore {
     /// One MLX brake sample: the law on the sensor's reading and the child's
     /// footprint above its base, then its action.
     pub(crate) async fn mlx_brake(&mut self, point: Point, readings: Readings, facts: MlxFacts, base: u64) {
-        let Some(pid) = self.child.as_ref().map(|c| c.process.pid()) else {
+        let Some(pid) = self.child.get().map(|c| c.process.pid()) else {
             return;
         };
         let mut readings = readings;
         if readings.footprint_bytes.is_none() {
             readings.footprint_bytes = footprint::anon_bytes(pid);
         }
-        self.brake.level = Some(readings.level);
+        self.brake.saw(readings.level);
         let r = MlxReadings {
             level: readings.level,
             paging: readings.paging,
             above_base: readings.footprint_bytes.map(|b| b.saturating_sub(base)),
         };
         let window = facts.window;
-        let before = self.brake.state;
-        let (action, decided) = mlx_law::mlx_step(point, &r, &before, &facts);
-        self.brake.state = decided;
+        let (action, before) = self.brake.mlx_step(point, &r, &facts);
         let excess = |b: Option<u64>| b.map_or("unknown".into(), |b| (b.saturating_sub(base) >> 20).to_string());
         let log = |action: &str, to: u32, excess_mib: String| {
             tracing::info!(
@@ -186,13 +178,10 @@ impl EngineCore {
                 r.level.as_str()
             );
         };
-        let acted = match self.child.as_mut() {
+        let acted = match self.child.get_mut() {
             Some(c) => {
                 let (view, engine) = c.parts();
-                match engine.mlx_mut() {
-                    Some(m) => m.act(view, action, point, &self.cfg).await,
-                    None => None,
-                }
+                engine.act_in_child(view, action, point, &self.cfg).await
             }
             None => None,
         };
@@ -215,38 +204,37 @@ impl EngineCore {
                 self.release_incomplete(&why, before);
             }
             (_, Some(Acted::Bounded(b))) => {
-                self.brake.state = mlx_law::after_bound(&before, &self.brake.state, action, true);
-                if let Some(c) = self.child.as_mut() {
+                self.brake.bounded(&before, action, true);
+                if let Some(c) = self.child.get_mut() {
                     c.allocated = Some(b);
                 }
                 log(action.log_name(), b, excess(readings.footprint_bytes));
             }
             (_, Some(Acted::NotBounded { bound, why })) => {
                 tracing::warn!("[MLX_Engine] the child did not apply the bound {bound} ({why})");
-                self.brake.state = mlx_law::after_bound(&before, &self.brake.state, action, false);
+                self.brake.bounded(&before, action, false);
             }
             (_, None) => {}
         }
         if let Some(did) = action.did() {
-            self.brake.last_action = Some(did);
+            self.brake.acted(did);
             self.emit(WardenEvent::Brake {
                 point: point.as_str(),
                 level: r.level.as_str(),
                 action: did,
                 window_from: Some(window),
-                window_to: self.child.as_ref().and_then(|c| c.allocated),
+                window_to: self.child.get().and_then(|c| c.allocated),
             });
         }
-        if (self.brake.state.cap, self.brake.state.hurt) != (before.cap, before.hurt) {
-            self.remember_window();
-        }
+        let model = self.child.model_id().map(str::to_string);
+        self.brake.settle(model.as_deref(), &before, false);
     }
 
     /// A release that did not complete: said, and nothing recorded (the
     /// next sample retries).
     fn release_incomplete(&mut self, why: &str, before: brake::BrakeState) {
         tracing::warn!("[MLX_Engine] the memory release is incomplete ({why})");
-        self.brake.state = before;
+        self.brake.undo(before);
     }
 
     /// The MLX emergency unload (the CPU engine's carry and records).

@@ -4,7 +4,8 @@
 //! another conversation's turn takes the slot; a conversation's save is
 //! restored before its next turn on a child whose slot does not hold it,
 //! so llama-server's prompt cache reuses it and only the new message is
-//! processed. Part of `EngineCore`, inside the atomic handlers.
+//! processed. The KV controller (`Kv`) alone owns the store and its view;
+//! the core calls it inside the atomic handlers.
 //!
 //! Never a failed turn because of the cache: a save or restore that fails,
 //! times out (`SLOT_IO_TIMEOUT_S`) or does not fit is logged and the turn
@@ -21,7 +22,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::core::EngineCore;
+use super::core::{LiveChild, SharedStoreView};
 use crate::config::WardenConfig;
 use crate::engines::Backend;
 use crate::kv_store::{self, KvStore, SaveRecord};
@@ -65,89 +66,64 @@ pub struct SlotHeld {
     pub unchecked_restore: Option<(u32, u32)>,
 }
 
-/// The store for this engine, `None` when saves are off or the engine's
-/// child has no slot files (mlx_vlm.server).
-pub(crate) fn open_store(cfg: &WardenConfig, backend: &Backend) -> Option<KvStore> {
-    if !cfg.kv_save || !backend.slot_files() {
-        return None;
-    }
-    let dir = cfg
-        .kv_save_dir
-        .clone()
-        .unwrap_or_else(|| cfg.cache_dir.join("kv-saves"));
-    match KvStore::open(&dir, cfg.kv_save_max_bytes) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            tracing::warn!(
-                "kv: cannot open the store at {} ({e}); conversations are not kept across reloads",
-                dir.display()
-            );
-            None
-        }
-    }
+/// The KV controller: the store (`None` when saves are off or the engine's
+/// child has no slot files, mlx_vlm.server) and the view of it the status
+/// shows, which nothing else writes.
+#[derive(Debug)]
+pub struct Kv {
+    store: Option<KvStore>,
+    /// The store as status shows it, refreshed after each change of the
+    /// store (not derived at each publish: reading it is a directory scan
+    /// and a JSON parse per save, and every handler publishes). One cell
+    /// for every resident's engine: they share the store's directory, and
+    /// the warden's status reads the cell, not a snapshot that may predate
+    /// another engine's save.
+    view: SharedStoreView,
 }
 
-impl EngineCore {
-    /// One slot action on the live child, bounded; its JSON answer. Sent
-    /// as a turn is (`send_retrying`): a pooled connection the child had
-    /// just closed is tried once more on a fresh one, so a save or a restore
-    /// is never lost to the connection it happened to get.
-    async fn slot_action(&self, action: &str, file: &str) -> Result<Value, SlotFailure> {
-        let child = self
-            .child
-            .as_ref()
-            .ok_or_else(|| SlotFailure::Unanswered("no child".into()))?;
-        let body = Bytes::from(json!({ "filename": file }).to_string());
-        let unanswered = |e: reqwest::Error| SlotFailure::Unanswered(e.without_url().to_string());
-        let send = async {
-            let r = child
-                .client
-                .send_retrying(&format!("/slots/0?action={action}"), body, false)
-                .await
-                .map_err(unanswered)?;
-            let status = r.status();
-            let v: Value = r.json().await.map_err(unanswered)?;
-            if status.is_success() {
-                Ok(v)
-            } else {
-                Err(SlotFailure::Refused(
-                    v["error"]["message"].as_str().unwrap_or("refused").to_string(),
-                ))
-            }
+impl Kv {
+    /// The store for this engine, publishing its view in `view`.
+    pub(crate) fn open(cfg: &WardenConfig, backend: &Backend, view: SharedStoreView) -> Self {
+        let kv = Self {
+            store: open_store(cfg, backend),
+            view,
         };
-        tokio::time::timeout(Duration::from_secs(SLOT_IO_TIMEOUT_S), send)
-            .await
-            .map_err(|_| SlotFailure::Unanswered(format!("no answer within {SLOT_IO_TIMEOUT_S} s")))?
+        kv.refresh();
+        kv
     }
 
-    /// The store's name for `conversation` on the live child's model.
-    fn save_name(&self, conversation: &str) -> Option<(String, String)> {
-        let c = self.child.as_ref()?;
-        let identity = kv_store::model_identity(&c.plan.entry.path)?;
-        Some((KvStore::name(&identity, conversation), identity))
+    /// Whether conversations are saved at all.
+    pub(crate) fn is_on(&self) -> bool {
+        self.store.is_some()
     }
 
-    /// How the live child's model keeps its cache (`law::kv_keep`).
-    pub(crate) fn keep(&self) -> Option<Keep> {
-        self.child.as_ref().map(|c| kv_keep::keep(c.plan.facts.as_deref()))
+    /// Where the child writes and reads its slot files, when saves are on.
+    pub(crate) fn dir(&self) -> Option<&std::path::Path> {
+        self.store.as_ref().map(KvStore::dir)
     }
 
-    /// Whether the live child's saves can be used again.
-    fn kept(&self) -> bool {
-        !matches!(self.keep(), Some(Keep::Not(_)))
+    /// The store's view as status shows it.
+    pub(crate) fn view(&self) -> Option<crate::kv_store::StoreView> {
+        self.view.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Saves the live child's slot for the conversation it holds, when
-    /// there is one worth saving; `why` names the interruption in the log.
-    pub(crate) async fn save_slot(&mut self, why: &'static str) {
-        let Some(store) = self.kv.clone() else { return };
-        let kept = self.kept();
-        let Some(c) = self.child.as_mut() else { return };
-        let Some(held) = c.slot.take() else {
+    /// Reads the store's view into the shared cell (after a change of the
+    /// store; `None` without one).
+    fn refresh(&self) {
+        let view = self.store.as_ref().map(|s| s.view());
+        // A poisoned cell still holds a view; this write replaces it.
+        *self.view.write().unwrap_or_else(|p| p.into_inner()) = view;
+    }
+
+    /// Saves `child`'s slot for the conversation it holds, when there is
+    /// one worth saving; `why` names the interruption in the log.
+    pub(crate) async fn save(&self, child: &mut LiveChild, why: &'static str) {
+        let Some(store) = self.store.as_ref() else { return };
+        let Some(held) = child.slot.take() else {
             return;
         };
         // A save the next child could not use is not written at all.
-        if !kept || !kv_save::worth_saving(held.tokens) {
+        if !kept(child) || !kv_save::worth_saving(held.tokens) {
             return;
         }
         let SlotHeld {
@@ -155,13 +131,12 @@ impl EngineCore {
             answer_tokens,
             ..
         } = held;
-        let Some((name, identity)) = self.save_name(&conversation) else {
+        let Some((name, identity)) = save_name(child, &conversation) else {
             return;
         };
-        let c = self.child.as_ref().expect("checked above");
-        let (model, model_path) = (c.model_id().to_string(), c.plan.entry.path.clone());
+        let (model, model_path) = (child.model_id().to_string(), child.plan.entry.path.clone());
         let held_conversation = conversation.clone();
-        match self.slot_action("save", &KvStore::temp_file(&name)).await {
+        match slot_action(child, "save", &KvStore::temp_file(&name)).await {
             Ok(v) => {
                 let record = SaveRecord {
                     name: name.clone(),
@@ -197,15 +172,15 @@ impl EngineCore {
                 store.remove_temp(&name);
             }
         }
-        self.refresh_kv_view();
+        self.refresh();
     }
 
-    /// Before a generating turn: the slot changes hands to `conversation`
-    /// (`None`: a turn with no conversation, a raw completion). The
-    /// previous owner's KV is saved, and `conversation`'s save restored.
-    pub(crate) async fn claim_slot(&mut self, conversation: Option<&str>, tokens: u32) {
-        let Some(c) = self.child.as_mut() else { return };
-        if let Some(held) = c
+    /// Before a generating turn: `child`'s slot changes hands to
+    /// `conversation` (`None`: a turn with no conversation, a raw
+    /// completion). The previous owner's KV is saved, and `conversation`'s
+    /// save restored.
+    pub(crate) async fn claim(&self, child: &mut LiveChild, conversation: Option<&str>, tokens: u32) {
+        if let Some(held) = child
             .slot
             .as_mut()
             .filter(|h| Some(h.conversation.as_str()) == conversation)
@@ -213,39 +188,36 @@ impl EngineCore {
             held.tokens = tokens;
             return;
         }
-        if c.slot.is_some() {
-            self.save_slot("switch to another conversation").await;
+        if child.slot.is_some() {
+            self.save(child, "switch to another conversation").await;
         }
         let mut restored = None;
         if let Some(conv) = conversation {
-            restored = self.restore_slot(conv).await;
+            restored = self.restore(child, conv).await;
             // A restore may have dropped a save (truncated, refused, too big).
-            self.refresh_kv_view();
+            self.refresh();
         }
-        if let Some(c) = self.child.as_mut() {
-            c.slot = conversation.map(|k| SlotHeld {
-                conversation: k.to_string(),
-                tokens,
-                answer_tokens: restored.map_or(0, |(_, a)| a),
-                unchecked_restore: restored,
-            });
-        }
+        child.slot = conversation.map(|k| SlotHeld {
+            conversation: k.to_string(),
+            tokens,
+            answer_tokens: restored.map_or(0, |(_, a)| a),
+            unchecked_restore: restored,
+        });
     }
 
-    /// Restores `conversation`'s save into the live child's slot when it
-    /// fits the window; the tokens restored and the answer tokens they end
-    /// with.
-    async fn restore_slot(&mut self, conversation: &str) -> Option<(u32, u32)> {
-        let store = self.kv.clone()?;
-        let (name, _) = self.save_name(conversation)?;
+    /// Restores `conversation`'s save into `child`'s slot when it fits the
+    /// window; the tokens restored and the answer tokens they end with.
+    async fn restore(&self, child: &LiveChild, conversation: &str) -> Option<(u32, u32)> {
+        let store = self.store.as_ref()?;
+        let (name, _) = save_name(child, conversation)?;
         let record = store.find(&name)?;
-        if !self.kept() {
+        if !kept(child) {
             // Written before this model was known not to keep (an older
             // warden): it cannot be used, so it goes.
             store.remove(&name);
             return None;
         }
-        let window = self.child.as_ref().and_then(|c| c.allocated);
+        let window = child.allocated;
         if !kv_save::fits(record.tokens, window) {
             tracing::warn!(
                 conversation,
@@ -258,7 +230,7 @@ impl EngineCore {
             store.remove(&name);
             return None;
         }
-        match self.slot_action("restore", &KvStore::data_file(&name)).await {
+        match slot_action(child, "restore", &KvStore::data_file(&name)).await {
             Ok(v) => {
                 let n = v["n_restored"].as_u64().unwrap_or(0) as u32;
                 tracing::info!(
@@ -287,4 +259,70 @@ impl EngineCore {
             }
         }
     }
+}
+
+/// The store for this engine, `None` when saves are off or the engine's
+/// child has no slot files (mlx_vlm.server).
+fn open_store(cfg: &WardenConfig, backend: &Backend) -> Option<KvStore> {
+    if !cfg.kv_save || !backend.slot_files() {
+        return None;
+    }
+    let dir = cfg
+        .kv_save_dir
+        .clone()
+        .unwrap_or_else(|| cfg.cache_dir.join("kv-saves"));
+    match KvStore::open(&dir, cfg.kv_save_max_bytes) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(
+                "kv: cannot open the store at {} ({e}); conversations are not kept across reloads",
+                dir.display()
+            );
+            None
+        }
+    }
+}
+
+/// One slot action on `child`, bounded; its JSON answer. Sent as a turn is
+/// (`send_retrying`): a pooled connection the child had just closed is
+/// tried once more on a fresh one, so a save or a restore is never lost to
+/// the connection it happened to get.
+async fn slot_action(child: &LiveChild, action: &str, file: &str) -> Result<Value, SlotFailure> {
+    let body = Bytes::from(json!({ "filename": file }).to_string());
+    let unanswered = |e: reqwest::Error| SlotFailure::Unanswered(e.without_url().to_string());
+    let send = async {
+        let r = child
+            .client
+            .send_retrying(&format!("/slots/0?action={action}"), body, false)
+            .await
+            .map_err(unanswered)?;
+        let status = r.status();
+        let v: Value = r.json().await.map_err(unanswered)?;
+        if status.is_success() {
+            Ok(v)
+        } else {
+            Err(SlotFailure::Refused(
+                v["error"]["message"].as_str().unwrap_or("refused").to_string(),
+            ))
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(SLOT_IO_TIMEOUT_S), send)
+        .await
+        .map_err(|_| SlotFailure::Unanswered(format!("no answer within {SLOT_IO_TIMEOUT_S} s")))?
+}
+
+/// The store's name for `conversation` on `child`'s model.
+fn save_name(child: &LiveChild, conversation: &str) -> Option<(String, String)> {
+    let identity = kv_store::model_identity(&child.plan.entry.path)?;
+    Some((KvStore::name(&identity, conversation), identity))
+}
+
+/// How `child`'s model keeps its cache (`law::kv_keep`).
+pub(crate) fn keep(child: &LiveChild) -> Keep {
+    kv_keep::keep(child.plan.facts.as_deref())
+}
+
+/// Whether `child`'s saves can be used again.
+fn kept(child: &LiveChild) -> bool {
+    !matches!(keep(child), Keep::Not(_))
 }

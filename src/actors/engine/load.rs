@@ -11,7 +11,7 @@ use crate::child::client::ChildClient;
 use crate::engines::SpawnPlan;
 use crate::error::ModelLoadError;
 use crate::gguf::{self, ModelFacts};
-use crate::law::{caps, window};
+use crate::law::caps;
 use crate::messages::{Notice, TurnEvent};
 use crate::status::WardenEvent;
 
@@ -24,21 +24,16 @@ impl EngineCore {
         entry: &Arc<ModelEntry>,
         events: Option<&mut Outbox>,
     ) -> Result<(), ModelLoadError> {
-        if self.child.as_ref().is_some_and(|c| c.process.exit().is_some()) {
-            // Died while idle: record it, then load again below.
-            self.take_dead_child();
-        }
+        // Died while idle: recorded, then loaded again below.
+        self.take_dead_child();
         self.retire_if_worker_lost().await;
-        if let Some(c) = &self.child {
-            if c.plan.entry.id == entry.id {
-                return Ok(());
-            }
+        if self.child.holds(&entry.id) {
+            return Ok(());
+        }
+        if self.child.is_live() {
             self.retire(super::retire::Retire::Switch).await;
         }
-        // A keep-alive holds for its model until another model runs.
-        if self.keep_alive.as_ref().is_some_and(|(m, _)| *m != entry.id) {
-            self.keep_alive = None;
-        }
+        self.usage.switching_to(&entry.id);
         self.load(entry.clone(), events).await
     }
 
@@ -57,7 +52,7 @@ impl EngineCore {
         let facts = self.read_facts(&entry).await?;
         // The unload's carry, else the window memory, seeds this spawn: its
         // cap folds into the window.
-        let seed = self.brake_seed(&entry.id);
+        let seed = self.brake.seed(&entry.id);
         // Beside other residents: room first (evictions, or a wait for a
         // turn's end), then a window sized beside what stays (`room`); the
         // plan alone stands when nothing stays (one reading of the machine).
@@ -94,9 +89,7 @@ impl EngineCore {
                 if seed.seeded {
                     tracing::info!(model = %entry.id, cap = ?seed.cap, "reloaded with the memory brake's cap (the unload's episode continues)");
                 }
-                self.brake.state = seed;
-                // Any successful spawn forgets the unload's record.
-                self.brake.reload = None;
+                self.brake.started(seed);
                 self.install(child);
                 if let Some(out) = events {
                     let load_ms = started.elapsed().as_millis() as u64;
@@ -126,11 +119,11 @@ impl EngineCore {
         e
     }
 
-    /// Makes a ready child the live one.
-    pub(crate) fn install(&mut self, child: LiveChild) {
-        self.child = Some(child);
-        self.activity = super::core::Activity::Resting;
-        self.touch();
+    /// Makes a loaded child the live one: a load is a use, so the idle
+    /// clock starts at its end.
+    fn install(&mut self, child: LiveChild) {
+        self.child.install(child);
+        self.usage.touch();
         // The status now carries what the child holds: its reservation goes.
         if self.admitted.is_some() {
             self.publish();
@@ -160,35 +153,7 @@ impl EngineCore {
 
     fn log_plan(&self, plan: &SpawnPlan) {
         let tag = self.backend.kind().tag();
-        match (plan.window, plan.shape, plan.ram) {
-            (
-                window::Window::Sized {
-                    ctx,
-                    memory_bound,
-                    budget_bytes,
-                },
-                Some(s),
-                ram,
-            ) => tracing::info!(
-                "[{tag}] Loading {}: window={ctx} (trained={:?}, kv_bytes_per_token={}, weights={} MiB, ram={} MiB from {}, budget={} MiB, memory_bound={memory_bound})",
-                plan.entry.id,
-                s.trained,
-                s.kv_per_token,
-                s.weights_bytes >> 20,
-                ram.map_or(0, |r| r.bytes >> 20),
-                ram.map_or("-", |r| r.source.describe()),
-                budget_bytes >> 20,
-            ),
-            (window::Window::Pinned { ctx }, ..) => {
-                tracing::info!("[{tag}] Loading {}: window={ctx} (pinned by WARDEN_CTX)", plan.entry.id)
-            }
-            _ if plan.mlx().is_some() => tracing::info!(
-                "[{tag}] Loading {}: trained window {} (bounded by memory once the child's base footprint is measured)",
-                plan.entry.id,
-                plan.mlx().map_or(0, |f| f.trained)
-            ),
-            _ => tracing::info!("[{tag}] Loading {}: no -c (window left to llama-server)", plan.entry.id),
-        }
+        tracing::info!("[{tag}] Loading {}: {}", plan.entry.id, plan.window_line());
     }
 
     /// The allocated window: `/props` when it answers, else the `-c` given

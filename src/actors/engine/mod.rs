@@ -20,9 +20,40 @@
 //! latest reading from a watch, and other replies are fire-and-forget. A handler that panics is supervised
 //! (`supervise`): the core comes home, the message in flight gets its
 //! coded reply, and the child is retired before the next message.
+//!
+//! ## One writer per piece of state
+//!
+//! `EngineCore` is divided by who writes what, and Rust's privacy holds
+//! the line (each owner's fields are private to its file):
+//!
+//! | owner | holds | the only writers |
+//! |---|---|---|
+//! | `child_slot::ChildSlot` | the live child, the activity | `install`, `stop`, `take_dead`, `set_activity` |
+//! | `brake_state::Brake` | the sensor view, the live brake state, the last reading and action, the carry, the window memory | its methods: `read`, `take_sample`, `llama_step`/`mlx_step`, `respawned`, `bounded`, `record_unload`, `seed`, `started`, `child_gone`, ... |
+//! | `kv::Kv` | the KV store and the status's view of it | `save`, `claim` (and the child's `SlotHeld`, with `kv_check::counted`) |
+//! | `state::Usage` | the idle clock, turns, the keep-alive, the reaped model | `touch`, `turn_done`, `hold`, `switching_to`, `reaped` |
+//! | the core | `shut_down`, `admitted` | `shutdown`, `room` |
+//!
+//! What the core talks through is one value (`Outlets`), as is what it is
+//! wired to (`Wiring`). Every way a child leaves ends in `retire::gone`
+//! (a retirement, or a brake respawn that failed after the old child
+//! stopped). The engine kinds are not named here: what differs is a hook
+//! (`engines::hooks`) or a method of the child's engine state
+//! (`ChildState::act_in_child`, `prefix_cache`, `reset_prefix_cache`,
+//! `footprint_at`) or of the plan (`SpawnPlan::window_line`, `gpu_label`);
+//! the RPC workers' part is `workers`.
+//!
+//! Counted before and after the split (2026-12-03): `EngineCore` fields
+//! 26 -> 12; `impl EngineCore` blocks 16 -> 14, their methods 85 -> 68,
+//! `&mut self` among them 51 -> 42; lines writing the brake's state 29 in
+//! 8 files -> 0 outside `brake_state.rs`; lines replacing or taking the
+//! child 5 in 4 files -> 0 outside `child_slot.rs` (3 there); the activity
+//! assigned in 4 files -> 1.
 
 pub(crate) mod brake;
 mod brake_act;
+mod brake_state;
+mod child_slot;
 mod core;
 mod counts;
 mod door;
@@ -49,7 +80,7 @@ use actix::prelude::*;
 use actix::{ActorFutureExt, WrapFuture};
 use futures::FutureExt;
 
-pub use self::core::{EngineCore, SharedStoreView, Wiring};
+pub use self::core::{EngineCore, Outlets, SharedStoreView, Wiring};
 pub use crate::engines::cpu::workers::workers_link;
 pub use door::{Door, DoorError};
 pub use room::Peers;

@@ -15,11 +15,11 @@ use crate::status::WardenEvent;
 impl EngineCore {
     /// The `Reset` the prefix cache's owner queued before a turn.
     pub(crate) async fn reset_prefix(&mut self, msg: Reset) {
-        let same_model = match (self.resolve(msg.model.as_deref()), &self.child) {
-            (Ok(entry), Some(c)) => c.model_id() == entry.id,
-            _ => false,
+        let same_model = match self.resolve(msg.model.as_deref()) {
+            Ok(entry) => self.child.holds(&entry.id),
+            Err(_) => false,
         };
-        let cache = self.child.as_ref().and_then(|c| Some(c.engine.mlx()?.cache));
+        let cache = self.child.get().and_then(|c| c.engine.prefix_cache());
         let barrier = match plan_reset(cache, same_model) {
             ResetPlan::Skip(why) => {
                 tracing::debug!("prefix cache reset ({}) skipped: {why}", msg.reason);
@@ -28,13 +28,10 @@ impl EngineCore {
             ResetPlan::Reset { barrier } => barrier,
         };
         let timeout = self.cfg.first_token_timeout;
-        let done = match self.child.as_mut() {
+        let done = match self.child.get_mut() {
             Some(c) => {
                 let (view, engine) = c.parts();
-                match engine.mlx_mut() {
-                    Some(m) => m.reset_cache(view, barrier, timeout).await,
-                    None => Err("reset: no prefix cache".into()),
-                }
+                engine.reset_prefix_cache(view, barrier, timeout).await
             }
             None => Err("reset: no child".into()),
         };
@@ -55,7 +52,7 @@ impl EngineCore {
 
     /// Tells the owner the cache's contents are unknown.
     pub(crate) fn prefix_failed(&self) {
-        if let Some(p) = &self.prefix {
+        if let Some(p) = &self.outlets.prefix {
             p.do_send(ResetFailed);
         }
     }

@@ -4,8 +4,7 @@
 
 use std::time::SystemTime;
 
-use super::core::{EngineCore, LiveChild};
-use crate::law::brake::BrakeView;
+use super::core::EngineCore;
 use crate::law::keep_alive;
 use crate::status::EngineStatus;
 
@@ -15,16 +14,16 @@ impl EngineCore {
     /// one (`enter`, a child gone, a keep-alive set).
     pub(crate) fn publish(&self) {
         self.publish_door();
-        self.status_tx.send_replace(self.snapshot());
-        self.idle_clock_tx.send_if_modified(|at| {
-            let now = self.last_used.map(|u| u.at);
+        self.outlets.status_tx.send_replace(self.snapshot());
+        self.outlets.idle_clock_tx.send_if_modified(|at| {
+            let now = self.usage.last().map(|u| u.at);
             std::mem::replace(at, now) != now
         });
     }
 
     /// The status snapshot: a function of what the engine holds.
     pub(crate) fn snapshot(&self) -> EngineStatus {
-        let c = self.child.as_ref();
+        let c = self.child.get();
         let memory_bound = c.and_then(|c| {
             if let Some(b) = c.engine.memory_bound() {
                 return Some(b); // MLX: the bound the child enforces
@@ -38,88 +37,54 @@ impl EngineCore {
         let idle_timeout = self.idle_timeout();
         EngineStatus {
             engine: self.backend.kind(),
-            state: super::core::state(self.shut_down, self.activity, c.is_some()),
+            state: super::core::state(self.shut_down, self.child.activity(), c.is_some()),
             model: c.map(|c| c.model_id().to_string()),
             model_path: c.map(|c| c.plan.entry.path.display().to_string()),
             declared_ceiling: self.cfg.ctx_pin,
             context_tokens: c.and_then(|c| c.allocated),
             requested_context: c.and_then(|c| c.plan.window.ctx()),
             memory_bound_tokens: memory_bound,
-            memory_bound_footprint_bytes: memory_bound.and_then(|b| {
-                let c = c?;
-                match (c.plan.shape, c.plan.mlx(), c.engine.base_bytes()) {
-                    (Some(s), _, _) => Some(crate::law::window::footprint_bytes(&s, b)),
-                    (None, Some(m), Some(base)) => Some(base + b as u64 * m.kv_per_token),
-                    _ => None,
-                }
-            }),
+            memory_bound_footprint_bytes: memory_bound.and_then(|b| c?.engine.footprint_at(&c?.plan, b)),
             child_pid: c.map(|c| c.process.pid()),
             port: c.map(|c| c.port.port()),
             loaded_since: c.and_then(|c| unix_secs(c.loaded_since)),
-            last_used: self.last_used.and_then(|u| unix_millis(u.wall)),
-            turns: self.turns,
+            last_used: self.usage.last().and_then(|u| unix_millis(u.wall)),
+            turns: self.usage.turns(),
             idle_timeout_s: c.and(idle_timeout).map(|d| d.as_secs_f64()),
             idle_deadline_ms: c.and(idle_timeout).and_then(|d| {
-                let from = self.last_used.map_or(c?.loaded_since, |u| u.wall);
+                let from = self.usage.last().map_or(c?.loaded_since, |u| u.wall);
                 unix_millis(from + d)
             }),
             keep_alive_s: c.and_then(|c| {
-                let (m, k) = self.keep_alive.as_ref()?;
+                let (m, k) = self.usage.keep_alive()?;
                 (m == c.model_id()).then(|| k.as_secs_f64())
             }),
             memory_total_bytes: c.and_then(|c| c.plan.ram).map(|r| r.bytes),
-            kv_saves: self.kv_view.read().unwrap_or_else(|p| p.into_inner()).clone(),
-            kv_keep: self.keep_view(),
+            kv_saves: self.kv.view(),
+            kv_keep: self.kv.keep_view(c, self.backend.slot_files()),
             memory_budget_bytes: c
                 .and_then(|c| c.plan.ram)
                 .filter(|_| self.backend.ram_budget())
                 .map(|r| (r.bytes as f64 * crate::law::window::CPU_RAM_FRACTION) as u64),
-            brake: self.brake_view(c),
-            gpu: c.and_then(|c| match &c.plan.cuda()?.placement {
-                crate::law::cuda::CudaPlacement::Sized { device, .. } => {
-                    Some(format!("{} ({})", device.name, device.uuid))
-                }
-                _ => None,
-            }),
+            brake: self.brake.view(c.and_then(|c| c.engine.brake_off())),
+            gpu: c.and_then(|c| c.plan.gpu_label()),
             offload: c.and_then(|c| c.engine.offload()),
-            workers: self.backend.workers().map(|w| crate::status::WorkersStatus {
-                workers: w.views.borrow().clone(),
-                split: c.and_then(|c| c.plan.rpc().cloned()),
-                given: c.map(|c| c.engine.given().to_vec()).unwrap_or_default(),
-            }),
+            workers: self.workers_status(),
             kind: c.map(|c| crate::law::types::ModelKind::of(c.plan.facts.as_deref())),
             held_bytes: c.and_then(|c| c.footprint_bytes()),
             residents: Vec::new(),
         }
     }
 
-    /// The brake as the status shows it: off for the engine (a sensor that
-    /// cannot read), or for this child alone (CUDA: a partial or unsized
-    /// placement).
-    fn brake_view(&self, c: Option<&LiveChild>) -> BrakeView {
-        BrakeView {
-            enabled: self.brake.off.is_none() && c.is_none_or(|c| c.engine.brake_off().is_none()),
-            off_reason: self
-                .brake
-                .off
-                .clone()
-                .or_else(|| c.and_then(|c| c.engine.brake_off().map(str::to_string))),
-            level: self.brake.level,
-            state: self.brake.state,
-            last_action: self.brake.last_action,
-            reload_pending: self.brake.reload.as_ref().map(|r| r.model.clone()),
-        }
-    }
-
     /// The side door to the live child, republished only when the child
     /// changed (a watch receiver then sees one change per child).
     fn publish_door(&self) {
-        let now = self.child.as_ref().map(|c| (c.model_id(), c.port.port()));
-        self.door_tx.send_if_modified(|door| {
+        let now = self.child.get().map(|c| (c.model_id(), c.port.port()));
+        self.outlets.door_tx.send_if_modified(|door| {
             if door.as_ref().map(|d| (d.model.as_str(), d.port)) == now {
                 return false;
             }
-            *door = self.child.as_ref().map(|c| {
+            *door = self.child.get().map(|c| {
                 super::Door::new(
                     c.model_id().to_string(),
                     c.port.port(),
@@ -134,8 +99,8 @@ impl EngineCore {
     /// The idle timeout in force for the loaded model (`None`: never).
     pub(crate) fn idle_timeout(&self) -> Option<std::time::Duration> {
         keep_alive::effective_timeout(
-            self.keep_alive.as_ref().map(|(m, k)| (m.as_str(), *k)),
-            self.child.as_ref().map(|c| c.model_id()),
+            self.usage.keep_alive(),
+            self.child.model_id(),
             self.cfg.idle_timeout,
         )
     }

@@ -11,10 +11,10 @@ impl EngineCore {
     /// The idle reap, re-checked here: a tick that queued behind a turn sees
     /// the idle clock at that turn's end and leaves the model alone.
     pub async fn reap(&mut self) {
-        let idle_for = self.last_used.map(|u| u.at.elapsed()).unwrap_or_default();
+        let idle_for = self.usage.last().map(|u| u.at.elapsed()).unwrap_or_default();
         let reaped = self
             .idle_timeout()
-            .is_some_and(|t| should_reap(self.child.is_some(), false, idle_for, t));
+            .is_some_and(|t| should_reap(self.child.is_live(), false, idle_for, t));
         if reaped {
             tracing::info!(
                 idle_s = idle_for.as_secs(),
@@ -29,13 +29,12 @@ impl EngineCore {
     /// Unloads the model as the idle reap does (the reap, and a turn that
     /// asked for `keep_alive: 0`).
     pub(crate) async fn unload_idle(&mut self) {
-        let id = self.child.as_ref().map(|c| c.model_id().to_string());
+        let id = self.child.model_id().map(str::to_string);
         self.retire(super::retire::Retire::Idle).await;
         // Left for the next turn to announce (the spec's `_idle_unload`).
-        self.idle_reload = id;
+        self.usage.reaped(id);
         // A reap forgets the unload's record, never the window memory.
-        self.brake.reload = None;
-        self.brake.state = Default::default();
+        self.brake.forget_carry();
     }
 
     /// `/warden/load`: loads (or switches to) a model outside a turn.
@@ -50,10 +49,10 @@ impl EngineCore {
         let entry = self.resolve(id)?;
         self.ensure_loaded(&entry, None).await?;
         if let Some(k) = keep_alive {
-            self.keep_alive = Some((entry.id.clone(), k));
+            self.usage.hold(&entry.id, k);
         }
         // A load is a use: the idle clock starts at its end.
-        self.touch();
+        self.usage.touch();
         Ok(self.snapshot())
     }
 
@@ -67,7 +66,7 @@ impl EngineCore {
     pub async fn shutdown(&mut self) {
         self.shut_down = true;
         self.retire(super::retire::Retire::Shutdown).await;
-        self.brake.reload = None;
-        self.idle_reload = None;
+        self.brake.forget_carry();
+        self.usage.reaped(None);
     }
 }

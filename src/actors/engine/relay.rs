@@ -44,7 +44,7 @@ impl EngineCore {
         let sent_at = Instant::now();
         let first_deadline = sent_at + self.cfg.first_token_timeout;
         let mut loss = self.worker_loss();
-        let child = self.child.as_ref().expect("a turn relays only after its model loaded");
+        let child = self.child.get().expect("a turn relays only after its model loaded");
         let mut exit = child.process.exit_watch();
         let resp = tokio::select! {
             biased;
@@ -128,7 +128,7 @@ impl EngineCore {
     /// Relays a non-streamed answer whole (sent by the caller, last).
     pub(crate) async fn relay_whole(&mut self, route: Route, body: Bytes) -> Result<Relayed, GenerationError> {
         let mut loss = self.worker_loss();
-        let child = self.child.as_ref().expect("a turn relays only after its model loaded");
+        let child = self.child.get().expect("a turn relays only after its model loaded");
         let mut exit = child.process.exit_watch();
         let request = async {
             let resp = child.client.send_retrying(route.path(), body, false).await?;
@@ -163,7 +163,7 @@ impl EngineCore {
     /// worker the watch then calls lost is the cause (llama-server aborts
     /// with "Remote RPC server crashed", which names no worker).
     pub(crate) async fn broken_stream(&mut self) -> GenerationError {
-        if let Some(c) = self.child.as_mut() {
+        if let Some(c) = self.child.get_mut() {
             let _ = tokio::time::timeout(DEATH_GRACE, c.process.wait()).await;
         }
         if let Some(lost) = self.loss_behind_death().await {

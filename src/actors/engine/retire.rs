@@ -9,14 +9,15 @@
 //! (Every way out used to be written out by hand, five times, and they
 //! disagreed on the brake state and on publishing before the event.)
 //! A brake respawn is not a retirement (the model stays, its brake state
-//! carries whole); a child that died by itself is recorded by
+//! carries whole), but one that fails after the old child stopped ends as
+//! one does (`gone`); a child that died by itself is recorded by
 //! `take_dead_child`, which shares the rule on the brake state.
 //! Part of `EngineCore`.
 
 use std::time::Duration;
 
+use super::child_slot::Stopped;
 use super::core::EngineCore;
-use crate::child::process;
 use crate::status::{UnloadReason, WardenEvent};
 
 /// Why a child is retired.
@@ -96,36 +97,37 @@ impl EngineCore {
     /// was told to stop (a hung or lost child's error quotes it); `None`
     /// when there was no child.
     pub(crate) async fn retire(&mut self, why: Retire) -> Option<String> {
+        let c = self.child.get_mut()?;
         if let Some(what) = why.saves_kv() {
-            self.save_slot(what).await;
+            self.kv.save(c, what).await;
         }
         // An eviction says what it gave back; the others are known by their reason.
-        let freed_bytes = self
-            .child
-            .as_ref()
-            .filter(|_| why == Retire::Evicted)
-            .and_then(|c| c.footprint_bytes());
-        let mut c = self.child.take()?;
-        let raw = c.process.output().raw_tail();
-        let exit = process::terminate(&mut c.process, why.grace(self.cfg.stop_grace)).await;
-        let model = c.model_id().to_string();
+        let freed_bytes = c.footprint_bytes().filter(|_| why == Retire::Evicted);
+        let Stopped { child, raw, exit } = self.child.stop(why.grace(self.cfg.stop_grace)).await?;
         tracing::info!(
             engine = self.backend.kind().tag(),
-            model = %model,
-            pid = c.process.pid(),
+            model = %child.model_id(),
+            pid = child.process.pid(),
             reason = %why.reason(),
             "model unloaded ({exit})"
         );
-        self.brake.state = Default::default();
-        // Published before the event, so an observer of the unload sees a
-        // status without the model.
+        self.gone(child.model_id(), why, freed_bytes);
+        Some(raw)
+    }
+
+    /// A child of `model` left the engine for `why` (retired, or a brake
+    /// respawn that failed after the old child stopped): its live brake
+    /// state goes with it, a status without the model is published, and
+    /// then the `Unloaded` event, so an observer of the unload sees a
+    /// status without the model.
+    pub(crate) fn gone(&mut self, model: &str, why: Retire, freed_bytes: Option<u64>) {
+        self.brake.child_gone();
         self.publish();
         self.emit(WardenEvent::Unloaded {
-            model: model.clone(),
+            model: model.to_string(),
             reason: why.reason(),
             freed_bytes,
         });
-        Some(raw)
     }
 }
 

@@ -70,7 +70,7 @@ impl EngineCore {
     /// bytes, which the plan sizes beside; 0 without peers (one engine for
     /// every model: MLX, RPC workers).
     pub(crate) async fn make_room(&mut self, alone: &SpawnPlan) -> Result<u64, ModelLoadError> {
-        let Some(peers) = self.peers.clone() else {
+        let Some(peers) = self.outlets.peers.clone() else {
             return Ok(0);
         };
         let Some((new, memory)) = crate::engines::plan::newcomer(alone, &self.cfg) else {
@@ -147,7 +147,7 @@ impl EngineCore {
     /// The admitted load is over (its child published, it failed, or its
     /// handler panicked): its reservation goes.
     pub(crate) fn settle_admission(&mut self) {
-        if let (Some(model), Some(peers)) = (self.admitted.take(), &self.peers) {
+        if let (Some(model), Some(peers)) = (self.admitted.take(), &self.outlets.peers) {
             peers.settled(&model);
         }
     }
@@ -156,26 +156,29 @@ impl EngineCore {
     /// first); the bytes it held, or `None` when there was no child or a
     /// turn was routed here since the decision.
     pub(crate) async fn evict(&mut self) -> Option<u64> {
-        if self.queue.depth() > 0 {
+        if self.outlets.queue.depth() > 0 {
             return None;
         }
-        let bytes = self.child.as_ref()?.footprint_bytes().unwrap_or(0);
+        let bytes = self.child.get()?.footprint_bytes().unwrap_or(0);
         self.retire(super::retire::Retire::Evicted).await.map(|_| bytes)
     }
 
     /// This model as the residents' law sees it at a brake sample (not in
     /// flight: the sample is at its own turn's start or end, or idle).
     fn as_resident(&self, facts: &WindowFacts) -> Option<Resident> {
-        let c = self.child.as_ref()?;
+        let c = self.child.get()?;
         Some(Resident {
             model: c.model_id().to_string(),
             kind: ModelKind::of(c.plan.facts.as_deref()),
             footprint_bytes: c.footprint_bytes().unwrap_or(0),
-            last_used_ms: self.last_used.map_or(0, |u| super::publish::unix_millis(u.wall).unwrap_or(0)),
+            last_used_ms: self
+                .usage
+                .last()
+                .map_or(0, |u| super::publish::unix_millis(u.wall).unwrap_or(0)),
             in_flight: false,
             queued: 0,
             window: *facts,
-            brake: self.brake.state,
+            brake: self.brake.state(),
         })
     }
 
@@ -183,7 +186,7 @@ impl EngineCore {
     /// `true` when an eviction answered it (this sample is done), `false`
     /// when this model's own law decides, as for a lone model.
     pub(crate) async fn brake_over_residents(&mut self, point: Point, readings: &Readings, facts: &WindowFacts) -> bool {
-        let Some(peers) = self.peers.clone() else { return false };
+        let Some(peers) = self.outlets.peers.clone() else { return false };
         if !crate::law::residents::presses(point, readings) {
             return false;
         }
@@ -222,7 +225,7 @@ impl EngineCore {
             window_from: None,
             window_to: None,
         });
-        self.brake.last_action = Some(BrakeDid::Evict);
+        self.brake.acted(BrakeDid::Evict);
         if model == me.model {
             self.retire(super::retire::Retire::Evicted).await;
         } else if let Some(engine) = peers.engine_of(&model) {

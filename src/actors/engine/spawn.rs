@@ -87,7 +87,7 @@ impl EngineCore {
         let spec = self.spec_for(plan, lease.port(), &key);
         let oom_before = ram::oom_kill_count();
         let at = Instant::now();
-        let mut proc = self.launcher.spawn(&spec).map_err(|source| EngineError::Spawn {
+        let mut proc = self.outlets.launcher.spawn(&spec).map_err(|source| EngineError::Spawn {
             program: spec.program.clone(),
             source,
         })?;
@@ -125,11 +125,11 @@ impl EngineCore {
             crate::law::kv_keep::keep(plan.facts.as_deref()),
             crate::law::kv_keep::Keep::Not(_)
         );
-        if let Some(store) = self.kv.as_ref().filter(|_| kept) {
+        if let Some(dir) = self.kv.dir().filter(|_| kept) {
             // llama-server writes and reads slot files only here (and a
             // model whose saves are never used gets none).
             spec.args.push("--slot-save-path".into());
-            spec.args.push(store.dir().as_os_str().to_owned());
+            spec.args.push(dir.as_os_str().to_owned());
         }
         spec
     }
@@ -164,7 +164,7 @@ impl EngineCore {
             load_ms,
             "model ready"
         );
-        self.say_keep(&child);
+        self.kv.say_keep(&child);
         self.emit(WardenEvent::Ready {
             model: child.model_id().to_string(),
             pid: child.process.pid(),

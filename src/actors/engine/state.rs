@@ -1,13 +1,13 @@
 //! What the engine holds beside its child, as plain values: the moment of
-//! the last use (on both clocks), what the engine is busy with and the
-//! published state derived from it, and everything the memory brake keeps.
+//! the last use (on both clocks) and the rest of its use (`Usage`), what
+//! the engine is busy with and the published state derived from it. The
+//! brake's state is `brake_state`'s, the child's `child_slot`'s.
 
-use std::collections::HashMap;
 use std::time::SystemTime;
 
 use tokio::time::Instant;
 
-use crate::law::brake::{BrakeDid, BrakeReload, BrakeState, Level, Remembered};
+use crate::law::keep_alive::KeepAlive;
 use crate::status::EngineState;
 
 /// A moment of use, read on both clocks at once: the monotonic one paces
@@ -44,56 +44,69 @@ pub fn state(shut_down: bool, activity: Activity, child: bool) -> EngineState {
     }
 }
 
-/// Everything the memory brake keeps, in one value: the live child's state
-/// (carried whole across its respawns, dropped with the child), why the
-/// brake is off, the last reading and action, the idle pacing, and what
-/// outlives a child (an unload's carry, the per-model window memory).
-#[derive(Debug)]
-pub struct Brake {
-    /// The origin of the milliseconds the brake's law is given (the law
-    /// reads no clock: `now`, a carry's and a memory's times are plain
-    /// values on this engine's monotonic clock, `Brake::ms`).
-    pub epoch: Instant,
-    /// The live child's brake state.
-    pub state: BrakeState,
-    /// Why the brake is off, once it turned off (said once).
-    pub off: Option<String>,
-    /// The last level read.
-    pub level: Option<Level>,
-    /// The last action's log word.
-    pub last_action: Option<BrakeDid>,
-    /// When the last sample was taken (idle pacing), `Brake::ms`.
-    pub last_sample_ms: Option<u64>,
-    /// An unload's carry (the spec's `_brake_reload`).
-    pub reload: Option<BrakeReload>,
-    /// The per-model window memory (the spec's `_window_memory`).
-    pub memory: HashMap<String, Remembered>,
+/// How the engine has been used: the last use (the idle clock), the turns
+/// handled, the keep-alive a request set and the model it holds for, and
+/// the model an idle reap unloaded until a turn consumes it (the spec's
+/// `_idle_unload`). Its fields are written only by these methods.
+#[derive(Debug, Default)]
+pub struct Usage {
+    last: Option<Used>,
+    turns: u64,
+    keep_alive: Option<(String, KeepAlive)>,
+    reaped: Option<String>,
 }
 
-impl Brake {
-    /// A brake with nothing recorded, its clock starting at `epoch`.
-    pub fn new(epoch: Instant) -> Self {
-        Self {
-            epoch,
-            state: BrakeState::default(),
-            off: None,
-            level: None,
-            last_action: None,
-            last_sample_ms: None,
-            reload: None,
-            memory: HashMap::new(),
+impl Usage {
+    /// The last use (the end of the last turn or load).
+    pub fn last(&self) -> Option<Used> {
+        self.last
+    }
+
+    /// Turns handled.
+    pub fn turns(&self) -> u64 {
+        self.turns
+    }
+
+    /// Marks the idle clock at now (a load's end).
+    pub fn touch(&mut self) {
+        self.last = Some(Used {
+            at: Instant::now(),
+            wall: SystemTime::now(),
+        });
+    }
+
+    /// A turn ended: counted, and the idle clock marked.
+    pub fn turn_done(&mut self) {
+        self.turns += 1;
+        self.touch();
+    }
+
+    /// The keep-alive a request set, and the model it holds for.
+    pub fn keep_alive(&self) -> Option<(&str, KeepAlive)> {
+        self.keep_alive.as_ref().map(|(m, k)| (m.as_str(), *k))
+    }
+
+    /// A request asked `model` be kept for `k`.
+    pub fn hold(&mut self, model: &str, k: KeepAlive) {
+        self.keep_alive = Some((model.to_string(), k));
+    }
+
+    /// `model` is about to load: a keep-alive holds for its model until
+    /// another model runs.
+    pub fn switching_to(&mut self, model: &str) {
+        if self.keep_alive.as_ref().is_some_and(|(m, _)| m != model) {
+            self.keep_alive = None;
         }
     }
 
-    /// `t` as milliseconds on the brake's clock (a moment before the
-    /// epoch, which this engine never records, reads as 0).
-    pub fn ms(&self, t: Instant) -> u64 {
-        t.saturating_duration_since(self.epoch).as_millis() as u64
+    /// An idle reap unloaded `model` (left for the next turn to announce).
+    pub fn reaped(&mut self, model: Option<String>) {
+        self.reaped = model;
     }
 
-    /// Now on the brake's clock.
-    pub fn now_ms(&self) -> u64 {
-        self.ms(Instant::now())
+    /// The model an idle reap unloaded, consumed by the turn that reads it.
+    pub fn take_reaped(&mut self) -> Option<String> {
+        self.reaped.take()
     }
 }
 

@@ -84,10 +84,10 @@ impl EngineCore {
     /// After a handler panicked: the child it left is retired and the
     /// engine is at rest, its status published.
     pub(crate) async fn recover(&mut self, why: &str) {
-        self.activity = Activity::Resting;
+        self.child.set_activity(Activity::Resting);
         // A load that panicked after its admission gives its reservation back.
         self.settle_admission();
-        if let Some(c) = self.child.as_ref() {
+        if let Some(c) = self.child.get() {
             tracing::warn!(
                 engine = self.backend.kind().tag(),
                 model = c.model_id(),

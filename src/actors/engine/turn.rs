@@ -117,7 +117,7 @@ impl EngineCore {
                 let r = self
                     .turn(&entry, route, body, stream, &mut out, conversation.as_deref())
                     .await;
-                let loaded = self.child.as_ref().is_some_and(|c| c.model_id() == entry.id);
+                let loaded = self.child.holds(&entry.id);
                 if loaded && route.generates() {
                     self.brake_point(Point::TurnEnd, None).await;
                 }
@@ -127,7 +127,7 @@ impl EngineCore {
                     && (route.generates() || route.encodes())
                     && let Some(k) = keep_alive
                 {
-                    self.keep_alive = Some((entry.id.clone(), k));
+                    self.usage.hold(&entry.id, k);
                 }
                 r
             }
@@ -135,8 +135,7 @@ impl EngineCore {
         // The turn's end is published before its last events reach the
         // client, so its next look at the status sees what the turn left
         // (a respawn or an unload at its end, its keep-alive, its count).
-        self.turns += 1;
-        self.touch();
+        self.usage.turn_done();
         self.enter(super::core::Activity::Resting);
         if options.stateful {
             self.deliver_brake_notice(&mut out).await;
@@ -152,7 +151,7 @@ impl EngineCore {
             outcome,
             timings,
         });
-        if (route.generates() || route.encodes()) && keep_alive::unload_after_turn(keep_alive) && self.child.is_some() {
+        if (route.generates() || route.encodes()) && keep_alive::unload_after_turn(keep_alive) && self.child.is_live() {
             tracing::info!("the request asked for keep_alive 0; unloading after its turn");
             self.unload_idle().await;
         }
@@ -161,7 +160,7 @@ impl EngineCore {
     /// The brake's pending notice, to a stateful turn's client (kept for the
     /// next turn when this client left).
     async fn deliver_brake_notice(&mut self, out: &mut Outbox) {
-        let Some(notice) = self.brake.state.notice.take() else {
+        let Some(notice) = self.brake.take_notice() else {
             return;
         };
         let n = Notice::MemoryWarning {
@@ -171,7 +170,7 @@ impl EngineCore {
             self.emit(WardenEvent::Notice { notice: n });
         } else {
             // Undelivered (the client left): the next turn says it.
-            self.brake.state.notice = Some(notice);
+            self.brake.keep_notice(notice);
         }
     }
 
@@ -200,20 +199,20 @@ impl EngineCore {
         let mut announced = false;
         // The idle record is always consumed here; it counts only for the
         // reaped model while nothing is loaded.
-        let idle = self.idle_reload.take();
-        if self.brake_reload_pending(model) {
+        let idle = self.usage.take_reaped();
+        if self.brake.reload_pending(model, self.child.model_id()) {
             announced = self.announce(Notice::MemoryReload { reason: "brake" }, events).await;
-        } else if idle.as_deref() == Some(model) && self.child.is_none() && options.announce_idle_reload {
+        } else if idle.as_deref() == Some(model) && !self.child.is_live() && options.announce_idle_reload {
             announced = self.announce(Notice::MemoryReload { reason: "idle" }, events).await;
         }
-        if self.child.as_ref().is_some_and(|c| c.model_id() == model) {
-            self.brake.state.respawned = false;
+        // The mark is taken either way: a turn announces a respawn once.
+        let _ = self.brake.take_respawned();
+        if self.child.holds(model) {
             self.brake_point(Point::TurnStart, None).await;
-            if self.brake.state.respawned && !announced {
+            if self.brake.take_respawned() && !announced {
                 self.announce(Notice::MemoryReload { reason: "brake" }, events).await;
             }
         }
-        self.brake.state.respawned = false;
     }
 
     /// Sends a notice to the turn and the event stream.
@@ -248,7 +247,7 @@ impl EngineCore {
             // the one field the child obeys on this route (the engine's
             // hook renames it for a child that reads another); the others
             // go, so no child reads another.
-            let window = self.child.as_ref().and_then(|c| c.allocated);
+            let window = self.child.get().and_then(|c| c.allocated);
             let bound = crate::law::request::token_bound(requested, window);
             for f in crate::law::request::TOKEN_FIELDS {
                 body.remove(f);
@@ -260,7 +259,7 @@ impl EngineCore {
         // A map of JSON values always serializes.
         let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON map serializes"));
         let asked = u64::from(requested.unwrap_or(0));
-        if let Some(c) = self.child.as_mut() {
+        if let Some(c) = self.child.get_mut() {
             c.engine
                 .note_request((bytes.len() as u64 / 4 + asked).min(u32::MAX as u64) as u32);
         }
@@ -270,8 +269,9 @@ impl EngineCore {
             let owner = if route.keeps_conversation() { conversation } else { None };
             // Until the child's own count arrives with the answer, the
             // slot holds about the prompt (its bytes over 4).
-            self.claim_slot(owner, (bytes.len() / 4).min(u32::MAX as usize) as u32)
-                .await;
+            if let Some(c) = self.child.get_mut() {
+                self.kv.claim(c, owner, (bytes.len() / 4).min(u32::MAX as usize) as u32).await;
+            }
         }
         self.enter(super::core::Activity::Generating);
         let relayed = if stream {
@@ -281,20 +281,20 @@ impl EngineCore {
         };
         // The answer is relayed: the turn's end (its brake sample, a
         // respawn there) happens with the child at rest.
-        self.activity = super::core::Activity::Resting;
+        self.enter(super::core::Activity::Resting);
         if route.generates() {
             let abandoned = matches!(relayed, Ok(Relayed::Abandoned));
-            if let Some(c) = self.child.as_mut() {
-                c.engine
-                    .after_turn(abandoned, matches!(relayed, Ok(Relayed::Completed { .. })));
-            }
             // The child's own counts of a completed turn: the slot's size,
             // and the verdict on a restore this turn was the first to use.
             let counts = match &relayed {
                 Ok(Relayed::Completed { counts, .. }) => *counts,
                 _ => None,
             };
-            self.slot_counted(counts);
+            if let Some(c) = self.child.get_mut() {
+                c.engine
+                    .after_turn(abandoned, matches!(relayed, Ok(Relayed::Completed { .. })));
+                super::kv_check::counted(c, counts);
+            }
         }
         match relayed {
             Ok(Relayed::Completed { finish, timings, .. }) => (TurnOutcome::Completed, finish, timings),

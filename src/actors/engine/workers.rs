@@ -45,21 +45,25 @@ impl EngineCore {
         Ok(plan)
     }
 
-    /// A brake respawn's plan over the watch's latest readings.
-    pub(crate) fn replan_from_views(&self, plan: SpawnPlan) -> Result<SpawnPlan, ModelLoadError> {
-        let Some(link) = self.backend.workers() else { return Ok(plan) };
+    /// A brake respawn's `plan` for the child that ran on `old`: split
+    /// again over the watch's latest readings when `old` ran over workers
+    /// (the respawn plan itself is this machine's alone), else as it is.
+    pub(crate) fn replan_from_views(&self, old: &SpawnPlan, plan: SpawnPlan) -> Result<SpawnPlan, ModelLoadError> {
+        let (Some(link), Some(_)) = (self.backend.workers(), old.rpc()) else {
+            return Ok(plan);
+        };
         link.split(plan, &link.read_from_views(), self.cfg.ctx_pin)
     }
 
     /// The first worker of the live child that the watch calls lost.
     fn lost_worker(&self) -> Option<Lost> {
-        let used = &self.child.as_ref()?.plan.rpc()?.used;
+        let used = &self.child.get()?.plan.rpc()?.used;
         self.backend.workers()?.lost(used)
     }
 
     /// Resolves when a worker of the live child is lost (never without one).
     pub(crate) fn worker_loss(&self) -> Pin<Box<dyn Future<Output = Lost> + Send + 'static>> {
-        self.loss_of(self.child.as_ref().map(|c| &c.plan))
+        self.loss_of(self.child.get().map(|c| &c.plan))
     }
 
     /// Resolves when a worker of `plan` is lost (never without one): a load
@@ -75,7 +79,7 @@ impl EngineCore {
     /// After a child over workers died: the worker that took it down, once
     /// the watch names one (bounded).
     pub(crate) async fn loss_behind_death(&self) -> Option<Lost> {
-        let rpc = self.child.as_ref()?.plan.rpc()?;
+        let rpc = self.child.get()?.plan.rpc()?;
         if rpc.used.is_empty() {
             return None;
         }
@@ -104,9 +108,21 @@ impl EngineCore {
         self.retire_if_worker_lost().await;
     }
 
+    /// The workers as the status shows them (`None` without a link): each
+    /// one's last reading, the live child's split and what each was given.
+    pub(crate) fn workers_status(&self) -> Option<crate::status::WorkersStatus> {
+        let link = self.backend.workers()?;
+        let c = self.child.get();
+        Some(crate::status::WorkersStatus {
+            workers: link.views.borrow().clone(),
+            split: c.and_then(|c| c.plan.rpc().cloned()),
+            given: c.map(|c| c.engine.given().to_vec()).unwrap_or_default(),
+        })
+    }
+
     /// The used workers' pressure for a brake sample of the live child.
     pub(crate) fn worker_pressure(&self) -> Vec<WorkerPressure> {
-        match (self.child.as_ref(), self.backend.workers()) {
+        match (self.child.get(), self.backend.workers()) {
             (Some(c), Some(link)) => link.pressure(&c.plan),
             _ => Vec::new(),
         }
