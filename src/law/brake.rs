@@ -69,7 +69,7 @@ use super::caps::{self, WINDOW_FLOOR_TOKENS};
 #[path = "brake_carry.rs"]
 mod carry;
 pub use carry::{
-    BRAKE_RELOAD_TTL, BrakeNotice, BrakeReload, BrakeState, BrakeView, Episode, Remembered, WINDOW_MEMORY_TTL,
+    BRAKE_RELOAD_TTL, BrakeNotice, BrakeReload, BrakeState, Episode, Remembered, WINDOW_MEMORY_TTL,
     after_respawn, alive, seed,
 };
 

@@ -157,20 +157,3 @@ pub fn seed(carry: Option<&BrakeReload>, memory: Option<&Remembered>, now_ms: u6
         None => BrakeState::default(),
     }
 }
-
-/// The brake as status shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct BrakeView {
-    /// Whether the brake samples at all.
-    pub enabled: bool,
-    /// Why it is off, when it is.
-    pub off_reason: Option<String>,
-    /// The last level read.
-    pub level: Option<Level>,
-    /// The state.
-    pub state: BrakeState,
-    /// The last action taken (its log word).
-    pub last_action: Option<crate::law::names::BrakeDid>,
-    /// An unload's carry waiting for the model's next spawn.
-    pub reload_pending: Option<String>,
-}

@@ -17,9 +17,7 @@
 //! | `keep_alive` | a request's keep-alive, parsed, and the idle timeout in force |
 //! | `kv_save` | when a slot is saved, whether a save fits, the store's cap and eviction |
 //! | `kv_keep` | whether a model's saved KV can be used again, `--swa-full`, whether a restore was used |
-//! | `rpc_plan` | the split over RPC workers as a spawn carries it and the status shows it |
 //! | `route` | which routes an engine serves, which generate, and how each dialect's stream ends |
-//! | `ollama`, `ollama_reply` | Ollama's requests as llama-server's, and its answers back |
 //! | `request` | what a request body may hold, field by field, and every generation's token bound |
 //! | `request_chat` | chat's nested shapes (messages, parts, tools) and what a request needs of its model |
 //! | `crash` | crash classification from the child's output tail |
@@ -45,8 +43,6 @@ pub mod kv_keep;
 pub mod kv_save;
 pub mod mlx;
 pub mod names;
-pub mod ollama;
-pub mod ollama_reply;
 pub mod plan;
 pub mod prefix;
 pub mod pressure;
@@ -56,7 +52,6 @@ pub mod request;
 pub mod request_chat;
 pub mod residents;
 pub mod route;
-pub mod rpc_plan;
 pub mod select;
 pub mod split;
 pub mod types;

@@ -18,11 +18,12 @@ use std::collections::HashMap;
 use tokio::time::Instant;
 
 use crate::law::brake::{
-    self, Action, BrakeDid, BrakeNotice, BrakeReload, BrakeState, BrakeView, Level, Point, Readings, Remembered,
+    self, Action, BrakeDid, BrakeNotice, BrakeReload, BrakeState, Level, Point, Readings, Remembered,
     WindowFacts,
 };
 use crate::law::mlx::{self as mlx_law, MlxAction, MlxFacts, MlxReadings};
 use crate::sensors::view::{BrakeOff, Given, PressureView};
+use crate::status::BrakeView;
 
 /// The memory brake's state and its reading of the machine.
 #[derive(Debug)]

@@ -23,7 +23,7 @@ use crate::rpc::status::{DeviceKind, WorkerBuild, WorkerStatus};
 /// The child's verbosity when it runs over workers (see the module doc).
 pub const RPC_CHILD_VERBOSITY: u8 = 4;
 
-pub use crate::law::rpc_plan::{Given, LeftOut, RpcPlan, RpcUse};
+pub use crate::status::split::{Given, LeftOut, RpcPlan, RpcUse};
 
 /// One reading of a configured worker before a load, with its last good
 /// reading from the watch (for the window it would have given).

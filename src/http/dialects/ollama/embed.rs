@@ -14,11 +14,11 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Map, Value, json};
 
 use super::error_response;
+use super::reply;
 use crate::error::{ApiError, WardenError};
 use crate::http::body::read_body;
 use crate::http::validate::json_object;
 use crate::http::validate_text::{keep_alive, keep_alive_value};
-use crate::law::ollama_reply;
 use crate::law::route::Route;
 use crate::messages::TurnOptions;
 use crate::warden::{Chunk, TurnRequest, Warden};
@@ -97,7 +97,7 @@ async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, legacy
             ));
         }
     };
-    let model = ollama_reply::catalog_name(&name, |id| warden.catalog().get(id).is_some()).to_string();
+    let model = reply::catalog_name(&name, |id| warden.catalog().get(id).is_some()).to_string();
     if warden.catalog().get(&model).is_none() {
         return Err(WardenError::ModelNotFound(model).to_api());
     }

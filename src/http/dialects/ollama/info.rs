@@ -19,11 +19,11 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Value, json};
 
 use super::error_response;
+use super::reply::{catalog_name, rfc3339};
 use crate::catalog::{ModelEntry, ModelFormat};
 use crate::error::ApiError;
 use crate::error::WardenError;
 use crate::gguf::{self, ModelFacts};
-use crate::law::ollama_reply::{catalog_name, rfc3339};
 use crate::status::EngineKind;
 use crate::warden::Warden;
 

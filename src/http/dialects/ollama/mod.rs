@@ -1,6 +1,6 @@
 //! The Ollama API, translated by the warden: `POST /api/chat` and `POST
 //! /api/generate` become a chat, raw completion or infill turn
-//! (`law::ollama`), validated after translation by the same rules as a
+//! (`translate`), validated after translation by the same rules as a
 //! request of that route (`validate::chat_request`,
 //! `validate_text::text_request`), and their answers are said back in
 //! Ollama's NDJSON or whole (`wire`). The rest of the API (`/api/tags`,
@@ -17,6 +17,8 @@
 
 pub mod embed;
 pub mod info;
+pub mod reply;
+pub mod translate;
 pub mod wire;
 
 use actix_web::http::StatusCode;
@@ -24,6 +26,8 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
+use self::reply as ollama_reply;
+use self::translate::{self as ollama, Target, Translated};
 use self::wire::{Api, Ndjson};
 use crate::error::ApiError;
 use crate::error::WardenError;
@@ -32,8 +36,6 @@ use crate::http::reply::{Wire, respond_in};
 use crate::http::validate::{chat_request, json_object, violation};
 use crate::http::validate_text::{keep_alive, keep_alive_value, text_request};
 use crate::law::keep_alive::KeepAlive;
-use crate::law::ollama::{self, Target, Translated};
-use crate::law::ollama_reply;
 use crate::law::route::Route;
 use crate::messages::TurnOptions;
 use crate::warden::{TurnRequest, Warden};

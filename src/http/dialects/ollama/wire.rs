@@ -1,7 +1,7 @@
 //! Ollama's wire: the child's answer (chat, raw completion or infill, as
-//! `law::ollama` translated the request) said as Ollama says it, one JSON
+//! `translate` translated the request) said as Ollama says it, one JSON
 //! object per line (NDJSON) when streamed, one object when whole, with
-//! `done_reason` and the durations on the last (`law::ollama_reply`).
+//! `done_reason` and the durations on the last (`reply`).
 //!
 //! Notices travel in a line of their own whose text is empty and whose
 //! `warden` field carries the notice (a whole answer: `warden`, an array);
@@ -17,10 +17,10 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::error_body;
+use super::reply::{self as reply, Piece, ToolCalls};
+use super::translate::Target;
 use crate::error::ApiError;
 use crate::http::reply::Wire;
-use crate::law::ollama::Target;
-use crate::law::ollama_reply::{self as reply, Piece, ToolCalls};
 use crate::messages::Notice;
 use crate::sse::SseParser;
 use crate::status::EngineStatus;

@@ -1,4 +1,4 @@
-//! Table tests of `law::ollama`: Ollama's requests as llama-server's.
+//! Table tests of `translate`: Ollama's requests as llama-server's.
 
 use serde_json::{Value, json};
 

@@ -1,8 +1,8 @@
 //! llama-server's answers in Ollama's terms: a streamed event or a whole
-//! body of the route a request took (`ollama::Target`) read into a `Piece`,
+//! body of the route a request took (`translate::Target`) read into a `Piece`,
 //! the reply's `done_reason` and durations from the child's `timings`, the
 //! tool calls, the model names, the `num_ctx` rule and Ollama's timestamps.
-//! Pure: the caller brings the clock's readings.
+//! Pure (still table-tested beside it, as the law is): the caller brings the clock's readings.
 //!
 //! Durations are nanoseconds, as Ollama's. `prompt_eval_count` is the
 //! prompt tokens the child evaluated (`timings.prompt_n`, without those its
@@ -12,7 +12,7 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::ollama::Target;
+use super::translate::Target;
 
 /// What one event (or a whole body) of the child says.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -239,5 +239,5 @@ pub fn rfc3339(unix_ms: u64) -> String {
 }
 
 #[cfg(test)]
-#[path = "ollama_reply_tests.rs"]
+#[path = "reply_tests.rs"]
 mod tests;

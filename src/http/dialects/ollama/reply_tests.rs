@@ -1,4 +1,4 @@
-//! Table tests of `law::ollama_reply`: llama-server's answers in Ollama's terms.
+//! Table tests of `reply`: llama-server's answers in Ollama's terms.
 
 use serde_json::json;
 

@@ -6,7 +6,9 @@
 
 use serde::Serialize;
 
-use crate::law::brake::BrakeView;
+use crate::law::brake::{BrakeState, Level};
+
+pub mod split;
 
 /// The engine family (the law's own type: `law::types`).
 pub use crate::law::types::EngineKind;
@@ -34,9 +36,9 @@ pub struct WorkersStatus {
     /// Each configured worker as the watch last saw it.
     pub workers: Vec<crate::law::worker_status::WorkerView>,
     /// The live child's split (window, each device's share, who was left out).
-    pub split: Option<crate::law::rpc_plan::RpcPlan>,
+    pub split: Option<split::RpcPlan>,
     /// What llama-server says each device was given.
-    pub given: Vec<crate::law::rpc_plan::Given>,
+    pub given: Vec<split::Given>,
 }
 
 /// The snapshot `/warden/status` returns. Never holds the child's API key.
@@ -405,4 +407,21 @@ pub struct StoreView {
     pub cap_bytes: u64,
     /// Each, newest first.
     pub saves: Vec<SaveRecord>,
+}
+
+/// The brake as status shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BrakeView {
+    /// Whether the brake samples at all.
+    pub enabled: bool,
+    /// Why it is off, when it is.
+    pub off_reason: Option<String>,
+    /// The last level read.
+    pub level: Option<Level>,
+    /// The state.
+    pub state: BrakeState,
+    /// The last action taken (its log word).
+    pub last_action: Option<crate::law::names::BrakeDid>,
+    /// An unload's carry waiting for the model's next spawn.
+    pub reload_pending: Option<String>,
 }

@@ -1,6 +1,6 @@
 //! Ollama's requests in llama-server's terms: `/api/chat` and
 //! `/api/generate` bodies become a chat, raw completion or infill body
-//! (`ollama_reply` maps the answers back). Pure: JSON in, JSON out, and a
+//! (`reply` maps the answers back). Pure: JSON in, JSON out, and a
 //! `Refusal` naming the field when a body cannot be honoured. `model`,
 //! `stream` and `keep_alive` are read by the caller.
 //!
@@ -13,7 +13,7 @@
 //!   `mirostat_eta` and `penalize_newline` carry the same names in
 //!   llama.cpp and pass; `num_keep` is llama.cpp's `n_keep`. `num_ctx` is
 //!   handed back for the caller (the window is the law's and shared, so it
-//!   never reloads the model: see `ollama_reply::num_ctx`). Runner options
+//!   never reloads the model: see `reply::num_ctx`). Runner options
 //!   (`num_gpu`, `num_thread`, `num_batch`, `main_gpu`, `use_mmap`, `numa`,
 //!   ...) size Ollama's own runner at load; here the warden sizes the child,
 //!   so they are ignored, as Ollama ignores options it does not know.
@@ -406,5 +406,5 @@ pub fn generate(req: &Map<String, Value>) -> Result<Translated, Refusal> {
 }
 
 #[cfg(test)]
-#[path = "ollama_tests.rs"]
+#[path = "translate_tests.rs"]
 mod tests;

@@ -1,12 +1,13 @@
 //! The split over RPC workers as a spawn carries it and the status shows
 //! it: the plan (window, each device's share, the workers used and those
-//! left out) and what llama-server says each device was given. Plain data:
-//! `engines::cpu::rpc` builds and reads them, `status` serializes them.
+//! left out) and what llama-server says each device was given. Plain data
+//! the law decides nothing over: `engines::cpu::rpc` builds and reads
+//! them, the status shows them.
 
 use serde::Serialize;
 
-use super::split::SplitPlan;
-use super::workers::Joined;
+use crate::law::split::SplitPlan;
+use crate::law::workers::Joined;
 
 /// The split part of a spawn plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
