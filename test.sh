@@ -61,6 +61,10 @@ done
 echo "==> Checking formatting (cargo fmt) and lints (cargo clippy)" >&2
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# The library as an embedder builds it (no `testing` feature, so the
+# internals are crate-private): no dead code hidden by the test build, and
+# every type its public face carries can be named (`unnameable_types`).
+cargo clippy -p llm-warden --lib --quiet -- -D warnings
 # Three test binaries by kind (tests/formats, tests/fake, tests/real; see
 # docs/contributing.md) beside the unit tests. The real one runs its tests
 # one at a time: each drives llama-server flat out on these cores, and its

@@ -10,6 +10,9 @@ use std::time::Duration;
 
 /// Which engine the user asked for (the law's own type: `law::types`).
 pub use crate::law::types::EnginePreference;
+// The types the config carries, nameable where an embedder meets them.
+pub use crate::law::worker_status::WorkerAddr;
+pub use crate::secret::ApiKey;
 
 /// The QA seam that forces a memory-pressure reading (never set in normal use).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

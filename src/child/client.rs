@@ -102,11 +102,6 @@ impl ChildClient {
         }
     }
 
-    /// The child's base URL (no secret in it).
-    pub fn base(&self) -> &str {
-        &self.base
-    }
-
     /// A request builder for `path` with the bearer key set.
     pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.http

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use super::client::http_client;
 use crate::TurnEvent;
-use crate::child::client::shared_http_client;
 use crate::server::WARDEN_PORTS;
 use crate::sse::{SseEvent, SseParser};
 use crate::{TurnRequest, Warden, WardenConfig};
@@ -49,7 +49,7 @@ pub async fn find_server(url: Option<String>) -> Option<String> {
     if let Some(u) = url {
         return Some(u.trim_end_matches('/').to_string());
     }
-    let http = shared_http_client();
+    let http = http_client();
     for port in WARDEN_PORTS {
         let base = format!("http://127.0.0.1:{port}");
         let ok = http
@@ -96,7 +96,7 @@ pub async fn run(a: ChatArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn over_http(base: &str, body: serde_json::Value, p: &mut Printer) -> anyhow::Result<()> {
-    let http = shared_http_client();
+    let http = http_client();
     let mut req = http.post(format!("{base}/v1/chat/completions")).json(&body);
     if let Ok(key) = std::env::var("WARDEN_API_KEY") {
         req = req.bearer_auth(key);

@@ -5,10 +5,24 @@
 
 use std::time::Duration;
 
-use crate::child::client::shared_http_client;
 use anyhow::bail;
 use clap::Args;
 use serde_json::Value;
+
+/// The client subcommands' own HTTP client to a warden: never through a
+/// proxy (the warden is on this machine, and a proxy variable must not
+/// send its key elsewhere), no Nagle delay on a streamed answer. The CLI
+/// is a client of the warden's HTTP API like any other, so it does not
+/// borrow the engine's client to its children.
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .tcp_nodelay(true)
+        .build()
+        // Building fails only when the TLS backend cannot initialise; this
+        // client has no TLS at all.
+        .expect("a plain-HTTP reqwest client always builds")
+}
 
 /// The options every client subcommand takes.
 #[derive(Debug, Args)]
@@ -50,13 +64,13 @@ impl Server {
 
     /// `GET path`'s JSON.
     pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
-        let req = shared_http_client().get(self.url(path)).timeout(READ_TIMEOUT);
+        let req = http_client().get(self.url(path)).timeout(READ_TIMEOUT);
         self.send(req, "GET", path).await
     }
 
     /// `POST path` with `body`'s JSON; waits as long as the server takes.
     pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
-        let req = shared_http_client().post(self.url(path)).json(body);
+        let req = http_client().post(self.url(path)).json(body);
         self.send(req, "POST", path).await
     }
 

@@ -1,6 +1,6 @@
 //! `llm-warden inspect <model>`: what the warden reads from a model's header
 //! and the window a load would give the model on this machine, planned by
-//! the engine a warden here would run (`engines::plan`, so a CUDA machine
+//! the engine a warden here would run (`warden::plan::plan_here`, so a CUDA machine
 //! shows the CUDA plan; the CPU engine's where the chosen one runs no GGUF
 //! or no llama-server is found), as a table or `--json`; with `--worker`
 //! (or `WARDEN_WORKERS`) also the CPU engine's plan over those RPC workers,
@@ -13,11 +13,12 @@ use std::sync::Arc;
 
 use crate::WardenConfig;
 use crate::catalog::{self, ModelEntry, ModelFormat};
-use crate::engines::{self, Backend, Site, SpawnPlan};
 use crate::gguf::{self, ModelFacts};
 use crate::law::cuda::CudaPlacement;
 use crate::law::{kv, window};
 use crate::status::EngineKind;
+use crate::warden::plan;
+use crate::warden::plan::SpawnPlan;
 use clap::Args;
 use serde_json::json;
 
@@ -56,23 +57,18 @@ pub async fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
         Ok(f) => Arc::new(f),
         Err(e) => return Ok(fail(a.json, e.code(), &e.to_string())),
     };
-    let backend = gguf_backend(&cfg);
-    let site = backend.as_ref().map_or(Site::Cpu, Backend::site);
     let entry = Arc::new(entry);
-    let report = Report {
-        kind: backend.as_ref().map_or(EngineKind::Cpu, Backend::kind),
-        plan: engines::plan::plan(site, &cfg, entry.clone(), Some(facts.clone()), None, 0),
-        facts,
-    };
+    let (kind, plan) = plan::plan_here(&cfg, entry.clone(), facts.clone());
+    let report = Report { kind, plan, facts };
     let split = if cfg.workers.is_empty() {
         None
     } else {
         // Only the CPU engine splits over workers.
-        let base = match site {
-            Site::Cpu => report.plan.clone(),
-            _ => engines::plan::plan(Site::Cpu, &cfg, entry, Some(report.facts.clone()), None, 0),
+        let base = match report.kind {
+            EngineKind::Cpu => report.plan.clone(),
+            _ => plan::plan_cpu(&cfg, entry, report.facts.clone()),
         };
-        Some(super::inspect_workers::plan(&cfg, base).await)
+        Some(plan::plan_over_workers(&cfg, base).await)
     };
     if a.json {
         let mut j = report.to_json();
@@ -132,13 +128,6 @@ fn fail(json_out: bool, code: &str, message: &str) -> ExitCode {
         eprintln!("error ({code}): {message}");
     }
     ExitCode::from(2)
-}
-
-/// The backend a warden started here would plan GGUF models with, when it
-/// would run one (`None`: the CPU engine's plan stands in).
-fn gguf_backend(cfg: &WardenConfig) -> Option<Backend> {
-    let (backend, _) = engines::preflight::choose(cfg).ok()?;
-    backend.accepts(ModelFormat::Gguf).then_some(backend)
 }
 
 /// Everything `inspect` shows.
@@ -321,7 +310,7 @@ fn gpu_row(p: &CudaPlacement) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engines::GpuSource;
+    use crate::engines::{self, GpuSource, Site};
     use crate::law::cuda::GpuDevice;
 
     /// The sliding row says what the law does: exact with `--swa-full`, an

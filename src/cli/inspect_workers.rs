@@ -1,39 +1,12 @@
 //! `inspect MODEL --worker HOST:PORT ...`: the plan over RPC workers, per
-//! device, exactly as a load would make it (`engines::cpu::rpc::plan` over fresh
-//! readings of every worker, refining the CPU engine's own plan).
+//! device, exactly as a load would make it (`warden::plan::plan_over_workers`:
+//! fresh readings of every worker, refining the CPU engine's own plan), said
+//! as a table or JSON.
 
-use crate::WardenConfig;
-use crate::engines::cpu::rpc::{self, Reading};
-use crate::engines::{SpawnPlan, llama};
 use crate::error::ModelLoadError;
-use crate::rpc::remote::{LOAD_READ_TIMEOUT, Remote};
+use crate::warden::plan::SpawnPlan;
+use crate::warden::plan::rpc_argv;
 use serde_json::json;
-
-/// The CPU plan `base` split over `cfg.workers`, or why a load would fail.
-pub async fn plan(cfg: &WardenConfig, base: SpawnPlan) -> Result<SpawnPlan, ModelLoadError> {
-    let remote = Remote::new(cfg.worker_key.clone());
-    let now = remote.read_all(&cfg.workers, LOAD_READ_TIMEOUT).await;
-    let readings: Vec<Reading> = cfg
-        .workers
-        .iter()
-        .zip(now)
-        .map(|(addr, now)| Reading {
-            addr: addr.clone(),
-            now,
-            last_good: None,
-            polls: 0,
-        })
-        .collect();
-    // The warden's own build, as a load compares it.
-    let ours = llama::find_llama_server(cfg, llama::Flavour::Cpu)
-        .map(|p| crate::rpc::build::of_binary(&p))
-        .unwrap_or_else(|_| crate::rpc::status::WorkerBuild {
-            llama_cpp: None,
-            rpc_protocol: None,
-            flavour: None,
-        });
-    rpc::plan(base, &readings, &ours, cfg.ctx_pin)
-}
 
 /// The plan as JSON (`inspect --json`'s `workers` part).
 pub fn to_json(plan: &Result<SpawnPlan, ModelLoadError>) -> serde_json::Value {
@@ -42,7 +15,7 @@ pub fn to_json(plan: &Result<SpawnPlan, ModelLoadError>) -> serde_json::Value {
             "window": p.window,
             "context_tokens": p.window.ctx(),
             "split": p.rpc(),
-            "argv": p.rpc().map(|r| rpc::argv(r).iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>()),
+            "argv": rpc_argv(p),
         }),
         Err(e) => json!({"error": {"code": e.code(), "message": e.to_string()}}),
     }
@@ -83,6 +56,5 @@ pub fn print(plan: &Result<SpawnPlan, ModelLoadError>) {
     for l in &r.left_out {
         println!("{:<28} left out: {}", l.addr, l.why);
     }
-    let argv: Vec<String> = rpc::argv(r).iter().map(|a| a.to_string_lossy().into_owned()).collect();
-    println!("llama-server {}", argv.join(" "));
+    println!("llama-server {}", rpc_argv(p).unwrap_or_default().join(" "));
 }

@@ -17,7 +17,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use super::SpawnPlan;
-use crate::law::cuda::{self, CudaPlacement};
+use crate::law::cuda::CudaPlacement;
 
 
 /// The child verbosity that shows the lines the CUDA engine reads.
@@ -28,8 +28,10 @@ pub const CUDA_CHILD_VERBOSITY: u8 = 4;
 pub enum GpuSource {
     /// NVML, read at every load.
     Nvml,
-    /// A fixed list (tests: the spill path driven on a machine without a GPU).
-    Fixed(Vec<cuda::GpuDevice>),
+    /// A fixed list (tests: the spill path driven on a machine without a
+    /// GPU, the fake card); absent from a build without tests.
+    #[cfg(any(test, feature = "testing"))]
+    Fixed(Vec<crate::law::cuda::GpuDevice>),
 }
 
 impl GpuSource {
@@ -37,6 +39,7 @@ impl GpuSource {
     pub fn snapshot(&self) -> Result<nvml::GpuSnapshot, String> {
         match self {
             Self::Nvml => nvml::snapshot(),
+            #[cfg(any(test, feature = "testing"))]
             Self::Fixed(devices) => Ok(nvml::GpuSnapshot {
                 devices: devices.clone(),
                 driver_cuda: None,
@@ -48,6 +51,7 @@ impl GpuSource {
     pub fn process_used_bytes(&self, index: u32, pid: u32) -> Option<u64> {
         match self {
             Self::Nvml => nvml::process_used_bytes(index, pid),
+            #[cfg(any(test, feature = "testing"))]
             Self::Fixed(_) => None,
         }
     }
@@ -58,8 +62,6 @@ impl GpuSource {
 pub struct CudaEngine {
     /// The CUDA build of llama-server.
     pub server: PathBuf,
-    /// The CUDA version it was built with (its BUILD_INFO), for the pre-flight.
-    pub build_cuda: Option<(u32, u32)>,
     /// The GPUs.
     pub gpus: GpuSource,
 }

@@ -90,14 +90,6 @@ impl ChildState {
         }
     }
 
-    /// The MLX engine's part, to write.
-    pub fn mlx_mut(&mut self) -> Option<&mut MlxChild> {
-        match self {
-            Self::Mlx(c) => Some(c),
-            _ => None,
-        }
-    }
-
     /// Why the brake never samples this child (CUDA: partial, unsized).
     pub fn brake_off(&self) -> Option<&str> {
         self.cuda().and_then(|c| c.brake_off.as_deref())

@@ -180,7 +180,6 @@ pub fn build(cfg: &WardenConfig, kind: EngineKind) -> Result<Backend, crate::err
         EngineKind::Cuda => {
             let server = llama::find_llama_server(cfg, llama::Flavour::Cuda)?;
             Ok(Backend::Cuda(CudaEngine {
-                build_cuda: cuda::build_cuda_version(&server),
                 server,
                 gpus: cuda::GpuSource::Nvml,
             }))

@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::gguf::GgufError;
-use crate::law::crash::EngineCode;
-use crate::law::crash::ExitInfo;
+// The types the errors carry, nameable where an embedder meets them.
+pub use crate::gguf::{GgufError, ModelFacts, Pooling};
+pub use crate::law::crash::{EngineCode, ExitInfo, ExitKind};
 
 /// The OpenAI-shaped error every failure becomes on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize)]

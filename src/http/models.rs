@@ -9,11 +9,11 @@ use actix_web::{HttpResponse, web};
 use serde_json::json;
 
 use crate::catalog::{ModelEntry, ModelFormat};
-use crate::engines::SpawnPlan;
 use crate::gguf;
 use crate::law::plan::Readings;
 use crate::law::{header, kv};
 use crate::warden::Warden;
+use crate::warden::plan::SpawnPlan;
 
 /// The route handler. Header reads are a few milliseconds each and run,
 /// with the plans' readings, off the server's thread.

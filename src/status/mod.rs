@@ -6,12 +6,21 @@
 
 use serde::Serialize;
 
-use crate::law::brake::{BrakeState, Level};
-
 pub mod split;
 
 /// The engine family (the law's own type: `law::types`).
 pub use crate::law::types::EngineKind;
+// The law's and the workers' types the status and the events carry,
+// nameable where an embedder meets them (the law's own modules are not
+// part of the public face).
+pub use crate::law::brake::{BrakeDid, BrakeNotice, BrakeState, Episode, Level};
+pub use crate::law::cuda::Offload;
+pub use crate::law::route::Route;
+pub use crate::law::split::{Share, SplitPlan};
+pub use crate::law::types::ModelKind;
+pub use crate::law::window::Window;
+pub use crate::law::worker_status::{DeviceKind, RpcState, WorkerBuild, WorkerDevice, WorkerStatus, WorkerView};
+pub use crate::law::workers::Joined;
 
 /// What the engine is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]

@@ -13,7 +13,7 @@ const TOKENIZER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10
 impl Warden {
     /// The side door to the live child when it runs `model` (`None`: the
     /// default), else `None`.
-    pub fn door_for(&self, model: Option<&str>) -> Option<Door> {
+    pub(crate) fn door_for(&self, model: Option<&str>) -> Option<Door> {
         let default = self.inner.catalog.default_entry();
         let want = match model {
             Some(m) => m,
@@ -24,12 +24,12 @@ impl Warden {
     }
 
     /// The side door to the child of the most recently used resident.
-    pub fn door(&self) -> Option<Door> {
+    pub(crate) fn door(&self) -> Option<Door> {
         self.inner.residency.current()?.door.borrow().clone()
     }
 
     /// The side door to every live child (the metrics read each).
-    pub fn doors(&self) -> Vec<Door> {
+    pub(crate) fn doors(&self) -> Vec<Door> {
         self.inner
             .residency
             .slots()
@@ -44,7 +44,7 @@ impl Warden {
     /// stops between the look and the call is also answered through the
     /// queue, and so is a route this engine's child does not serve (the
     /// queue's own check refuses it).
-    pub async fn tokenize_now(
+    pub(crate) async fn tokenize_now(
         &self,
         route: Route,
         model: Option<&str>,

@@ -14,7 +14,6 @@ use crate::catalog::Catalog;
 use crate::config::WardenConfig;
 use crate::engines::Backend;
 use crate::error::{EngineError, WardenError};
-use crate::law::keep_alive::KeepAlive;
 use crate::law::route::Route;
 use crate::messages::prefix::ClaimPrefix;
 use crate::messages::{Generate, Shutdown, TurnEvent, TurnOptions};
@@ -26,11 +25,13 @@ use crate::status::{EngineKind, EngineStatus, WardenEvent};
 mod chunks;
 mod control;
 mod door;
-mod plan;
+pub(crate) mod plan;
 mod recent;
 mod residency;
 mod start;
 
+/// How long a request asks its model be kept (`TurnRequest::keep_alive`).
+pub use crate::law::keep_alive::KeepAlive;
 pub use chunks::{Chunk, TurnStream};
 pub use recent::{Numbered, RECENT_EVENTS};
 pub use start::WardenBuilder;
@@ -190,7 +191,7 @@ impl Warden {
     /// The entry a request for `model` (or the default) runs, with what
     /// its files let a request send it; `None` when there is no such entry
     /// (the submit answers that with its own 404).
-    pub fn capabilities(&self, model: Option<&str>) -> Option<(String, crate::capabilities::Capabilities)> {
+    pub(crate) fn capabilities(&self, model: Option<&str>) -> Option<(String, crate::capabilities::Capabilities)> {
         let entry = match model {
             Some(id) => self.inner.catalog.get(id)?,
             None => self.inner.catalog.default_entry()?,
@@ -299,12 +300,12 @@ impl Warden {
     }
 
     /// The memory history behind `/warden/ui`'s chart.
-    pub fn history(&self) -> &History {
+    pub(crate) fn history(&self) -> &History {
         &self.inner.history
     }
 
     /// The counters behind `/metrics`.
-    pub fn metrics(&self) -> &Metrics {
+    pub(crate) fn metrics(&self) -> &Metrics {
         &self.inner.metrics
     }
 

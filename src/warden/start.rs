@@ -60,16 +60,19 @@ impl Warden {
 }
 
 impl WardenBuilder {
-    /// Runs on `backend` instead of the one selection would choose (an
-    /// embedder with its own selection, a test's fake child).
+    /// Runs on `backend` instead of the one selection would choose (a
+    /// test's fake child; the engines are not part of the public face).
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
     pub fn backend(mut self, backend: Backend) -> Self {
         self.backend = Some(backend);
         self
     }
 
-    /// Takes the brake's readings from `view` (an application's own
-    /// provider, a test's script) with no sensor clock: the caller sends
-    /// the idle samples it wants.
+    /// Takes the brake's readings from `view` (a test's script) with no
+    /// sensor clock: the caller sends the idle samples it wants.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
     pub fn sensor(mut self, view: Box<dyn PressureView>) -> Self {
         self.sensor = Some(view);
         self
@@ -78,6 +81,7 @@ impl WardenBuilder {
     /// Starts each child with `launcher`: an OS process, always, outside
     /// tests; with the `testing` feature a test may hand it an in-process
     /// fake (`child::fake`).
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn launcher(mut self, launcher: Launcher) -> Self {
         self.launcher = launcher;
@@ -89,6 +93,7 @@ impl WardenBuilder {
     /// tests, so that `tokio::time::pause` controls the engine's timers
     /// (with `child::fake`'s in-process child). A real child spawned so
     /// dies with the caller's thread.
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn on_this_arbiter(mut self) -> Self {
         self.here = true;

@@ -37,7 +37,6 @@ fn card() -> GpuDevice {
 fn cuda_warden(dir: &Path, cfg: WardenConfig) -> Warden {
     let backend = Backend::Cuda(CudaEngine {
         server: fake_server(),
-        build_cuda: None,
         gpus: GpuSource::Fixed(vec![card()]),
     });
     TestWarden::backend(backend, dir).config(cfg).start()
