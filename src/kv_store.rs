@@ -34,17 +34,6 @@ pub fn model_identity(path: &Path) -> Option<String> {
     Some(format!("{}-{mtime}", m.len()))
 }
 
-/// FNV-1a, 64 bits: a name that stays the same across builds and runs.
-fn fnv(parts: &[&str]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for p in parts {
-        for b in p.bytes().chain([0xff]) {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
-}
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -107,7 +96,10 @@ impl KvStore {
 
     /// The save's stem for a model identity and a conversation.
     pub fn name(model_identity: &str, conversation: &str) -> String {
-        format!("kv-{:016x}", fnv(&[model_identity, conversation]))
+        format!(
+            "kv-{:016x}",
+            crate::law::conversation::fnv1a64(&[model_identity, conversation])
+        )
     }
 
     /// The file name llama-server writes a save in progress to.

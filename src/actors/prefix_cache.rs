@@ -61,12 +61,13 @@ impl Handler<ClaimPrefix> for PrefixCacheActor {
 
     fn handle(&mut self, ClaimPrefix(turn): ClaimPrefix, _ctx: &mut Self::Context) {
         // A tokenizer call runs nothing through the cache.
-        if turn.route.generates() {
-            let conversation = turn.conversation.as_deref().unwrap_or("");
-            if let Some(reason) = plan_claim(&self.owner, conversation, turn.kind) {
+        let req = &turn.request;
+        if req.route.generates() {
+            let conversation = req.conversation.as_deref().unwrap_or("");
+            if let Some(reason) = plan_claim(&self.owner, conversation, req.kind) {
                 self.resets.do_send(Reset {
                     reason,
-                    model: turn.model.clone(),
+                    model: turn.entry.id.clone(),
                 });
             }
             self.owner = Owner::Conversation(conversation.to_string());
@@ -89,6 +90,7 @@ mod tests {
 
     use super::*;
     use crate::law::route::Route;
+    use crate::messages::TurnRequest;
     use crate::messages::prefix::TurnKind;
 
     /// A mailbox that records what reaches it, in order.
@@ -108,23 +110,26 @@ mod tests {
     impl Handler<Generate> for Recorder {
         type Result = ();
         fn handle(&mut self, m: Generate, _: &mut Context<Self>) {
-            let who = m.conversation.unwrap_or_default();
+            let who = m.request.conversation.unwrap_or_default();
             self.0.lock().unwrap().push(format!("turn:{who}"));
         }
     }
 
     fn turn(conversation: &str, kind: TurnKind, route: Route) -> ClaimPrefix {
         let (events, _) = tokio::sync::mpsc::channel(1);
+        let entry = crate::catalog::ModelEntry {
+            id: "m".into(),
+            path: "/m".into(),
+            format: crate::catalog::ModelFormat::Mlx,
+            mmproj: None,
+        };
         ClaimPrefix(Generate {
-            model: None,
-            body: Default::default(),
-            stream: true,
+            request: TurnRequest::new(route, Default::default())
+                .stream(true)
+                .conversation(Some(conversation.into()))
+                .kind(kind),
+            entry: Arc::new(entry),
             events,
-            options: Default::default(),
-            conversation: Some(conversation.into()),
-            kind,
-            route,
-            keep_alive: None,
             seq: 0,
             ticket: None,
         })
@@ -153,7 +158,7 @@ mod tests {
         // The recorder got everything the actor forwarded before it answered.
         rec.send(Reset {
             reason: "end",
-            model: None,
+            model: "m".into(),
         })
         .await
         .unwrap();

@@ -129,12 +129,9 @@ async fn in_process(a: ChatArgs, body: serde_json::Value, p: &mut Printer) -> an
     let serde_json::Value::Object(map) = body else {
         unreachable!("built as an object above")
     };
-    let req = TurnRequest {
-        model: a.model,
-        body: map,
-        stream: true,
-        ..Default::default()
-    };
+    let req = TurnRequest::new(crate::status::Route::Chat, map)
+        .model(a.model)
+        .stream(true);
     let mut rx = warden.submit(req).map_err(|e| anyhow::anyhow!("{}: {e}", e.code()))?;
     let mut parser = SseParser::new();
     let mut events = Vec::new();

@@ -51,27 +51,19 @@ pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payl
         Ok(k) => k,
         Err(e) => return refused(&warden, Route::Chat, &e),
     };
-    let header = |name: &str| {
-        http.headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    };
+    let header = |name: &str| super::dialects::header(&http, name);
     let kind = match header("X-Warden-Turn").as_deref() {
         Some("arena") => TurnKind::Arena,
         Some("compaction") => TurnKind::Compaction,
         _ => TurnKind::Chat,
     };
-    let turn = TurnRequest {
-        model: req.model,
-        body: req.body,
-        stream: req.stream,
-        options: req.options,
-        conversation: Some(header("X-Warden-Conversation").unwrap_or(req.conversation)),
-        kind,
-        route: Route::Chat,
-        keep_alive,
-    };
+    let turn = TurnRequest::new(Route::Chat, req.body)
+        .model(req.model)
+        .stream(req.stream)
+        .options(req.options)
+        .conversation(Some(header("X-Warden-Conversation").unwrap_or(req.conversation)))
+        .kind(kind)
+        .keep_alive(keep_alive);
     respond(&warden, &http, turn).await
 }
 

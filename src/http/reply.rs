@@ -144,16 +144,7 @@ pub async fn beside_or_queued<W: Wire>(
         // Its model is not running: a turn loads it first.
         None => {}
     }
-    let turn = TurnRequest {
-        model,
-        body,
-        stream: false,
-        options: Default::default(),
-        conversation: None,
-        kind: Default::default(),
-        route,
-        keep_alive: None,
-    };
+    let turn = TurnRequest::new(route, body).model(model);
     respond_in(warden, http, turn, wire).await
 }
 

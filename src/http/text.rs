@@ -83,18 +83,13 @@ async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route
         Ok(k) => k,
         Err(e) => return refused(warden, route, &e),
     };
-    let turn = TurnRequest {
-        model: req.model,
-        body: req.body,
-        stream: req.stream,
-        options: TurnOptions {
+    let turn = TurnRequest::new(route, req.body)
+        .model(req.model)
+        .stream(req.stream)
+        .options(TurnOptions {
             announce_idle_reload: false,
             stateful: true,
-        },
-        conversation: None,
-        kind: Default::default(),
-        route,
-        keep_alive,
-    };
+        })
+        .keep_alive(keep_alive);
     respond(warden, http, turn).await
 }

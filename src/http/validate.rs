@@ -70,9 +70,18 @@ pub fn json_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
 
 /// `model`, removed from the body (the engine names the child itself).
 pub fn model_field(body: &mut Map<String, Value>) -> Result<Option<String>, ApiError> {
-    match body.remove("model") {
+    let model = model_name(body)?;
+    body.remove("model");
+    Ok(model)
+}
+
+/// `model` as the body names it: absent or null is `None` (the default
+/// model), anything but a non-empty string a 400. The one reading of the
+/// field for every dialect.
+pub fn model_name(body: &Map<String, Value>) -> Result<Option<String>, ApiError> {
+    match body.get("model") {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s)),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
         Some(_) => Err(invalid("invalid_type", "'model' must be a non-empty string", "model")),
     }
 }
@@ -96,7 +105,7 @@ fn chat_messages(body: Map<String, Value>, model: Option<String>, stream: bool) 
     let has_assistant = messages
         .iter()
         .any(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
-    let conversation = fingerprint(messages);
+    let conversation = crate::law::conversation::key(crate::law::conversation::opening(messages));
     Ok(ChatRequest {
         model,
         stream,
@@ -122,19 +131,6 @@ pub fn generating_fields(route: Route, body: &Map<String, Value>) -> Result<(), 
 /// A rule's violation as the 400 that names its field.
 pub fn violation(v: request::Violation) -> ApiError {
     ApiError::invalid(v.code, v.message, Some(&v.param))
-}
-
-/// The opening of a conversation, hashed: what every turn of it repeats.
-fn fingerprint(messages: &[Value]) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for m in messages {
-        m.to_string().hash(&mut h);
-        if m.get("role").and_then(Value::as_str) == Some("user") {
-            break;
-        }
-    }
-    format!("{:016x}", h.finish())
 }
 
 #[cfg(test)]

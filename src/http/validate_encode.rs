@@ -15,9 +15,6 @@ use serde_json::{Map, Value};
 use super::validate::invalid;
 use crate::error::ApiError;
 
-/// The largest token id a request may name (llama.cpp's ids are `int32`).
-const MAX_TOKEN_ID: u64 = i32::MAX as u64;
-
 /// `/v1/embeddings`'s body.
 pub fn embeddings(body: &Map<String, Value>) -> Result<(), ApiError> {
     let input = match body.get("input") {
@@ -137,7 +134,7 @@ impl Shape {
 }
 
 fn token_id(v: &Value) -> bool {
-    v.as_u64().is_some_and(|id| id <= MAX_TOKEN_ID)
+    crate::law::request::is_token_id(v)
 }
 
 #[cfg(test)]

@@ -178,7 +178,7 @@ fn detokenize(body: &Map<String, Value>) -> Result<(), ApiError> {
         }
     };
     for (i, t) in tokens.iter().enumerate() {
-        if t.as_u64().is_none_or(|id| id > i32::MAX as u64) {
+        if !crate::law::request::is_token_id(t) {
             let param = format!("tokens[{i}]");
             return Err(invalid(
                 "invalid_type",

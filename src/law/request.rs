@@ -366,6 +366,14 @@ pub fn requested_bound(body: &Map<String, Value>) -> Option<u32> {
         .map(|n| n.min(MAX_COUNT as u64) as u32)
 }
 
+/// Whether `v` is a token id a request may name: an integer in
+/// `[0, MAX_COUNT]` (llama.cpp's ids are `int32`; a larger one would wrap
+/// in the child). The one rule for every route that takes ids (embeddings'
+/// `input`, `/detokenize`'s `tokens`).
+pub fn is_token_id(v: &Value) -> bool {
+    v.as_u64().is_some_and(|id| id <= MAX_COUNT as u64)
+}
+
 /// The bound a generation runs under: what it asked for, capped by the
 /// window; absent, the whole window (llama-server's own default, n_predict
 /// -1, stops where the window is full, so this changes no answer, but the

@@ -8,34 +8,101 @@ use actix::Message;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use std::sync::Arc;
+
+use crate::catalog::ModelEntry;
 use crate::error::WardenError;
+use crate::law::keep_alive::KeepAlive;
+use crate::law::route::Route;
+use crate::messages::prefix::TurnKind;
 use crate::queue::QueueTicket;
 
-/// One chat turn.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct Generate {
-    /// The catalog id; `None` means the default model.
+/// A turn to submit, as a face built it (`TurnRequest::new`, then the
+/// setters): the one shape every dialect's request becomes, carried whole
+/// to the engine inside `Generate`.
+#[derive(Debug, Clone, Default)]
+pub struct TurnRequest {
+    /// The model id asked for (`None`: the default); `Warden::submit`
+    /// resolves it once and the turn carries the entry.
     pub model: Option<String>,
-    /// The OpenAI request body, validated by the caller; the engine adapts
+    /// The OpenAI request body, validated by the face; the engine adapts
     /// it for its child (`repetition_penalty` → `repeat_penalty`, ...).
     pub body: serde_json::Map<String, serde_json::Value>,
     /// Whether the caller asked for a stream.
     pub stream: bool,
+    /// How the caller wants notices handled.
+    pub options: TurnOptions,
+    /// The conversation the turn belongs to (its KV's key, and the MLX
+    /// prefix cache's owner); `None` for a turn with no conversation.
+    pub conversation: Option<String>,
+    /// The turn's kind (an Arena or compaction turn resets the prefix cache).
+    pub kind: TurnKind,
+    /// The route to the child (chat unless said).
+    pub route: Route,
+    /// The keep-alive the request asked for (`law::keep_alive`).
+    pub keep_alive: Option<KeepAlive>,
+}
+
+impl TurnRequest {
+    /// A turn on `route` with `body` (the default model, not streamed, no
+    /// conversation); the setters below say the rest.
+    pub fn new(route: Route, body: serde_json::Map<String, serde_json::Value>) -> Self {
+        Self {
+            route,
+            body,
+            ..Self::default()
+        }
+    }
+
+    /// For `model` (`None`: the default).
+    pub fn model(mut self, model: Option<String>) -> Self {
+        self.model = model;
+        self
+    }
+
+    /// Streamed or whole.
+    pub fn stream(mut self, stream: bool) -> Self {
+        self.stream = stream;
+        self
+    }
+
+    /// Of `conversation`.
+    pub fn conversation(mut self, conversation: Option<String>) -> Self {
+        self.conversation = conversation;
+        self
+    }
+
+    /// With the notice switches `options`.
+    pub fn options(mut self, options: TurnOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Of kind `kind`.
+    pub fn kind(mut self, kind: TurnKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// Asking its model be kept for `keep_alive`.
+    pub fn keep_alive(mut self, keep_alive: Option<KeepAlive>) -> Self {
+        self.keep_alive = keep_alive;
+        self
+    }
+}
+
+/// One turn, queued: the request whole, its model resolved once.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Generate {
+    /// The request as the face built it.
+    pub request: TurnRequest,
+    /// Its model's catalog entry, resolved by `Warden::submit` (the engine
+    /// does not look it up again).
+    pub entry: Arc<ModelEntry>,
     /// Where the turn's events go. A closed receiver (the client went away)
     /// ends the turn and cancels the generation in the child.
     pub events: mpsc::Sender<TurnEvent>,
-    /// How the caller wants notices handled.
-    pub options: TurnOptions,
-    /// The conversation the turn belongs to (the MLX prefix cache's owner
-    /// key); `None` for a turn with no conversation.
-    pub conversation: Option<String>,
-    /// The turn's kind (an Arena or compaction turn resets the prefix cache).
-    pub kind: crate::messages::prefix::TurnKind,
-    /// The route to the child.
-    pub route: crate::law::route::Route,
-    /// The keep-alive the request asked for (`law::keep_alive`).
-    pub keep_alive: Option<crate::law::keep_alive::KeepAlive>,
     /// Arrival number, assigned when the turn was queued (FIFO proof in tests).
     pub seq: u64,
     /// Holds this turn's place in the queue bound until the turn is done.

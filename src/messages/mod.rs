@@ -39,7 +39,7 @@ pub mod worker_check;
 
 pub use brake_sample::BrakeSample;
 pub use evict::Evict;
-pub use generate::{Generate, Notice, TurnEvent, TurnOptions};
+pub use generate::{Generate, Notice, TurnEvent, TurnOptions, TurnRequest};
 pub use load::Load;
 pub use reap::Reap;
 pub use recover::Recover;

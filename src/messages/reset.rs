@@ -17,7 +17,7 @@ pub struct Reset {
     /// The log's and the event's reason (`conversation_change`, `arena`,
     /// `compaction`).
     pub reason: &'static str,
-    /// The next turn's model (`None`: the default): a turn that switches
-    /// models starts a fresh child, with nothing to reset.
-    pub model: Option<String>,
+    /// The next turn's model (resolved): a turn that switches models starts
+    /// a fresh child, with nothing to reset.
+    pub model: String,
 }

@@ -14,9 +14,8 @@ use crate::catalog::Catalog;
 use crate::config::WardenConfig;
 use crate::engines::Backend;
 use crate::error::{EngineError, WardenError};
-use crate::law::route::Route;
 use crate::messages::prefix::ClaimPrefix;
-use crate::messages::{Generate, Shutdown, TurnEvent, TurnOptions};
+use crate::messages::{Generate, Shutdown, TurnEvent};
 use crate::metrics::Metrics;
 use crate::queue::QueueGauge;
 use crate::sensors::history::History;
@@ -32,6 +31,7 @@ mod start;
 
 /// How long a request asks its model be kept (`TurnRequest::keep_alive`).
 pub use crate::law::keep_alive::KeepAlive;
+pub use crate::messages::TurnRequest;
 pub use chunks::{Chunk, TurnStream};
 pub use recent::{Numbered, RECENT_EVENTS};
 pub use start::WardenBuilder;
@@ -104,27 +104,6 @@ impl Drop for Inner {
             }
         }
     }
-}
-
-/// A chat turn to submit.
-#[derive(Debug, Clone, Default)]
-pub struct TurnRequest {
-    /// The model id (`None`: the default).
-    pub model: Option<String>,
-    /// The OpenAI body.
-    pub body: serde_json::Map<String, serde_json::Value>,
-    /// Stream or not.
-    pub stream: bool,
-    /// Notice switches.
-    pub options: TurnOptions,
-    /// The conversation (see `Generate::conversation`).
-    pub conversation: Option<String>,
-    /// The turn's kind.
-    pub kind: crate::messages::prefix::TurnKind,
-    /// The route to the child (chat unless said).
-    pub route: Route,
-    /// The keep-alive the request asked for.
-    pub keep_alive: Option<KeepAlive>,
 }
 
 /// Whether the engine still holds a turn (its sender is alive).
@@ -239,30 +218,33 @@ impl Warden {
                 engine: self.engine_kind(),
             }));
         }
-        if let Some(id) = &req.model
-            && self.inner.catalog.get(id).is_none()
-        {
-            return Err(refused(WardenError::ModelNotFound(id.to_string())));
+        // The model is resolved here, once; the turn carries the entry.
+        let entry = match &req.model {
+            Some(id) => self
+                .inner
+                .catalog
+                .get(id)
+                .ok_or_else(|| WardenError::ModelNotFound(id.to_string())),
+            None => self.inner.catalog.default_entry().ok_or(WardenError::NoModel),
         }
+        .map_err(refused)?;
         // A chat request to an embedding model, or the reverse, is the
         // client's mistake: said before it waits in the queue or loads.
-        if let Some((model, caps)) = self.capabilities(req.model.as_deref())
-            && !req.route.serves(caps.kind, caps.reranks)
-        {
+        let caps = self.inner.capabilities.of(&entry);
+        if !req.route.serves(caps.kind, caps.reranks) {
             return Err(refused(WardenError::WrongKind {
-                model,
+                model: entry.id.clone(),
                 kind: caps.kind,
                 route: req.route.path(),
             }));
         }
-        let Some(slot) = self.inner.residency.slot(req.model.as_deref()) else {
-            // No engine: an empty catalog's default, or a model the engine
-            // cannot run (the catalog lists only what it can).
-            return Err(refused(match &req.model {
-                Some(id) => WardenError::ModelNotFound(id.to_string()),
-                None => WardenError::NoModel,
-            }));
-        };
+        // No engine: a model the engine cannot run (the catalog lists only
+        // what it can).
+        let slot = self
+            .inner
+            .residency
+            .slot(Some(&entry.id))
+            .ok_or_else(|| refused(WardenError::ModelNotFound(entry.id.clone())))?;
         let max = self.inner.config.max_queue;
         let ticket = self
             .inner
@@ -279,15 +261,9 @@ impl Warden {
             seq,
         };
         let turn = Generate {
-            model: req.model,
-            body: req.body,
-            stream: req.stream,
+            request: req,
+            entry,
             events: tx,
-            options: req.options,
-            conversation: req.conversation,
-            kind: req.kind,
-            route: req.route,
-            keep_alive: req.keep_alive,
             seq,
             ticket: Some(ticket),
         };

@@ -45,19 +45,15 @@ pub fn chat(model: Option<&str>, max_tokens: u32, stream: bool) -> TurnRequest {
         "temperature": 0,
         "seed": 42,
     });
-    TurnRequest {
-        model: model.map(str::to_string),
-        body: body.as_object().unwrap().clone(),
-        stream,
+    TurnRequest::new(llm_warden::status::Route::Chat, body.as_object().unwrap().clone())
+        .model(model.map(str::to_string))
+        .stream(stream)
         // As the HTTP layer sends every chat turn: a conversation's turn.
-        options: llm_warden::TurnOptions {
+        .options(llm_warden::TurnOptions {
             stateful: true,
             announce_idle_reload: false,
-        },
-        conversation: Some("test-conversation".into()),
-        kind: Default::default(),
-        ..Default::default()
-    }
+        })
+        .conversation(Some("test-conversation".into()))
 }
 
 /// Everything a turn sent, until it ended.

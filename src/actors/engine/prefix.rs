@@ -15,10 +15,7 @@ use crate::status::WardenEvent;
 impl EngineCore {
     /// The `Reset` the prefix cache's owner queued before a turn.
     pub(crate) async fn reset_prefix(&mut self, msg: Reset) {
-        let same_model = match self.resolve(msg.model.as_deref()) {
-            Ok(entry) => self.child.holds(&entry.id),
-            Err(_) => false,
-        };
+        let same_model = self.child.holds(&msg.model);
         let cache = self.child.get().and_then(|c| c.engine.prefix_cache());
         let barrier = match plan_reset(cache, same_model) {
             ResetPlan::Skip(why) => {

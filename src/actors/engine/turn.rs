@@ -4,10 +4,13 @@
 //! `Generate` handler, so nothing else touches the child until the turn's
 //! last event is sent.
 //!
-//! A generating route (chat, completions, infill) takes the brake's
-//! `turn_start` and `turn_end` samples and its reload announcements; a
-//! tokenizer call that came through the queue (its model had to load)
-//! takes neither: it runs nothing the brake could measure.
+//! Two turns, two functions: a generating route (chat, completions,
+//! infill) takes the brake's `turn_start` and `turn_end` samples, its
+//! reload announcements, the warden's bound and the slot
+//! (`generating_turn`); an embedding, a rerank, or a tokenizer call that
+//! came through the queue (its model had to load) passes its body through
+//! and takes neither (`pass_through_turn`): it runs nothing the brake could
+//! measure.
 
 use bytes::Bytes;
 
@@ -20,7 +23,7 @@ use crate::error::WardenError;
 use crate::law::brake::Point;
 use crate::law::keep_alive;
 use crate::law::route::Route;
-use crate::messages::{Generate, Notice, TurnEvent, TurnOptions};
+use crate::messages::{Generate, Notice, TurnEvent, TurnOptions, TurnRequest};
 use crate::status::{TurnOutcome, TurnTimings, WardenEvent};
 
 /// What ends a turn, sent after the brake's turn end and its notice.
@@ -71,26 +74,20 @@ pub enum Relayed {
 }
 
 impl EngineCore {
-    /// Runs one turn to its end: the reload announcements and the brake's
-    /// `turn_start` sample, the model, the relay, the brake's `turn_end`
-    /// sample (the turn's last events wait for it), the brake notice, and
-    /// only then the turn's final event.
+    /// Runs one turn to its end: the generating or the pass-through turn
+    /// (each its own function), then what every turn ends with: its count,
+    /// the brake's notice to a stateful turn, and only then the turn's
+    /// final event.
     pub async fn run_turn(&mut self, msg: Generate) {
         let Generate {
-            model,
-            body,
-            stream,
+            request,
+            entry,
             events,
-            options,
-            conversation,
-            // The prefix cache's owner read it on the way here (MLX).
-            kind: _,
-            route,
-            keep_alive,
             seq,
             ticket,
         } = msg;
         let mut out = Outbox::new(events, self.cfg.client_stall_timeout);
+        let (route, keep_alive, stateful) = (request.route, request.keep_alive, request.options.stateful);
         if out.is_closed() {
             // The client left while the turn waited in the queue.
             drop(ticket);
@@ -103,41 +100,19 @@ impl EngineCore {
             return;
         }
         self.emit(WardenEvent::TurnStarted { seq });
-        let (outcome, finish, timings) = match self.resolve(model.as_deref()) {
-            Err(e) => (TurnOutcome::Failed, Finish::Event(TurnEvent::Error(e)), None),
-            Ok(_) if self.shut_down => (
-                TurnOutcome::Failed,
-                Finish::Event(TurnEvent::Error(shutting_down())),
-                None,
-            ),
-            Ok(entry) => {
-                if route.generates() {
-                    self.begin_turn(&entry.id, options, &mut out).await;
-                }
-                let r = self
-                    .turn(&entry, route, body, stream, &mut out, conversation.as_deref())
-                    .await;
-                let loaded = self.child.holds(&entry.id);
-                if loaded && route.generates() {
-                    self.brake_point(Point::TurnEnd, None).await;
-                }
-                // An embedding request may hold its model too (Ollama's
-                // clients send keep_alive with /api/embed).
-                if loaded
-                    && (route.generates() || route.encodes())
-                    && let Some(k) = keep_alive
-                {
-                    self.usage.hold(&entry.id, k);
-                }
-                r
-            }
+        let (outcome, finish, timings) = if self.shut_down {
+            failed(shutting_down())
+        } else if route.generates() {
+            self.generating_turn(&entry, request, &mut out).await
+        } else {
+            self.pass_through_turn(&entry, request, &mut out).await
         };
         // The turn's end is published before its last events reach the
         // client, so its next look at the status sees what the turn left
         // (a respawn or an unload at its end, its keep-alive, its count).
         self.usage.turn_done();
         self.enter(super::core::Activity::Resting);
-        if options.stateful {
+        if stateful {
             self.deliver_brake_notice(&mut out).await;
         }
         finish.send(&mut out).await;
@@ -155,6 +130,130 @@ impl EngineCore {
             tracing::info!("the request asked for keep_alive 0; unloading after its turn");
             self.unload_idle().await;
         }
+    }
+
+    /// A generating turn (chat, completions, infill): the reload
+    /// announcements and the brake's `turn_start` sample, the model, the
+    /// bound, the slot, the relay, the brake's `turn_end` sample (the
+    /// turn's last events wait for it) and the keep-alive. Returns the
+    /// outcome, the final event (sent by `run_turn` after the brake's turn
+    /// end) and a streamed answer's timings.
+    async fn generating_turn(&mut self, entry: &Arc<ModelEntry>, req: TurnRequest, out: &mut Outbox) -> Ended {
+        let TurnRequest {
+            mut body,
+            stream,
+            options,
+            conversation,
+            route,
+            keep_alive,
+            ..
+        } = req;
+        self.begin_turn(&entry.id, options, out).await;
+        if let Err(e) = self.load_for_turn(entry, out).await {
+            return failed(e);
+        }
+        // The request's own bound: the smallest of its three fields.
+        let requested = crate::law::request::requested_bound(&body);
+        // Every generation runs under a bound the warden computed, in the
+        // one field the child obeys on this route (the engine's hook
+        // renames it for a child that reads another); the others go, so no
+        // child reads another.
+        let window = self.child.get().and_then(|c| c.allocated);
+        let bound = crate::law::request::token_bound(requested, window);
+        for f in crate::law::request::TOKEN_FIELDS {
+            body.remove(f);
+        }
+        body.insert(route.bound_field().into(), serde_json::Value::from(bound));
+        self.backend.adapt_request(&mut body, entry);
+        body.insert("stream".into(), serde_json::Value::Bool(stream));
+        let bytes = to_bytes(&body);
+        self.note_request(&bytes, requested);
+        // The single slot changes hands: a conversation's KV is kept
+        // (`kv`); a raw completion or infill holds no conversation.
+        let owner = conversation.filter(|_| route.keeps_conversation());
+        if let Some(c) = self.child.get_mut() {
+            // Until the child's own count arrives with the answer, the slot
+            // holds about the prompt (its bytes over 4).
+            let tokens = (bytes.len() / 4).min(u32::MAX as usize) as u32;
+            self.kv.claim(c, owner.as_deref(), tokens).await;
+        }
+        let relayed = self.relay(route, bytes, stream, out).await;
+        let abandoned = matches!(relayed, Ok(Relayed::Abandoned));
+        // The child's own counts of a completed turn: the slot's size, and
+        // the verdict on a restore this turn was the first to use.
+        let counts = match &relayed {
+            Ok(Relayed::Completed { counts, .. }) => *counts,
+            _ => None,
+        };
+        if let Some(c) = self.child.get_mut() {
+            c.engine
+                .after_turn(abandoned, matches!(relayed, Ok(Relayed::Completed { .. })));
+            super::kv_check::counted(c, counts);
+        }
+        let ended = ended(relayed);
+        if self.child.holds(&entry.id) {
+            self.brake_point(Point::TurnEnd, None).await;
+            if let Some(k) = keep_alive {
+                self.usage.hold(&entry.id, k);
+            }
+        }
+        ended
+    }
+
+    /// A turn that passes its body through untouched (an embedding, a
+    /// rerank, or a tokenizer call whose model had to load first): the
+    /// model and the relay; no brake sample (it runs nothing the brake
+    /// could measure), no bound, no slot. An embedding may hold its model
+    /// (Ollama's clients send `keep_alive` with `/api/embed`).
+    async fn pass_through_turn(&mut self, entry: &Arc<ModelEntry>, req: TurnRequest, out: &mut Outbox) -> Ended {
+        if let Err(e) = self.load_for_turn(entry, out).await {
+            return failed(e);
+        }
+        let bytes = to_bytes(&req.body);
+        self.note_request(&bytes, crate::law::request::requested_bound(&req.body));
+        let ended = ended(self.relay(req.route, bytes, req.stream, out).await);
+        if req.route.encodes()
+            && self.child.holds(&entry.id)
+            && let Some(k) = req.keep_alive
+        {
+            self.usage.hold(&entry.id, k);
+        }
+        ended
+    }
+
+    /// The turn's model, loaded (its `loading` and `loaded` notices to the
+    /// turn).
+    async fn load_for_turn(&mut self, entry: &Arc<ModelEntry>, out: &mut Outbox) -> Result<(), WardenError> {
+        self.ensure_loaded(entry, Some(out)).await?;
+        #[cfg(feature = "testing")]
+        if std::mem::take(&mut self.panic_next_turn) {
+            panic!("a test asked this turn to panic");
+        }
+        Ok(())
+    }
+
+    /// The request's size as the engine's own state notes it (MLX: its
+    /// tokens, estimated as body bytes / 4 plus its own bound).
+    fn note_request(&mut self, bytes: &Bytes, requested: Option<u32>) {
+        let asked = u64::from(requested.unwrap_or(0));
+        if let Some(c) = self.child.get_mut() {
+            c.engine
+                .note_request((bytes.len() as u64 / 4 + asked).min(u32::MAX as u64) as u32);
+        }
+    }
+
+    /// The relay, the engine busy with it; at rest again after, so the
+    /// turn's end (its brake sample, a respawn there) finds the child at
+    /// rest.
+    async fn relay(&mut self, route: Route, bytes: Bytes, stream: bool, out: &mut Outbox) -> Result<Relayed, crate::error::GenerationError> {
+        self.enter(super::core::Activity::Generating);
+        let relayed = if stream {
+            self.relay_stream(route, bytes, out).await
+        } else {
+            self.relay_whole(route, bytes).await
+        };
+        self.enter(super::core::Activity::Resting);
+        relayed
     }
 
     /// The brake's pending notice, to a stateful turn's client (kept for the
@@ -220,93 +319,34 @@ impl EngineCore {
         self.emit(WardenEvent::Notice { notice: n.clone() });
         events.send(TurnEvent::Notice(n)).await.is_ok()
     }
+}
 
-    /// Loads the model and relays the answer; returns the outcome, the
-    /// turn's final event (which the caller sends after the brake's turn
-    /// end) and a streamed answer's timings.
-    async fn turn(
-        &mut self,
-        entry: &Arc<ModelEntry>,
-        route: Route,
-        mut body: serde_json::Map<String, serde_json::Value>,
-        stream: bool,
-        events: &mut Outbox,
-        conversation: Option<&str>,
-    ) -> (TurnOutcome, Finish, Option<TurnTimings>) {
-        if let Err(e) = self.ensure_loaded(entry, Some(events)).await {
-            return (TurnOutcome::Failed, Finish::Event(TurnEvent::Error(e.into())), None);
+/// How a turn ended: its outcome, the final event `run_turn` sends after
+/// the brake's turn end, and a streamed answer's timings.
+type Ended = (TurnOutcome, Finish, Option<TurnTimings>);
+
+/// A turn that failed with `e` before any answer.
+fn failed(e: impl Into<WardenError>) -> Ended {
+    (TurnOutcome::Failed, Finish::Event(TurnEvent::Error(e.into())), None)
+}
+
+/// How a relay's result ends the turn.
+fn ended(relayed: Result<Relayed, crate::error::GenerationError>) -> Ended {
+    match relayed {
+        Ok(Relayed::Completed { finish, timings, .. }) => (TurnOutcome::Completed, finish, timings),
+        Ok(Relayed::Abandoned) => {
+            tracing::debug!("turn abandoned by the client; upstream request dropped");
+            (TurnOutcome::Abandoned, Finish::Nothing, None)
         }
-        #[cfg(feature = "testing")]
-        if std::mem::take(&mut self.panic_next_turn) {
-            panic!("a test asked this turn to panic");
-        }
-        // The request's own bound: the smallest of its three fields.
-        let requested = crate::law::request::requested_bound(&body);
-        if route.generates() {
-            // Every generation runs under a bound the warden computed, in
-            // the one field the child obeys on this route (the engine's
-            // hook renames it for a child that reads another); the others
-            // go, so no child reads another.
-            let window = self.child.get().and_then(|c| c.allocated);
-            let bound = crate::law::request::token_bound(requested, window);
-            for f in crate::law::request::TOKEN_FIELDS {
-                body.remove(f);
-            }
-            body.insert(route.bound_field().into(), serde_json::Value::from(bound));
-            self.backend.adapt_request(&mut body, entry);
-            body.insert("stream".into(), serde_json::Value::Bool(stream));
-        }
-        // A map of JSON values always serializes.
-        let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON map serializes"));
-        let asked = u64::from(requested.unwrap_or(0));
-        if let Some(c) = self.child.get_mut() {
-            c.engine
-                .note_request((bytes.len() as u64 / 4 + asked).min(u32::MAX as u64) as u32);
-        }
-        if route.generates() {
-            // The single slot changes hands: a conversation's KV is kept
-            // (`kv`); a raw completion or infill holds no conversation.
-            let owner = if route.keeps_conversation() { conversation } else { None };
-            // Until the child's own count arrives with the answer, the
-            // slot holds about the prompt (its bytes over 4).
-            if let Some(c) = self.child.get_mut() {
-                self.kv.claim(c, owner, (bytes.len() / 4).min(u32::MAX as usize) as u32).await;
-            }
-        }
-        self.enter(super::core::Activity::Generating);
-        let relayed = if stream {
-            self.relay_stream(route, bytes, events).await
-        } else {
-            self.relay_whole(route, bytes).await
-        };
-        // The answer is relayed: the turn's end (its brake sample, a
-        // respawn there) happens with the child at rest.
-        self.enter(super::core::Activity::Resting);
-        if route.generates() {
-            let abandoned = matches!(relayed, Ok(Relayed::Abandoned));
-            // The child's own counts of a completed turn: the slot's size,
-            // and the verdict on a restore this turn was the first to use.
-            let counts = match &relayed {
-                Ok(Relayed::Completed { counts, .. }) => *counts,
-                _ => None,
-            };
-            if let Some(c) = self.child.get_mut() {
-                c.engine
-                    .after_turn(abandoned, matches!(relayed, Ok(Relayed::Completed { .. })));
-                super::kv_check::counted(c, counts);
-            }
-        }
-        match relayed {
-            Ok(Relayed::Completed { finish, timings, .. }) => (TurnOutcome::Completed, finish, timings),
-            Ok(Relayed::Abandoned) => {
-                tracing::debug!("turn abandoned by the client; upstream request dropped");
-                (TurnOutcome::Abandoned, Finish::Nothing, None)
-            }
-            // The child's own error event ended the stream: close the turn.
-            Ok(Relayed::UpstreamError) => (TurnOutcome::Failed, Finish::Stream(None), None),
-            Err(e) => (TurnOutcome::Failed, Finish::Event(TurnEvent::Error(e.into())), None),
-        }
+        // The child's own error event ended the stream: close the turn.
+        Ok(Relayed::UpstreamError) => (TurnOutcome::Failed, Finish::Stream(None), None),
+        Err(e) => failed(e),
     }
+}
+
+/// A JSON body's bytes (a map of JSON values always serializes).
+fn to_bytes(body: &serde_json::Map<String, serde_json::Value>) -> Bytes {
+    Bytes::from(serde_json::to_vec(body).expect("a JSON map serializes"))
 }
 
 /// The error a turn gets once the warden is shutting down.

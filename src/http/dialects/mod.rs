@@ -40,26 +40,10 @@ pub(crate) fn header(http: &HttpRequest, name: &str) -> Option<String> {
 /// of the same conversation repeats: its system prompt and the messages up
 /// to the first user message), as chat's (`validate`).
 pub(crate) fn conversation(http: &HttpRequest, opening: &[&Value]) -> String {
-    use std::hash::{Hash, Hasher};
-    if let Some(named) = header(http, "X-Warden-Conversation") {
-        return named;
-    }
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for v in opening {
-        v.to_string().hash(&mut h);
-    }
-    format!("{:016x}", h.finish())
+    header(http, "X-Warden-Conversation").unwrap_or_else(|| crate::law::conversation::key(opening.iter().copied()))
 }
 
-/// The messages of `messages` up to and including the first whose role is
-/// `user` (a conversation's opening).
-pub(crate) fn opening(messages: &[Value]) -> impl Iterator<Item = &Value> {
-    let end = messages
-        .iter()
-        .position(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-        .map_or(messages.len(), |i| i + 1);
-    messages[..end].iter()
-}
+pub(crate) use crate::law::conversation::opening;
 
 /// A request with images for a model whose projector reads none (or that
 /// has no projector): refused here, where llama-server would answer 500

@@ -72,19 +72,15 @@ pub async fn turn<W: Wire>(
         Err(e) => return refused_in(&warden, route, &e, &wire),
     };
     let conversation = super::conversation(&http, &opening(&req.body));
-    let turn = TurnRequest {
-        model: req.model,
-        stream: req.stream,
-        options: TurnOptions {
+    let turn = TurnRequest::new(route, req.body)
+        .model(req.model)
+        .stream(req.stream)
+        .options(TurnOptions {
             announce_idle_reload: req.has_answer,
             stateful: true,
-        },
-        conversation: Some(conversation),
-        kind: Default::default(),
-        route,
-        keep_alive,
-        body: req.body,
-    };
+        })
+        .conversation(Some(conversation))
+        .keep_alive(keep_alive);
     respond_in(&warden, &http, turn, wire).await
 }
 

@@ -14,13 +14,11 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Map, Value, json};
 
 use super::error_response;
-use super::reply;
 use crate::error::{ApiError, WardenError};
 use crate::http::body::read_body;
-use crate::http::validate::json_object;
+use crate::http::validate::{json_object, model_name};
 use crate::http::validate_text::{keep_alive, keep_alive_value};
 use crate::law::route::Route;
-use crate::messages::TurnOptions;
 use crate::warden::{Chunk, TurnRequest, Warden};
 
 /// `POST /api/embed` and `POST /api/embeddings`.
@@ -80,27 +78,15 @@ async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, legacy
     let cfg = warden.config();
     let bytes = read_body(payload, cfg.max_body_bytes, cfg.body_timeout).await?;
     let body = json_object(&bytes)?;
-    let name = match body.get("model") {
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        None | Some(Value::Null) => {
-            return Err(ApiError::invalid(
-                "missing_required_parameter",
-                "'model' is required",
-                Some("model"),
-            ));
-        }
-        Some(_) => {
-            return Err(ApiError::invalid(
-                "invalid_type",
-                "'model' must be a non-empty string",
-                Some("model"),
-            ));
-        }
+    // Ollama's embed names its model (no default, as Ollama's own).
+    let Some(name) = model_name(&body)? else {
+        return Err(ApiError::invalid(
+            "missing_required_parameter",
+            "'model' is required",
+            Some("model"),
+        ));
     };
-    let model = reply::catalog_name(&name, |id| warden.catalog().get(id).is_some()).to_string();
-    if warden.catalog().get(&model).is_none() {
-        return Err(WardenError::ModelNotFound(model).to_api());
-    }
+    let model = super::catalog_id(warden, &name)?;
     let field = if legacy { "prompt" } else { "input" };
     let input = match body.get(field) {
         Some(Value::String(s)) if !s.is_empty() => Value::String(s.clone()),
@@ -134,18 +120,8 @@ async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, legacy
     child_body.insert("input".into(), input);
     Ok(Asked {
         name,
-        turn: TurnRequest {
-            model: Some(model),
-            body: child_body,
-            stream: false,
-            options: TurnOptions {
-                announce_idle_reload: false,
-                stateful: false,
-            },
-            conversation: None,
-            kind: Default::default(),
-            route: Route::Embeddings,
-            keep_alive,
-        },
+        turn: TurnRequest::new(Route::Embeddings, child_body)
+            .model(Some(model))
+            .keep_alive(keep_alive),
     })
 }

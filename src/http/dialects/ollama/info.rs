@@ -79,11 +79,15 @@ fn describe(entry: Arc<ModelEntry>) -> Described {
 }
 
 impl Described {
+    /// Stable across builds (`law::conversation::fnv1a64`): a client
+    /// compares digests between two listings.
     fn digest(&self) -> String {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (&self.entry.path, self.size, self.modified_ms).hash(&mut h);
-        format!("{:016x}", h.finish())
+        let path = self.entry.path.to_string_lossy();
+        let (size, modified) = (self.size.to_string(), self.modified_ms.to_string());
+        format!(
+            "{:016x}",
+            crate::law::conversation::fnv1a64(&[path.as_ref(), &size, &modified])
+        )
     }
 
     fn details(&self) -> Value {

@@ -33,7 +33,7 @@ use crate::error::ApiError;
 use crate::error::WardenError;
 use crate::http::body::read_body;
 use crate::http::reply::{Wire, respond_in};
-use crate::http::validate::{chat_request, json_object, violation};
+use crate::http::validate::{chat_request, json_object, model_name, violation};
 use crate::http::validate_text::{keep_alive, keep_alive_value, text_request};
 use crate::law::keep_alive::KeepAlive;
 use crate::law::route::Route;
@@ -99,16 +99,12 @@ async fn turn(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
     };
     let conversation = super::header(http, "X-Warden-Conversation").or(conversation);
     let wire = Ndjson::new(api, t.target, asked.name, started, t.num_ctx, warden.watch_status());
-    let req = TurnRequest {
-        model: asked.model,
-        body,
-        stream: asked.stream,
-        options,
-        conversation,
-        kind: Default::default(),
-        route,
-        keep_alive: asked.keep_alive,
-    };
+    let req = TurnRequest::new(route, body)
+        .model(asked.model)
+        .stream(asked.stream)
+        .options(options)
+        .conversation(conversation)
+        .keep_alive(asked.keep_alive);
     respond_in(warden, http, req, wire).await
 }
 
@@ -155,30 +151,23 @@ fn refused(warden: &Warden, route: Route, e: &ApiError) -> HttpResponse {
     error_response(e)
 }
 
+/// The catalog id an Ollama model name (`name:tag`, or the catalog's own
+/// id) stands for, or the 404 that names it.
+pub(crate) fn catalog_id(warden: &Warden, name: &str) -> Result<String, ApiError> {
+    let id = ollama_reply::catalog_name(name, |id| warden.catalog().get(id).is_some()).to_string();
+    match warden.catalog().get(&id) {
+        Some(_) => Ok(id),
+        None => Err(WardenError::ModelNotFound(id).to_api()),
+    }
+}
+
 /// Reads, checks and translates a body.
 async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: Api) -> Result<Asked, ApiError> {
     let cfg = warden.config();
     let bytes = read_body(payload, cfg.max_body_bytes, cfg.body_timeout).await?;
     let body = json_object(&bytes)?;
-    let name = match body.get("model") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
-        Some(_) => {
-            return Err(ApiError::invalid(
-                "invalid_type",
-                "'model' must be a non-empty string",
-                Some("model"),
-            ));
-        }
-    };
-    let model = name
-        .as_deref()
-        .map(|n| ollama_reply::catalog_name(n, |id| warden.catalog().get(id).is_some()).to_string());
-    if let Some(m) = &model
-        && warden.catalog().get(m).is_none()
-    {
-        return Err(WardenError::ModelNotFound(m.to_string()).to_api());
-    }
+    let name = model_name(&body)?;
+    let model = name.as_deref().map(|n| catalog_id(warden, n)).transpose()?;
     let name = name.or_else(|| warden.catalog().default_id()).unwrap_or_default();
     let stream = match body.get("stream") {
         None | Some(Value::Null) => true,
