@@ -16,6 +16,7 @@ use serde::Serialize;
 // The types the errors carry, nameable where an embedder meets them.
 pub use crate::gguf::{GgufError, ModelFacts, Pooling};
 pub use crate::law::crash::{EngineCode, ExitInfo, ExitKind};
+pub use crate::law::request::Violation;
 
 /// The OpenAI-shaped error every failure becomes on the wire.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -37,15 +38,27 @@ pub struct ApiError {
     pub raw: Option<String>,
 }
 
+/// Every check's violation (the law's tables, each dialect's own fields)
+/// becomes the one 400 shape here; each dialect's wire reshapes it.
+impl From<crate::law::request::Violation> for ApiError {
+    fn from(v: crate::law::request::Violation) -> Self {
+        Self::invalid_owned(v.code, v.message, Some(v.param))
+    }
+}
+
 impl ApiError {
     /// A 400 about the request itself.
     pub fn invalid(code: &str, message: impl Into<String>, param: Option<&str>) -> Self {
+        Self::invalid_owned(code, message.into(), param.map(str::to_string))
+    }
+
+    fn invalid_owned(code: &str, message: String, param: Option<String>) -> Self {
         Self {
             status: 400,
-            message: message.into(),
+            message,
             kind: "invalid_request_error",
             code: code.into(),
-            param: param.map(str::to_string),
+            param,
             raw: None,
         }
     }

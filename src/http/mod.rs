@@ -42,7 +42,6 @@ internal! {
 pub(crate) mod text;
 pub(crate) mod ui;
 pub(crate) mod validate;
-pub(crate) mod validate_encode;
 pub(crate) mod validate_text;
 pub(crate) mod warden_routes;
 mod wire_error;

@@ -130,7 +130,7 @@ pub fn generating_fields(route: Route, body: &Map<String, Value>) -> Result<(), 
 
 /// A rule's violation as the 400 that names its field.
 pub fn violation(v: request::Violation) -> ApiError {
-    ApiError::invalid(v.code, v.message, Some(&v.param))
+    v.into()
 }
 
 #[cfg(test)]

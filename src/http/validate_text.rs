@@ -13,7 +13,7 @@
 use actix_web::HttpRequest;
 use serde_json::{Map, Value};
 
-use super::validate::{generating_fields, invalid, json_object, model_field, stream_field};
+use super::validate::{generating_fields, invalid, json_object, model_field, stream_field, violation};
 use crate::error::ApiError;
 use crate::law::keep_alive::{self, KeepAlive};
 use crate::law::route::Route;
@@ -40,16 +40,11 @@ pub fn text_request(route: Route, bytes: &[u8]) -> Result<TextRequest, ApiError>
         Route::Tokenize | Route::Detokenize | Route::Embeddings | Route::Rerank => false,
         _ => stream_field(&body)?,
     };
-    match route {
-        Route::Completions => completion(&body)?,
-        Route::Infill => infill(&body)?,
-        Route::Tokenize => tokenize(&body)?,
-        Route::Detokenize => detokenize(&body)?,
-        Route::Embeddings => super::validate_encode::embeddings(&body)?,
-        Route::Rerank => super::validate_encode::rerank(&body)?,
-        Route::Chat => unreachable!("chat bodies are validated by `validate::chat_request`"),
-        other => unreachable!("{other:?} bodies are validated by their dialect (`http::dialects`)"),
-    }
+    debug_assert!(
+        route != Route::Chat && crate::law::request_routes::BODY_RULES.iter().any(|r| r.route == route),
+        "{route:?} bodies are validated by their dialect (`http::dialects`, `validate::chat_request`)"
+    );
+    crate::law::request_routes::check_body(route, &body).map_err(violation)?;
     if route.generates() {
         generating_fields(route, &body)?;
     }
@@ -92,102 +87,6 @@ pub fn keep_alive(body: Option<KeepAlive>, http: &HttpRequest) -> Result<Option<
     keep_alive::parse(v)
         .map(Some)
         .map_err(|e| ApiError::invalid("invalid_value", format!("X-Warden-Keep-Alive: {e}"), None))
-}
-
-fn required_string(body: &Map<String, Value>, key: &str) -> Result<(), ApiError> {
-    match body.get(key) {
-        Some(Value::String(_)) => Ok(()),
-        None | Some(Value::Null) => Err(invalid(
-            "missing_required_parameter",
-            format!("'{key}' is required"),
-            key,
-        )),
-        Some(_) => Err(invalid("invalid_type", format!("'{key}' must be a string"), key)),
-    }
-}
-
-fn optional_string(body: &Map<String, Value>, key: &str) -> Result<(), ApiError> {
-    match body.get(key) {
-        None | Some(Value::Null | Value::String(_)) => Ok(()),
-        Some(_) => Err(invalid("invalid_type", format!("'{key}' must be a string"), key)),
-    }
-}
-
-fn completion(body: &Map<String, Value>) -> Result<(), ApiError> {
-    match body.get("prompt") {
-        Some(Value::String(_)) => Ok(()),
-        Some(Value::Array(_)) => Err(invalid(
-            "unsupported_value",
-            "'prompt' must be one string: the model server runs one sequence",
-            "prompt",
-        )),
-        None | Some(Value::Null) => Err(invalid("missing_required_parameter", "'prompt' is required", "prompt")),
-        Some(_) => Err(invalid("invalid_type", "'prompt' must be a string", "prompt")),
-    }?;
-    optional_string(body, "suffix")
-}
-
-fn infill(body: &Map<String, Value>) -> Result<(), ApiError> {
-    required_string(body, "input_prefix")?;
-    required_string(body, "input_suffix")?;
-    optional_string(body, "prompt")?;
-    match body.get("input_extra") {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::Array(chunks)) => {
-            for (i, c) in chunks.iter().enumerate() {
-                let param = format!("input_extra[{i}]");
-                let ok = c.get("text").is_some_and(Value::is_string)
-                    && c.get("filename").is_none_or(|f| f.is_string() || f.is_null());
-                if !ok {
-                    return Err(invalid(
-                        "invalid_type",
-                        format!("{param} must be {{\"text\": string, \"filename\"?: string}}"),
-                        &param,
-                    ));
-                }
-            }
-            Ok(())
-        }
-        Some(_) => Err(invalid("invalid_type", "'input_extra' must be an array", "input_extra")),
-    }
-}
-
-fn tokenize(body: &Map<String, Value>) -> Result<(), ApiError> {
-    required_string(body, "content")?;
-    for key in ["add_special", "parse_special", "with_pieces"] {
-        match body.get(key) {
-            None | Some(Value::Null | Value::Bool(_)) => {}
-            Some(_) => return Err(invalid("invalid_type", format!("'{key}' must be a boolean"), key)),
-        }
-    }
-    Ok(())
-}
-
-fn detokenize(body: &Map<String, Value>) -> Result<(), ApiError> {
-    let tokens = match body.get("tokens") {
-        Some(Value::Array(t)) => t,
-        None | Some(Value::Null) => {
-            return Err(invalid("missing_required_parameter", "'tokens' is required", "tokens"));
-        }
-        Some(_) => {
-            return Err(invalid(
-                "invalid_type",
-                "'tokens' must be an array of token ids",
-                "tokens",
-            ));
-        }
-    };
-    for (i, t) in tokens.iter().enumerate() {
-        if !crate::law::request::is_token_id(t) {
-            let param = format!("tokens[{i}]");
-            return Err(invalid(
-                "invalid_type",
-                format!("{param} must be a non-negative integer token id"),
-                &param,
-            ));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

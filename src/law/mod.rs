@@ -20,6 +20,7 @@
 //! | `kv_keep` | whether a model's saved KV can be used again, `--swa-full`, whether a restore was used |
 //! | `route` | which routes an engine serves, which generate, and how each dialect's stream ends |
 //! | `request` | what a request body may hold, field by field, and every generation's token bound |
+//! | `request_routes` | what the body of each route beside chat must hold (completions, infill, tokenizer, embeddings, rerank), row by row |
 //! | `request_chat` | chat's nested shapes (messages, parts, tools) and what a request needs of its model |
 //! | `crash` | crash classification from the child's output tail |
 //! | `upstream` | whether a refusal of the child's was the request's fault (a 400) or the server's |
@@ -52,6 +53,7 @@ pub mod quant;
 pub mod reap;
 pub mod request;
 pub mod request_chat;
+pub mod request_routes;
 pub mod residents;
 pub mod route;
 pub mod select;

@@ -225,6 +225,15 @@ pub struct Violation {
 }
 
 impl Violation {
+    /// A violation of `param` with `code` and a whole sentence `message`.
+    pub fn new(code: &'static str, message: impl Into<String>, param: impl Into<String>) -> Self {
+        Self {
+            param: param.into(),
+            code,
+            message: message.into(),
+        }
+    }
+
     /// A wrong type or shape.
     pub fn ty(param: impl Into<String>, expected: impl std::fmt::Display) -> Self {
         let param = param.into();
@@ -240,6 +249,48 @@ impl Violation {
         let param = param.into();
         Self {
             message: format!("'{param}' must be {expected}"),
+            param,
+            code: "invalid_value",
+        }
+    }
+
+    /// A required field that is absent (or null).
+    pub fn required(param: impl Into<String>) -> Self {
+        let param = param.into();
+        Self {
+            message: format!("'{param}' is required"),
+            param,
+            code: "missing_required_parameter",
+        }
+    }
+
+    /// A value the child could take but the warden does not run (several
+    /// prompts, several choices).
+    pub fn unsupported(param: impl Into<String>, expected: impl std::fmt::Display) -> Self {
+        let param = param.into();
+        Self {
+            message: format!("'{param}' must be {expected}"),
+            param,
+            code: "unsupported_value",
+        }
+    }
+
+    /// An item of an array (`param` is its path, `input[2]`) of the wrong
+    /// type or shape.
+    pub fn item(param: impl Into<String>, expected: impl std::fmt::Display) -> Self {
+        let param = param.into();
+        Self {
+            message: format!("{param} must be {expected}"),
+            param,
+            code: "invalid_type",
+        }
+    }
+
+    /// An empty string or array where something is needed.
+    pub fn empty(param: impl Into<String>) -> Self {
+        let param = param.into();
+        Self {
+            message: format!("'{param}' must not be empty"),
             param,
             code: "invalid_value",
         }

@@ -32,6 +32,7 @@ use crate::error::ApiError;
 use crate::http::reply::Wire;
 use crate::http::validate::{generating_fields, json_object, model_field, stream_field};
 use crate::http::validate_text::keep_alive_field;
+use crate::law::request::Violation;
 use crate::law::route::Route;
 use crate::messages::Notice;
 use crate::warden::Warden;
@@ -126,7 +127,7 @@ pub fn messages_request(bytes: &[u8], generate: bool) -> Result<MessagesRequest,
 }
 
 /// `system`: a string or text blocks.
-fn system(body: &Map<String, Value>) -> Result<(), ApiError> {
+fn system(body: &Map<String, Value>) -> Result<(), Violation> {
     match body.get("system") {
         None | Some(Value::Null | Value::String(_)) => Ok(()),
         Some(Value::Array(blocks)) => blocks.iter().enumerate().try_for_each(|(i, b)| {
@@ -134,15 +135,13 @@ fn system(body: &Map<String, Value>) -> Result<(), ApiError> {
             let b = b
                 .as_object()
                 .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-                .ok_or_else(|| {
-                    ApiError::invalid("invalid_type", format!("'{param}' must be a text block"), Some(&param))
-                })?;
+                .ok_or_else(|| Violation::new("invalid_type", format!("'{param}' must be a text block"), &param))?;
             required(b, "text", Kind::Text, &format!("{param}.text"))
         }),
-        Some(_) => Err(ApiError::invalid(
+        Some(_) => Err(Violation::new(
             "invalid_type",
             "'system' must be a string or an array of text blocks",
-            Some("system"),
+            "system",
         )),
     }
 }
@@ -150,14 +149,14 @@ fn system(body: &Map<String, Value>) -> Result<(), ApiError> {
 /// `messages`: required, non-empty, each a `user` or `assistant` message
 /// whose content is a string or blocks; whether an answer is among them,
 /// and whether any block is an image.
-fn messages_field(body: &Map<String, Value>) -> Result<(bool, bool), ApiError> {
+fn messages_field(body: &Map<String, Value>) -> Result<(bool, bool), Violation> {
     required(body, "messages", Kind::Array, "messages")?;
     let messages = body["messages"].as_array().expect("checked an array");
     if messages.is_empty() {
-        return Err(ApiError::invalid(
+        return Err(Violation::new(
             "empty_messages",
             "'messages' must not be empty",
-            Some("messages"),
+            "messages",
         ));
     }
     let (mut has_answer, mut images) = (false, false);
@@ -165,15 +164,15 @@ fn messages_field(body: &Map<String, Value>) -> Result<(bool, bool), ApiError> {
         let param = format!("messages[{i}]");
         let m = m
             .as_object()
-            .ok_or_else(|| ApiError::invalid("invalid_type", format!("'{param}' must be an object"), Some(&param)))?;
+            .ok_or_else(|| Violation::new("invalid_type", format!("'{param}' must be an object"), &param))?;
         match m.get("role").and_then(Value::as_str) {
             Some("user") => {}
             Some("assistant") => has_answer = true,
             _ => {
-                return Err(ApiError::invalid(
+                return Err(Violation::new(
                     "invalid_value",
                     format!("'{param}.role' must be \"user\" or \"assistant\""),
-                    Some(&format!("{param}.role")),
+                    format!("{param}.role"),
                 ));
             }
         }
@@ -186,17 +185,17 @@ fn messages_field(body: &Map<String, Value>) -> Result<(bool, bool), ApiError> {
                 }
             }
             None | Some(Value::Null) => {
-                return Err(ApiError::invalid(
+                return Err(Violation::new(
                     "missing_required_parameter",
                     format!("'{param}' is required"),
-                    Some(&param),
+                    param,
                 ));
             }
             Some(_) => {
-                return Err(ApiError::invalid(
+                return Err(Violation::new(
                     "invalid_type",
                     format!("'{param}' must be a string or an array of content blocks"),
-                    Some(&param),
+                    param,
                 ));
             }
         }
@@ -205,10 +204,10 @@ fn messages_field(body: &Map<String, Value>) -> Result<(bool, bool), ApiError> {
 }
 
 /// One content block; whether it is (or holds) an image.
-fn block(b: &Value, param: &str) -> Result<bool, ApiError> {
+fn block(b: &Value, param: &str) -> Result<bool, Violation> {
     let b = b
         .as_object()
-        .ok_or_else(|| ApiError::invalid("invalid_type", format!("'{param}' must be an object"), Some(param)))?;
+        .ok_or_else(|| Violation::new("invalid_type", format!("'{param}' must be an object"), param))?;
     required(b, "type", Kind::Text, &format!("{param}.type"))?;
     let kind = b["type"].as_str().expect("checked a string");
     let field = |k: &str| format!("{param}.{k}");
@@ -261,14 +260,14 @@ fn block(b: &Value, param: &str) -> Result<bool, ApiError> {
 }
 
 /// `tools`: each with a name; `tool_choice` an object with a type.
-fn tools(body: &Map<String, Value>) -> Result<(), ApiError> {
+fn tools(body: &Map<String, Value>) -> Result<(), Violation> {
     optional(body, "tools", Kind::Array, "tools")?;
     if let Some(Value::Array(tools)) = body.get("tools") {
         for (i, t) in tools.iter().enumerate() {
             let param = format!("tools[{i}]");
-            let t = t.as_object().ok_or_else(|| {
-                ApiError::invalid("invalid_type", format!("'{param}' must be an object"), Some(&param))
-            })?;
+            let t = t
+                .as_object()
+                .ok_or_else(|| Violation::new("invalid_type", format!("'{param}' must be an object"), &param))?;
             required(t, "name", Kind::Text, &format!("{param}.name"))?;
             optional(t, "input_schema", Kind::Object, &format!("{param}.input_schema"))?;
         }

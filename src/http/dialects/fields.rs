@@ -1,14 +1,15 @@
 //! Field checks the natively relayed dialects share (Anthropic's Messages,
 //! OpenAI's Responses) for their own fields, the ones `law::request`'s
 //! table (every generating route's sampling fields) does not know: each
-//! field's JSON shape and range, refused with a 400 naming the field, in
-//! OpenAI's error vocabulary (each dialect's wire reshapes it). Counts are
+//! field's JSON shape and range, refused with the one violation type
+//! (`law::request::Violation`, a 400 naming the field in OpenAI's error
+//! vocabulary, which each dialect's wire reshapes). Counts are
 //! integers in `0..2^31`, llama.cpp's `int32` fields: anything larger would
 //! wrap in the child.
 
 use serde_json::{Map, Value};
 
-use crate::error::ApiError;
+use crate::law::request::Violation;
 
 /// The JSON shape a field must have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +50,7 @@ impl Kind {
 
 /// `param` (a field of `obj`, named `param` in the error) is absent, null,
 /// or of `kind`.
-pub fn optional(obj: &Map<String, Value>, key: &str, kind: Kind, param: &str) -> Result<(), ApiError> {
+pub fn optional(obj: &Map<String, Value>, key: &str, kind: Kind, param: &str) -> Result<(), Violation> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(()),
         Some(v) => of_kind(v, kind, param),
@@ -57,19 +58,15 @@ pub fn optional(obj: &Map<String, Value>, key: &str, kind: Kind, param: &str) ->
 }
 
 /// `param` is present and of `kind`.
-pub fn required(obj: &Map<String, Value>, key: &str, kind: Kind, param: &str) -> Result<(), ApiError> {
+pub fn required(obj: &Map<String, Value>, key: &str, kind: Kind, param: &str) -> Result<(), Violation> {
     match obj.get(key) {
-        None | Some(Value::Null) => Err(ApiError::invalid(
-            "missing_required_parameter",
-            format!("'{param}' is required"),
-            Some(param),
-        )),
+        None | Some(Value::Null) => Err(Violation::required(param)),
         Some(v) => of_kind(v, kind, param),
     }
 }
 
 /// `v` (the value of `param`) is of `kind`.
-pub fn of_kind(v: &Value, kind: Kind, param: &str) -> Result<(), ApiError> {
+pub fn of_kind(v: &Value, kind: Kind, param: &str) -> Result<(), Violation> {
     if kind.holds(v) {
         return Ok(());
     }
@@ -80,21 +77,25 @@ pub fn of_kind(v: &Value, kind: Kind, param: &str) -> Result<(), ApiError> {
     } else {
         "invalid_type"
     };
-    Err(ApiError::invalid(
+    Err(Violation {
+        param: param.to_string(),
         code,
-        format!("'{param}' must be {}", kind.says()),
-        Some(param),
-    ))
+        message: format!("'{param}' must be {}", kind.says()),
+    })
 }
 
 /// Each of `keys` of `obj` is absent, null or of its kind.
-pub fn all_optional(obj: &Map<String, Value>, keys: &[(&str, Kind)]) -> Result<(), ApiError> {
+pub fn all_optional(obj: &Map<String, Value>, keys: &[(&str, Kind)]) -> Result<(), Violation> {
     keys.iter().try_for_each(|(k, kind)| optional(obj, k, *kind, k))
 }
 
 /// A 400 for a value the dialect defines but this server cannot honour.
-pub fn unsupported(param: &str, message: impl Into<String>) -> ApiError {
-    ApiError::invalid("unsupported_value", message, Some(param))
+pub fn unsupported(param: &str, message: impl Into<String>) -> Violation {
+    Violation {
+        param: param.to_string(),
+        code: "unsupported_value",
+        message: message.into(),
+    }
 }
 
 #[cfg(test)]
@@ -125,7 +126,7 @@ mod tests {
             let got = optional(obj.as_object().unwrap(), "f", kind, "f");
             assert_eq!(got.is_ok(), ok, "row {i}: {got:?}");
             if let Err(e) = got {
-                assert_eq!((e.status, e.param.as_deref()), (400, Some("f")), "row {i}");
+                assert_eq!(e.param, "f", "row {i}");
             }
         }
         let empty = json!({"f": null});

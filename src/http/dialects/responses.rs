@@ -43,6 +43,7 @@ use crate::error::ApiError;
 use crate::http::reply::OpenAi;
 use crate::http::validate::{generating_fields, json_object, model_field, stream_field};
 use crate::http::validate_text::keep_alive_field;
+use crate::law::request::Violation;
 use crate::law::route::Route;
 use crate::warden::Warden;
 
@@ -103,7 +104,8 @@ pub fn responses_request(bytes: &[u8], generate: bool) -> Result<ResponsesReques
         return Err(unsupported(
             "previous_response_id",
             "'previous_response_id' is not supported: this server stores no responses; send the whole conversation in 'input'",
-        ));
+        )
+        .into());
     }
     optional(&body, "instructions", Kind::Text, "instructions")?;
     let (has_answer, images) = input(&mut body)?;
@@ -136,40 +138,36 @@ pub fn responses_request(bytes: &[u8], generate: bool) -> Result<ResponsesReques
 
 /// `input`: a string, or a non-empty array of items; whether an answer is
 /// among them, and whether any part is an image.
-fn input(body: &mut Map<String, Value>) -> Result<(bool, bool), ApiError> {
+fn input(body: &mut Map<String, Value>) -> Result<(bool, bool), Violation> {
     let items = match body.get_mut("input") {
         Some(Value::String(_)) => return Ok((false, false)),
         Some(Value::Array(items)) => items,
         None | Some(Value::Null) => {
-            return Err(ApiError::invalid(
+            return Err(Violation::new(
                 "missing_required_parameter",
                 "'input' is required",
-                Some("input"),
+                "input",
             ));
         }
         Some(_) => {
-            return Err(ApiError::invalid(
+            return Err(Violation::new(
                 "invalid_type",
                 "'input' must be a string or an array of items",
-                Some("input"),
+                "input",
             ));
         }
     };
     if items.is_empty() {
-        return Err(ApiError::invalid(
-            "empty_input",
-            "'input' must not be empty",
-            Some("input"),
-        ));
+        return Err(Violation::new("empty_input", "'input' must not be empty", "input"));
     }
     let (mut has_answer, mut images) = (false, false);
     for (i, item) in items.iter_mut().enumerate() {
         let param = format!("input[{i}]");
         let Value::Object(item) = item else {
-            return Err(ApiError::invalid(
+            return Err(Violation::new(
                 "invalid_type",
                 format!("'{param}' must be an object"),
-                Some(&param),
+                param,
             ));
         };
         let role = item.get("role").and_then(Value::as_str).map(str::to_string);
@@ -193,10 +191,10 @@ fn input(body: &mut Map<String, Value>) -> Result<(bool, bool), ApiError> {
                     Some(Value::String(_)) => {}
                     Some(Value::Array(outs)) if outs.iter().all(|o| o.get("type") == Some(&json!("input_text"))) => {}
                     _ => {
-                        return Err(ApiError::invalid(
+                        return Err(Violation::new(
                             "invalid_type",
                             format!("'{}' must be a string or an array of input_text parts", field("output")),
-                            Some(&field("output")),
+                            field("output"),
                         ));
                     }
                 }
@@ -209,20 +207,20 @@ fn input(body: &mut Map<String, Value>) -> Result<(bool, bool), ApiError> {
                         .and_then(|c| c.get("text"))
                         .is_some_and(Value::is_string);
                 if !ok {
-                    return Err(ApiError::invalid(
+                    return Err(Violation::new(
                         "invalid_type",
                         format!("'{param}' (reasoning) needs 'summary' and 'content' with a text part"),
-                        Some(&param),
+                        param,
                     ));
                 }
             }
             _ => {
-                return Err(ApiError::invalid(
+                return Err(Violation::new(
                     "invalid_value",
                     format!(
                         "'{param}' is not a message (role user, system, developer or assistant), function_call, function_call_output or reasoning item"
                     ),
-                    Some(&param),
+                    param,
                 ));
             }
         }
@@ -232,17 +230,17 @@ fn input(body: &mut Map<String, Value>) -> Result<(bool, bool), ApiError> {
 
 /// A message item's `content`: a string or parts of the types its role
 /// may send; whether any is an image.
-fn parts(item: &Map<String, Value>, param: &str, answer: bool) -> Result<bool, ApiError> {
+fn parts(item: &Map<String, Value>, param: &str, answer: bool) -> Result<bool, Violation> {
     let param = format!("{param}.content");
     let parts = match item.get("content") {
         Some(Value::String(_)) => return Ok(false),
         None if answer => return Ok(false),
         Some(Value::Array(p)) => p,
         _ => {
-            return Err(ApiError::invalid(
+            return Err(Violation::new(
                 "invalid_type",
                 format!("'{param}' must be a string or an array of parts"),
-                Some(&param),
+                param,
             ));
         }
     };
@@ -251,7 +249,7 @@ fn parts(item: &Map<String, Value>, param: &str, answer: bool) -> Result<bool, A
         let at = format!("{param}[{j}]");
         let p = p
             .as_object()
-            .ok_or_else(|| ApiError::invalid("invalid_type", format!("'{at}' must be an object"), Some(&at)))?;
+            .ok_or_else(|| Violation::new("invalid_type", format!("'{at}' must be an object"), &at))?;
         match (answer, p.get("type").and_then(Value::as_str)) {
             (_, Some("input_text")) | (true, Some("output_text")) => {
                 required(p, "text", Kind::Text, &format!("{at}.text"))?
@@ -273,10 +271,10 @@ fn parts(item: &Map<String, Value>, param: &str, answer: bool) -> Result<bool, A
                 } else {
                     "input_text or input_image"
                 };
-                return Err(ApiError::invalid(
+                return Err(Violation::new(
                     "invalid_value",
                     format!("'{at}.type' must be {allowed}"),
-                    Some(&format!("{at}.type")),
+                    format!("{at}.type"),
                 ));
             }
         }
@@ -285,7 +283,7 @@ fn parts(item: &Map<String, Value>, param: &str, answer: bool) -> Result<bool, A
 }
 
 /// `tools`: an array of objects; a function tool has a name.
-fn tools(body: &Map<String, Value>) -> Result<(), ApiError> {
+fn tools(body: &Map<String, Value>) -> Result<(), Violation> {
     optional(body, "tools", Kind::Array, "tools")?;
     let Some(Value::Array(tools)) = body.get("tools") else {
         return Ok(());
@@ -294,7 +292,7 @@ fn tools(body: &Map<String, Value>) -> Result<(), ApiError> {
         let param = format!("tools[{i}]");
         let t = t
             .as_object()
-            .ok_or_else(|| ApiError::invalid("invalid_type", format!("'{param}' must be an object"), Some(&param)))?;
+            .ok_or_else(|| Violation::new("invalid_type", format!("'{param}' must be an object"), &param))?;
         if t.get("type").and_then(Value::as_str) == Some("function") {
             required(t, "name", Kind::Text, &format!("{param}.name"))?;
             optional(t, "parameters", Kind::Object, &format!("{param}.parameters"))?;
@@ -304,7 +302,7 @@ fn tools(body: &Map<String, Value>) -> Result<(), ApiError> {
 }
 
 /// `text.format` as chat's `response_format` (`text` removed).
-fn text_format(body: &mut Map<String, Value>) -> Result<(), ApiError> {
+fn text_format(body: &mut Map<String, Value>) -> Result<(), Violation> {
     optional(body, "text", Kind::Object, "text")?;
     let Some(format) = body.get("text").and_then(|t| t.get("format")).cloned() else {
         body.remove("text");
@@ -319,10 +317,10 @@ fn text_format(body: &mut Map<String, Value>) -> Result<(), ApiError> {
         }
         Some("json_schema") => {
             let schema = format.get("schema").filter(|s| s.is_object()).ok_or_else(|| {
-                ApiError::invalid(
+                Violation::new(
                     "invalid_type",
                     "'text.format.schema' must be an object",
-                    Some("text.format.schema"),
+                    "text.format.schema",
                 )
             })?;
             let name = format.get("name").cloned().unwrap_or(json!("response"));

@@ -196,7 +196,7 @@ fn translate(api: Api, body: &Map<String, Value>) -> Result<Translated, ApiError
         Api::Chat => ollama::chat(body),
         Api::Generate => ollama::generate(body),
     };
-    t.map_err(|r| ApiError::invalid("invalid_value", r.message, Some(&r.param)))
+    t.map_err(ApiError::from)
 }
 
 /// An empty prompt or message list: load the model (or, with `keep_alive`

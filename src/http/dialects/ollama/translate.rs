@@ -1,7 +1,7 @@
 //! Ollama's requests in llama-server's terms: `/api/chat` and
 //! `/api/generate` bodies become a chat, raw completion or infill body
 //! (`reply` maps the answers back). Pure: JSON in, JSON out, and a
-//! `Refusal` naming the field when a body cannot be honoured. `model`,
+//! `Refusal` (the one `Violation` type) naming the field when a body cannot be honoured. `model`,
 //! `stream` and `keep_alive` are read by the caller.
 //!
 //! Rules decided here:
@@ -34,18 +34,17 @@
 
 use serde_json::{Map, Value, json};
 
-/// A body that cannot be honoured: the field and why (a 400).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    /// The field at fault (`options.top_k`, `messages[1].images[0]`, ...).
-    pub param: String,
-    /// A sentence a person can act on.
-    pub message: String,
-}
+use crate::law::request::Violation;
+
+/// A body that cannot be honoured: the one violation type (the field at
+/// fault, `options.top_k`, `messages[1].images[0]`, and a sentence a person
+/// can act on), a 400 `invalid_value`.
+pub type Refusal = Violation;
 
 fn refuse(param: impl Into<String>, message: impl Into<String>) -> Refusal {
-    Refusal {
+    Violation {
         param: param.into(),
+        code: "invalid_value",
         message: message.into(),
     }
 }
