@@ -99,9 +99,8 @@ pub fn stream_field(body: &Map<String, Value>) -> Result<bool, ApiError> {
 /// nested shapes (`law::request_chat`), the token bound folded.
 fn chat_messages(body: Map<String, Value>, model: Option<String>, stream: bool) -> Result<ChatRequest, ApiError> {
     generating_fields(Route::Chat, &body)?;
-    let needs = request_chat::check_chat(&body).map_err(violation)?;
-    // check_chat proved `messages` a non-empty array of objects.
-    let messages = body["messages"].as_array().expect("checked by check_chat");
+    let checked = request_chat::check_chat(&body).map_err(violation)?;
+    let (needs, messages) = (checked.needs, checked.messages);
     let has_assistant = messages
         .iter()
         .any(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));

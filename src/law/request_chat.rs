@@ -79,9 +79,19 @@ impl Needs {
     }
 }
 
-/// Checks `messages` and the tool and format fields; returns what the
-/// request needs of its model.
-pub fn check_chat(body: &Map<String, Value>) -> Result<Needs, Violation> {
+/// A chat body that passed `check_chat`: what it needs of its model, and
+/// its messages as checked (a non-empty array of message objects), so no
+/// caller reads the body again and assumes.
+#[derive(Debug, Clone)]
+pub struct CheckedChat<'a> {
+    /// What the request needs of its model.
+    pub needs: Needs,
+    /// The messages.
+    pub messages: &'a [Value],
+}
+
+/// Checks `messages` and the tool and format fields.
+pub fn check_chat(body: &Map<String, Value>) -> Result<CheckedChat<'_>, Violation> {
     let messages = match body.get("messages") {
         Some(Value::Array(m)) if !m.is_empty() => m,
         Some(Value::Array(_)) => {
@@ -107,7 +117,7 @@ pub fn check_chat(body: &Map<String, Value>) -> Result<Needs, Violation> {
     if let Some(v) = present(body, "response_format") {
         response_format(v)?;
     }
-    Ok(needs)
+    Ok(CheckedChat { needs, messages })
 }
 
 /// A field present and not null (null is absent, as in the child).

@@ -337,7 +337,7 @@ fn media_parts_need_a_projector_that_reads_them() {
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
         {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
     ]));
-    let needs = check_chat(body.as_object().unwrap()).unwrap();
+    let needs = check_chat(body.as_object().unwrap()).unwrap().needs;
     let none = Capabilities::default();
     let vision = Capabilities { vision: true, ..none };
     let both = Capabilities { audio: true, ..vision };

@@ -26,7 +26,9 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::{Bytes, BytesMut};
 use serde_json::{Map, Value, json};
 
-use super::fields::{Kind, all_optional, of_kind, optional, required, unsupported};
+use super::fields::{
+    Kind, all_optional, of_kind, optional, required, required_array, required_object, required_text, unsupported,
+};
 use super::native::{self, NativeRequest};
 use crate::error::ApiError;
 use crate::http::reply::Wire;
@@ -150,8 +152,7 @@ fn system(body: &Map<String, Value>) -> Result<(), Violation> {
 /// whose content is a string or blocks; whether an answer is among them,
 /// and whether any block is an image.
 fn messages_field(body: &Map<String, Value>) -> Result<(bool, bool), Violation> {
-    required(body, "messages", Kind::Array, "messages")?;
-    let messages = body["messages"].as_array().expect("checked an array");
+    let messages = required_array(body, "messages", "messages")?;
     if messages.is_empty() {
         return Err(Violation::new(
             "empty_messages",
@@ -208,14 +209,12 @@ fn block(b: &Value, param: &str) -> Result<bool, Violation> {
     let b = b
         .as_object()
         .ok_or_else(|| Violation::new("invalid_type", format!("'{param}' must be an object"), param))?;
-    required(b, "type", Kind::Text, &format!("{param}.type"))?;
-    let kind = b["type"].as_str().expect("checked a string");
+    let kind = required_text(b, "type", &format!("{param}.type"))?;
     let field = |k: &str| format!("{param}.{k}");
     match kind {
         "text" => required(b, "text", Kind::Text, &field("text")).map(|_| false),
         "image" => {
-            required(b, "source", Kind::Object, &field("source"))?;
-            let source = b["source"].as_object().expect("checked an object");
+            let source = required_object(b, "source", &field("source"))?;
             match source.get("type").and_then(Value::as_str) {
                 Some("base64") => required(source, "data", Kind::Text, &field("source.data"))?,
                 Some("url") => required(source, "url", Kind::Text, &field("source.url"))?,

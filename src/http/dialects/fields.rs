@@ -65,6 +65,30 @@ pub fn required(obj: &Map<String, Value>, key: &str, kind: Kind, param: &str) ->
     }
 }
 
+/// `param` is present and a string: the string.
+pub fn required_text<'a>(obj: &'a Map<String, Value>, key: &str, param: &str) -> Result<&'a str, Violation> {
+    required(obj, key, Kind::Text, param)?;
+    Ok(obj.get(key).and_then(Value::as_str).unwrap_or_default())
+}
+
+/// `param` is present and an array: its items.
+pub fn required_array<'a>(obj: &'a Map<String, Value>, key: &str, param: &str) -> Result<&'a [Value], Violation> {
+    required(obj, key, Kind::Array, param)?;
+    Ok(obj.get(key).and_then(Value::as_array).map_or(&[], Vec::as_slice))
+}
+
+/// `param` is present and an object: the object.
+pub fn required_object<'a>(
+    obj: &'a Map<String, Value>,
+    key: &str,
+    param: &str,
+) -> Result<&'a Map<String, Value>, Violation> {
+    required(obj, key, Kind::Object, param)?;
+    obj.get(key)
+        .and_then(Value::as_object)
+        .ok_or_else(|| Violation::ty(param, Kind::Object.says()))
+}
+
 /// `v` (the value of `param`) is of `kind`.
 pub fn of_kind(v: &Value, kind: Kind, param: &str) -> Result<(), Violation> {
     if kind.holds(v) {
