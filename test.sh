@@ -65,6 +65,8 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # internals are crate-private): no dead code hidden by the test build, and
 # every type its public face carries can be named (`unnameable_types`).
 cargo clippy -p llm-warden --lib --quiet -- -D warnings
+# Windows and macOS, type-checked here (no GPU, no Mac, no Windows to run on).
+./scripts/cross-check.sh
 # Three test binaries by kind (tests/formats, tests/fake, tests/real; see
 # docs/contributing.md) beside the unit tests. The real one runs its tests
 # one at a time: each drives llama-server flat out on these cores, and its

@@ -18,9 +18,11 @@
 //! dropping it closes only the duplicate. The duplicate is dropped the moment
 //! the body ends (a socket with a descriptor still open is not released, so
 //! holding it longer would delay the FIN of a connection actix closes).
+//! Portable: the descriptor is a Unix file descriptor or a Windows socket
+//! handle, duplicated and shut down through `socket2` (`fcntl` with
+//! `F_DUPFD_CLOEXEC` on Unix, `WSADuplicateSocketW` on Windows).
 
 use std::any::Any;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -44,40 +46,57 @@ use crate::warden::TurnWatch;
 /// at full speed (a token event is ~200 bytes).
 pub const CLIENT_SEND_BUFFER_BYTES: usize = 64 * 1024;
 
-/// The connection's socket descriptor, stored by `on_connect`.
+/// The platform's raw socket: a file descriptor on Unix, a socket handle on
+/// Windows.
+#[cfg(unix)]
+type RawSock = std::os::fd::RawFd;
+#[cfg(windows)]
+type RawSock = std::os::windows::io::RawSocket;
+
+/// The connection's socket, stored by `on_connect`.
 #[derive(Debug, Clone, Copy)]
-struct ConnFd(RawFd);
+struct ConnSock(RawSock);
+
+/// `sock`'s raw socket.
+fn raw_of(sock: &actix_web::rt::net::TcpStream) -> RawSock {
+    #[cfg(unix)]
+    return std::os::fd::AsRawFd::as_raw_fd(sock);
+    #[cfg(windows)]
+    return std::os::windows::io::AsRawSocket::as_raw_socket(sock);
+}
 
 /// actix-web's connection hook: bounds the socket's send buffer and keeps its
 /// descriptor for `watch`.
 pub fn on_connect(conn: &dyn Any, ext: &mut Extensions) {
     if let Some(sock) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() {
         let _ = socket2::SockRef::from(sock).set_send_buffer_size(CLIENT_SEND_BUFFER_BYTES);
-        ext.insert(ConnFd(sock.as_raw_fd()));
+        ext.insert(ConnSock(raw_of(sock)));
     }
 }
 
 /// A duplicate of one connection's socket.
-struct Closer(OwnedFd);
+struct Closer(socket2::Socket);
 
 impl Closer {
     /// Duplicates the socket of the connection `req` arrived on.
     fn of(req: &HttpRequest) -> Option<Self> {
-        let fd = req.conn_data::<ConnFd>()?.0;
-        // SAFETY: `fd` is the socket of the connection this request is being
-        // handled on, open for at least as long as the handler runs; fcntl
-        // with F_DUPFD_CLOEXEC only reads it and returns a new descriptor
-        // (or -1), which we then own.
-        let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-        // SAFETY: a non-negative result is a fresh descriptor nobody else owns.
-        (dup >= 0).then(|| Self(unsafe { OwnedFd::from_raw_fd(dup) }))
+        let raw = req.conn_data::<ConnSock>()?.0;
+        // SAFETY: `raw` is the socket of the connection this request is being
+        // handled on, open for at least as long as the handler runs (this
+        // call is inside the handler); it is only borrowed to duplicate it,
+        // and the duplicate is ours.
+        #[cfg(unix)]
+        let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(raw) };
+        #[cfg(windows)]
+        let borrowed = unsafe { std::os::windows::io::BorrowedSocket::borrow_raw(raw) };
+        socket2::SockRef::from(&borrowed).try_clone().ok().map(Self)
     }
 
     /// Shuts the socket down both ways: actix's next write fails and the
-    /// connection ends; the client sees the stream cut.
+    /// connection ends; the client sees the stream cut (an error, when it
+    /// was already closed, is harmless).
     fn shut_down(&self) {
-        // SAFETY: shutdown on a descriptor we own; errors (already closed) are harmless.
-        unsafe { libc::shutdown(self.0.as_raw_fd(), libc::SHUT_RDWR) };
+        let _ = self.0.shutdown(std::net::Shutdown::Both);
     }
 }
 

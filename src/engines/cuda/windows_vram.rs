@@ -9,7 +9,7 @@ use windows_sys::Win32::System::Performance::{
 use super::vram::VramProvider;
 
 /// PDH's "more data" status.
-const PDH_MORE_DATA: i32 = 0x800007D2u32 as i32;
+const PDH_MORE_DATA: u32 = 0x800007D2;
 
 /// Reads `\GPU Process Memory(pid_<pid>*)\Shared Usage`.
 #[derive(Debug, Default)]
