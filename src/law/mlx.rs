@@ -5,10 +5,13 @@
 //! The conversation size at which the child's predicted footprint (its
 //! measured base plus the KV of the conversation) reaches the budget, less the
 //! output budget's 512-token floor (counted twice with the child's own
-//! prompt + max_tokens accounting: the safe side). On macOS the budget is
-//! the GPU's recommended working set; on Linux the same law runs over the RAM
-//! total (bounded by the cgroup), at the CPU engine's 0.75 share, so the path
-//! is exercised there.
+//! prompt + max_tokens accounting: the safe side). The budget is what
+//! `WorkingSet` says: on Apple Silicon the whole of Metal's recommended
+//! working set (`recommendedMaxWorkingSetSize`, Metal's own "how much
+//! memory this device can use with good performance", already a share of
+//! the unified memory); where Metal does not answer (Linux's `mlx[cpu]`, a
+//! Mac without a Metal device) the RAM total (bounded by the cgroup) at
+//! the CPU engine's 0.75 share, so the path is exercised on Linux.
 //!
 //! # The brake (`mlx_step`)
 //! The MLX child's memory grows with the conversation, and, unlike
@@ -51,20 +54,39 @@ pub const EXTERNAL_RELEASE_BYTES: u64 = 256 * 1024 * 1024;
 /// The default compaction threshold (share of the window).
 pub const DEFAULT_COMPACTION_THRESHOLD: f64 = 0.8;
 
+/// What the MLX budget is taken from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum WorkingSet {
+    /// Metal's recommended working set, bytes: the budget whole.
+    Metal(u64),
+    /// The RAM total, bytes: `MLX_BUDGET_FRACTION` of it.
+    Ram(u64),
+}
+
+impl WorkingSet {
+    /// The budget, bytes.
+    pub fn budget_bytes(self) -> u64 {
+        match self {
+            Self::Metal(b) => b,
+            Self::Ram(b) => (b as f64 * MLX_BUDGET_FRACTION) as u64,
+        }
+    }
+}
+
 /// What the memory ceiling is computed from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct MemoryBudget {
     /// The child's measured footprint right after load.
     pub base_bytes: u64,
-    /// The working-set total (the RAM total on Linux).
-    pub total_bytes: u64,
+    /// Where the budget comes from.
+    pub working_set: WorkingSet,
     /// KV bytes per token of the model.
     pub kv_per_token: u64,
 }
 
 /// The conversation token count at which the footprint reaches the budget.
 pub fn tokens_at_ceiling(b: MemoryBudget) -> u32 {
-    let budget = (b.total_bytes as f64 * MLX_BUDGET_FRACTION) as u64;
+    let budget = b.working_set.budget_bytes();
     let room = budget.saturating_sub(b.base_bytes);
     let tokens = (room / b.kv_per_token.max(1)).saturating_sub(OUTPUT_RESERVE_TOKENS);
     tokens.min(u32::MAX as u64) as u32
@@ -150,8 +172,24 @@ impl MlxAction {
     }
 }
 
+/// The level a sample is decided at: the kernel's, except that a calm turn
+/// end whose turn swapped out 64 MiB or more (`law::pressure::
+/// PAGING_WARNING_BYTES`, the paging evidence) is a warning (the spec's
+/// MLX sensors: "64 MiB of them count as a warning"). Only a turn's end
+/// has a paging window; an unreadable counter changes nothing.
+pub fn sample_level(point: Point, level: Level, paging: Option<bool>) -> Level {
+    match (point, level, paging) {
+        (Point::TurnEnd, Level::Calm, Some(true)) => Level::Warning,
+        _ => level,
+    }
+}
+
 /// One MLX brake sample.
 pub fn mlx_step(point: Point, r: &MlxReadings, s: &BrakeState, f: &MlxFacts) -> (MlxAction, BrakeState) {
+    let r = &MlxReadings {
+        level: sample_level(point, r.level, r.paging),
+        ..*r
+    };
     let mut n = *s;
     if point == Point::TurnStart {
         n.unload_armed = false;

@@ -30,12 +30,29 @@ fn ceiling_and_bound() {
     // why: 0.75 x 1 GiB - 700 MiB base = 68 MiB: 71,303,168 B / 46,080 B = 1,547 tokens, less 512
     let b = MemoryBudget {
         base_bytes: 700 * MIB,
-        total_bytes: GIB,
+        working_set: WorkingSet::Ram(GIB),
         kv_per_token: 46_080,
     };
     assert_eq!(tokens_at_ceiling(b), 1547 - 512);
     // why: a base over the budget leaves no room
     assert_eq!(tokens_at_ceiling(MemoryBudget { base_bytes: GIB, ..b }), 0);
+    // why: Metal's working set is the budget whole: 768 MiB - 700 MiB = 68 MiB, as 0.75 x 1 GiB above
+    let metal = MemoryBudget {
+        working_set: WorkingSet::Metal(768 * MIB),
+        ..b
+    };
+    assert_eq!(tokens_at_ceiling(metal), 1547 - 512);
+    // why: a 128 GiB M5 Max, whose Metal working set was measured at
+    // 107.52 GiB (antirez/ds4#893: 115,448,720,916 B), a 2 GiB base, 46,080 B
+    // per token: (115,448,720,916 - 2,147,483,648) / 46,080 = 2,458,794,
+    // less 512; the budget is the working set whole, above 0.75 x 128 GiB
+    let mac128 = MemoryBudget {
+        base_bytes: 2 * GIB,
+        working_set: WorkingSet::Metal(115_448_720_916),
+        kv_per_token: 46_080,
+    };
+    assert_eq!(tokens_at_ceiling(mac128), 2_458_282);
+    assert!(WorkingSet::Metal(115_448_720_916).budget_bytes() > WorkingSet::Ram(128 * GIB).budget_bytes());
     let rows = [
         // (trained, ceiling, cap, bound, why)
         (8192, 1034, None, Some(4096)),         // why: under the floor: lifted to 4096
@@ -152,4 +169,36 @@ fn a_bound_the_child_did_not_apply_is_forgotten() {
         (None, None, None),
         "as if it never happened"
     );
+}
+
+/// A calm turn end that swapped out 64 MiB is a warning (with its paging,
+/// so it acts as a warning with paging does); nothing else moves the level.
+#[test]
+fn a_calm_turn_end_that_paged_is_a_warning() {
+    use Level::*;
+    use Point::*;
+    let rows = [
+        // (point, level, paging, decided at, why)
+        (TurnEnd, Calm, Some(true), Warning, "64 MiB swapped out during the turn"),
+        (TurnEnd, Calm, Some(false), Calm, "under 64 MiB"),
+        (TurnEnd, Calm, None, Calm, "an unreadable counter is no evidence"),
+        (TurnStart, Calm, Some(true), Calm, "only a turn's end has a paging window"),
+        (Idle, Calm, Some(true), Calm, "an idle sample belongs to no turn"),
+        (TurnEnd, Warning, Some(true), Warning, "already a warning"),
+        (TurnEnd, Critical, Some(false), Critical, "the kernel's level stands"),
+    ];
+    for (point, level, paging, want, why) in rows {
+        assert_eq!(sample_level(point, level, paging), want, "{why}");
+    }
+    // Through the step: a calm, paging turn end with a lot above base releases.
+    let f = facts(8192, 6000);
+    let r = MlxReadings {
+        level: Calm,
+        paging: Some(true),
+        above_base: Some(GIB),
+    };
+    let (action, s) = mlx_step(TurnEnd, &r, &BrakeState::default(), &f);
+    assert_eq!(action, MlxAction::Release, "{s:?}");
+    let calm = MlxReadings { paging: Some(false), ..r };
+    assert_eq!(mlx_step(TurnEnd, &calm, &BrakeState::default(), &f).0, MlxAction::None);
 }

@@ -1,9 +1,14 @@
 //! The macOS pressure provider: `kern.memorystatus_vm_pressure_level`
 //! (1 calm, 2 warning, 4 critical; never `kern.memorystatus_level`, which is
-//! a free-memory percentage) and `vm.swapusage`'s growth as paging. Kept
-//! minimal and isolated: it cannot be compiled on the Linux machines the rest
-//! is tested on.
+//! a free-memory percentage) and the system's swap-outs (`host_statistics64`'s
+//! `swapouts`, in pages, times the page size: the counter `vm_stat` prints
+//! as "Swapouts"), whose growth over a turn is its paging evidence
+//! (`law::pressure::turn_paging`). The readings are system calls; what is
+//! made of them (`level_of`, `swapout_bytes`) is plain arithmetic, tested
+//! on Linux with recorded values. Type-checked here by
+//! `scripts/cross-check.sh`; never run on a Mac.
 
+#[cfg(target_os = "macos")]
 use super::pressure::{PressureProvider, RamSample};
 use crate::law::brake::Level;
 
@@ -12,6 +17,7 @@ use crate::law::brake::Level;
 pub struct MacProvider;
 
 /// Reads an integer sysctl by name.
+#[cfg(target_os = "macos")]
 fn sysctl_i32(name: &std::ffi::CStr) -> Option<i32> {
     let mut value: i32 = 0;
     let mut size = std::mem::size_of::<i32>();
@@ -39,6 +45,7 @@ pub fn level_of(kernel_level: i32) -> Option<Level> {
     }
 }
 
+#[cfg(target_os = "macos")]
 impl PressureProvider for MacProvider {
     fn name(&self) -> &'static str {
         "macos (kern.memorystatus_vm_pressure_level)"
@@ -48,11 +55,79 @@ impl PressureProvider for MacProvider {
         let level = sysctl_i32(c"kern.memorystatus_vm_pressure_level")
             .ok_or_else(|| "kern.memorystatus_vm_pressure_level is unreadable".to_string())
             .and_then(|l| level_of(l).ok_or_else(|| format!("unknown macOS pressure level {l}")));
-        // The swap file's growth is the closest public counter to swap-outs.
         RamSample {
             level,
-            swapout_bytes: None,
+            swapout_bytes: read_swapouts(),
             available_bytes: None,
+        }
+    }
+}
+
+/// The system's cumulative swap-outs in bytes: `pages` swapped out since
+/// boot, of `page_size` bytes each (16 KiB on Apple Silicon, 4 KiB on
+/// Intel); `None` when either is unknown.
+pub fn swapout_bytes(pages: Option<u64>, page_size: Option<u64>) -> Option<u64> {
+    pages?.checked_mul(page_size.filter(|&p| p > 0)?)
+}
+
+/// `host_statistics64(HOST_VM_INFO64)`'s `swapouts` and the page size.
+// libc deprecates its Mach bindings in favour of the `mach2` crate; these
+// two calls are the same symbols either way, not worth a dependency.
+#[allow(deprecated)]
+#[cfg(target_os = "macos")]
+fn read_swapouts() -> Option<u64> {
+    // SAFETY: an all-zero vm_statistics64 is a valid value (plain integers).
+    let mut stats: libc::vm_statistics64 = unsafe { std::mem::zeroed() };
+    let mut count = libc::HOST_VM_INFO64_COUNT;
+    // SAFETY: `stats` is the vm_statistics64 HOST_VM_INFO64 fills, `count`
+    // its size in integers, as the call requires; mach_host_self only
+    // returns the host port.
+    let rc = unsafe {
+        libc::host_statistics64(
+            libc::mach_host_self(),
+            libc::HOST_VM_INFO64,
+            (&mut stats as *mut libc::vm_statistics64).cast::<libc::integer_t>(),
+            &mut count,
+        )
+    };
+    // SAFETY: sysconf only reads a constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let pages = (rc == libc::KERN_SUCCESS).then_some(stats.swapouts);
+    swapout_bytes(pages, u64::try_from(page).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's three levels and nothing else.
+    #[test]
+    fn the_kernel_levels() {
+        let rows = [(1, Some(Level::Calm)), (2, Some(Level::Warning)), (4, Some(Level::Critical)), (0, None), (3, None), (100, None)];
+        for (k, want) in rows {
+            assert_eq!(level_of(k), want, "{k}");
+        }
+    }
+
+    /// Pages times the page size, from `vm_stat` as recorded on an M-series
+    /// Mac ("Mach Virtual Memory Statistics: (page size of 16384 bytes)",
+    /// "Swapouts: 123456.") and on an Intel one (4096).
+    #[test]
+    fn swap_outs_in_bytes() {
+        let rows = [
+            (Some(123_456), Some(16_384), Some(2_022_703_104)),
+            (Some(123_456), Some(4_096), Some(505_675_776)),
+            (Some(0), Some(16_384), Some(0)),
+            // why: 64 MiB of 16 KiB pages is the paging evidence's 4,096 pages
+            (Some(4_096), Some(16_384), Some(64 << 20)),
+            (None, Some(16_384), None),
+            (Some(1), None, None),
+            // why: a zero page size is an unreadable one, not zero bytes
+            (Some(1), Some(0), None),
+            (Some(u64::MAX), Some(16_384), None),
+        ];
+        for (pages, size, want) in rows {
+            assert_eq!(swapout_bytes(pages, size), want, "{pages:?} x {size:?}");
         }
     }
 }

@@ -44,7 +44,7 @@ async fn measure_and_bound(child: ChildView<'_>, cap: Option<u32>, state: &mut M
     state.base_bytes = Some(base);
     let ceiling = mlx_law::tokens_at_ceiling(MemoryBudget {
         base_bytes: base,
-        total_bytes: ram.bytes,
+        working_set: working_set(ram.bytes),
         kv_per_token: facts.kv_per_token,
     });
     state.ceiling = Some(ceiling);
@@ -81,6 +81,30 @@ async fn measure_and_bound(child: ChildView<'_>, cap: Option<u32>, state: &mut M
             None
         }
     }
+}
+
+/// Where the MLX budget comes from here: Metal's recommended working set
+/// when the system has a Metal device (Apple Silicon), else `ram_bytes`
+/// (`law::mlx::WorkingSet`).
+fn working_set(ram_bytes: u64) -> mlx_law::WorkingSet {
+    match metal_working_set() {
+        Some(b) => mlx_law::WorkingSet::Metal(b),
+        None => mlx_law::WorkingSet::Ram(ram_bytes),
+    }
+}
+
+/// Metal's `recommendedMaxWorkingSetSize` of the system's default device.
+#[cfg(target_os = "macos")]
+fn metal_working_set() -> Option<u64> {
+    use objc2_metal::MTLDevice;
+    let device = objc2_metal::MTLCreateSystemDefaultDevice()?;
+    Some(device.recommendedMaxWorkingSetSize()).filter(|&b| b > 0)
+}
+
+/// No Metal off macOS.
+#[cfg(not(target_os = "macos"))]
+fn metal_working_set() -> Option<u64> {
+    None
 }
 
 /// The MLX brake's sample plan: `None` when the base footprint was never
