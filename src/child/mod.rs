@@ -11,6 +11,8 @@ mod capture;
 pub mod client;
 #[cfg(feature = "testing")]
 pub mod fake;
+#[cfg(windows)]
+mod job_windows;
 pub mod launch;
 pub mod output;
 pub mod port;

@@ -105,6 +105,12 @@ pub fn spawn(spec: &SpawnSpec) -> std::io::Result<ChildProcess> {
     let pid = child
         .id()
         .ok_or_else(|| std::io::Error::other("the child exited before its pid was read"))?;
+    // Windows has no parent-death signal: the child joins the warden's
+    // kill-on-close job instead.
+    #[cfg(windows)]
+    if let Some(h) = child.raw_handle() {
+        super::job_windows::adopt(h, pid);
+    }
     let (output, drains) = capture(&mut child, spec, pid);
     let (exit, kill_tx) = watch_exit(child, pid, drains, output.clone(), spec.label);
     tracing::debug!(pid, child = spec.label, program = %spec.program.display(), "child spawned");

@@ -194,6 +194,7 @@ impl EngineHooks for CudaEngine {
         if let Some(v) = CudaEngine::visible_devices(plan, plan.user_visible()) {
             env.push(("CUDA_VISIBLE_DEVICES".into(), v.into()));
         }
+        super::env::cuda_bin_first(&mut env, cfg!(windows));
         super::llama::spawn_spec(&self.server, self.argv(plan), port, key, env)
     }
 
