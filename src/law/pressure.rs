@@ -67,6 +67,14 @@ pub fn paging(swapped_out_bytes: Option<u64>) -> Option<bool> {
     swapped_out_bytes.map(|b| b >= PAGING_WARNING_BYTES)
 }
 
+/// A cumulative count of `pages` written out (macOS' swap-outs, Windows'
+/// `\Memory\Pages Output/sec` raw count) in bytes, at `page_size` bytes
+/// a page (16 KiB on Apple Silicon, 4 KiB on Intel and x86-64 Windows);
+/// `None` when either is unknown (a zero page size is an unknown one).
+pub fn paged_bytes(pages: Option<u64>, page_size: Option<u64>) -> Option<u64> {
+    pages?.checked_mul(page_size.filter(|&p| p > 0)?)
+}
+
 /// A turn's paging evidence from the swap-out counter at its start and at
 /// its end.
 pub fn turn_paging(start: Option<u64>, end: Option<u64>) -> Option<bool> {
@@ -84,6 +92,30 @@ mod tests {
     use super::*;
 
     const G: u64 = 1 << 30;
+
+    /// Pages times the page size, from `vm_stat` as recorded on an M-series
+    /// Mac ("Mach Virtual Memory Statistics: (page size of 16384 bytes)",
+    /// "Swapouts: 123456.") and on an Intel one (4096).
+    #[test]
+    fn paged_pages_in_bytes() {
+        let rows = [
+            (Some(123_456), Some(16_384), Some(2_022_703_104)),
+            (Some(123_456), Some(4_096), Some(505_675_776)),
+            (Some(0), Some(16_384), Some(0)),
+            // why: 64 MiB of 16 KiB pages is the paging evidence's 4,096 pages
+            (Some(4_096), Some(16_384), Some(64 << 20)),
+            (None, Some(16_384), None),
+            (Some(1), None, None),
+            // why: a zero page size is an unreadable one, not zero bytes
+            (Some(1), Some(0), None),
+            (Some(u64::MAX), Some(16_384), None),
+        ];
+        for (pages, size, want) in rows {
+            assert_eq!(paged_bytes(pages, size), want, "{pages:?} x {size:?}");
+        }
+        assert_eq!(paging(paged_bytes(Some(4_096), Some(16_384))), Some(true));
+        assert_eq!(paging(paged_bytes(Some(4_095), Some(16_384))), Some(false));
+    }
 
     #[test]
     fn turn_paging_rows() {

@@ -4,7 +4,7 @@
 //! `swapouts`, in pages, times the page size: the counter `vm_stat` prints
 //! as "Swapouts"), whose growth over a turn is its paging evidence
 //! (`law::pressure::turn_paging`). The readings are system calls; what is
-//! made of them (`level_of`, `swapout_bytes`) is plain arithmetic, tested
+//! made of them (`level_of`, `law::pressure::paged_bytes`) is plain arithmetic, tested
 //! on Linux with recorded values. Type-checked here by
 //! `scripts/cross-check.sh`; never run on a Mac.
 
@@ -63,13 +63,6 @@ impl PressureProvider for MacProvider {
     }
 }
 
-/// The system's cumulative swap-outs in bytes: `pages` swapped out since
-/// boot, of `page_size` bytes each (16 KiB on Apple Silicon, 4 KiB on
-/// Intel); `None` when either is unknown.
-pub fn swapout_bytes(pages: Option<u64>, page_size: Option<u64>) -> Option<u64> {
-    pages?.checked_mul(page_size.filter(|&p| p > 0)?)
-}
-
 /// `host_statistics64(HOST_VM_INFO64)`'s `swapouts` and the page size.
 // libc deprecates its Mach bindings in favour of the `mach2` crate; these
 // two calls are the same symbols either way, not worth a dependency.
@@ -93,7 +86,7 @@ fn read_swapouts() -> Option<u64> {
     // SAFETY: sysconf only reads a constant.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     let pages = (rc == libc::KERN_SUCCESS).then_some(stats.swapouts);
-    swapout_bytes(pages, u64::try_from(page).ok())
+    crate::law::pressure::paged_bytes(pages, u64::try_from(page).ok())
 }
 
 #[cfg(test)]
@@ -106,28 +99,6 @@ mod tests {
         let rows = [(1, Some(Level::Calm)), (2, Some(Level::Warning)), (4, Some(Level::Critical)), (0, None), (3, None), (100, None)];
         for (k, want) in rows {
             assert_eq!(level_of(k), want, "{k}");
-        }
-    }
-
-    /// Pages times the page size, from `vm_stat` as recorded on an M-series
-    /// Mac ("Mach Virtual Memory Statistics: (page size of 16384 bytes)",
-    /// "Swapouts: 123456.") and on an Intel one (4096).
-    #[test]
-    fn swap_outs_in_bytes() {
-        let rows = [
-            (Some(123_456), Some(16_384), Some(2_022_703_104)),
-            (Some(123_456), Some(4_096), Some(505_675_776)),
-            (Some(0), Some(16_384), Some(0)),
-            // why: 64 MiB of 16 KiB pages is the paging evidence's 4,096 pages
-            (Some(4_096), Some(16_384), Some(64 << 20)),
-            (None, Some(16_384), None),
-            (Some(1), None, None),
-            // why: a zero page size is an unreadable one, not zero bytes
-            (Some(1), Some(0), None),
-            (Some(u64::MAX), Some(16_384), None),
-        ];
-        for (pages, size, want) in rows {
-            assert_eq!(swapout_bytes(pages, size), want, "{pages:?} x {size:?}");
         }
     }
 }

@@ -38,7 +38,7 @@ pub fn default_provider() -> Option<Box<dyn PressureProvider>> {
     }
     #[cfg(windows)]
     {
-        Some(Box::new(super::windows::WindowsProvider))
+        Some(Box::new(super::windows::WindowsProvider::default()))
     }
     #[cfg(not(any(target_os = "linux", target_os = "macos", windows)))]
     {
