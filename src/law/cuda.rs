@@ -211,6 +211,14 @@ pub fn classify_placement(
     }
 }
 
+/// The child's device bytes where only Dedicated and Shared Usage are known
+/// (Windows): Dedicated plus the Shared above `healthy`, the amount a sound
+/// child of its window holds there (the spec's "Dedicated + (Shared − the
+/// healthy level)", so a spill at load does not read as a partial offload).
+pub fn device_bytes_on_spill(dedicated: u64, shared: u64, healthy: u64) -> u64 {
+    dedicated + shared.saturating_sub(healthy)
+}
+
 /// The post-load device check's limit: 1.1 x (KV + compute + CUDA context +
 /// weights) + 256 MiB; above it, one WARNING.
 pub fn device_check_limit(kv: u64, compute: u64, context: u64, weights: u64) -> u64 {

@@ -250,3 +250,18 @@ fn spill_at_load_rows() {
         assert_eq!(spill_at_load_excess(reading, healthy), want, "row {i}");
     }
 }
+
+/// Windows' device bytes: Dedicated plus the Shared above the healthy
+/// amount (a spill at load is not a missing layer).
+#[test]
+fn device_bytes_where_only_dedicated_and_shared_are_known() {
+    let rows = [
+        // (dedicated, shared, healthy, device bytes, why)
+        (6 * GIB, 100 * MIB, 136 * MIB, 6 * GIB, "a healthy Shared adds nothing"),
+        (6 * GIB, 636 * MIB, 136 * MIB, 6 * GIB + 500 * MIB, "500 MiB spilled count as held"),
+        (0, 0, 136 * MIB, 0, "nothing read as nothing"),
+    ];
+    for (d, s, h, want, why) in rows {
+        assert_eq!(device_bytes_on_spill(d, s, h), want, "{why}");
+    }
+}

@@ -53,7 +53,12 @@ impl CudaEngine {
             state.brake_off = Some("the model's header could not be read".into());
             return state;
         };
-        let device_bytes = self.gpus.process_used_bytes(device.index, child.pid);
+        // NVML's per-process memory; where WDDM hides it (Windows), PDH's
+        // Dedicated and Shared Usage on the child's adapter.
+        let device_bytes = self.gpus.process_used_bytes(device.index, child.pid).or_else(|| {
+            let healthy = cuda::healthy_shared_bytes(allocated, fa.runs);
+            SpillGauge::new(None).device_bytes(child.pid, healthy)
+        });
         let kv_alloc = kv::kv_bytes_allocated(&facts, allocated as u64);
         let floor = cuda::full_offload_floor(
             facts.weights_bytes,

@@ -1,13 +1,60 @@
 //! The GPU spill gauge behind one trait: on Windows, PDH's
-//! `\GPU Process Memory(pid_<pid>_luid_..._phys_<n>)\Shared Usage` (English
-//! counter names, a gauge) summed over the child's instances. NVML has no
-//! per-process memory under WDDM, and Linux has no spill at all (an
-//! allocation that does not fit fails), so elsewhere there is no provider.
+//! `\GPU Process Memory(pid_<pid>_luid_..._phys_<n>)\Dedicated Usage` and
+//! `Shared Usage` (English counter names, gauges), read on the adapter that
+//! holds most of the child's memory (`main_adapter`: another adapter's
+//! instance, an integrated GPU the process touched, is not this child's
+//! spill). NVML has no per-process memory under WDDM, and Linux has no
+//! spill at all (an allocation that does not fit fails), so elsewhere there
+//! is no provider.
 
-/// A source of the child's Shared GPU memory.
+/// The child's GPU memory on one adapter, bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdapterUsage {
+    /// Dedicated Usage: on the card.
+    pub dedicated: u64,
+    /// Shared Usage: in system memory the card reaches (the spill).
+    pub shared: u64,
+}
+
+/// A source of the child's GPU memory.
 pub trait VramProvider: Send {
-    /// The child's Shared Usage in bytes, or why it cannot be read.
-    fn shared_bytes(&mut self, pid: u32) -> Result<u64, String>;
+    /// The child's usage on the adapter holding most of its memory, or why
+    /// it cannot be read.
+    fn usage(&mut self, pid: u32) -> Result<AdapterUsage, String>;
+}
+
+// `adapter_of` and `main_adapter` are Windows' reading; compiled and tested
+// everywhere.
+/// The adapter of a `GPU Process Memory` instance name
+/// (`pid_1234_luid_0x00000000_0x0000D1C3_phys_0` is `luid_0x00000000_0x0000D1C3_phys_0`).
+#[cfg_attr(not(windows), allow(dead_code))]
+pub fn adapter_of(instance: &str) -> Option<&str> {
+    let at = instance.find("luid_")?;
+    Some(&instance[at..])
+}
+
+/// The usage on the adapter holding most of the child's memory (Dedicated
+/// plus Shared), from each counter's instances; `None` without any.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub fn main_adapter(dedicated: &[(String, u64)], shared: &[(String, u64)]) -> Option<AdapterUsage> {
+    let mut by: Vec<(&str, AdapterUsage)> = Vec::new();
+    let readings = dedicated
+        .iter()
+        .map(|(n, b)| (n.as_str(), *b, 0))
+        .chain(shared.iter().map(|(n, b)| (n.as_str(), 0, *b)));
+    for (name, d, s) in readings {
+        let Some(a) = adapter_of(name) else { continue };
+        match by.iter_mut().find(|(k, _)| *k == a) {
+            Some((_, u)) => {
+                u.dedicated += d;
+                u.shared += s;
+            }
+            None => by.push((a, AdapterUsage { dedicated: d, shared: s })),
+        }
+    }
+    by.into_iter()
+        .max_by_key(|(_, u)| u.dedicated + u.shared)
+        .map(|(_, u)| u)
 }
 
 /// This platform's gauge, if it has one.
@@ -59,8 +106,47 @@ impl SpillGauge {
             _ => {}
         }
         match self.provider.as_mut() {
-            Some(p) => p.shared_bytes(pid),
+            Some(p) => p.usage(pid).map(|u| u.shared),
             None => Err("no GPU spill gauge on this platform".into()),
         }
+    }
+
+    /// The child's device bytes as the placement weighs them where NVML
+    /// has no per-process memory (Windows): Dedicated plus the Shared above
+    /// the healthy amount, so a spill at load does not read as a partial
+    /// offload; `None` without a provider or a reading.
+    pub fn device_bytes(&mut self, pid: u32, healthy: u64) -> Option<u64> {
+        let u = self.provider.as_mut()?.usage(pid).ok()?;
+        Some(crate::law::cuda::device_bytes_on_spill(u.dedicated, u.shared, healthy))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Instance names as PDH lists them for a process on a laptop with an
+    /// integrated and a discrete GPU: the discrete one (most memory) wins,
+    /// its Dedicated and Shared read together.
+    #[test]
+    fn the_adapter_holding_most_is_the_child_s() {
+        let igpu = "pid_4242_luid_0x00000000_0x0000B2C1_phys_0";
+        let dgpu = "pid_4242_luid_0x00000000_0x0000D1C3_phys_0";
+        assert_eq!(adapter_of(dgpu), Some("luid_0x00000000_0x0000D1C3_phys_0"));
+        assert_eq!(adapter_of("pid_4242"), None);
+        let dedicated = [(igpu.to_string(), 0), (dgpu.to_string(), 6 << 30)];
+        let shared = [(igpu.to_string(), 200 << 20), (dgpu.to_string(), 300 << 20)];
+        assert_eq!(
+            main_adapter(&dedicated, &shared),
+            Some(AdapterUsage {
+                dedicated: 6 << 30,
+                shared: 300 << 20
+            }),
+            "not the sum over adapters (500 MiB of Shared), the discrete card's 300"
+        );
+        // why: an integrated GPU alone: its Shared is all there is
+        let only = [(igpu.to_string(), 1 << 30)];
+        assert_eq!(main_adapter(&[], &only).map(|u| u.shared), Some(1 << 30));
+        assert_eq!(main_adapter(&[], &[]), None);
     }
 }

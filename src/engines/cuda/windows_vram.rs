@@ -1,5 +1,8 @@
-//! The Windows spill gauge through PDH. Kept minimal and isolated: it
-//! cannot be compiled on the Linux machines the rest is tested on.
+//! The Windows GPU memory of the child through PDH: `\GPU Process
+//! Memory(pid_<pid>_*)\Dedicated Usage` and `Shared Usage`, one instance
+//! per adapter, read on the adapter that holds most of the child's memory
+//! (`vram::main_adapter`, tested on Linux with recorded instance names).
+//! Type-checked here (`scripts/cross-check.sh`); never run on Windows.
 
 use windows_sys::Win32::System::Performance::{
     PDH_FMT_COUNTERVALUE_ITEM_W, PDH_FMT_LARGE, PdhAddEnglishCounterW, PdhCloseQuery, PdhCollectQueryData,
@@ -20,42 +23,56 @@ fn wide(s: &str) -> Vec<u16> {
 }
 
 impl VramProvider for PdhVram {
-    fn shared_bytes(&mut self, pid: u32) -> Result<u64, String> {
-        let path = wide(&format!("\\GPU Process Memory(pid_{pid}_*)\\Shared Usage"));
-        // SAFETY: every handle is created and closed here; buffers are sized
-        // by PDH's own first call.
-        unsafe {
-            let mut query = std::mem::zeroed();
-            if PdhOpenQueryW(std::ptr::null(), 0, &mut query) != 0 {
-                return Err("PdhOpenQuery failed".into());
-            }
-            let mut counter = std::mem::zeroed();
-            let result = (|| {
-                if PdhAddEnglishCounterW(query, path.as_ptr(), 0, &mut counter) != 0 {
-                    return Err("no GPU Process Memory counter for the child".to_string());
-                }
-                if PdhCollectQueryData(query) != 0 {
-                    return Err("PdhCollectQueryData failed".into());
-                }
-                let (mut size, mut count) = (0u32, 0u32);
-                let rc =
-                    PdhGetFormattedCounterArrayW(counter, PDH_FMT_LARGE, &mut size, &mut count, std::ptr::null_mut());
-                if rc != PDH_MORE_DATA {
-                    return Err("the child has no GPU Process Memory instance".into());
-                }
-                let mut buf = vec![0u8; size as usize];
-                let items = buf.as_mut_ptr() as *mut PDH_FMT_COUNTERVALUE_ITEM_W;
-                if PdhGetFormattedCounterArrayW(counter, PDH_FMT_LARGE, &mut size, &mut count, items) != 0 {
-                    return Err("PdhGetFormattedCounterArray failed".into());
-                }
-                let mut total: i64 = 0;
-                for i in 0..count as usize {
-                    total += (*items.add(i)).FmtValue.Anonymous.largeValue;
-                }
-                Ok(total.max(0) as u64)
-            })();
-            PdhCloseQuery(query);
-            result
+    fn usage(&mut self, pid: u32) -> Result<super::vram::AdapterUsage, String> {
+        let dedicated = instances(pid, "Dedicated Usage")?;
+        let shared = instances(pid, "Shared Usage")?;
+        super::vram::main_adapter(&dedicated, &shared).ok_or_else(|| "the child has no GPU Process Memory instance".into())
+    }
+}
+
+/// `\GPU Process Memory(pid_<pid>_*)\<counter>` per instance: its name
+/// (`pid_<pid>_luid_<high>_<low>_phys_<n>`: one per adapter) and bytes.
+fn instances(pid: u32, counter_name: &str) -> Result<Vec<(String, u64)>, String> {
+    let path = wide(&format!("\\GPU Process Memory(pid_{pid}_*)\\{counter_name}"));
+    // SAFETY: every handle is created and closed here; buffers are sized
+    // by PDH's own first call, and each item's name points into that buffer.
+    unsafe {
+        let mut query = std::mem::zeroed();
+        if PdhOpenQueryW(std::ptr::null(), 0, &mut query) != 0 {
+            return Err("PdhOpenQuery failed".into());
         }
+        let mut counter = std::mem::zeroed();
+        let result = (|| {
+            if PdhAddEnglishCounterW(query, path.as_ptr(), 0, &mut counter) != 0 {
+                return Err(format!("no GPU Process Memory {counter_name} counter for the child"));
+            }
+            if PdhCollectQueryData(query) != 0 {
+                return Err("PdhCollectQueryData failed".into());
+            }
+            let (mut size, mut count) = (0u32, 0u32);
+            let rc = PdhGetFormattedCounterArrayW(counter, PDH_FMT_LARGE, &mut size, &mut count, std::ptr::null_mut());
+            if rc != PDH_MORE_DATA {
+                return Err("the child has no GPU Process Memory instance".into());
+            }
+            // u64 words: the items' alignment.
+            let mut buf = vec![0u64; (size as usize).div_ceil(8)];
+            let items = buf.as_mut_ptr() as *mut PDH_FMT_COUNTERVALUE_ITEM_W;
+            if PdhGetFormattedCounterArrayW(counter, PDH_FMT_LARGE, &mut size, &mut count, items) != 0 {
+                return Err("PdhGetFormattedCounterArray failed".into());
+            }
+            let mut out = Vec::with_capacity(count as usize);
+            for i in 0..count as usize {
+                let item = &*items.add(i);
+                let mut len = 0;
+                while *item.szName.add(len) != 0 {
+                    len += 1;
+                }
+                let name = String::from_utf16_lossy(std::slice::from_raw_parts(item.szName, len));
+                out.push((name, item.FmtValue.Anonymous.largeValue.max(0) as u64));
+            }
+            Ok(out)
+        })();
+        PdhCloseQuery(query);
+        result
     }
 }
