@@ -6,8 +6,6 @@
 
 use crate::support;
 
-use std::process::Command;
-
 use llm_warden::WardenConfig;
 use support::*;
 
@@ -61,7 +59,6 @@ print("OK", streamed)
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh) and the Python clients (./build-llama.sh clients); ./test.sh runs it"]
 async fn the_official_anthropic_sdk_works_unchanged() {
-    let py = client_python();
     let key = "sk-warden-test";
     let cfg = WardenConfig {
         api_key: Some(key.into()),
@@ -69,14 +66,6 @@ async fn the_official_anthropic_sdk_works_unchanged() {
     };
     let (w, _dir) = real_smollm_warden(cfg);
     let base = serve_http(&w);
-    let out = tokio::task::spawn_blocking(move || Command::new(py).args(["-c", SCRIPT, &base, key]).output().unwrap())
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.starts_with("OK"),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    client_script_ok(SCRIPT, vec![base, key.to_string()]).await;
     w.shutdown().await;
 }

@@ -8,8 +8,6 @@
 
 use crate::support;
 
-use std::process::Command;
-
 use support::*;
 
 const SCRIPT: &str = r#"
@@ -79,21 +77,12 @@ print("OK", text)
 #[actix_rt::test]
 #[ignore = "needs the real llama-server, SmolLM2 and the embedding model (./build-llama.sh) and the Python clients (./build-llama.sh clients); ./test.sh runs it"]
 async fn the_official_ollama_library_works_unchanged() {
-    let py = client_python();
     let dir = real_smollm_dir(&real_model(SMOLLM2));
     std::os::unix::fs::symlink(real_model(MINILM), dir.path().join(MINILM)).unwrap();
     let w = TestWarden::real_cpu(real_llama_server(), dir.path())
         .config(test_config())
         .start();
     let base = serve_http(&w);
-    let out = tokio::task::spawn_blocking(move || Command::new(py).args(["-c", SCRIPT, &base]).output().unwrap())
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.starts_with("OK"),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    client_script_ok(SCRIPT, vec![base]).await;
     w.shutdown().await;
 }

@@ -8,8 +8,6 @@
 
 use crate::support;
 
-use std::process::Command;
-
 use support::*;
 
 const SCRIPT: &str = r#"
@@ -86,18 +84,9 @@ print("OK", whole.output_text)
 
 /// Runs `script` with the client Python against a fresh real warden.
 async fn run(script: &'static str) {
-    let py = client_python();
     let (w, _dir) = real_smollm_warden(test_config());
     let base = serve_http(&w);
-    let out = tokio::task::spawn_blocking(move || Command::new(py).args(["-c", script, &base]).output().unwrap())
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.starts_with("OK"),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    client_script_ok(script, vec![base]).await;
     w.shutdown().await;
 }
 

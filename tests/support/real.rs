@@ -74,6 +74,29 @@ pub fn client_python() -> PathBuf {
     py
 }
 
+/// Runs `script` in the client environment's Python with `args` (the
+/// warden's base URL first) and asserts it exits 0 printing `OK` first:
+/// how every official-client test drives its SDK.
+pub async fn client_script_ok(script: &'static str, args: Vec<String>) {
+    let py = client_python();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(py)
+            .arg("-c")
+            .arg(script)
+            .args(args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.starts_with("OK"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `base` under forced critical pressure with 0.65 GiB of RAM standing in
 /// for the machine's: SmolLM2 loads memory-bound at 6,400 tokens and the
 /// brake shrinks it to the 4,096 floor at the first turn's end.
