@@ -16,6 +16,7 @@
 //! | `residents` | several models at once: admission beside the others, eviction, one brake over all |
 //! | `keep_alive` | a request's keep-alive, parsed, and the idle timeout in force |
 //! | `kv_save` | when a slot is saved, whether a save fits, the store's cap and eviction |
+//! | `civil` | Unix time as a UTC calendar date (the warden's own timestamps) |
 //! | `conversation` | a conversation's identity and every stable name (FNV-1a, pinned) |
 //! | `kv_keep` | whether a model's saved KV can be used again, `--swa-full`, whether a restore was used |
 //! | `route` | which routes an engine serves, which generate, and how each dialect's stream ends |
@@ -36,6 +37,7 @@
 
 pub mod brake;
 pub mod caps;
+pub mod civil;
 pub mod conversation;
 pub mod crash;
 pub mod cuda;

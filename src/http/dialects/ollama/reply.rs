@@ -217,23 +217,15 @@ pub fn num_ctx(asked: Option<u64>, window: Option<u32>) -> Option<Value> {
 /// Unix milliseconds as Ollama's RFC 3339 UTC timestamp
 /// (`2024-05-01T12:34:56.789Z`).
 pub fn rfc3339(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let t = crate::law::civil::civil((unix_ms / 1000) as i64);
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        t.year,
+        t.month,
+        t.day,
+        t.hour,
+        t.minute,
+        t.second,
         unix_ms % 1000
     )
 }
