@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::law::slots::Parallel;
 /// Which engine the user asked for (the law's own type: `law::types`).
 pub use crate::law::types::EnginePreference;
 // The types the config carries, nameable where an embedder meets them.
@@ -105,6 +106,10 @@ pub struct WardenConfig {
     /// `WARDEN_MAX_QUEUE`: turns waiting or running past which a new request
     /// is refused with 503 `queue_full` instead of waiting without bound.
     pub max_queue: usize,
+    /// `WARDEN_PARALLEL`: conversations one generating llama-server child
+    /// serves at once (`auto`, the default: `law::slots::AUTO_SLOTS`; `1`:
+    /// one turn at a time per model, as before #35).
+    pub parallel: Parallel,
     /// `WARDEN_MAX_RESIDENT`: at most this many models resident at once
     /// (`None`, the default: memory alone decides; `law::residents`).
     pub max_resident: Option<usize>,
@@ -184,6 +189,7 @@ impl Default for WardenConfig {
             max_connections: 4096,
             stop_grace: Duration::from_secs(5),
             max_queue: 256,
+            parallel: Parallel::Auto,
             max_resident: crate::law::residents::MAX_RESIDENT_DEFAULT,
             max_body_bytes: 16 * 1024 * 1024,
             ram_override_bytes: None,

@@ -58,6 +58,10 @@ impl WardenConfig {
         if let Some(n) = parse(var, "WARDEN_MAX_QUEUE", "a positive count")? {
             self.max_queue = n;
         }
+        if let Some(v) = var("WARDEN_PARALLEL") {
+            self.parallel = crate::law::slots::parse(&v)
+                .ok_or_else(|| bad("WARDEN_PARALLEL", v, "auto, or a count from 1 to 64"))?;
+        }
         let raw = var("WARDEN_MAX_RESIDENT");
         self.max_resident = crate::law::residents::max_resident(raw.as_deref()).map_err(|_| {
             bad(

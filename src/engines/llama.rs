@@ -2,13 +2,16 @@
 //! fixed flags, the request translation and the readiness ping.
 //!
 //! Fixed flags, after the engine's own argv, on every spawn: `--no-slots`,
-//! `--no-webui`, `-np 1`, `--cache-ram 0`, `--no-cache-idle-slots`,
-//! `--threads-http 8`, `--metrics`, `--host 127.0.0.1`, `--port N`.
+//! `--no-webui`, `--cache-ram 0`, `--no-cache-idle-slots`, `--metrics`, `--host 127.0.0.1`, `--port N`. The
+//! slots (`-np N`, and `--kv-unified` past one) and the HTTP threads they
+//! need are the plan's, in the model's argv (`law::slots`).
 //! `--metrics` is the warden's addition to the spec's list: it lets
 //! `/metrics` relay the child's own counters; it costs a counter update per
-//! batch and opens nothing beyond the key-guarded loopback port. One slot and no prompt cache keep the
-//! child's memory to one conversation's KV (the spec's "slots and prompt
-//! cache"). The per-spawn key goes in the environment as `LLAMA_API_KEY`
+//! batch and opens nothing beyond the key-guarded loopback port. One KV
+//! pool and no prompt cache keep the child's memory to the window's KV
+//! however many conversations share it (the spec's "slots and prompt
+//! cache": the spec ran one slot for this; #35 measured that a unified
+//! pool of N slots costs what one slot does). The per-spawn key goes in the environment as `LLAMA_API_KEY`
 //! (llama-server's own equivalent of `--api-key`), so `ps` never shows it.
 
 use std::ffi::OsString;
@@ -24,9 +27,12 @@ use crate::error::EngineError;
 /// llama-server's HTTP threads, set rather than left to its default
 /// (max(n_parallel + 4, cores - 1), 5 here): each open keep-alive connection
 /// holds one thread for its life (see `child::client`), and the warden may
-/// hold a turn's connection, two pooled ones and a probe at once. Idle
-/// threads cost a stack's address space, not memory.
-pub const CHILD_HTTP_THREADS: u32 = 8;
+/// hold each slot's turn connection, pooled ones and a probe at once: two
+/// per slot and six more (8 at one slot, as before #35). Idle threads
+/// cost a stack's address space, not memory.
+pub fn child_http_threads(slots: u32) -> u32 {
+    slots.max(1) * 2 + 6
+}
 
 /// The port pool of llama-server children.
 pub const LLAMA_PORTS: std::ops::RangeInclusive<u16> = 27200..=27299;
@@ -148,6 +154,16 @@ pub fn model_args(plan: &super::SpawnPlan) -> Vec<OsString> {
         a.push("-c".into());
         a.push(ctx.to_string().into());
     }
+    // The slots over one KV pool (`law::slots`): the pool is the window,
+    // as at one slot, and each slot may use all of it; the warden decides
+    // before the pool fills.
+    a.push("-np".into());
+    a.push(plan.slots.max(1).to_string().into());
+    if plan.slots > 1 {
+        a.push("--kv-unified".into());
+    }
+    a.push("--threads-http".into());
+    a.push(child_http_threads(plan.slots).to_string().into());
     if plan.facts.as_deref().is_some_and(crate::law::kv_keep::swa_full) {
         a.push("--swa-full".into());
     }
@@ -178,16 +194,12 @@ pub fn spawn_spec(
     for flag in [
         "--no-slots",
         "--no-webui",
-        "-np",
-        "1",
         "--cache-ram",
         "0",
         "--no-cache-idle-slots",
-        "--threads-http",
     ] {
         engine_args.push(flag.into());
     }
-    engine_args.push(CHILD_HTTP_THREADS.to_string().into());
     for flag in ["--metrics", "--host", "127.0.0.1", "--port"] {
         engine_args.push(flag.into());
     }
@@ -281,6 +293,7 @@ mod tests {
             ram: None,
             cap: None,
             beside_bytes: 0,
+            slots: 1,
             engine: crate::engines::plan::EnginePlan::Cpu { rpc: None },
         };
         let has = |facts| model_args(&plan(facts)).iter().any(|a| a == "--swa-full");
@@ -321,13 +334,9 @@ mod tests {
                 "0",
                 "--no-slots",
                 "--no-webui",
-                "-np",
-                "1",
                 "--cache-ram",
                 "0",
                 "--no-cache-idle-slots",
-                "--threads-http",
-                "8",
                 "--metrics",
                 "--host",
                 "127.0.0.1",

@@ -39,6 +39,8 @@ pub struct SpawnPlan {
     /// What the other residents held when it was planned (its window was
     /// sized beside them; a brake respawn sizes beside the same).
     pub beside_bytes: u64,
+    /// The slots the child runs over its one KV pool (`law::slots`).
+    pub slots: u32,
     /// What the plan holds for its engine alone.
     pub engine: EnginePlan,
 }
@@ -263,7 +265,20 @@ pub fn plan_on(
             facts: mlx::read_facts(&entry.path),
         },
     };
+    let child = match site {
+        Site::Mlx => crate::law::slots::Child::Mlx,
+        _ if facts.as_deref().is_some_and(ModelFacts::is_embedding) => crate::law::slots::Child::Encoder,
+        _ if matches!(
+            crate::law::kv_keep::keep(facts.as_deref()),
+            crate::law::kv_keep::Keep::Not(_)
+        ) =>
+        {
+            crate::law::slots::Child::Recurrent
+        }
+        _ => crate::law::slots::Child::Generating,
+    };
     SpawnPlan {
+        slots: crate::law::slots::count(cfg.parallel, child),
         entry,
         facts,
         shape: p.shape,

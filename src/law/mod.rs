@@ -23,6 +23,7 @@
 //! | `request` | what a request body may hold, field by field, and every generation's token bound |
 //! | `request_routes` | what the body of each route beside chat must hold (completions, infill, tokenizer, embeddings, rerank), row by row |
 //! | `request_chat` | chat's nested shapes (messages, parts, tools) and what a request needs of its model |
+//! | `slots` | how many slots a child runs, which one a turn takes, whether it may start beside the others (the shared KV pool) |
 //! | `crash` | crash classification from the child's output tail |
 //! | `upstream` | whether a refusal of the child's was the request's fault (a 400) or the server's |
 //! | `cuda` | the GPU choice, spawn matrix, OOM retry, placement, Flash Attention, device check, spill, pre-flight |
@@ -58,6 +59,7 @@ pub mod quant;
 pub mod reap;
 pub mod request;
 pub mod request_chat;
+pub mod slots;
 pub mod request_routes;
 pub mod residents;
 pub mod route;

@@ -29,6 +29,7 @@ fn base(ram_mib: u64) -> SpawnPlan {
         }),
         cap: None,
         beside_bytes: 0,
+        slots: 1,
         engine: crate::engines::plan::EnginePlan::Cpu { rpc: None },
     }
 }
