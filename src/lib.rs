@@ -80,11 +80,16 @@
 //!    the only code that spawns, respawns, retires and unloads. Its state
 //!    is `EngineCore` (`core`), divided by who writes it: the child slot
 //!    (`child_slot`), the brake controller (`brake_state`), the KV
-//!    controller (`kv`) and the use (`state`), each the only writer of its
-//!    fields. The core is moved into each
+//!    controller (`kv`), the use (`state`) and the intake (`intake`: what
+//!    waits, what runs, a brake action held for the running turns), each
+//!    the only writer of its fields; the live child's slots are `slots`.
+//!    A turn is admitted in a handler (`turn`: its slot, its bound, its
+//!    KV), relayed by a task of its own beside the mailbox (`relay`), and
+//!    ended in a handler (`turn_end`), so several stream at once while
+//!    every decision is still one message at a time. The core is moved into each
 //!    atomic handler and published at the end of every handler (`publish`:
 //!    the status is `snapshot()`, a function of the core) and at named
-//!    points (`enter`): `load`, `spawn`, `retire`, `turn`, `relay`,
+//!    points (`enter`): `load`, `spawn`, `retire`, `turn`, `turn_end`, `relay`,
 //!    `outbox`, `door`, `kv` and `kv_check`, `brake` (the sample: which
 //!    gauge, the pacing, the carries) and `brake_act` (the law's action
 //!    carried out), `prefix` (the MLX cache's resets said), `workers` (a

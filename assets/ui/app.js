@@ -105,7 +105,8 @@ function renderResidents() {
     if (r.model === s.model) tr.className = "current";
     const until = r.idle_deadline_ms == null ? "never" : `in ${duration(r.idle_deadline_ms - Date.now())}`;
     const cells = [r.model, r.kind || "–", r.state, r.context_tokens ? r.context_tokens.toLocaleString() : "–",
-      r.footprint_bytes != null ? bytes(r.footprint_bytes) : "–", String(r.queue_depth), until];
+      r.footprint_bytes != null ? bytes(r.footprint_bytes) : "–",
+      r.slots ? `${r.busy_slots} / ${r.slots}` : "–", String(r.queue_depth), until];
     for (const c of cells) {
       const td = document.createElement("td");
       td.textContent = c;
@@ -114,6 +115,19 @@ function renderResidents() {
     body.appendChild(tr);
   }
   $("residents-empty").style.display = list.length ? "none" : "";
+}
+
+// The live child's slots: busy of all, each busy one's conversation and
+// tokens, and the turns waiting for one.
+function slotsNote(s) {
+  const all = s.slots || [];
+  if (!all.length) return "no child: no slots";
+  const busy = all.filter((x) => x.busy);
+  const each = busy.map((x) => `#${x.id} ${x.conversation ? x.conversation.slice(0, 12) : "no conversation"} (${x.tokens} tokens)`);
+  let note = `${busy.length} of ${all.length} slots busy`;
+  if (each.length) note += `: ${each.join(", ")}`;
+  if (s.waiting_turns) note += ` · ${s.waiting_turns} waiting`;
+  return note;
 }
 
 function renderCards() {
@@ -157,6 +171,7 @@ function renderCards() {
   else if (s.memory_total_bytes) mem += ` · RAM ${bytes(s.memory_total_bytes)}`;
   $("memory-note").textContent = mem;
   $("queue").textContent = `${s.queue_depth} / ${s.max_queue}`;
+  $("slots").textContent = slotsNote(s);
   if (!s.model) $("deadline").textContent = "nothing loaded";
   else if (s.idle_deadline_ms == null) $("deadline").textContent = "never (kept loaded)";
   else $("deadline").textContent = `in ${duration(s.idle_deadline_ms - Date.now())}${s.keep_alive_s != null ? " (keep_alive)" : ""}`;

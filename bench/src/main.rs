@@ -27,6 +27,8 @@
 //!     one-model switch, chat beside an embedding batch, the warden's RSS
 //!     with three residents.
 //! 12. `rpc`: a split over loopback RPC workers.
+//! 13. `concurrency`: 1, 4 and 8 clients at once on one model, against
+//!     llama-server's own defaults (4 slots over one pool).
 //!
 //! Noise (`quiet`): each round waits for a quiet machine and is measured
 //! again when other processes took CPU during it.
@@ -41,6 +43,7 @@ mod brake;
 mod chart;
 mod client;
 mod cold;
+mod concurrency;
 mod gguf;
 mod kv;
 mod memory;
@@ -90,11 +93,11 @@ struct Args {
     /// `WARDEN_RAM_OVERRIDE_GB` of the brake phase.
     #[arg(long, default_value = "0.65")]
     brake_ram_gb: String,
-    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc.
+    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc,concurrency.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc"
+        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc,concurrency"
     )]
     phases: Vec<String>,
     /// The llm-warden binary (default: next to this one).
@@ -202,6 +205,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     run.kv().await;
     run.residents().await;
     run.rpc().await;
+    run.concurrency().await;
     run.report(&out_dir, &start)
 }
 

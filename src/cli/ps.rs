@@ -2,7 +2,8 @@
 //! one row per resident model, most recently used first: the model, its
 //! kind, its state, its window (and what bounds it), its memory, when the
 //! idle reaper will unload it, whether its conversations survive a reload
-//! (`KV`), and its queue. The first row is the status's top level (the
+//! (`KV`), its slots (busy of all: the conversations it serves at once)
+//! and its queue. The first row is the status's top level (the
 //! most recently used resident, with every field); the others come from
 //! `residents`, which carries less (`-` where it does not say). Fields a
 //! server does not send (an older one) show as `-`.
@@ -47,7 +48,7 @@ pub fn unix_now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-const HEADERS: [&str; 12] = [
+const HEADERS: [&str; 13] = [
     "MODEL",
     "KIND",
     "ENGINE",
@@ -59,6 +60,7 @@ const HEADERS: [&str; 12] = [
     "UNLOADS",
     "KEEP-ALIVE",
     "KV",
+    "SLOTS",
     "QUEUE",
 ];
 
@@ -79,6 +81,7 @@ pub fn format_ps(s: &Value, models: Option<&Value>, now_ms: u64) -> String {
         deadline(s.get("idle_deadline_ms"), loaded, now_ms),
         keep_alive(s),
         kv(s),
+        slots(s),
         queue(s),
     ]];
     let others = s
@@ -104,6 +107,7 @@ pub fn format_ps(s: &Value, models: Option<&Value>, now_ms: u64) -> String {
             deadline(r.get("idle_deadline_ms"), true, now_ms),
             NONE.into(),
             NONE.into(),
+            resident_slots(r),
             q,
         ]);
     }
@@ -167,6 +171,26 @@ fn kv(s: &Value) -> String {
     }
 }
 
+/// Busy slots over all of the live child's (`-` without a child, or from
+/// a server that does not say).
+fn slots(s: &Value) -> String {
+    match s.get("slots").and_then(Value::as_array) {
+        Some(all) if !all.is_empty() => {
+            let busy = all.iter().filter(|x| x.get("busy") == Some(&Value::Bool(true))).count();
+            format!("{busy}/{}", all.len())
+        }
+        _ => NONE.into(),
+    }
+}
+
+/// A resident's busy slots over its slots.
+fn resident_slots(r: &Value) -> String {
+    match (r.get("busy_slots"), r.get("slots")) {
+        (Some(b), Some(n)) if n.as_u64().is_some_and(|n| n > 0) => format!("{}/{}", cell(Some(b)), cell(Some(n))),
+        _ => NONE.into(),
+    }
+}
+
 fn queue(s: &Value) -> String {
     match (s.get("queue_depth"), s.get("max_queue")) {
         (Some(d), Some(m)) if !d.is_null() => format!("{}/{}", cell(Some(d)), cell(Some(m))),
@@ -203,14 +227,15 @@ mod tests {
             (
                 json!({"engine": "cpu", "state": "idle", "model": null, "context_tokens": null,
                        "idle_deadline_ms": null, "kv_keep": null, "queue_depth": 0, "max_queue": 256}),
-                vec!["-", "-", "cpu", "idle", "-", "-", "-", "-", "-", "-", "-", "0/256"],
+                vec!["-", "-", "cpu", "idle", "-", "-", "-", "-", "-", "-", "-", "-", "0/256"],
             ),
             // why: loaded, every new field present
             (
                 json!({"engine": "cpu", "state": "ready", "model": "SmolLM2", "kind": "chat", "context_tokens": 8192,
                        "trained_window": 8192, "memory_bound_tokens": null, "footprint_bytes": 1_288_490_189u64,
                        "idle_deadline_ms": NOW + 252_000, "keep_alive": "5m", "queue_depth": 1, "max_queue": 256,
-                       "kv_keep": {"kept": true, "how": "plain", "reason": null}}),
+                       "kv_keep": {"kept": true, "how": "plain", "reason": null},
+                       "slots": [{"busy": true}, {"busy": false}, {"busy": false}, {"busy": false}]}),
                 vec![
                     "SmolLM2",
                     "chat",
@@ -223,6 +248,7 @@ mod tests {
                     "in 4m 12s",
                     "5m",
                     "kept",
+                    "1/4",
                     "1/256",
                 ],
             ),
@@ -244,13 +270,14 @@ mod tests {
                     "never",
                     "-1",
                     "not kept (recurrent)",
+                    "-",
                     "2/8",
                 ],
             ),
             // why: an older server without the new fields: dashes, not errors
             (
                 json!({"engine": "cpu", "state": "ready", "model": "m", "context_tokens": 2048}),
-                vec!["m", "-", "cpu", "ready", "2048", "-", "-", "-", "-", "-", "-", "-"],
+                vec!["m", "-", "cpu", "ready", "2048", "-", "-", "-", "-", "-", "-", "-", "-"],
             ),
         ];
         for (i, (status, want)) in rows.iter().enumerate() {
@@ -267,7 +294,8 @@ mod tests {
         "residents": [
             {"model": "chat", "kind": "chat", "state": "ready", "context_tokens": 8192, "queue_depth": 0},
             {"model": "minilm", "kind": "embedding", "state": "generating", "context_tokens": 512,
-             "footprint_bytes": 314_572_800u64, "idle_deadline_ms": NOW + 60_000, "queue_depth": 2},
+             "footprint_bytes": 314_572_800u64, "idle_deadline_ms": NOW + 60_000, "queue_depth": 2,
+             "slots": 1, "busy_slots": 1},
         ]});
         let text = format_ps(&s, None, NOW);
         let lines: Vec<&str> = text.lines().collect();
@@ -287,6 +315,7 @@ mod tests {
                 "in 1m 0s",
                 "-",
                 "-",
+                "1/1",
                 "2/256"
             ]
         );

@@ -66,6 +66,8 @@ pub async fn metrics(warden: web::Data<Warden>) -> HttpResponse {
                 footprint_bytes: r.footprint_bytes,
                 context_tokens: r.context_tokens,
                 queue_depth: r.queue_depth,
+                slots: r.slots,
+                busy_slots: r.busy_slots,
                 idle_deadline_seconds: r.idle_deadline_ms.map(|d| (d as i128 - now_ms) as f64 / 1000.0),
             })
             .collect(),

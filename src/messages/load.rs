@@ -8,7 +8,7 @@ use crate::status::EngineStatus;
 
 /// Load (or switch to) a model.
 #[derive(Debug, Default, Message)]
-#[rtype(result = "Result<EngineStatus, WardenError>")]
+#[rtype(result = "super::Reply<Result<EngineStatus, WardenError>>")]
 pub struct Load {
     /// The catalog id; `None` means the default model.
     pub model: Option<String>,

@@ -7,8 +7,9 @@
 //! | `Reset` | `PrefixCacheActor` (MLX), just ahead of the turn that needs it | `EngineActor` | `()` |
 //! | `BrakeSample` | `SensorActor` (every 60 s while a model is loaded) | `EngineActor` | `()` |
 //! | `Reap` | `IdleTimer` (every 30 s while a model looks idle) | `EngineActor` | `()` |
-//! | `Load` | `/warden/load`, embedders | `EngineActor` | `Result<EngineStatus, ApiError>` |
-//! | `Unload` | `/warden/unload`, embedders | `EngineActor` | `Result<bool, ApiError>` |
+//! | `Load` | `/warden/load`, embedders | `EngineActor` | `Reply<Result<EngineStatus, WardenError>>` (later when turns run) |
+//! | `Unload` | `/warden/unload`, embedders | `EngineActor` | `Reply<Result<bool, WardenError>>` (later when turns run) |
+//! | `TurnRelayed` | a turn's relay task (`actors::engine::relay`), at its end | `EngineActor` | `()` |
 //! | `Evict` | another resident's `EngineActor` (its load making room: awaited; its brake: fire-and-forget) | `EngineActor` | `Option<u64>` (bytes freed) |
 //! | `Shutdown` | `Warden::shutdown` | `EngineActor` | `()` |
 //! | `WorkerCheck` | the worker watch (`rpc::remote`) | `EngineActor` | `()` |
@@ -32,6 +33,7 @@ pub mod load;
 pub mod prefix;
 pub mod reap;
 pub mod recover;
+pub mod reply;
 pub mod reset;
 pub mod shutdown;
 pub mod unload;
@@ -43,6 +45,7 @@ pub use generate::{Generate, Notice, TurnEvent, TurnOptions, TurnRequest};
 pub use load::Load;
 pub use reap::Reap;
 pub use recover::Recover;
+pub use reply::Reply;
 pub use reset::Reset;
 pub use shutdown::Shutdown;
 pub use unload::Unload;

@@ -1,5 +1,6 @@
 //! `Unload`: `/warden/unload` (or an embedder) → `EngineActor`: stop the
-//! child now. Replies whether a model was loaded.
+//! child once no turn runs on it (at once when none does). Replies whether
+//! a model was loaded.
 
 use actix::Message;
 
@@ -7,5 +8,5 @@ use crate::error::WardenError;
 
 /// Unload the current model.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<bool, WardenError>")]
+#[rtype(result = "super::Reply<Result<bool, WardenError>>")]
 pub struct Unload;

@@ -63,6 +63,10 @@ pub struct ResidentGauges {
     pub context_tokens: Option<u32>,
     /// Turns routed to it, waiting or running.
     pub queue_depth: usize,
+    /// Its child's slots, and those a turn runs on now.
+    pub slots: usize,
+    /// Its busy slots.
+    pub busy_slots: usize,
     /// Seconds until its idle reap (negative: overdue), when one is due.
     pub idle_deadline_seconds: Option<f64>,
 }
@@ -181,6 +185,8 @@ fn residents(r: &mut Registry, all: &[ResidentGauges]) {
     let footprint = Family::<ModelKindLabel, Gauge>::default();
     let window = Family::<ModelLabel, Gauge>::default();
     let queue = Family::<ModelLabel, Gauge>::default();
+    let slots = Family::<ModelLabel, Gauge>::default();
+    let busy = Family::<ModelLabel, Gauge>::default();
     let deadline = Family::<ModelLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
     let (mut has_window, mut has_deadline, mut has_footprint) = (false, false, false);
     for res in all {
@@ -204,6 +210,10 @@ fn residents(r: &mut Registry, all: &[ResidentGauges]) {
             deadline.get_or_create(&model).set(d);
         }
         queue.get_or_create(&model).set(res.queue_depth as i64);
+        if res.slots > 0 {
+            slots.get_or_create(&model).set(res.slots as i64);
+            busy.get_or_create(&model).set(res.busy_slots as i64);
+        }
     }
     if has_footprint {
         r.register(
@@ -220,6 +230,16 @@ fn residents(r: &mut Registry, all: &[ResidentGauges]) {
             "warden_resident_queue_depth",
             "Turns routed to each resident, waiting or running",
             queue,
+        );
+        r.register(
+            "warden_resident_slots",
+            "Each resident child's slots: the conversations it serves at once",
+            slots,
+        );
+        r.register(
+            "warden_resident_busy_slots",
+            "Each resident child's slots a turn runs on now",
+            busy,
         );
     }
     if has_deadline {

@@ -227,6 +227,8 @@ fn every_resident_is_labelled_by_its_model() {
         footprint_bytes: Some(1000),
         context_tokens: Some(4096),
         queue_depth: q,
+        slots: 4,
+        busy_slots: q,
         idle_deadline_seconds: Some(30.0),
     };
     let g = Gauges {
@@ -243,6 +245,9 @@ fn every_resident_is_labelled_by_its_model() {
         ("warden_resident_context_tokens{model=\"a\"}", 4096.0),
         ("warden_resident_queue_depth{model=\"a\"}", 1.0),
         ("warden_resident_queue_depth{model=\"e\"}", 0.0),
+        ("warden_resident_slots{model=\"a\"}", 4.0),
+        ("warden_resident_busy_slots{model=\"a\"}", 1.0),
+        ("warden_resident_busy_slots{model=\"e\"}", 0.0),
         ("warden_resident_idle_deadline_seconds{model=\"e\"}", 30.0),
     ];
     for (series, want) in rows {

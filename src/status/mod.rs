@@ -119,10 +119,35 @@ pub struct EngineStatus {
     /// at its allocated window (what admission and eviction weigh; the
     /// route's `footprint_bytes` is the measured anonymous memory).
     pub held_bytes: Option<u64>,
+    /// The live child's slots (#35): one per conversation it can serve at
+    /// once; empty without a child.
+    pub slots: Vec<SlotStatus>,
+    /// Turns waiting in the engine for a slot, for room in the KV pool, or
+    /// for a memory action to finish.
+    pub waiting_turns: usize,
     /// Every resident model, most recently used first (the top-level fields
     /// above are the first one's). Empty on one engine's own snapshot; the
     /// warden's status fills it.
     pub residents: Vec<ResidentView>,
+}
+
+/// One slot of the live child in `/warden/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SlotStatus {
+    /// The slot's number (llama-server's `id_slot`).
+    pub id: u32,
+    /// A turn runs on it.
+    pub busy: bool,
+    /// That turn's arrival number (its `seq` in events and logs).
+    pub turn: Option<u64>,
+    /// The conversation whose KV it holds (its key), if any.
+    pub conversation: Option<String>,
+    /// The tokens its cells hold, by the child's count at its last turn's
+    /// end (an estimate from the request's size before that).
+    pub tokens: u32,
+    /// What the running turn reserved of the shared KV pool (prompt plus
+    /// answer bound).
+    pub reserved_tokens: Option<u32>,
 }
 
 /// One resident model in `/warden/status`.
@@ -151,6 +176,10 @@ pub struct ResidentView {
     pub queue_depth: usize,
     /// Turns it handled.
     pub turns: u64,
+    /// Its child's slots.
+    pub slots: usize,
+    /// Those a turn runs on now.
+    pub busy_slots: usize,
 }
 
 /// Whether the loaded model's conversation cache is kept across the

@@ -1,6 +1,6 @@
-//! The door's control of the model: load and unload, each one atomic
-//! message in the engine's mailbox (behind any running turn, never inside
-//! one). With the `testing` feature, also the clocks' messages, so a test
+//! The door's control of the model: load and unload, each one message
+//! to the engine, acted on once the turns before it ended (never inside
+//! one: `messages::Reply`). With the `testing` feature, also the clocks' messages, so a test
 //! chooses the moment of a reap or an idle brake sample.
 
 use super::Warden;
@@ -24,8 +24,10 @@ impl Warden {
                 None => WardenError::NoModel,
             });
         };
-        let r = slot.engine.send(Load { model, keep_alive }).await;
-        let r = r.unwrap_or_else(|_| Err(crate::actors::engine::shutting_down()));
+        let r = match slot.engine.send(Load { model, keep_alive }).await {
+            Ok(reply) => reply.settle().await.and_then(|r| r),
+            Err(_) => Err(crate::actors::engine::shutting_down()),
+        };
         // The engine's own snapshot, with every resident beside it.
         r.map(|mut s| {
             s.residents = self.inner.residency.views();
@@ -37,8 +39,7 @@ impl Warden {
     pub async fn unload(&self) -> Result<bool, WardenError> {
         let mut any = false;
         for slot in self.inner.residency.slots() {
-            let r = slot.engine.send(Unload).await;
-            any |= r.unwrap_or_else(|_| Err(crate::actors::engine::shutting_down()))?;
+            any |= unload_one(&slot.engine).await?;
         }
         Ok(any)
     }
@@ -48,8 +49,7 @@ impl Warden {
         let Some(slot) = self.inner.residency.slot(model) else {
             return Ok(false);
         };
-        let r = slot.engine.send(Unload).await;
-        r.unwrap_or_else(|_| Err(crate::actors::engine::shutting_down()))
+        unload_one(&slot.engine).await
     }
 
     /// Queues the idle timer's `Reap` now in every engine, fire-and-forget
@@ -88,5 +88,13 @@ impl Warden {
     pub fn stop_engine_now(&self) -> bool {
         let slot = self.inner.residency.slot(None);
         slot.and_then(|s| s.arbiter.as_ref()).is_some_and(|a| a.stop())
+    }
+}
+
+/// One engine's unload, waited for through running turns.
+async fn unload_one(engine: &actix::Addr<crate::actors::engine::EngineActor>) -> Result<bool, WardenError> {
+    match engine.send(Unload).await {
+        Ok(reply) => reply.settle().await.and_then(|r| r),
+        Err(_) => Err(crate::actors::engine::shutting_down()),
     }
 }

@@ -125,6 +125,8 @@ impl Slot {
             last_used: s.last_used,
             queue_depth: self.queue.depth(),
             turns: s.turns,
+            slots: s.slots.len(),
+            busy_slots: s.slots.iter().filter(|x| x.busy).count(),
         })
     }
 }

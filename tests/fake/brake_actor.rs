@@ -10,43 +10,18 @@
 
 use crate::support;
 
-use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use llm_warden::Notice;
 use llm_warden::child::fake::{FakeLlama, Script as ChildScript};
-use llm_warden::law::brake::Point;
-use llm_warden::law::brake::{Level, Readings};
-use llm_warden::sensors::view::{BrakeOff, PressureView};
+use llm_warden::law::brake::Level;
 use llm_warden::status::WardenEvent;
 use llm_warden::{Warden, WardenConfig};
 use serde_json::json;
+use support::pressure::Script;
 use support::*;
-
-/// Scripted readings, taken in order, one per sample; calm once the script
-/// runs out.
-#[derive(Clone, Default, Debug)]
-struct Script(Arc<Mutex<VecDeque<Readings>>>);
-
-impl Script {
-    fn push(&self, level: Level, paging: bool) {
-        self.0.lock().unwrap().push_back(Readings {
-            level,
-            paging: Some(paging),
-            footprint_bytes: Some(100 << 20),
-        });
-    }
-
-    fn next(&self) -> Readings {
-        self.0.lock().unwrap().pop_front().unwrap_or(Readings {
-            level: Level::Calm,
-            paging: Some(false),
-            footprint_bytes: None,
-        })
-    }
-}
 
 /// A warden over the in-process fake on paused time, its brake reading
 /// `Script`; the machine has 8 GiB.
@@ -82,13 +57,6 @@ fn eight_gib(cfg: WardenConfig) -> WardenConfig {
 /// Whether the fake's child `pid` has exited.
 fn exited(fake: &FakeLlama, pid: u32) -> bool {
     fake.spawns().iter().any(|s| s.pid == pid && s.exit().is_some())
-}
-
-/// Turn starts and ends read the script like the sensor's latest reading.
-impl PressureView for Script {
-    fn read(&mut self, _point: Point) -> Result<Readings, BrakeOff> {
-        Ok(self.next())
-    }
 }
 
 /// Sends an idle sample with the script's next reading (the sensor's clock,

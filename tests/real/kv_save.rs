@@ -119,8 +119,10 @@ async fn an_unloaded_conversation_continues_from_its_saved_cache() {
     w.shutdown().await;
 }
 
-/// Two conversations taking turns each come back to their cache; a cap that
-/// holds one save evicts the older.
+/// Two conversations taking turns each come back to their cache: over
+/// several slots each keeps its own and nothing is saved; over one slot
+/// each is saved when the other takes it, and a cap that holds one save
+/// evicts the older.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn two_conversations_taking_turns_keep_their_reuse_and_the_cap_evicts() {
@@ -150,6 +152,22 @@ async fn two_conversations_taking_turns_keep_their_reuse_and_the_cap_evicts() {
         n < 32 && cached > 500,
         "b came back to its cache: processed {n}, reused {cached}"
     );
+    assert_eq!(saves(&w), 0, "each conversation kept its own slot");
+    w.shutdown().await;
+
+    // One slot: the two take it in turns, each saved when the other comes.
+    let kv = tempfile::tempdir().unwrap();
+    let one = WardenConfig {
+        parallel: llm_warden::config::Parallel::Fixed(1),
+        ..kv_cfg(kv.path())
+    };
+    let (w, _dir) = real_smollm_warden(one.clone());
+    let base = serve_http(&w);
+    turn(&base, "a", &a, json!({})).await;
+    turn(&base, "b", &b, json!({})).await;
+    let a2 = turn(&base, "a", &more(a.clone(), &a1), json!({})).await;
+    let (n, cached) = processed(&a2);
+    assert!(n < 32 && cached > 500, "a was restored: processed {n}, reused {cached}");
     assert_eq!(saves(&w), 2);
     w.shutdown().await;
 
@@ -158,7 +176,8 @@ async fn two_conversations_taking_turns_keep_their_reuse_and_the_cap_evicts() {
     let kv = tempfile::tempdir().unwrap();
     let cfg = WardenConfig {
         kv_save_max_bytes: Some(20 << 20),
-        ..kv_cfg(kv.path())
+        kv_save_dir: Some(kv.path().to_path_buf()),
+        ..one
     };
     let (w, _dir) = real_smollm_warden(cfg);
     let base = serve_http(&w);

@@ -37,6 +37,7 @@ mod routes;
 mod rpc_netns;
 mod rpc_split;
 mod security;
+mod slots;
 mod ui;
 mod upstream;
 mod worker;

@@ -3,7 +3,7 @@
 //! fake's scripts (`models`), starting a warden (`warden`: `TestWarden`, the
 //! one way), a turn's request and events (`turns`), what a real test needs
 //! and may lack (`real`), serving over HTTP (`serve`), processes seen from
-//! outside (`procs`), a bounded poll for what no event says (`wait`), the
+//! outside (`procs`), a scripted pressure view for the brake (`pressure`), a bounded poll for what no event says (`wait`), the
 //! warden's log lines captured (`logs`), and
 //! the RPC split, worker and browser rigs.
 #![allow(dead_code, unused_imports)]
@@ -11,6 +11,7 @@
 pub mod conversation;
 pub mod logs;
 pub mod models;
+pub mod pressure;
 pub mod procs;
 pub mod real;
 pub mod serve;

@@ -109,3 +109,41 @@ pub async fn collect(mut rx: mpsc::Receiver<TurnEvent>) -> Turn {
         }
     }
 }
+
+/// A turn collected with when its first chunk and its end arrived.
+#[derive(Debug)]
+pub struct Timed {
+    /// What it sent.
+    pub turn: Turn,
+    /// Its first streamed chunk.
+    pub first: Option<tokio::time::Instant>,
+    /// Its last event.
+    pub end: tokio::time::Instant,
+}
+
+/// Collects a turn's events until it ends, timing its first chunk and end.
+pub async fn collect_timed(mut rx: mpsc::Receiver<TurnEvent>) -> Timed {
+    let mut t = Turn::default();
+    let mut first = None;
+    loop {
+        let ev = recv_or_fail(&mut rx, "the turn's next event").await;
+        let now = tokio::time::Instant::now();
+        match ev {
+            TurnEvent::Notice(n) => t.notices.push(n),
+            TurnEvent::Chunk(c) => {
+                first.get_or_insert(now);
+                t.chunks.push(c);
+            }
+            TurnEvent::Body { status, body } => t.body = Some((status, body)),
+            TurnEvent::Error(e) => t.error = Some(e.to_api()),
+            TurnEvent::Done => t.done = true,
+        }
+        if t.done || t.error.is_some() || t.body.is_some() {
+            return Timed {
+                turn: t,
+                first,
+                end: now,
+            };
+        }
+    }
+}

@@ -17,7 +17,7 @@ use crate::chart::{self, Series};
 use crate::client;
 use crate::procs::{Direct, WardenProc};
 use crate::report::{self, Headline, Line, Raw, Start};
-use crate::{Args, Setup, brake, cold, gguf, kv, memory, residents, rpc, stats, status};
+use crate::{Args, Setup, brake, cold, concurrency, gguf, kv, memory, residents, rpc, stats, status};
 
 /// What every phase shares, and what the phases found so far.
 pub struct Run<'a> {
@@ -237,6 +237,19 @@ impl<'a> Run<'a> {
         );
         let r = rpc::run(&self.http, &self.setup, a.rounds, a.max_tokens, &mut self.raw).await;
         if let Some(l) = self.keep("rpc", r) {
+            self.lines.extend(l);
+        }
+    }
+
+    pub async fn concurrency(&mut self) {
+        if !self.on("concurrency") {
+            return;
+        }
+        let a = self.args;
+        let rounds = a.rounds.min(3);
+        eprintln!("== concurrency: 1, 4 and 8 clients at once, warden vs llama-server's own slots ({rounds} rounds)");
+        let r = concurrency::run(&self.http, &self.setup, rounds, a.max_tokens, &mut self.raw).await;
+        if let Some(l) = self.keep("concurrency", r) {
             self.lines.extend(l);
         }
     }

@@ -38,6 +38,15 @@ impl Direct {
             ctx.to_string().into(),
             "-ngl".into(),
             "0".into(),
+            // llama-server's own `-np auto` (4 slots over one pool), which
+            // is also the warden's default: the same argv as its child.
+            "-np".into(),
+            llm_warden::law::slots::AUTO_SLOTS.to_string().into(),
+            "--kv-unified".into(),
+            "--threads-http".into(),
+            llama::child_http_threads(llm_warden::law::slots::AUTO_SLOTS)
+                .to_string()
+                .into(),
         ];
         let spec = llama::spawn_spec(server, args, port, &key, env::inherited());
         let log = std::env::temp_dir().join(format!("warden-bench-llama-{port}.log"));

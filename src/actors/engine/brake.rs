@@ -15,7 +15,9 @@ impl EngineCore {
     /// Takes one brake sample at `point` and acts on it; `given`: the
     /// reading an idle `BrakeSample` brought (else the sensor's latest).
     pub(crate) async fn brake_point(&mut self, point: Point, given: Option<Given>) {
-        if self.brake.is_off() {
+        // One action at a time: one held for the running turns is the
+        // brake's answer until it is carried out.
+        if self.brake.is_off() || self.intake.brake_held() {
             return;
         }
         let Some(c) = self.child.get() else { return };

@@ -4,12 +4,16 @@
 //! line. MLX: `law::mlx::mlx_step`, its release or bound done inside the
 //! child by the engine (`MlxChild::act`), its unload here. The actor alone
 //! respawns and unloads. Part of `EngineCore`; runs inside an atomic
-//! handler, so it never meets a generation in flight.
+//! handler. With several slots a decision that stops the child (a respawn,
+//! an unload) may come while other turns run: it is held in the intake
+//! (`intake::HeldBrake`), new turns wait, and it is carried out when the
+//! last running turn ended (#35: the brake never cuts a running turn).
 
 use tokio::time::Instant;
 
 use super::child_slot::Stopped;
 use super::core::EngineCore;
+use super::intake::HeldBrake;
 use super::retire::Retire;
 use crate::engines::live::Acted;
 use crate::law::brake::{self, Action, BrakeDid, Point, Readings, WindowFacts};
@@ -31,6 +35,40 @@ impl EngineCore {
         if action != Action::None && readings.footprint_bytes.is_none() {
             readings.footprint_bytes = self.child.get().and_then(|c| footprint::anon_bytes(c.process.pid()));
         }
+        let held = HeldBrake {
+            point,
+            readings,
+            action,
+            facts,
+            before,
+        };
+        let running = self.intake.running();
+        if stops_the_child(action) && running > 0 {
+            // Never cut a running turn: new turns wait, the running ones
+            // end (bounded by the watchdogs), then it acts (`turn::settle`).
+            tracing::info!(
+                "[{}] Memory brake: point={}, level={}, action={} waits for {running} running turn(s); new turns wait meanwhile",
+                self.backend.kind().tag(),
+                point.as_str(),
+                held.readings.level.as_str(),
+                action.did().map_or("none".to_string(), |d| d.to_string()),
+            );
+            self.intake.hold_brake(held);
+            return;
+        }
+        self.carry_out_brake(held).await;
+    }
+
+    /// Carries out the law's action on a llama.cpp child (at once, or held
+    /// until the turns that ran at the decision ended).
+    pub(crate) async fn carry_out_brake(&mut self, held: HeldBrake) {
+        let HeldBrake {
+            point,
+            readings,
+            action,
+            facts,
+            before,
+        } = held;
         match action {
             Action::None => {}
             Action::DeferShrink { cap } => {
@@ -79,7 +117,7 @@ impl EngineCore {
     /// failed respawn degrades into an unload, recorded for the next spawn.
     async fn brake_respawn(&mut self, point: Point, r: &Readings, action: Action, cap: u32, facts: WindowFacts) {
         if let Some(c) = self.child.get_mut() {
-            self.kv.save(c, "memory brake").await;
+            self.kv.save_all(c, "memory brake").await;
         }
         let started = Instant::now();
         let Some(Stopped { child: old, .. }) = self.child.stop(self.cfg.stop_grace).await else {
@@ -247,6 +285,12 @@ impl EngineCore {
             point.as_str()
         );
     }
+}
+
+/// Whether `action` stops the live child (a respawn or an unload), so it
+/// must wait for the turns running on it.
+fn stops_the_child(action: Action) -> bool {
+    matches!(action, Action::Shrink { .. } | Action::Grow { .. } | Action::Unload)
 }
 
 fn footprint_mib(r: &Readings) -> String {

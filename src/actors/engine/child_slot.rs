@@ -36,9 +36,9 @@ pub struct LiveChild {
     pub oom_kills_at_spawn: Option<u64>,
     /// The engine's own state of this child.
     pub engine: ChildState,
-    /// The conversation whose KV its slot holds (`kv`); `None` for a fresh
-    /// slot or one a keyless turn used.
-    pub slot: Option<super::kv::SlotHeld>,
+    /// Its slots: the conversation whose KV each holds, the turn running
+    /// on each (`slots`).
+    pub slots: super::slots::Slots,
 }
 
 impl LiveChild {
@@ -57,7 +57,11 @@ impl LiveChild {
     pub fn footprint_bytes(&self) -> Option<u64> {
         let shape = self.plan.shape?;
         let window = self.allocated.or(self.plan.window.ctx())?;
-        Some(crate::law::window::footprint_bytes(&shape, window) + crate::law::window::COMPUTE_INTERCEPT_BYTES)
+        Some(
+            crate::law::window::footprint_bytes(&shape, window)
+                + crate::law::window::COMPUTE_INTERCEPT_BYTES
+                + crate::law::slots::extra_bytes(self.plan.slots),
+        )
     }
 
     /// The read-only face an engine's hook is lent.

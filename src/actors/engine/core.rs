@@ -95,6 +95,9 @@ pub struct EngineCore {
     pub(crate) kv: Kv,
     /// The idle clock, the turn count, the keep-alive, the reaped model.
     pub(crate) usage: Usage,
+    /// What waits to be admitted, what runs, a brake action held for the
+    /// running turns, the last child's death.
+    pub(crate) intake: super::intake::Intake,
     /// Set by `Shutdown`: no further child is started.
     pub(crate) shut_down: bool,
     /// The model whose load the residents' law admitted, until its child is
@@ -124,6 +127,7 @@ impl EngineCore {
             brake: Brake::new(sensor),
             kv,
             usage: Usage::default(),
+            intake: Default::default(),
             shut_down: false,
             admitted: None,
             #[cfg(feature = "testing")]
@@ -176,12 +180,16 @@ impl EngineCore {
         });
         // As in `retire`: the live brake state goes with the child.
         self.brake.child_gone();
+        self.intake.forget_brake();
         self.publish();
-        Some(GenerationError::ChildDied {
+        let e = GenerationError::ChildDied {
             code,
             exit: info,
             raw: c.process.output().raw_tail(),
-        })
+        };
+        // Every other turn that ran on it is told the same.
+        self.intake.record_death(c.process.pid(), &e);
+        Some(e)
     }
 }
 

@@ -1,10 +1,12 @@
-//! Carrying out `law::kv_save`: slot 0 of the live llama-server child is
-//! saved before the warden stops that child for its own reasons (idle
-//! reap, brake respawn or unload, manual unload, a model swap) and before
-//! another conversation's turn takes the slot; a conversation's save is
-//! restored before its next turn on a child whose slot does not hold it,
-//! so llama-server's prompt cache reuses it and only the new message is
-//! processed. The KV controller (`Kv`) alone owns the store and its view;
+//! Carrying out `law::kv_save`: every slot of the live llama-server child
+//! that holds a conversation is saved before the warden stops that child
+//! for its own reasons (idle reap, brake respawn or unload, manual unload,
+//! a model swap); a slot's conversation is saved before another
+//! conversation's turn takes that slot, or before it is cleared to make
+//! room in the shared KV pool (`law::slots`); a conversation's save is
+//! restored into the slot its next turn takes when that slot does not
+//! hold it, so llama-server's prompt cache reuses it and only the new
+//! message is processed. The KV controller (`Kv`) alone owns the store and its view;
 //! the core calls it inside the atomic handlers.
 //!
 //! Never a failed turn because of the cache: a save or restore that fails,
@@ -115,11 +117,34 @@ impl Kv {
         *self.view.write().unwrap_or_else(|p| p.into_inner()) = view;
     }
 
-    /// Saves `child`'s slot for the conversation it holds, when there is
-    /// one worth saving; `why` names the interruption in the log.
-    pub(crate) async fn save(&self, child: &mut LiveChild, why: &'static str) {
+    /// Saves every slot of `child` that holds a conversation (the child is
+    /// about to stop); `why` names the interruption in the log.
+    pub(crate) async fn save_all(&self, child: &mut LiveChild, why: &'static str) {
+        for i in 0..child.slots.len() {
+            self.save(child, i, why).await;
+        }
+    }
+
+    /// Sends slot `slot`'s conversation to disk and clears its cells, so a
+    /// turn beside it fits the shared pool (`law::slots::admit`). A clear
+    /// that fails is said: the pool then holds more than the law counted.
+    pub(crate) async fn evict(&self, child: &mut LiveChild, slot: usize) {
+        self.save(child, slot, "room for another conversation").await;
+        match slot_action(child, slot, "erase", None).await {
+            Ok(_) => {
+                let s = child.slots.get_mut(slot);
+                s.held = None;
+                s.anonymous_tokens = 0;
+            }
+            Err(e) => tracing::warn!(slot, "kv: slot {slot} could not be cleared ({e}); the next turns may find the pool fuller than counted"),
+        }
+    }
+
+    /// Saves `child`'s slot `slot` for the conversation it holds, when
+    /// there is one worth saving; `why` names the interruption in the log.
+    pub(crate) async fn save(&self, child: &mut LiveChild, slot: usize, why: &'static str) {
         let Some(store) = self.store.as_ref() else { return };
-        let Some(held) = child.slot.take() else {
+        let Some(held) = child.slots.get_mut(slot).held.take() else {
             return;
         };
         // A save the next child could not use is not written at all.
@@ -136,7 +161,7 @@ impl Kv {
         };
         let (model, model_path) = (child.model_id().to_string(), child.plan.entry.path.clone());
         let held_conversation = conversation.clone();
-        match slot_action(child, "save", &KvStore::temp_file(&name)).await {
+        match slot_action(child, slot, "save", Some(&KvStore::temp_file(&name))).await {
             Ok(v) => {
                 let record = SaveRecord {
                     name: name.clone(),
@@ -175,29 +200,33 @@ impl Kv {
         self.refresh();
     }
 
-    /// Before a generating turn: `child`'s slot changes hands to
+    /// Before a generating turn: `child`'s slot `slot` changes hands to
     /// `conversation` (`None`: a turn with no conversation, a raw
     /// completion). The previous owner's KV is saved, and `conversation`'s
     /// save restored.
-    pub(crate) async fn claim(&self, child: &mut LiveChild, conversation: Option<&str>, tokens: u32) {
+    pub(crate) async fn claim(&self, child: &mut LiveChild, slot: usize, conversation: Option<&str>, tokens: u32) {
         if let Some(held) = child
-            .slot
+            .slots
+            .get_mut(slot)
+            .held
             .as_mut()
             .filter(|h| Some(h.conversation.as_str()) == conversation)
         {
             held.tokens = tokens;
             return;
         }
-        if child.slot.is_some() {
-            self.save(child, "switch to another conversation").await;
+        if child.slots.get(slot).held.is_some() {
+            self.save(child, slot, "switch to another conversation").await;
         }
         let mut restored = None;
         if let Some(conv) = conversation {
-            restored = self.restore(child, conv).await;
+            restored = self.restore(child, slot, conv).await;
             // A restore may have dropped a save (truncated, refused, too big).
             self.refresh();
         }
-        child.slot = conversation.map(|k| SlotHeld {
+        let s = child.slots.get_mut(slot);
+        s.anonymous_tokens = if conversation.is_none() { tokens } else { 0 };
+        s.held = conversation.map(|k| SlotHeld {
             conversation: k.to_string(),
             tokens,
             answer_tokens: restored.map_or(0, |(_, a)| a),
@@ -207,7 +236,7 @@ impl Kv {
 
     /// Restores `conversation`'s save into `child`'s slot when it fits the
     /// window; the tokens restored and the answer tokens they end with.
-    async fn restore(&self, child: &LiveChild, conversation: &str) -> Option<(u32, u32)> {
+    async fn restore(&self, child: &LiveChild, slot: usize, conversation: &str) -> Option<(u32, u32)> {
         let store = self.store.as_ref()?;
         let (name, _) = save_name(child, conversation)?;
         let record = store.find(&name)?;
@@ -230,7 +259,7 @@ impl Kv {
             store.remove(&name);
             return None;
         }
-        match slot_action(child, "restore", &KvStore::data_file(&name)).await {
+        match slot_action(child, slot, "restore", Some(&KvStore::data_file(&name))).await {
             Ok(v) => {
                 let n = v["n_restored"].as_u64().unwrap_or(0) as u32;
                 tracing::info!(
@@ -283,17 +312,17 @@ fn open_store(cfg: &WardenConfig, backend: &Backend) -> Option<KvStore> {
     }
 }
 
-/// One slot action on `child`, bounded; its JSON answer. Sent as a turn is
-/// (`send_retrying`): a pooled connection the child had just closed is
-/// tried once more on a fresh one, so a save or a restore is never lost to
-/// the connection it happened to get.
-async fn slot_action(child: &LiveChild, action: &str, file: &str) -> Result<Value, SlotFailure> {
-    let body = Bytes::from(json!({ "filename": file }).to_string());
+/// One slot action on slot `slot` of `child`, bounded; its JSON answer.
+/// Sent as a turn is (`send_retrying`): a pooled connection the child had
+/// just closed is tried once more on a fresh one, so a save or a restore
+/// is never lost to the connection it happened to get.
+async fn slot_action(child: &LiveChild, slot: usize, action: &str, file: Option<&str>) -> Result<Value, SlotFailure> {
+    let body = Bytes::from(file.map_or_else(|| "{}".to_string(), |f| json!({ "filename": f }).to_string()));
     let unanswered = |e: reqwest::Error| SlotFailure::Unanswered(e.without_url().to_string());
     let send = async {
         let r = child
             .client
-            .send_retrying(&format!("/slots/0?action={action}"), body, false)
+            .send_retrying(&format!("/slots/{slot}?action={action}"), body, false)
             .await
             .map_err(unanswered)?;
         let status = r.status();

@@ -11,11 +11,15 @@ use super::counts::ChildCounts;
 use crate::law::kv_keep::{self, Keep, Reuse};
 use crate::status::KvKeepView;
 
-/// After a generating turn on `child`: the child's own counts when it
-/// completed (`None` otherwise) become the slot's size and last answer, and
-/// decide on a restore this turn was the first to use.
-pub(crate) fn counted(child: &mut LiveChild, counts: Option<ChildCounts>) {
-    let Some(held) = child.slot.as_mut() else {
+/// After a generating turn on slot `slot` of `child`: the child's own
+/// counts when it completed (`None` otherwise) become the slot's size and
+/// last answer, and decide on a restore this turn was the first to use.
+pub(crate) fn counted(child: &mut LiveChild, slot: usize, counts: Option<ChildCounts>) {
+    let s = child.slots.get_mut(slot);
+    let Some(held) = s.held.as_mut() else {
+        if let Some(c) = counts {
+            s.anonymous_tokens = c.slot_tokens();
+        }
         return;
     };
     if let Some(c) = counts {

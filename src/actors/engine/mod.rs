@@ -57,6 +57,7 @@ mod child_slot;
 mod core;
 mod counts;
 mod door;
+mod intake;
 mod kv;
 mod kv_check;
 mod load;
@@ -64,13 +65,15 @@ pub(crate) mod outbox;
 mod prefix;
 mod publish;
 mod reap;
-mod relay;
 mod room;
+pub(crate) mod relay;
 pub(crate) mod retire;
+mod slots;
 mod spawn;
 mod state;
 mod supervise;
 mod turn;
+mod turn_end;
 mod workers;
 
 use std::future::Future;
@@ -85,10 +88,13 @@ pub use crate::engines::cpu::workers::workers_link;
 pub use door::{Door, DoorError};
 pub use room::Peers;
 pub use supervise::CoreGuard;
+pub use relay::TurnRelayed;
 pub use turn::shutting_down;
 
 use crate::error::WardenError;
-use crate::messages::{BrakeSample, Evict, Generate, Load, Reap, Recover, Reset, Shutdown, TurnEvent, Unload, WorkerCheck};
+use crate::messages::{
+    BrakeSample, Evict, Generate, Load, Reap, Recover, Reply, Reset, Shutdown, TurnEvent, Unload, WorkerCheck,
+};
 use crate::status::EngineStatus;
 
 /// Mailbox capacity. The queue bound is `WARDEN_MAX_QUEUE`, enforced before
@@ -148,6 +154,10 @@ impl Actor for EngineActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        // Where each turn's relay task reports its end.
+        if let Some(core) = self.home.borrow_mut().as_mut() {
+            core.intake.set_ends(ctx.address().recipient());
+        }
     }
 }
 
@@ -159,7 +169,7 @@ impl Handler<Generate> for EngineActor {
         let events = msg.events.clone();
         self.atomic(
             |mut core| async move {
-                core.run_turn(msg).await;
+                core.take_turn(msg).await;
                 (core, ())
             },
             move |why| {
@@ -175,30 +185,61 @@ impl Handler<Generate> for EngineActor {
     }
 }
 
+impl Handler<TurnRelayed> for EngineActor {
+    type Result = AtomicResponse<Self, ()>;
+
+    fn handle(&mut self, msg: TurnRelayed, _ctx: &mut Self::Context) -> Self::Result {
+        self.atomic(
+            |mut core| async move {
+                core.turn_relayed(msg).await;
+                core.settle().await;
+                (core, ())
+            },
+            nothing,
+        )
+    }
+}
+
 impl Handler<Load> for EngineActor {
-    type Result = AtomicResponse<Self, Result<EngineStatus, WardenError>>;
+    type Result = AtomicResponse<Self, Reply<Result<EngineStatus, WardenError>>>;
 
     fn handle(&mut self, msg: Load, _ctx: &mut Self::Context) -> Self::Result {
         self.atomic(
             |mut core| async move {
+                // Behind running or waiting turns it waits its turn.
+                if !core.intake.idle() {
+                    let (reply, rx) = tokio::sync::oneshot::channel();
+                    core.intake.push(intake::Pending::Load {
+                        model: msg.model,
+                        keep_alive: msg.keep_alive,
+                        reply,
+                    });
+                    return (core, Reply::Later(rx));
+                }
                 let r = core.load_request(msg.model.as_deref(), msg.keep_alive).await;
-                (core, r)
+                (core, Reply::Now(r))
             },
-            |why| Err(WardenError::EnginePanicked(why.to_string())),
+            |why| Reply::Now(Err(WardenError::EnginePanicked(why.to_string()))),
         )
     }
 }
 
 impl Handler<Unload> for EngineActor {
-    type Result = AtomicResponse<Self, Result<bool, WardenError>>;
+    type Result = AtomicResponse<Self, Reply<Result<bool, WardenError>>>;
 
     fn handle(&mut self, _msg: Unload, _ctx: &mut Self::Context) -> Self::Result {
         self.atomic(
             |mut core| async move {
+                // Never cuts a running turn: it acts once they ended.
+                if !core.intake.idle() {
+                    let (reply, rx) = tokio::sync::oneshot::channel();
+                    core.intake.push(intake::Pending::Unload(reply));
+                    return (core, Reply::Later(rx));
+                }
                 let was = core.retire(retire::Retire::Request).await.is_some();
-                (core, Ok(was))
+                (core, Reply::Now(Ok(was)))
             },
-            |why| Err(WardenError::EnginePanicked(why.to_string())),
+            |why| Reply::Now(Err(WardenError::EnginePanicked(why.to_string()))),
         )
     }
 }
@@ -226,7 +267,12 @@ impl Handler<Reset> for EngineActor {
     fn handle(&mut self, msg: Reset, _ctx: &mut Self::Context) -> Self::Result {
         self.atomic(
             |mut core| async move {
-                core.reset_prefix(msg).await;
+                // Ahead of its turn, behind every earlier one.
+                if core.intake.idle() {
+                    core.reset_prefix(msg).await;
+                } else {
+                    core.intake.push(intake::Pending::Reset(msg));
+                }
                 (core, ())
             },
             nothing,
@@ -297,6 +343,7 @@ impl Handler<Recover> for EngineActor {
         self.atomic(
             |mut core| async move {
                 core.recover(&msg.why).await;
+                core.settle().await;
                 (core, ())
             },
             nothing,

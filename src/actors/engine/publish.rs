@@ -37,7 +37,7 @@ impl EngineCore {
         let idle_timeout = self.idle_timeout();
         EngineStatus {
             engine: self.backend.kind(),
-            state: super::core::state(self.shut_down, self.child.activity(), c.is_some()),
+            state: super::core::state(self.shut_down, self.activity(), c.is_some()),
             model: c.map(|c| c.model_id().to_string()),
             model_path: c.map(|c| c.plan.entry.path.display().to_string()),
             declared_ceiling: self.cfg.ctx_pin,
@@ -72,6 +72,8 @@ impl EngineCore {
             workers: self.workers_status(),
             kind: c.map(|c| crate::law::types::ModelKind::of(c.plan.facts.as_deref())),
             held_bytes: c.and_then(|c| c.footprint_bytes()),
+            slots: c.map(|c| c.slots.status()).unwrap_or_default(),
+            waiting_turns: self.intake.waiting_turns(),
             residents: Vec::new(),
         }
     }
@@ -94,6 +96,15 @@ impl EngineCore {
             });
             true
         });
+    }
+
+    /// What the engine is busy with: a load, else generating while any
+    /// turn runs.
+    fn activity(&self) -> super::core::Activity {
+        match self.child.activity() {
+            super::core::Activity::Resting if self.intake.running() > 0 => super::core::Activity::Generating,
+            a => a,
+        }
     }
 
     /// The idle timeout in force for the loaded model (`None`: never).

@@ -14,7 +14,7 @@ impl EngineCore {
         let idle_for = self.usage.last().map(|u| u.at.elapsed()).unwrap_or_default();
         let reaped = self
             .idle_timeout()
-            .is_some_and(|t| should_reap(self.child.is_live(), false, idle_for, t));
+            .is_some_and(|t| should_reap(self.child.is_live(), !self.intake.idle(), idle_for, t));
         if reaped {
             tracing::info!(
                 idle_s = idle_for.as_secs(),
@@ -59,12 +59,32 @@ impl EngineCore {
     /// The brake's idle sample on the `BrakeSample`'s reading (paced in
     /// `brake_point`).
     pub async fn brake_idle_sample(&mut self, reading: crate::sensors::view::Given) {
+        // Not idle while turns run: their own start and end samples read
+        // the pressure.
+        if self.intake.running() > 0 {
+            return;
+        }
         self.brake_point(crate::law::brake::Point::Idle, Some(reading)).await;
     }
 
-    /// Stops the child for good; later turns are refused.
+    /// Stops the child for good; later turns are refused, and what waited
+    /// is answered (running turns end as their child stops).
     pub async fn shutdown(&mut self) {
         self.shut_down = true;
+        for p in self.intake.drain_all() {
+            match p {
+                super::intake::Pending::Turn(w) => {
+                    self.refuse(w, super::turn_end::failed(super::turn::shutting_down())).await
+                }
+                super::intake::Pending::Load { reply, .. } => {
+                    let _ = reply.send(Err(super::turn::shutting_down()));
+                }
+                super::intake::Pending::Unload(reply) => {
+                    let _ = reply.send(Ok(self.child.is_live()));
+                }
+                super::intake::Pending::Reset(_) => {}
+            }
+        }
         self.retire(super::retire::Retire::Shutdown).await;
         self.brake.forget_carry();
         self.usage.reaped(None);

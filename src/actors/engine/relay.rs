@@ -1,7 +1,10 @@
 //! The relay of one turn's answer from the child: a stream event by event
 //! (its timings measured on the way), or a whole body; and the watchdogs'
-//! verdicts (a dead, hung or broken child). Part of `EngineCore`, called
-//! from `turn`.
+//! verdicts (a dead, hung or broken child). It runs as a task of its own
+//! beside the engine's mailbox (#35: several turns stream at once), owning
+//! what it needs of the child (`RelayLine`) and never the engine's state;
+//! at its end it sends `TurnRelayed` to the engine, whose `turn_end` acts
+//! on what it found (a hung child is stopped there, a death classified).
 //!
 //! The stream passes the child's SSE events through byte for byte (the
 //! parser's zero-copy `raw` slice), so the warden adds no re-encoding.
@@ -11,177 +14,248 @@
 //! turn ends with `child_hung`. A non-streamed request, whose progress
 //! cannot be seen, is bounded by `request_timeout` as a whole.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
+use actix::Message;
 use bytes::Bytes;
 use futures::StreamExt;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::core::EngineCore;
 use super::counts::ChildCounts;
 use super::outbox::{Outbox, Refused};
 use super::turn::{Finish, Relayed};
+use crate::catalog::ModelEntry;
+use crate::child::client::ChildClient;
+use crate::engines::cpu::workers::Lost;
 use crate::error::GenerationError;
+use crate::law::crash::ExitInfo;
+use crate::law::keep_alive::KeepAlive;
 use crate::law::route::Route;
 use crate::messages::TurnEvent;
+use crate::queue::QueueTicket;
 use crate::sse::SseParser;
 use crate::status::TurnTimings;
 
 /// How long a broken stream waits for the child's exit before it is called a
 /// transport failure rather than a death (SIGKILL closes the socket first).
-const DEATH_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const DEATH_GRACE: Duration = Duration::from_secs(1);
 /// Bound of reading an error body from the child.
 const ERROR_BODY_TIMEOUT: Duration = Duration::from_secs(5);
 
-impl EngineCore {
-    /// Relays a streamed answer event by event.
-    pub(crate) async fn relay_stream(
-        &mut self,
-        route: Route,
-        body: Bytes,
-        events: &mut Outbox,
-    ) -> Result<Relayed, GenerationError> {
-        let sent_at = Instant::now();
-        let first_deadline = sent_at + self.cfg.first_token_timeout;
-        let mut loss = self.worker_loss();
-        let child = self.child.get().expect("a turn relays only after its model loaded");
-        let mut exit = child.process.exit_watch();
-        let resp = tokio::select! {
+/// What a relay needs of its child, owned, so it runs beside the engine's
+/// mailbox: the client, the child's exit, its RPC workers' loss, the
+/// watchdogs' bounds.
+pub(crate) struct RelayLine {
+    /// The child's client (holds its key).
+    pub client: ChildClient,
+    /// The child's exit, as it happens.
+    pub exit: watch::Receiver<Option<ExitInfo>>,
+    /// Resolves when one of its RPC workers is lost (never without any).
+    pub loss: Pin<Box<dyn Future<Output = Lost> + Send + 'static>>,
+    /// Bound of the first event.
+    pub first_token_timeout: Duration,
+    /// Bound between events.
+    pub stall_timeout: Duration,
+    /// Bound of a whole non-streamed answer.
+    pub request_timeout: Duration,
+}
+
+/// A turn handed to its relay: what its end needs.
+#[derive(Debug)]
+pub(crate) struct Running {
+    /// Its model.
+    pub entry: Arc<ModelEntry>,
+    /// Its caller's channel.
+    pub out: Outbox,
+    /// Its arrival number.
+    pub seq: u64,
+    /// Its place in the queue's bound, freed at its end.
+    pub ticket: Option<QueueTicket>,
+    /// Its route.
+    pub route: Route,
+    /// The keep-alive it asked.
+    pub keep_alive: Option<KeepAlive>,
+    /// Whether its client takes the brake's notices.
+    pub stateful: bool,
+    /// The child it ran on.
+    pub pid: u32,
+}
+
+/// How a relay ended, as the relay alone can tell; the engine turns the
+/// child's failures into its decisions (`turn_end`).
+#[derive(Debug)]
+pub(crate) enum RelayEnd {
+    /// An answer, whole or streamed, or a client gone.
+    Relayed(Relayed),
+    /// The stream broke or the child exited.
+    Broken,
+    /// A watchdog passed.
+    Hung {
+        /// Where.
+        stage: &'static str,
+        /// Its bound.
+        after: Duration,
+    },
+    /// An RPC worker of the child was lost.
+    Lost(Lost),
+    /// The child refused, or sent what cannot be relayed.
+    Failed(GenerationError),
+}
+
+/// A relay's end, sent to the engine.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct TurnRelayed {
+    pub(crate) turn: Running,
+    pub(crate) end: RelayEnd,
+}
+
+/// A turn's relay, run beside the mailbox.
+pub(crate) struct RelayJob {
+    /// The child's line.
+    pub line: RelayLine,
+    /// The turn.
+    pub turn: Running,
+    /// The request's bytes.
+    pub body: Bytes,
+    /// Streamed or whole.
+    pub stream: bool,
+}
+
+impl RelayJob {
+    /// Relays the answer to its end.
+    pub async fn run(self) -> TurnRelayed {
+        let RelayJob {
+            mut line,
+            mut turn,
+            body,
+            stream,
+        } = self;
+        let end = if stream {
+            relay_stream(&mut line, turn.route, body, &mut turn.out).await
+        } else {
+            relay_whole(&mut line, turn.route, body).await
+        };
+        TurnRelayed { turn, end }
+    }
+}
+
+/// Relays a streamed answer event by event.
+async fn relay_stream(line: &mut RelayLine, route: Route, body: Bytes, events: &mut Outbox) -> RelayEnd {
+    let sent_at = Instant::now();
+    let first_deadline = sent_at + line.first_token_timeout;
+    let resp = tokio::select! {
+        biased;
+        _ = events.closed() => return RelayEnd::Relayed(Relayed::Abandoned),
+        lost = &mut line.loss => return RelayEnd::Lost(lost),
+        _ = line.exit.wait_for(Option::is_some) => return RelayEnd::Broken,
+        r = tokio::time::timeout_at(first_deadline, line.client.send_retrying(route.path(), body, true)) => match r {
+            Err(_) => return RelayEnd::Hung { stage: "before the first token", after: line.first_token_timeout },
+            Ok(Err(_)) => return RelayEnd::Broken,
+            Ok(Ok(resp)) => resp,
+        },
+    };
+    if !resp.status().is_success() {
+        return RelayEnd::Failed(upstream(resp).await);
+    }
+    let mut body = resp.bytes_stream();
+    let mut parser = SseParser::new();
+    let mut batch = Vec::with_capacity(4);
+    let mut got_first = false;
+    let mut relayed_error = false;
+    let mut counts = None;
+    let mut clock = Clock::new(sent_at);
+    loop {
+        let deadline = if got_first {
+            Instant::now() + line.stall_timeout
+        } else {
+            first_deadline
+        };
+        let next = tokio::select! {
             biased;
-            _ = events.closed() => return Ok(Relayed::Abandoned),
-            lost = &mut loss => return Err(self.retire_for_worker(lost).await),
-            _ = exit.wait_for(Option::is_some) => return Err(self.broken_stream().await),
-            r = tokio::time::timeout_at(first_deadline, child.client.send_retrying(route.path(), body, true)) => match r {
-                Err(_) => return Err(self.hung("before the first token", self.cfg.first_token_timeout).await),
-                Ok(Err(_)) => return Err(self.broken_stream().await),
-                Ok(Ok(resp)) => resp,
-            },
+            _ = events.closed() => return RelayEnd::Relayed(Relayed::Abandoned),
+            lost = &mut line.loss => return RelayEnd::Lost(lost),
+            r = tokio::time::timeout_at(deadline, body.next()) => r,
         };
-        if !resp.status().is_success() {
-            return Err(upstream(resp).await);
+        let chunk = match next {
+            Err(_) if got_first => return RelayEnd::Hung { stage: "between tokens", after: line.stall_timeout },
+            Err(_) => return RelayEnd::Hung { stage: "before the first token", after: line.first_token_timeout },
+            Ok(Some(Ok(chunk))) => chunk,
+            Ok(None) | Ok(Some(Err(_))) => break,
+        };
+        if parser.push(&chunk, &mut batch).is_err() {
+            return RelayEnd::Failed(GenerationError::Transport(
+                "the model server sent an oversized event".into(),
+            ));
         }
-        let mut body = resp.bytes_stream();
-        let mut parser = SseParser::new();
-        let mut batch = Vec::with_capacity(4);
-        let mut got_first = false;
-        let mut relayed_error = false;
-        let mut counts = None;
-        let mut clock = Clock::new(sent_at);
-        loop {
-            let deadline = if got_first {
-                Instant::now() + self.cfg.stall_timeout
-            } else {
-                first_deadline
-            };
-            let next = tokio::select! {
-                biased;
-                _ = events.closed() => return Ok(Relayed::Abandoned),
-                lost = &mut loss => return Err(self.retire_for_worker(lost).await),
-                r = tokio::time::timeout_at(deadline, body.next()) => r,
-            };
-            let chunk = match next {
-                Err(_) if got_first => return Err(self.hung("between tokens", self.cfg.stall_timeout).await),
-                Err(_) => return Err(self.hung("before the first token", self.cfg.first_token_timeout).await),
-                Ok(Some(Ok(chunk))) => chunk,
-                Ok(None) | Ok(Some(Err(_))) => break,
-            };
-            if parser.push(&chunk, &mut batch).is_err() {
-                return Err(GenerationError::Transport(
-                    "the model server sent an oversized event".into(),
-                ));
+        for ev in batch.drain(..) {
+            got_first = true;
+            // Only the last events carry timings (a byte search first);
+            // infill's own last event, the stream's end, is one.
+            counts = ChildCounts::read(&ev.data).or(counts);
+            if route.ends_stream(ev.event.as_deref(), &ev.data) {
+                // The answer is read to its end (the chunked
+                // terminator), so the connection ends cleanly rather
+                // than half-read: see `child::client`.
+                read_to_end(&mut body).await;
+                // Held back: the brake's turn end and its notice come
+                // before the stream's terminator.
+                return RelayEnd::Relayed(Relayed::Completed {
+                    finish: Finish::Stream(Some(ev.raw)),
+                    counts,
+                    timings: clock.timings(counts),
+                });
             }
-            for ev in batch.drain(..) {
-                got_first = true;
-                // Only the last events carry timings (a byte search first);
-                // infill's own last event, the stream's end, is one.
-                counts = ChildCounts::read(&ev.data).or(counts);
-                if route.ends_stream(ev.event.as_deref(), &ev.data) {
-                    // The answer is read to its end (the chunked
-                    // terminator), so the connection ends cleanly rather
-                    // than half-read: see `child::client`.
-                    read_to_end(&mut body).await;
-                    // Held back: the brake's turn end and its notice come
-                    // before the stream's terminator.
-                    return Ok(Relayed::Completed {
-                        finish: Finish::Stream(Some(ev.raw)),
-                        counts,
-                        timings: clock.timings(counts),
-                    });
-                }
-                clock.event(Instant::now());
-                relayed_error |= ev.is_error();
-                match events.send(TurnEvent::Chunk(ev.raw)).await {
-                    Ok(()) => {}
-                    // A stalled client is let go as one that disconnected:
-                    // dropping the response cancels the child's slot.
-                    Err(Refused::Gone | Refused::Stalled { .. }) => return Ok(Relayed::Abandoned),
-                }
+            clock.event(Instant::now());
+            relayed_error |= ev.is_error();
+            match events.send(TurnEvent::Chunk(ev.raw)).await {
+                Ok(()) => {}
+                // A stalled client is let go as one that disconnected:
+                // dropping the response cancels the child's slot.
+                Err(Refused::Gone | Refused::Stalled { .. }) => return RelayEnd::Relayed(Relayed::Abandoned),
             }
         }
-        if relayed_error {
-            // The child reported its own failure and closed the stream.
-            return Ok(Relayed::UpstreamError);
-        }
-        Err(self.broken_stream().await)
     }
+    if relayed_error {
+        // The child reported its own failure and closed the stream.
+        return RelayEnd::Relayed(Relayed::UpstreamError);
+    }
+    RelayEnd::Broken
+}
 
-    /// Relays a non-streamed answer whole (sent by the caller, last).
-    pub(crate) async fn relay_whole(&mut self, route: Route, body: Bytes) -> Result<Relayed, GenerationError> {
-        let mut loss = self.worker_loss();
-        let child = self.child.get().expect("a turn relays only after its model loaded");
-        let mut exit = child.process.exit_watch();
-        let request = async {
-            let resp = child.client.send_retrying(route.path(), body, false).await?;
-            let status = resp.status().as_u16();
-            let bytes = resp.bytes().await?;
-            Ok::<_, reqwest::Error>((status, bytes))
-        };
-        let (status, bytes) = tokio::select! {
-            biased;
-            lost = &mut loss => return Err(self.retire_for_worker(lost).await),
-            _ = exit.wait_for(Option::is_some) => return Err(self.broken_stream().await),
-            r = tokio::time::timeout(self.cfg.request_timeout, request) => match r {
-                Err(_) => return Err(self.hung("before the answer completed", self.cfg.request_timeout).await),
-                Ok(Err(_)) => return Err(self.broken_stream().await),
-                Ok(Ok(v)) => v,
-            },
-        };
-        if !(200..300).contains(&status) {
-            let json = serde_json::from_slice(&bytes).ok();
-            return Err(GenerationError::Upstream { status, body: json });
-        }
-        let counts = ChildCounts::read(&bytes);
-        Ok(Relayed::Completed {
-            finish: Finish::Event(TurnEvent::Body { status, body: bytes }),
-            counts,
-            timings: None,
-        })
+/// Relays a non-streamed answer whole (sent by the turn's end, last).
+async fn relay_whole(line: &mut RelayLine, route: Route, body: Bytes) -> RelayEnd {
+    let client = &line.client;
+    let request = async {
+        let resp = client.send_retrying(route.path(), body, false).await?;
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await?;
+        Ok::<_, reqwest::Error>((status, bytes))
+    };
+    let (status, bytes) = tokio::select! {
+        biased;
+        lost = &mut line.loss => return RelayEnd::Lost(lost),
+        _ = line.exit.wait_for(Option::is_some) => return RelayEnd::Broken,
+        r = tokio::time::timeout(line.request_timeout, request) => match r {
+            Err(_) => return RelayEnd::Hung { stage: "before the answer completed", after: line.request_timeout },
+            Ok(Err(_)) => return RelayEnd::Broken,
+            Ok(Ok(v)) => v,
+        },
+    };
+    if !(200..300).contains(&status) {
+        let json = serde_json::from_slice(&bytes).ok();
+        return RelayEnd::Failed(GenerationError::Upstream { status, body: json });
     }
-
-    /// A stream that broke: the child's death (classified) when it exits
-    /// within `DEATH_GRACE`, else a transport failure. Over RPC workers, a
-    /// worker the watch then calls lost is the cause (llama-server aborts
-    /// with "Remote RPC server crashed", which names no worker).
-    pub(crate) async fn broken_stream(&mut self) -> GenerationError {
-        if let Some(c) = self.child.get_mut() {
-            let _ = tokio::time::timeout(DEATH_GRACE, c.process.wait()).await;
-        }
-        if let Some(lost) = self.loss_behind_death().await {
-            return self.retire_for_worker(lost).await;
-        }
-        self.take_dead_child()
-            .unwrap_or_else(|| GenerationError::Transport("the stream ended before the answer completed".into()))
-    }
-
-    /// A child that missed a watchdog: stopped, and the turn's error.
-    async fn hung(&mut self, stage: &'static str, after: Duration) -> GenerationError {
-        tracing::warn!(
-            engine = self.backend.kind().tag(),
-            "the model server sent nothing for {after:?} ({stage}); stopping it"
-        );
-        let raw = self.retire(super::retire::Retire::Hung).await.unwrap_or_default();
-        GenerationError::Hung { stage, after, raw }
-    }
+    let counts = ChildCounts::read(&bytes);
+    RelayEnd::Relayed(Relayed::Completed {
+        finish: Finish::Event(TurnEvent::Body { status, body: bytes }),
+        counts,
+        timings: None,
+    })
 }
 
 /// A streamed turn's timings as its events arrive (`[DONE]` excluded).

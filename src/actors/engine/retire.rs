@@ -99,7 +99,7 @@ impl EngineCore {
     pub(crate) async fn retire(&mut self, why: Retire) -> Option<String> {
         let c = self.child.get_mut()?;
         if let Some(what) = why.saves_kv() {
-            self.kv.save(c, what).await;
+            self.kv.save_all(c, what).await;
         }
         // An eviction says what it gave back; the others are known by their reason.
         let freed_bytes = c.footprint_bytes().filter(|_| why == Retire::Evicted);
@@ -122,6 +122,8 @@ impl EngineCore {
     /// status without the model.
     pub(crate) fn gone(&mut self, model: &str, why: Retire, freed_bytes: Option<u64>) {
         self.brake.child_gone();
+        // A brake action held for the running turns goes with the child.
+        self.intake.forget_brake();
         self.publish();
         self.emit(WardenEvent::Unloaded {
             model: model.to_string(),

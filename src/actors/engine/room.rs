@@ -175,7 +175,7 @@ impl EngineCore {
                 .usage
                 .last()
                 .map_or(0, |u| super::publish::unix_millis(u.wall).unwrap_or(0)),
-            in_flight: false,
+            in_flight: self.intake.running() > 0,
             queued: 0,
             window: *facts,
             brake: self.brake.state(),

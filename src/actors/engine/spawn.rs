@@ -130,6 +130,16 @@ impl EngineCore {
             // model whose saves are never used gets none).
             spec.args.push("--slot-save-path".into());
             spec.args.push(dir.as_os_str().to_owned());
+        } else if plan.slots > 1 {
+            // Clearing a slot to make room in the shared pool is a slot
+            // action too, which llama-server serves only with a path: one
+            // the warden never asks it to write to.
+            let dir = self.cfg.cache_dir.join("slots-unused");
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                tracing::warn!("cannot create {} ({e}); idle conversations cannot be cleared to make room", dir.display());
+            }
+            spec.args.push("--slot-save-path".into());
+            spec.args.push(dir.into_os_string());
         }
         spec
     }
@@ -146,7 +156,7 @@ impl EngineCore {
             loaded_since: SystemTime::now(),
             oom_kills_at_spawn: s.oom_before,
             engine: crate::engines::live::ChildState::new(self.backend.kind()),
-            slot: None,
+            slots: super::slots::Slots::new(plan.slots),
             plan,
         };
         let after = self.backend.after_load(child.view(), &self.cfg, respawn).await;

@@ -1,29 +1,39 @@
-//! A turn: resolve the model, relay the child's answer to the caller
-//! (`relay`), watch for a dead, hung or abandoned turn, set the keep-alive
-//! the request asked for. Part of `EngineCore`; runs inside the atomic
-//! `Generate` handler, so nothing else touches the child until the turn's
-//! last event is sent.
+//! A turn's admission: the decisions before its answer streams. Part of
+//! `EngineCore`; runs inside an atomic handler (`Generate`, or the end of
+//! another turn that freed what it waited for). A turn that cannot start
+//! yet waits in the intake, in arrival order; one that starts gets a slot
+//! of the child (`law::slots`), its KV restored there, its bound, and a
+//! relay task of its own (`relay`), so several turns on one model stream
+//! at once while every decision stays one at a time in the mailbox (#35).
 //!
-//! Two turns, two functions: a generating route (chat, completions,
-//! infill) takes the brake's `turn_start` and `turn_end` samples, its
-//! reload announcements, the warden's bound and the slot
-//! (`generating_turn`); an embedding, a rerank, or a tokenizer call that
-//! came through the queue (its model had to load) passes its body through
-//! and takes neither (`pass_through_turn`): it runs nothing the brake could
-//! measure.
+//! A turn waits when:
+//! - turns run on another model's child (a switch stops the child), or on
+//!   a child that died (the reload waits for their ends);
+//! - every slot is busy, or its answer would not fit beside the running
+//!   turns in the shared KV pool (`law::slots::admit`);
+//! - a brake action that stops the child waits for the running turns
+//!   (`intake::HeldBrake`), or an item before it waits.
+//!
+//! Two turns, two paths: a generating route (chat, completions, infill)
+//! takes the brake's `turn_start` sample, its reload announcements, the
+//! warden's bound and a slot (`admit_generation`); an embedding, a rerank,
+//! or a tokenizer call that came through the queue (its model had to load)
+//! passes its body through and takes neither: it runs nothing the brake
+//! could measure.
 
 use bytes::Bytes;
 
 use std::sync::Arc;
 
 use super::core::EngineCore;
+use super::intake::{Pending, Waiting};
 use super::outbox::Outbox;
+use super::relay::{RelayJob, RelayLine, Running};
 use crate::catalog::ModelEntry;
 use crate::error::WardenError;
 use crate::law::brake::Point;
-use crate::law::keep_alive;
-use crate::law::route::Route;
-use crate::messages::{Generate, Notice, TurnEvent, TurnOptions, TurnRequest};
+use crate::law::slots::{self, Admit, Pool};
+use crate::messages::{Generate, Notice, TurnEvent, TurnOptions};
 use crate::status::{TurnOutcome, TurnTimings, WardenEvent};
 
 /// What ends a turn, sent after the brake's turn end and its notice.
@@ -39,7 +49,7 @@ pub enum Finish {
 
 impl Finish {
     /// Sends what closes the turn (a gone client is no error here).
-    async fn send(self, out: &mut Outbox) {
+    pub(crate) async fn send(self, out: &mut Outbox) {
         match self {
             Finish::Event(ev) => {
                 let _ = out.send(ev).await;
@@ -73,12 +83,28 @@ pub enum Relayed {
     UpstreamError,
 }
 
+/// An admission's result.
+enum Admission {
+    /// Handed to its relay.
+    Started(RelayJob),
+    /// Ended here (skipped, refused, or its load failed).
+    Ended,
+    /// Not yet: back to the head of the queue.
+    Wait(Waiting),
+}
+
+/// A slot and the law's admission to it.
+struct Seat {
+    slot: usize,
+    bound: u32,
+    reserve: u32,
+    evict: Vec<usize>,
+}
+
 impl EngineCore {
-    /// Runs one turn to its end: the generating or the pass-through turn
-    /// (each its own function), then what every turn ends with: its count,
-    /// the brake's notice to a stateful turn, and only then the turn's
-    /// final event.
-    pub async fn run_turn(&mut self, msg: Generate) {
+    /// A `Generate` arrives: it waits behind what waits, and whatever can
+    /// start now starts.
+    pub async fn take_turn(&mut self, msg: Generate) {
         let Generate {
             request,
             entry,
@@ -86,139 +112,272 @@ impl EngineCore {
             seq,
             ticket,
         } = msg;
-        let mut out = Outbox::new(events, self.cfg.client_stall_timeout);
-        let (route, keep_alive, stateful) = (request.route, request.keep_alive, request.options.stateful);
-        if out.is_closed() {
-            // The client left while the turn waited in the queue.
-            drop(ticket);
+        let out = Outbox::new(events, self.cfg.client_stall_timeout);
+        self.intake.push(Pending::Turn(Waiting {
+            request,
+            entry,
+            out,
+            seq,
+            ticket,
+            started: false,
+        }));
+        self.settle().await;
+    }
+
+    /// What every handler ends with: a brake action held for the running
+    /// turns is carried out once none runs, then what waits is admitted in
+    /// arrival order until its head cannot start.
+    pub(crate) async fn settle(&mut self) {
+        if let Some(held) = self.intake.take_brake() {
+            self.carry_out_brake(held).await;
+        }
+        while let Some(p) = self.intake.pop() {
+            let p = match p {
+                Pending::Turn(w) => match self.admit(w).await {
+                    Admission::Started(job) => {
+                        self.spawn_relay(job);
+                        continue;
+                    }
+                    Admission::Ended => continue,
+                    Admission::Wait(w) => Pending::Turn(w),
+                },
+                other if self.intake.running() == 0 && !self.intake.brake_held() => {
+                    self.control(other).await;
+                    continue;
+                }
+                other => other,
+            };
+            self.intake.push_front(p);
+            break;
+        }
+        self.publish();
+    }
+
+    /// A reset, a load or an unload whose turns before it ended.
+    async fn control(&mut self, p: Pending) {
+        match p {
+            Pending::Reset(r) => self.reset_prefix(r).await,
+            Pending::Load {
+                model,
+                keep_alive,
+                reply,
+            } => {
+                let r = self.load_request(model.as_deref(), keep_alive).await;
+                let _ = reply.send(r);
+            }
+            Pending::Unload(reply) => {
+                let was = self.retire(super::retire::Retire::Request).await.is_some();
+                let _ = reply.send(Ok(was));
+            }
+            Pending::Turn(_) => unreachable!("turns are admitted, not controlled"),
+        }
+    }
+
+    /// Hands a started turn to its relay task (a core with no actor, as in
+    /// a unit test, relays inline).
+    fn spawn_relay(&mut self, job: RelayJob) {
+        self.intake.started();
+        self.publish();
+        match self.intake.ends() {
+            Some(ends) => {
+                actix::spawn(async move {
+                    let done = job.run().await;
+                    // A stopped engine cannot take it: the turn's channel
+                    // drops with it and its caller hears the engine left.
+                    let _ = ends.try_send(done);
+                });
+            }
+            None => unreachable!("an engine core admits turns only inside its actor"),
+        }
+    }
+
+    /// One turn's admission.
+    async fn admit(&mut self, mut w: Waiting) -> Admission {
+        if w.out.is_closed() {
+            // The client left while the turn waited.
+            drop(w.ticket.take());
             self.emit(WardenEvent::TurnEnded {
-                seq,
-                route,
+                seq: w.seq,
+                route: w.request.route,
                 outcome: TurnOutcome::Skipped,
                 timings: None,
             });
-            return;
+            return Admission::Ended;
         }
-        self.emit(WardenEvent::TurnStarted { seq });
-        let (outcome, finish, timings) = if self.shut_down {
-            failed(shutting_down())
-        } else if route.generates() {
-            self.generating_turn(&entry, request, &mut out).await
+        if self.shut_down {
+            self.refuse(w, super::turn_end::failed(shutting_down())).await;
+            return Admission::Ended;
+        }
+        let generating = w.request.route.generates();
+        if self.intake.brake_held() {
+            return Admission::Wait(w);
+        }
+        if self.intake.running() > 0 {
+            // A switch or a reload stops the child: it waits for the
+            // running turns. So does a turn with no slot or no room.
+            if !self.child.holds(&w.entry.id) || self.child.get().is_some_and(|c| c.process.exit().is_some()) {
+                return Admission::Wait(w);
+            }
+            if generating && self.seat(&w).is_none() {
+                return Admission::Wait(w);
+            }
+        }
+        if !w.started {
+            w.started = true;
+            self.emit(WardenEvent::TurnStarted { seq: w.seq });
+        }
+        if generating {
+            self.begin_turn(&w.entry.id, w.request.options, &mut w.out).await;
+            if self.intake.brake_held() {
+                // Its start sample held a brake action for the running turns.
+                return Admission::Wait(w);
+            }
+        }
+        if let Err(e) = self.load_for_turn(&w.entry, &mut w.out).await {
+            self.refuse(w, super::turn_end::failed(e)).await;
+            return Admission::Ended;
+        }
+        let job = if generating {
+            match self.seat(&w) {
+                Some(seat) => self.admit_generation(w, seat).await,
+                None => return Admission::Wait(w),
+            }
         } else {
-            self.pass_through_turn(&entry, request, &mut out).await
+            self.admit_pass_through(w)
         };
-        // The turn's end is published before its last events reach the
-        // client, so its next look at the status sees what the turn left
-        // (a respawn or an unload at its end, its keep-alive, its count).
-        self.usage.turn_done();
-        self.enter(super::core::Activity::Resting);
-        if stateful {
-            self.deliver_brake_notice(&mut out).await;
-        }
-        finish.send(&mut out).await;
-        let outcome = self.stall_outcome(&out, seq).unwrap_or(outcome);
-        // The queue place frees before the end is announced, so an observer
-        // of the end never sees the turn still counted.
-        drop(ticket);
-        self.emit(WardenEvent::TurnEnded {
-            seq,
-            route,
-            outcome,
-            timings,
-        });
-        if (route.generates() || route.encodes()) && keep_alive::unload_after_turn(keep_alive) && self.child.is_live() {
-            tracing::info!("the request asked for keep_alive 0; unloading after its turn");
-            self.unload_idle().await;
+        match job {
+            Some(job) => Admission::Started(job),
+            None => Admission::Ended,
         }
     }
 
-    /// A generating turn (chat, completions, infill): the reload
-    /// announcements and the brake's `turn_start` sample, the model, the
-    /// bound, the slot, the relay, the brake's `turn_end` sample (the
-    /// turn's last events wait for it) and the keep-alive. Returns the
-    /// outcome, the final event (sent by `run_turn` after the brake's turn
-    /// end) and a streamed answer's timings.
-    async fn generating_turn(&mut self, entry: &Arc<ModelEntry>, req: TurnRequest, out: &mut Outbox) -> Ended {
-        let TurnRequest {
-            mut body,
-            stream,
-            options,
-            conversation,
-            route,
-            keep_alive,
-            ..
-        } = req;
-        self.begin_turn(&entry.id, options, out).await;
-        if let Err(e) = self.load_for_turn(entry, out).await {
-            return failed(e);
+    /// The slot a generating turn takes and the law's admission to it, on
+    /// the live child; `None` when it must wait (or no child runs).
+    fn seat(&self, w: &Waiting) -> Option<Seat> {
+        let c = self.child.get()?;
+        let owner = self.owner(w);
+        let views = c.slots.views();
+        let slot = slots::pick(&views, owner.as_deref())?;
+        let pool = Pool {
+            window: c.allocated.unwrap_or(crate::law::request::UNKNOWN_WINDOW_BOUND),
+            slots: c.slots.len() as u32,
+        };
+        let prompt = prompt_estimate(&w.request.body);
+        let requested = crate::law::request::requested_bound(&w.request.body);
+        match slots::admit(pool, &views, slot, prompt, requested) {
+            Admit::Run { bound, reserve, evict } => Some(Seat {
+                slot,
+                bound,
+                reserve,
+                evict,
+            }),
+            Admit::Wait => None,
         }
-        // The request's own bound: the smallest of its three fields.
+    }
+
+    /// The conversation a generating turn's slot is kept for (a raw
+    /// completion or infill holds none).
+    fn owner(&self, w: &Waiting) -> Option<String> {
+        w.request.conversation.clone().filter(|_| w.request.route.keeps_conversation())
+    }
+
+    /// A generating turn on its seat: idle conversations in its way go to
+    /// disk, its bound goes in the one field the child obeys, its slot
+    /// changes hands (the previous owner's KV saved, its own restored), and
+    /// its relay is made.
+    async fn admit_generation(&mut self, w: Waiting, seat: Seat) -> Option<RelayJob> {
+        let Waiting {
+            request,
+            entry,
+            out,
+            seq,
+            ticket,
+            ..
+        } = w;
+        let owner = request.conversation.clone().filter(|_| request.route.keeps_conversation());
+        let mut body = request.body;
         let requested = crate::law::request::requested_bound(&body);
-        // Every generation runs under a bound the warden computed, in the
-        // one field the child obeys on this route (the engine's hook
-        // renames it for a child that reads another); the others go, so no
-        // child reads another.
-        let window = self.child.get().and_then(|c| c.allocated);
-        let bound = crate::law::request::token_bound(requested, window);
         for f in crate::law::request::TOKEN_FIELDS {
             body.remove(f);
         }
-        body.insert(route.bound_field().into(), serde_json::Value::from(bound));
-        self.backend.adapt_request(&mut body, entry);
-        body.insert("stream".into(), serde_json::Value::Bool(stream));
+        body.insert(request.route.bound_field().into(), serde_json::Value::from(seat.bound));
+        self.backend.adapt_request(&mut body, &entry);
+        body.insert("stream".into(), serde_json::Value::Bool(request.stream));
+        let c = self.child.get_mut().expect("a seat is found only on a live child");
+        if c.slots.len() > 1 {
+            // The slot the warden chose, which holds the conversation.
+            body.insert("id_slot".into(), serde_json::Value::from(seat.slot));
+        }
         let bytes = to_bytes(&body);
-        self.note_request(&bytes, requested);
-        // The single slot changes hands: a conversation's KV is kept
-        // (`kv`); a raw completion or infill holds no conversation.
-        let owner = conversation.filter(|_| route.keeps_conversation());
-        if let Some(c) = self.child.get_mut() {
-            // Until the child's own count arrives with the answer, the slot
-            // holds about the prompt (its bytes over 4).
-            let tokens = (bytes.len() / 4).min(u32::MAX as usize) as u32;
-            self.kv.claim(c, owner.as_deref(), tokens).await;
+        let asked = u64::from(requested.unwrap_or(0));
+        c.engine
+            .note_request((bytes.len() as u64 / 4 + asked).min(u32::MAX as u64) as u32);
+        for i in seat.evict {
+            self.kv.evict(c, i).await;
         }
-        let relayed = self.relay(route, bytes, stream, out).await;
-        let abandoned = matches!(relayed, Ok(Relayed::Abandoned));
-        // The child's own counts of a completed turn: the slot's size, and
-        // the verdict on a restore this turn was the first to use.
-        let counts = match &relayed {
-            Ok(Relayed::Completed { counts, .. }) => *counts,
-            _ => None,
-        };
-        if let Some(c) = self.child.get_mut() {
-            c.engine
-                .after_turn(abandoned, matches!(relayed, Ok(Relayed::Completed { .. })));
-            super::kv_check::counted(c, counts);
-        }
-        let ended = ended(relayed);
-        if self.child.holds(&entry.id) {
-            self.brake_point(Point::TurnEnd, None).await;
-            if let Some(k) = keep_alive {
-                self.usage.hold(&entry.id, k);
-            }
-        }
-        ended
+        // Until the child's own count arrives with the answer, the slot
+        // holds about the prompt (its bytes over 4).
+        let tokens = (bytes.len() / 4).min(u32::MAX as usize) as u32;
+        self.kv.claim(c, seat.slot, owner.as_deref(), tokens).await;
+        c.slots.start(seat.slot, seq, seat.reserve);
+        let line = self.relay_line();
+        Some(RelayJob {
+            line,
+            turn: Running {
+                pid: self.child.get().map_or(0, |c| c.process.pid()),
+                entry,
+                out,
+                seq,
+                ticket,
+                route: request.route,
+                keep_alive: request.keep_alive,
+                stateful: request.options.stateful,
+            },
+            body: bytes,
+            stream: request.stream,
+        })
     }
 
     /// A turn that passes its body through untouched (an embedding, a
-    /// rerank, or a tokenizer call whose model had to load first): the
-    /// model and the relay; no brake sample (it runs nothing the brake
-    /// could measure), no bound, no slot. An embedding may hold its model
-    /// (Ollama's clients send `keep_alive` with `/api/embed`).
-    async fn pass_through_turn(&mut self, entry: &Arc<ModelEntry>, req: TurnRequest, out: &mut Outbox) -> Ended {
-        if let Err(e) = self.load_for_turn(entry, out).await {
-            return failed(e);
+    /// rerank, or a tokenizer call whose model had to load first): no
+    /// brake sample (it runs nothing the brake could measure), no bound,
+    /// no slot of the warden's.
+    fn admit_pass_through(&mut self, w: Waiting) -> Option<RelayJob> {
+        let bytes = to_bytes(&w.request.body);
+        if let Some(c) = self.child.get_mut() {
+            let asked = u64::from(crate::law::request::requested_bound(&w.request.body).unwrap_or(0));
+            c.engine
+                .note_request((bytes.len() as u64 / 4 + asked).min(u32::MAX as u64) as u32);
         }
-        let bytes = to_bytes(&req.body);
-        self.note_request(&bytes, crate::law::request::requested_bound(&req.body));
-        let ended = ended(self.relay(req.route, bytes, req.stream, out).await);
-        if req.route.encodes()
-            && self.child.holds(&entry.id)
-            && let Some(k) = req.keep_alive
-        {
-            self.usage.hold(&entry.id, k);
+        let line = self.relay_line();
+        Some(RelayJob {
+            line,
+            turn: Running {
+                pid: self.child.get().map_or(0, |c| c.process.pid()),
+                entry: w.entry,
+                out: w.out,
+                seq: w.seq,
+                ticket: w.ticket,
+                route: w.request.route,
+                keep_alive: w.request.keep_alive,
+                stateful: w.request.options.stateful,
+            },
+            body: bytes,
+            stream: w.request.stream,
+        })
+    }
+
+    /// What a relay needs of the live child.
+    fn relay_line(&self) -> RelayLine {
+        let c = self.child.get().expect("a turn relays only after its model loaded");
+        RelayLine {
+            client: c.client.clone(),
+            exit: c.process.exit_watch(),
+            loss: self.worker_loss(),
+            first_token_timeout: self.cfg.first_token_timeout,
+            stall_timeout: self.cfg.stall_timeout,
+            request_timeout: self.cfg.request_timeout,
         }
-        ended
     }
 
     /// The turn's model, loaded (its `loading` and `loaded` notices to the
@@ -230,63 +389,6 @@ impl EngineCore {
             panic!("a test asked this turn to panic");
         }
         Ok(())
-    }
-
-    /// The request's size as the engine's own state notes it (MLX: its
-    /// tokens, estimated as body bytes / 4 plus its own bound).
-    fn note_request(&mut self, bytes: &Bytes, requested: Option<u32>) {
-        let asked = u64::from(requested.unwrap_or(0));
-        if let Some(c) = self.child.get_mut() {
-            c.engine
-                .note_request((bytes.len() as u64 / 4 + asked).min(u32::MAX as u64) as u32);
-        }
-    }
-
-    /// The relay, the engine busy with it; at rest again after, so the
-    /// turn's end (its brake sample, a respawn there) finds the child at
-    /// rest.
-    async fn relay(&mut self, route: Route, bytes: Bytes, stream: bool, out: &mut Outbox) -> Result<Relayed, crate::error::GenerationError> {
-        self.enter(super::core::Activity::Generating);
-        let relayed = if stream {
-            self.relay_stream(route, bytes, out).await
-        } else {
-            self.relay_whole(route, bytes).await
-        };
-        self.enter(super::core::Activity::Resting);
-        relayed
-    }
-
-    /// The brake's pending notice, to a stateful turn's client (kept for the
-    /// next turn when this client left).
-    async fn deliver_brake_notice(&mut self, out: &mut Outbox) {
-        let Some(notice) = self.brake.take_notice() else {
-            return;
-        };
-        let n = Notice::MemoryWarning {
-            reason: notice.as_str(),
-        };
-        if out.send(TurnEvent::Notice(n.clone())).await.is_ok() {
-            self.emit(WardenEvent::Notice { notice: n });
-        } else {
-            // Undelivered (the client left): the next turn says it.
-            self.brake.keep_notice(notice);
-        }
-    }
-
-    /// `stalled` when the client took nothing of its answer for the bound
-    /// (said in the log and as an event), else `None`.
-    fn stall_outcome(&self, out: &Outbox, seq: u64) -> Option<TurnOutcome> {
-        let waited = out.stalled()?;
-        tracing::warn!(
-            seq,
-            waited_ms = waited.as_millis() as u64,
-            "turn {seq}: the client took nothing for {waited:?} (WARDEN_CLIENT_STALL_TIMEOUT_S); the turn was abandoned and its connection closed"
-        );
-        self.emit(WardenEvent::ClientStalled {
-            seq,
-            waited_ms: waited.as_millis() as u64,
-        });
-        Some(TurnOutcome::Stalled)
     }
 
     /// The start of a turn for `model`, before it is resolved: at most one
@@ -315,33 +417,17 @@ impl EngineCore {
     }
 
     /// Sends a notice to the turn and the event stream.
-    async fn announce(&self, n: Notice, events: &mut Outbox) -> bool {
+    pub(crate) async fn announce(&self, n: Notice, events: &mut Outbox) -> bool {
         self.emit(WardenEvent::Notice { notice: n.clone() });
         events.send(TurnEvent::Notice(n)).await.is_ok()
     }
 }
 
-/// How a turn ended: its outcome, the final event `run_turn` sends after
-/// the brake's turn end, and a streamed answer's timings.
-type Ended = (TurnOutcome, Finish, Option<TurnTimings>);
-
-/// A turn that failed with `e` before any answer.
-fn failed(e: impl Into<WardenError>) -> Ended {
-    (TurnOutcome::Failed, Finish::Event(TurnEvent::Error(e.into())), None)
-}
-
-/// How a relay's result ends the turn.
-fn ended(relayed: Result<Relayed, crate::error::GenerationError>) -> Ended {
-    match relayed {
-        Ok(Relayed::Completed { finish, timings, .. }) => (TurnOutcome::Completed, finish, timings),
-        Ok(Relayed::Abandoned) => {
-            tracing::debug!("turn abandoned by the client; upstream request dropped");
-            (TurnOutcome::Abandoned, Finish::Nothing, None)
-        }
-        // The child's own error event ended the stream: close the turn.
-        Ok(Relayed::UpstreamError) => (TurnOutcome::Failed, Finish::Stream(None), None),
-        Err(e) => failed(e),
-    }
+/// About how many tokens a request's prompt is: its JSON's bytes over 4
+/// (an over-estimate for English chat, whose JSON carries keys and
+/// roles); the child's own count replaces it at the turn's end.
+fn prompt_estimate(body: &serde_json::Map<String, serde_json::Value>) -> u32 {
+    (to_bytes(body).len() / 4).min(u32::MAX as usize) as u32
 }
 
 /// A JSON body's bytes (a map of JSON values always serializes).

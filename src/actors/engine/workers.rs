@@ -98,8 +98,13 @@ impl EngineCore {
     pub(crate) async fn retire_for_worker(&mut self, lost: Lost) -> GenerationError {
         let (worker, why) = lost;
         tracing::warn!(worker = %worker, "the RPC worker {worker} was lost ({why}); stopping the model server");
+        let pid = self.child.get().map(|c| c.process.pid());
         let raw = self.retire(Retire::WorkerLost).await.unwrap_or_default();
-        GenerationError::WorkerLost { worker, why, raw }
+        let e = GenerationError::WorkerLost { worker, why, raw };
+        if let Some(pid) = pid {
+            self.intake.record_death(pid, &e);
+        }
+        e
     }
 
     /// `WorkerCheck` with no turn running: a child whose worker is gone is

@@ -73,8 +73,8 @@ async fn answer(
             http::write_json(wr, 200, &body, close).await?;
         }
         ("POST", "/v1/chat/completions") if child.ready() => return chat(req, wr, child, died).await,
-        ("POST", path) if child.ready() && path.starts_with("/slots/0?action=") => {
-            return slot_action(req, wr, child, &path["/slots/0?action=".len()..]).await;
+        ("POST", path) if child.ready() && let Some((slot, action)) = slot_path(path) => {
+            return slot_action(req, wr, child, slot, action).await;
         }
         ("POST", "/completion" | "/v1/chat/completions") => http::write_json(wr, 503, &loading(), close).await?,
         _ => {
@@ -84,19 +84,32 @@ async fn answer(
     Ok(true)
 }
 
-/// `/slots/0?action=save|restore` with `{"filename"}` in `--slot-save-path`,
-/// answered in llama-server's shape: a save writes the slot's token count,
-/// a restore reads it back (or refuses, or hangs, as scripted).
-async fn slot_action(req: &Request, wr: &mut OwnedWriteHalf, child: &Child, action: &str) -> std::io::Result<bool> {
+/// A slot action's path, `/slots/N?action=A`: the slot and the action.
+fn slot_path(path: &str) -> Option<(u32, &str)> {
+    let (slot, action) = path.strip_prefix("/slots/")?.split_once("?action=")?;
+    Some((slot.parse().ok()?, action))
+}
+
+/// `/slots/N?action=save|restore` with `{"filename"}` in `--slot-save-path`,
+/// and `erase`, answered in llama-server's shape: a save writes the slots'
+/// token count (the fake keeps one count for all slots), a restore reads it
+/// back (or refuses, or hangs, as scripted), an erase clears it. Like
+/// llama-server, none without `--slot-save-path`.
+async fn slot_action(req: &Request, wr: &mut OwnedWriteHalf, child: &Child, slot: u32, action: &str) -> std::io::Result<bool> {
     use std::sync::atomic::Ordering;
     child.fake.record_slot_action(action);
     let close = req.wants_close();
     let file = serde_json::from_slice::<Value>(&req.body)
         .ok()
         .and_then(|v| v["filename"].as_str().map(str::to_string));
+    let not_supported = json!({"error": {"code": 501, "message": "This server does not support slots action.", "type": "not_supported_error"}});
+    if child.slot_dir.is_some() && action == "erase" {
+        let n = child.slot_tokens.swap(0, Ordering::AcqRel);
+        http::write_json(wr, 200, &json!({"id_slot": slot, "n_erased": n}), close).await?;
+        return Ok(true);
+    }
     let (Some(dir), Some(file)) = (child.slot_dir.as_ref(), file) else {
-        let e = json!({"error": {"code": 501, "message": "This server does not support slots action.", "type": "not_supported_error"}});
-        http::write_json(wr, 501, &e, close).await?;
+        http::write_json(wr, 501, &not_supported, close).await?;
         return Ok(true);
     };
     let path = dir.join(&file);
@@ -105,7 +118,7 @@ async fn slot_action(req: &Request, wr: &mut OwnedWriteHalf, child: &Child, acti
         ("save", _) => {
             let n = child.slot_tokens.load(Ordering::Acquire);
             std::fs::write(&path, format!("{n:>64}"))?;
-            let body = json!({"id_slot": 0, "filename": file, "n_saved": n, "n_written": 64, "timings": {"save_ms": 1.0}});
+            let body = json!({"id_slot": slot, "filename": file, "n_saved": n, "n_written": 64, "timings": {"save_ms": 1.0}});
             http::write_json(wr, 200, &body, close).await?;
         }
         ("restore", SlotRestore::Hangs) => std::future::pending::<()>().await,
@@ -113,7 +126,7 @@ async fn slot_action(req: &Request, wr: &mut OwnedWriteHalf, child: &Child, acti
         ("restore", SlotRestore::Restores) => match std::fs::read_to_string(&path).map(|t| t.trim().parse::<u32>()) {
             Ok(Ok(n)) => {
                 child.slot_tokens.store(n, Ordering::Release);
-                let body = json!({"id_slot": 0, "filename": file, "n_restored": n, "n_read": 64, "timings": {"restore_ms": 1.0}});
+                let body = json!({"id_slot": slot, "filename": file, "n_restored": n, "n_read": 64, "timings": {"restore_ms": 1.0}});
                 http::write_json(wr, 200, &body, close).await?;
             }
             _ => http::write_json(wr, 400, &refused(), close).await?,

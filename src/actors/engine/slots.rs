@@ -1,0 +1,161 @@
+//! The live child's slots as the warden keeps them (#35): for each slot,
+//! the conversation whose cells it holds and how many (`kv::SlotHeld`), the
+//! turn running on it and what that turn reserved of the one KV pool, and
+//! when it was last used. `law::slots` decides from this table (which slot
+//! a turn takes, whether it may start, which idle conversations go to
+//! disk); the KV controller (`kv`) writes `held`; the turn's admission and
+//! end write `busy`. One table per child: it goes with the child.
+
+use super::kv::SlotHeld;
+use crate::law::slots::SlotView;
+use crate::status::SlotStatus;
+
+/// A turn running on a slot.
+#[derive(Debug, Clone)]
+pub struct Busy {
+    /// The turn's arrival number.
+    pub seq: u64,
+    /// Its prompt and answer bound, counted against the pool until it ends.
+    pub reserved: u32,
+}
+
+/// One slot.
+#[derive(Debug, Clone, Default)]
+pub struct Slot {
+    /// The conversation whose cells it holds (`None`: empty, or a turn of
+    /// no conversation used it).
+    pub held: Option<SlotHeld>,
+    /// The turn running on it.
+    pub busy: Option<Busy>,
+    /// The tokens it holds with no conversation named (a raw completion's,
+    /// or an estimate of them): still cells of the pool.
+    pub anonymous_tokens: u32,
+    /// When it was last taken, on the table's own clock.
+    pub used: u64,
+}
+
+impl Slot {
+    /// The tokens its cells hold now (idle), by the child's last count.
+    pub fn tokens(&self) -> u32 {
+        self.held.as_ref().map_or(self.anonymous_tokens, |h| h.tokens)
+    }
+}
+
+/// Every slot of one child, and the clock that orders their use.
+#[derive(Debug, Clone)]
+pub struct Slots {
+    slots: Vec<Slot>,
+    clock: u64,
+}
+
+impl Slots {
+    /// `n` empty slots (at least one).
+    pub fn new(n: u32) -> Self {
+        Self {
+            slots: vec![Slot::default(); n.max(1) as usize],
+            clock: 0,
+        }
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Slot `i`.
+    pub fn get(&self, i: usize) -> &Slot {
+        &self.slots[i]
+    }
+
+    /// Slot `i`, to write.
+    pub fn get_mut(&mut self, i: usize) -> &mut Slot {
+        &mut self.slots[i]
+    }
+
+    /// The table as the law reads it: a busy slot counts what its turn
+    /// reserved, an idle one what it holds.
+    pub fn views(&self) -> Vec<SlotView<'_>> {
+        self.slots
+            .iter()
+            .map(|s| SlotView {
+                holds: s.held.as_ref().map(|h| h.conversation.as_str()),
+                tokens: s.busy.as_ref().map_or_else(|| s.tokens(), |b| b.reserved),
+                busy: s.busy.is_some(),
+                used: s.used,
+            })
+            .collect()
+    }
+
+    /// A turn starts on slot `i`, reserving `reserved` tokens.
+    pub fn start(&mut self, i: usize, seq: u64, reserved: u32) {
+        self.clock += 1;
+        let s = &mut self.slots[i];
+        s.used = self.clock;
+        s.busy = Some(Busy { seq, reserved });
+    }
+
+    /// The turn `seq` ended: its slot, freed (`None`: it ran on no slot of
+    /// this child).
+    pub fn end(&mut self, seq: u64) -> Option<usize> {
+        let i = self
+            .slots
+            .iter()
+            .position(|s| s.busy.as_ref().is_some_and(|b| b.seq == seq))?;
+        self.slots[i].busy = None;
+        Some(i)
+    }
+
+    /// The status's view of each slot.
+    pub fn status(&self) -> Vec<SlotStatus> {
+        self.slots
+            .iter()
+            .enumerate()
+            .map(|(i, s)| SlotStatus {
+                id: i as u32,
+                busy: s.busy.is_some(),
+                turn: s.busy.as_ref().map(|b| b.seq),
+                conversation: s.held.as_ref().map(|h| h.conversation.clone()),
+                tokens: s.tokens(),
+                reserved_tokens: s.busy.as_ref().map(|b| b.reserved),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A turn's start marks its slot busy and most recently used; its end
+    /// frees exactly that slot.
+    #[test]
+    fn start_and_end_follow_the_turn() {
+        let mut t = Slots::new(3);
+        t.start(2, 7, 300);
+        t.start(0, 8, 100);
+        assert_eq!(t.views().iter().filter(|v| v.busy).count(), 2);
+        let v = t.views();
+        assert_eq!((v[2].busy, v[2].tokens, v[0].used > v[2].used), (true, 300, true));
+        assert_eq!(t.end(7), Some(2));
+        assert_eq!(t.end(7), None);
+        assert_eq!(t.views().iter().filter(|v| v.busy).count(), 1);
+        assert!(!t.views()[2].busy);
+    }
+
+    /// An idle slot counts the cells it holds, by its conversation's count
+    /// or, without one, its anonymous tokens.
+    #[test]
+    fn an_idle_slot_counts_what_it_holds() {
+        let mut t = Slots::new(2);
+        t.get_mut(0).held = Some(SlotHeld {
+            conversation: "c".into(),
+            tokens: 900,
+            answer_tokens: 0,
+            unchecked_restore: None,
+        });
+        t.get_mut(1).anonymous_tokens = 40;
+        let v = t.views();
+        assert_eq!((v[0].tokens, v[0].holds, v[1].tokens, v[1].holds), (900, Some("c"), 40, None));
+        assert_eq!(Slots::new(0).len(), 1);
+    }
+}
