@@ -120,17 +120,40 @@ pub struct SlotView<'a> {
     pub busy: bool,
     /// When it was last used, on the caller's clock (larger is later).
     pub used: u64,
+    /// About how many of its cells begin as the new request does (tokens,
+    /// estimated from the text both share): what the child reuses there.
+    pub shared: u32,
 }
 
-/// Which slot a turn of `conversation` takes: the idle slot that holds
-/// the conversation (its cells are reused), else an empty idle slot, else
-/// the least recently used idle slot (whose conversation goes to disk
-/// first); `None` when every slot is busy (the turn waits).
-pub fn pick(slots: &[SlotView], conversation: Option<&str>) -> Option<usize> {
+/// The share of a new request that must begin as a slot's cells do for
+/// the slot to be chosen for it: llama-server's own default
+/// (`--slot-prompt-similarity 0.10`), in tenths.
+pub const SIMILAR_TENTHS: u32 = 1;
+
+/// Which slot a turn of `conversation`, of about `prompt` tokens, takes:
+/// 1. the idle slot that holds the conversation (its cells are reused);
+/// 2. else the idle slot whose cells begin most as the request does, when
+///    that is at least `SIMILAR_TENTHS` of it (a shared system prompt or
+///    chat template is not read again, as llama-server itself would pick)
+///    and taking it costs no save (it holds no conversation worth one,
+///    `kv_save::worth_saving`) or the shared part is itself worth one;
+/// 3. else an empty idle slot;
+/// 4. else the least recently used idle slot (its conversation goes to
+///    disk first).
+///
+/// `None` when every slot is busy: the turn waits.
+pub fn pick(slots: &[SlotView], conversation: Option<&str>, prompt: u32) -> Option<usize> {
     let idle = || slots.iter().enumerate().filter(|(_, s)| !s.busy);
     if let Some(c) = conversation
         && let Some((i, _)) = idle().filter(|(_, s)| s.holds == Some(c)).max_by_key(|(_, s)| s.used)
     {
+        return Some(i);
+    }
+    let similar = idle()
+        .filter(|(_, s)| s.shared > 0 && u64::from(s.shared) * 10 >= u64::from(prompt) * u64::from(SIMILAR_TENTHS))
+        .filter(|(_, s)| s.holds.is_none() || !super::kv_save::worth_saving(s.tokens) || super::kv_save::worth_saving(s.shared))
+        .max_by_key(|(_, s)| (s.shared, s.used));
+    if let Some((i, _)) = similar {
         return Some(i);
     }
     if let Some((i, _)) = idle().find(|(_, s)| s.holds.is_none() && s.tokens == 0) {

@@ -6,6 +6,7 @@ fn idle(holds: Option<&str>, tokens: u32, used: u64) -> SlotView<'_> {
         tokens,
         busy: false,
         used,
+        shared: 0,
     }
 }
 
@@ -15,6 +16,7 @@ fn busy(tokens: u32) -> SlotView<'static> {
         tokens,
         busy: true,
         used: 0,
+        shared: 0,
     }
 }
 
@@ -80,13 +82,38 @@ fn a_turn_takes_its_own_slot_then_an_empty_one_then_the_oldest() {
         (&s[3..], Some("a"), None),
         (&[busy(1), busy(2)][..], None, None),
     ] {
-        assert_eq!(pick(slots, conv), want, "{conv:?} over {slots:?}");
+        assert_eq!(pick(slots, conv, 100), want, "{conv:?} over {slots:?}");
     }
     // A conversation whose slot is busy (two turns of it at once) takes
     // another: the running one keeps its cells.
     let mut own_busy = s;
     own_busy[0].busy = true;
-    assert_eq!(pick(&own_busy, Some("a")), Some(2));
+    assert_eq!(pick(&own_busy, Some("a"), 100), Some(2));
+}
+
+/// A new conversation takes the slot whose cells begin as it does (a
+/// shared system prompt is not read again) when that is a tenth of it,
+/// unless that costs a conversation worth saving for less than a save's
+/// worth of reuse.
+#[test]
+fn a_new_conversation_takes_the_most_similar_slot_when_it_costs_no_save() {
+    let with = |holds, tokens, used, shared| SlotView {
+        holds,
+        tokens,
+        busy: false,
+        used,
+        shared,
+    };
+    for (slots, prompt, want, why) in [
+        (vec![with(None, 0, 0, 0), with(Some("x"), 100, 1, 30)], 100, Some(1), "30% shared, nothing worth saving there"),
+        (vec![with(None, 0, 0, 0), with(Some("x"), 100, 1, 5)], 100, Some(0), "5% shared: the empty slot"),
+        (vec![with(None, 0, 0, 0), with(Some("x"), 900, 1, 30)], 100, Some(0), "a conversation worth saving for 30 tokens: no"),
+        (vec![with(None, 0, 0, 0), with(Some("x"), 900, 1, 300)], 1000, Some(1), "300 shared tokens are worth its save"),
+        (vec![with(None, 40, 0, 20), with(None, 50, 1, 25)], 100, Some(1), "the most shared"),
+        (vec![with(Some("y"), 100, 3, 0), with(Some("x"), 100, 1, 0)], 100, Some(1), "nothing similar, nothing empty: the oldest"),
+    ] {
+        assert_eq!(pick(&slots, Some("new"), prompt), want, "{why}");
+    }
 }
 
 /// At one slot the bound is today's: the request's, else the window.

@@ -32,6 +32,9 @@ pub struct Slot {
     pub anonymous_tokens: u32,
     /// When it was last taken, on the table's own clock.
     pub used: u64,
+    /// The text its last request began with (its messages, or its prompt):
+    /// how much a new request shares with its cells is read from it.
+    pub text: Option<String>,
 }
 
 impl Slot {
@@ -72,9 +75,11 @@ impl Slots {
         &mut self.slots[i]
     }
 
-    /// The table as the law reads it: a busy slot counts what its turn
-    /// reserved, an idle one what it holds.
-    pub fn views(&self) -> Vec<SlotView<'_>> {
+    /// The table as the law reads it for a request beginning with `text`:
+    /// a busy slot counts what its turn reserved, an idle one what it
+    /// holds, and what it shares with the request (its bytes over 4, as a
+    /// prompt is estimated).
+    pub fn views(&self, text: Option<&str>) -> Vec<SlotView<'_>> {
         self.slots
             .iter()
             .map(|s| SlotView {
@@ -82,16 +87,22 @@ impl Slots {
                 tokens: s.busy.as_ref().map_or_else(|| s.tokens(), |b| b.reserved),
                 busy: s.busy.is_some(),
                 used: s.used,
+                shared: match (text, s.text.as_deref()) {
+                    (Some(a), Some(b)) => (common_prefix(a, b) / 4).min(s.tokens() as usize) as u32,
+                    _ => 0,
+                },
             })
             .collect()
     }
 
-    /// A turn starts on slot `i`, reserving `reserved` tokens.
-    pub fn start(&mut self, i: usize, seq: u64, reserved: u32) {
+    /// A turn of a request beginning with `text` starts on slot `i`,
+    /// reserving `reserved` tokens.
+    pub fn start(&mut self, i: usize, seq: u64, reserved: u32, text: Option<String>) {
         self.clock += 1;
         let s = &mut self.slots[i];
         s.used = self.clock;
         s.busy = Some(Busy { seq, reserved });
+        s.text = text;
     }
 
     /// The turn `seq` ended: its slot, freed (`None`: it ran on no slot of
@@ -122,6 +133,11 @@ impl Slots {
     }
 }
 
+/// The bytes `a` and `b` begin with in common.
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,15 +147,15 @@ mod tests {
     #[test]
     fn start_and_end_follow_the_turn() {
         let mut t = Slots::new(3);
-        t.start(2, 7, 300);
-        t.start(0, 8, 100);
-        assert_eq!(t.views().iter().filter(|v| v.busy).count(), 2);
-        let v = t.views();
+        t.start(2, 7, 300, None);
+        t.start(0, 8, 100, None);
+        assert_eq!(t.views(None).iter().filter(|v| v.busy).count(), 2);
+        let v = t.views(None);
         assert_eq!((v[2].busy, v[2].tokens, v[0].used > v[2].used), (true, 300, true));
         assert_eq!(t.end(7), Some(2));
         assert_eq!(t.end(7), None);
-        assert_eq!(t.views().iter().filter(|v| v.busy).count(), 1);
-        assert!(!t.views()[2].busy);
+        assert_eq!(t.views(None).iter().filter(|v| v.busy).count(), 1);
+        assert!(!t.views(None)[2].busy);
     }
 
     /// An idle slot counts the cells it holds, by its conversation's count
@@ -154,8 +170,22 @@ mod tests {
             unchecked_restore: None,
         });
         t.get_mut(1).anonymous_tokens = 40;
-        let v = t.views();
+        let v = t.views(None);
         assert_eq!((v[0].tokens, v[0].holds, v[1].tokens, v[1].holds), (900, Some("c"), 40, None));
         assert_eq!(Slots::new(0).len(), 1);
+    }
+
+    /// What a slot shares with a request is their common beginning, over
+    /// 4, never more than the slot holds.
+    #[test]
+    fn a_slot_shares_the_beginning_it_has_in_common_with_a_request() {
+        let mut t = Slots::new(2);
+        t.get_mut(0).text = Some("You are terse. Hello there".into());
+        t.get_mut(0).anonymous_tokens = 100;
+        t.get_mut(1).text = Some("You are terse.".into());
+        t.get_mut(1).anonymous_tokens = 2;
+        let v = t.views(Some("You are terse. Goodbye"));
+        assert_eq!((v[0].shared, v[1].shared), (15 / 4, 2));
+        assert_eq!(t.views(None)[0].shared, 0);
     }
 }

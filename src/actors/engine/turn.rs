@@ -256,13 +256,14 @@ impl EngineCore {
     fn seat(&self, w: &Waiting) -> Option<Seat> {
         let c = self.child.get()?;
         let owner = self.owner(w);
-        let views = c.slots.views();
-        let slot = slots::pick(&views, owner.as_deref())?;
+        let text = request_text(&w.request.body);
+        let views = c.slots.views(text.as_deref());
+        let prompt = prompt_estimate(&w.request.body);
+        let slot = slots::pick(&views, owner.as_deref(), prompt)?;
         let pool = Pool {
             window: c.allocated.unwrap_or(crate::law::request::UNKNOWN_WINDOW_BOUND),
             slots: c.slots.len() as u32,
         };
-        let prompt = prompt_estimate(&w.request.body);
         let requested = crate::law::request::requested_bound(&w.request.body);
         match slots::admit(pool, &views, slot, prompt, requested) {
             Admit::Run { bound, reserve, evict } => Some(Seat {
@@ -295,6 +296,7 @@ impl EngineCore {
             ..
         } = w;
         let owner = request.conversation.clone().filter(|_| request.route.keeps_conversation());
+        let text = request_text(&request.body);
         let mut body = request.body;
         let requested = crate::law::request::requested_bound(&body);
         for f in crate::law::request::TOKEN_FIELDS {
@@ -319,7 +321,7 @@ impl EngineCore {
         // holds about the prompt (its bytes over 4).
         let tokens = (bytes.len() / 4).min(u32::MAX as usize) as u32;
         self.kv.claim(c, seat.slot, owner.as_deref(), tokens).await;
-        c.slots.start(seat.slot, seq, seat.reserve);
+        c.slots.start(seat.slot, seq, seat.reserve, text);
         let line = self.relay_line();
         Some(RelayJob {
             line,
@@ -428,6 +430,19 @@ impl EngineCore {
 /// roles); the child's own count replaces it at the turn's end.
 fn prompt_estimate(body: &serde_json::Map<String, serde_json::Value>) -> u32 {
     (to_bytes(body).len() / 4).min(u32::MAX as usize) as u32
+}
+
+/// What a request's prompt begins with, as text: its messages (chat), or
+/// its prompt (a raw completion or infill). Two requests whose texts begin
+/// alike begin alike in tokens too (the same template renders the same
+/// messages the same way).
+fn request_text(body: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+    match (body.get("messages"), body.get("prompt")) {
+        (Some(m), _) => serde_json::to_string(m).ok(),
+        (None, Some(serde_json::Value::String(p))) => Some(p.clone()),
+        (None, Some(p)) => serde_json::to_string(p).ok(),
+        (None, None) => None,
+    }
 }
 
 /// A JSON body's bytes (a map of JSON values always serializes).
