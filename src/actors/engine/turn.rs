@@ -259,7 +259,19 @@ impl EngineCore {
         let text = request_text(&w.request.body);
         let views = c.slots.views(text.as_deref());
         let prompt = prompt_estimate(&w.request.body);
-        let slot = slots::pick(&views, owner.as_deref(), prompt)?;
+        // Similarity is the shared text over the request's own text (its
+        // messages), as llama-server weighs shared tokens over the prompt's.
+        let own = text.as_ref().map_or(prompt, |t| (t.len() / 4).min(u32::MAX as usize) as u32);
+        let slot = slots::pick(&views, owner.as_deref(), own)?;
+        tracing::debug!(
+            seq = w.seq,
+            slot,
+            shared = views[slot].shared,
+            "turn {}: slot {slot} of {} (shares about {} of its ~{own} text tokens)",
+            w.seq,
+            views.len(),
+            views[slot].shared
+        );
         let pool = Pool {
             window: c.allocated.unwrap_or(crate::law::request::UNKNOWN_WINDOW_BOUND),
             slots: c.slots.len() as u32,
