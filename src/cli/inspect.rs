@@ -221,7 +221,7 @@ impl Report {
             (
                 "sliding window",
                 f.sliding_window
-                    .map_or("none".into(), |w| sliding_note(w, kv::is_over_estimated(f))),
+                    .map_or("none".into(), |w| sliding_note(w, kv::is_over_estimated(f), self.plan.swa)),
             ),
             (
                 "trained window",
@@ -279,11 +279,15 @@ impl Report {
 /// The sliding-window row: what the law now does with the window. A model
 /// run with `--swa-full` allocates the full formula exactly; only one whose
 /// child keeps just the window's cells is over-estimated (on the safe side).
-fn sliding_note(window: u32, over_estimated: bool) -> String {
-    if over_estimated {
-        format!("{window} (the child keeps only these cells; the full formula used: an over-estimate)")
-    } else {
-        format!("{window} (run with --swa-full: every layer holds the whole window, the formula is exact)")
+fn sliding_note(window: u32, over_estimated: bool, swa: kv::SwaCache) -> String {
+    match (over_estimated, swa) {
+        (true, _) => format!("{window} (the child keeps only these cells; the full formula used: an over-estimate)"),
+        (false, kv::SwaCache::Full) => format!(
+            "{window} (run with --swa-full: every layer holds the whole window, the formula is exact, conversations are kept across unloads)"
+        ),
+        (false, kv::SwaCache::Window) => format!(
+            "{window} (the sliding layers keep only their window, sized by their own exact formula, so that a larger window fits memory; conversations are re-read after an unload)"
+        ),
     }
 }
 
@@ -313,13 +317,17 @@ mod tests {
     use crate::engines::{self, GpuSource, Site};
     use crate::law::cuda::GpuDevice;
 
-    /// The sliding row says what the law does: exact with `--swa-full`, an
-    /// over-estimate only where the child keeps just the window.
+    /// The sliding row says what the law does: exact with `--swa-full`, the
+    /// small cache's own formula where memory chose it, an over-estimate
+    /// only where the child keeps just the window and the law cannot size it.
     #[test]
     fn the_sliding_row_says_what_the_law_does() {
-        assert!(sliding_note(512, false).contains("the formula is exact"));
-        assert!(!sliding_note(512, false).contains("over-estimate"));
-        assert!(sliding_note(512, true).contains("over-estimate"));
+        use kv::SwaCache::{Full, Window};
+        assert!(sliding_note(512, false, Full).contains("the formula is exact"));
+        assert!(!sliding_note(512, false, Full).contains("over-estimate"));
+        assert!(sliding_note(512, false, Window).contains("re-read after an unload"));
+        assert!(!sliding_note(512, false, Window).contains("over-estimate"));
+        assert!(sliding_note(512, true, Full).contains("over-estimate"));
     }
 
     /// On a CUDA machine the report is the CUDA engine's plan: the card's

@@ -164,7 +164,7 @@ pub fn model_args(plan: &super::SpawnPlan) -> Vec<OsString> {
     }
     a.push("--threads-http".into());
     a.push(child_http_threads(plan.slots).to_string().into());
-    if plan.facts.as_deref().is_some_and(crate::law::kv_keep::swa_full) {
+    if plan.swa == crate::law::kv::SwaCache::Full && plan.facts.as_deref().is_some_and(crate::law::kv_keep::swa_full) {
         a.push("--swa-full".into());
     }
     if plan.facts.as_deref().is_some_and(crate::gguf::ModelFacts::is_embedding) {
@@ -294,6 +294,7 @@ mod tests {
             cap: None,
             beside_bytes: 0,
             slots: 1,
+            swa: crate::law::kv::SwaCache::Full,
             engine: crate::engines::plan::EnginePlan::Cpu { rpc: None },
         };
         let has = |facts| model_args(&plan(facts)).iter().any(|a| a == "--swa-full");

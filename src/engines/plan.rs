@@ -41,6 +41,8 @@ pub struct SpawnPlan {
     pub beside_bytes: u64,
     /// The slots the child runs over its one KV pool (`law::slots`).
     pub slots: u32,
+    /// How a sliding model's child keeps its sliding layers (`law::plan`).
+    pub swa: crate::law::kv::SwaCache,
     /// What the plan holds for its engine alone.
     pub engine: EnginePlan,
 }
@@ -208,6 +210,7 @@ pub fn machine(site: Site, cfg: &WardenConfig) -> Readings {
         ram: ram::ram_total(cfg.ram_override_bytes),
         mmproj_bytes: 0,
         beside_bytes: 0,
+        slots: 1,
         engine,
     }
 }
@@ -254,17 +257,6 @@ pub fn plan_on(
     facts: Option<Arc<ModelFacts>>,
     cap: Option<u32>,
 ) -> SpawnPlan {
-    let p = law::plan(facts.as_deref(), &readings, cap, cfg.ctx_pin);
-    let engine = match site {
-        Site::Cpu => EnginePlan::Cpu { rpc: None },
-        Site::Cuda(_) => EnginePlan::Cuda {
-            spawn: p.cuda,
-            user_visible: cfg.cuda_visible_devices.clone(),
-        },
-        Site::Mlx => EnginePlan::Mlx {
-            facts: mlx::read_facts(&entry.path),
-        },
-    };
     let child = match site {
         Site::Mlx => crate::law::slots::Child::Mlx,
         _ if facts.as_deref().is_some_and(ModelFacts::is_embedding) => crate::law::slots::Child::Encoder,
@@ -277,8 +269,22 @@ pub fn plan_on(
         }
         _ => crate::law::slots::Child::Generating,
     };
+    let slots = crate::law::slots::count(cfg.parallel, child);
+    let readings = Readings { slots, ..readings };
+    let p = law::plan(facts.as_deref(), &readings, cap, cfg.ctx_pin);
+    let engine = match site {
+        Site::Cpu => EnginePlan::Cpu { rpc: None },
+        Site::Cuda(_) => EnginePlan::Cuda {
+            spawn: p.cuda,
+            user_visible: cfg.cuda_visible_devices.clone(),
+        },
+        Site::Mlx => EnginePlan::Mlx {
+            facts: mlx::read_facts(&entry.path),
+        },
+    };
     SpawnPlan {
-        slots: crate::law::slots::count(cfg.parallel, child),
+        slots,
+        swa: p.swa,
         entry,
         facts,
         shape: p.shape,

@@ -5,13 +5,17 @@
 //! buffer llama-server prints is exactly n_ctx × Σ over layers of
 //! (key_length + value_length) × kv_heads\[layer\] × 2 B (SmolLM2: 23,040 B per
 //! token, 180.00 MiB at 8192). A recurrent layer declares 0 KV heads and
-//! counts 0. A sliding-window model runs with `--swa-full` (`kv_keep`: a
-//! restored conversation is reused only then), so its sliding layers hold
-//! the whole window too and the formula is exact: Gemma-3-270M prints
-//! 480.00 + 96.00 MiB at 32768 = 18,432 B per token (without the flag,
-//! 15.00 + 96.00 MiB). Only a sliding model the warden does not run that
-//! way (a hybrid one, `kv_keep::Keep::Not`) holds just its window's cells,
-//! and the formula over-estimates it, on the safe side.
+//! counts 0. A sliding-window model runs with `--swa-full` where that
+//! costs no window (`law::plan`; `kv_keep`: a restored conversation is
+//! reused only then), so its sliding layers hold the whole window too and
+//! the formula is exact: Gemma-3-270M prints 480.00 + 96.00 MiB at 32768 =
+//! 18,432 B per token. Where the full cache would bind the window, it runs
+//! with the small cache (`SwaCache::Window`), whose own formula is exact
+//! too (`SlidingKv`: 15.00 + 96.00 MiB at 32768, the sliding layers'
+//! `swa_cells`). Only a sliding model whose layer pattern the warden does
+//! not know, or a hybrid one (`kv_keep::Keep::Not`), is sized on the full
+//! formula while holding just its window's cells: an over-estimate, on the
+//! safe side.
 
 use crate::gguf::ModelFacts;
 
@@ -67,6 +71,106 @@ pub fn kv_bytes_allocated(facts: &ModelFacts, n_ctx: u64) -> Option<u64> {
             })
             .sum(),
     )
+}
+
+/// The period llama.cpp b10883 gives each sliding architecture's layer
+/// pattern when the GGUF does not say it (`set_swa_pattern(period)` in its
+/// `src/models/*.cpp`): layer `l` slides when `l % period < period - 1`.
+/// An architecture not listed has no pattern the warden knows, and keeps
+/// the full-size cache.
+pub const SWA_PERIODS: &[(&str, u32)] = &[
+    ("gemma2", 2),
+    ("gemma3", 6),
+    ("gemma3n", 5),
+    ("cohere2", 4),
+    ("gpt-oss", 2),
+    ("exaone4", 4),
+];
+
+/// Which layers slide: the GGUF's per-layer pattern, else its period, else
+/// the architecture's (`SWA_PERIODS`); `None` when the mix is unknown.
+pub fn sliding_pattern(facts: &ModelFacts) -> Option<Vec<bool>> {
+    if let Some(p) = &facts.sliding_layers {
+        return Some(p.clone());
+    }
+    let period = facts.sliding_window_period.or_else(|| {
+        SWA_PERIODS
+            .iter()
+            .find(|(a, _)| *a == facts.architecture)
+            .map(|(_, p)| *p)
+    })?;
+    let period = u64::from(period);
+    Some(
+        (0..facts.block_count as u64)
+            .map(|l| period == 0 || l % period < period - 1)
+            .collect(),
+    )
+}
+
+/// The cells of a small sliding cache over `slots` sequences in one pool at
+/// window `n_ctx`: llama.cpp's `size_swa`,
+/// `GGML_PAD(min(n_ctx, n_swa * n_seq + n_ubatch), 256)`.
+pub fn swa_cells(n_ctx: u64, n_swa: u64, slots: u64) -> u64 {
+    pad_cells(n_ctx.min(n_swa * slots.max(1) + N_UBATCH))
+}
+
+/// A sliding model's cache when its sliding layers keep only their window
+/// (no `--swa-full`): its full layers grow with the window, its sliding
+/// layers hold `swa_cells`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingKv {
+    /// KV bytes per token of the full-attention layers.
+    pub full_per_token: u64,
+    /// KV bytes per cell of the sliding layers.
+    pub sliding_per_cell: u64,
+    /// The sliding window, tokens.
+    pub n_swa: u64,
+}
+
+impl SlidingKv {
+    /// What the child allocates at window `n_ctx` over `slots` sequences.
+    pub fn bytes(&self, n_ctx: u64, slots: u64) -> u64 {
+        self.full_per_token * n_ctx + self.sliding_per_cell * swa_cells(n_ctx, self.n_swa, slots)
+    }
+
+    /// The sliding layers' bytes at any window past their cells (the part
+    /// that does not grow with the window).
+    pub fn fixed_bytes(&self, slots: u64) -> u64 {
+        self.sliding_per_cell * pad_cells(self.n_swa * slots.max(1) + N_UBATCH)
+    }
+}
+
+/// The small-cache shape of a sliding model whose layer pattern is known.
+pub fn sliding_kv(facts: &ModelFacts) -> Option<SlidingKv> {
+    let n_swa = u64::from(facts.sliding_window.filter(|&w| w > 0)?);
+    let pattern = sliding_pattern(facts)?;
+    let (mut full, mut sliding) = (0, 0);
+    for l in 0..facts.block_count as usize {
+        if pattern.get(l).copied().unwrap_or(false) {
+            sliding += layer_bytes(facts, l);
+        } else {
+            full += layer_bytes(facts, l);
+        }
+    }
+    Some(SlidingKv {
+        full_per_token: full,
+        sliding_per_cell: sliding,
+        n_swa,
+    })
+}
+
+/// How a sliding model's child keeps its sliding layers' cache, decided
+/// per spawn by the window law (`law::plan`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SwaCache {
+    /// Full size (`--swa-full`): a restored conversation is reused, and the
+    /// KV is the full formula. Chosen where it does not cost the window.
+    #[default]
+    Full,
+    /// The window's cells only: more window in the same memory, and a
+    /// conversation is re-read after an unload (`kv_keep`).
+    Window,
 }
 
 /// Whether the model uses a sliding window (Gemma lineage).
@@ -151,6 +255,53 @@ pub(crate) mod tests {
         f.kv_heads[0] = 0;
         f.kv_heads[1] = 0;
         assert_eq!(kv_bytes_per_token(&f), 23_040 / 30 * 28);
+    }
+
+    /// The pattern of each sliding architecture, as llama.cpp expands it.
+    #[test]
+    fn sliding_patterns_follow_the_architecture() {
+        let g = gemma3();
+        let p = sliding_pattern(&g).unwrap();
+        assert_eq!(p.iter().filter(|s| !**s).count(), 3, "every 6th of 18 layers is global");
+        assert!(!p[5] && !p[11] && !p[17] && p[0] && p[4]);
+        let two = ModelFacts {
+            architecture: "gemma2".into(),
+            block_count: 4,
+            ..gemma3()
+        };
+        assert_eq!(sliding_pattern(&two), Some(vec![true, false, true, false]));
+        let given = ModelFacts {
+            sliding_window_period: Some(3),
+            block_count: 3,
+            ..gemma3()
+        };
+        assert_eq!(sliding_pattern(&given), Some(vec![true, true, false]));
+        let unknown = ModelFacts {
+            architecture: "mistral3".into(),
+            ..gemma3()
+        };
+        assert_eq!(sliding_pattern(&unknown), None);
+        assert_eq!(sliding_kv(&unknown), None);
+    }
+
+    /// The small sliding cache, against what llama-server b10883 prints
+    /// without `--swa-full` (Gemma 3 270M: 15 sliding layers of 1 KiB a
+    /// cell, 3 full ones).
+    #[test]
+    fn the_small_sliding_cache_matches_what_llama_server_prints() {
+        let s = sliding_kv(&gemma3()).unwrap();
+        assert_eq!((s.full_per_token, s.sliding_per_cell, s.n_swa), (3 * 1024, 15 * 1024, 512));
+        for (n_ctx, slots, cells, bytes, why) in [
+            (8192, 1, 1024, 15 * MIB + 24 * MIB, "one slot: 15.00 + 24.00 MiB at 8192"),
+            (16384, 1, 1024, 15 * MIB + 48 * MIB, "15.00 + 48.00 MiB at 16384"),
+            (32768, 1, 1024, 15 * MIB + 96 * MIB, "15.00 + 96.00 MiB at 32768"),
+            (32768, 4, 2560, 2560 * 15 * 1024 + 96 * MIB, "four slots in one pool: 512 x 4 + 512 cells"),
+            (768, 1, 768, 768 * 18 * 1024, "a window under the cells: all of it"),
+        ] {
+            assert_eq!(swa_cells(n_ctx, 512, slots), cells, "{why}");
+            assert_eq!(s.bytes(n_ctx, slots), bytes, "{why}");
+        }
+        assert_eq!(s.fixed_bytes(1), 15 * MIB);
     }
 
     #[test]

@@ -100,6 +100,9 @@ pub enum NotKept {
     Recurrent,
     /// Attention mixed with recurrent layers (Jamba, Qwen3-Next, LFM2, ...).
     Hybrid,
+    /// A sliding-window model whose child keeps only the window's cells
+    /// (`kv::SwaCache::Window`): the law chose more window over keeping.
+    SlidingWindow,
 }
 
 impl NotKept {
@@ -112,6 +115,9 @@ impl NotKept {
             Self::Hybrid => {
                 "hybrid attention and recurrent memory: the recurrent state a save holds is its last position only, and llama-server re-reads the whole prompt after restoring it"
             }
+            Self::SlidingWindow => {
+                "sliding-window cache kept to its window so that a larger window fits memory: it holds only the last window's cells, so its conversations are re-read after an unload"
+            }
         }
     }
 
@@ -120,6 +126,7 @@ impl NotKept {
         match self {
             Self::Recurrent => "recurrent",
             Self::Hybrid => "hybrid",
+            Self::SlidingWindow => "sliding_window",
         }
     }
 }
@@ -140,9 +147,19 @@ pub fn keep(facts: Option<&ModelFacts>) -> Keep {
     }
 }
 
-/// Whether the child gets `--swa-full` (and so allocates the full formula).
+/// Whether the model can be kept with a full-size sliding cache
+/// (`--swa-full`, chosen per spawn by `law::plan` as `kv::SwaCache`).
 pub fn swa_full(facts: &ModelFacts) -> bool {
     keep(Some(facts)) == Keep::FullSwa
+}
+
+/// How a spawn of `facts` with sliding cache `cache` keeps its cache: a
+/// sliding model kept to its window is not kept.
+pub fn keep_at(facts: Option<&ModelFacts>, cache: super::kv::SwaCache) -> Keep {
+    match (keep(facts), cache) {
+        (Keep::FullSwa, super::kv::SwaCache::Window) => Keep::Not(NotKept::SlidingWindow),
+        (k, _) => k,
+    }
 }
 
 /// Whether the first turn after a restore used it.
@@ -229,7 +246,13 @@ mod tests {
         ];
         for (i, (facts, want)) in rows.iter().enumerate() {
             assert_eq!(keep(facts.as_ref()), *want, "row {i}");
+            // why: a full-size sliding cache changes nothing
+            assert_eq!(keep_at(facts.as_ref(), crate::law::kv::SwaCache::Full), *want, "row {i}");
         }
+        // why: a sliding cache kept to its window is not kept; nothing else changes
+        use crate::law::kv::SwaCache::Window;
+        assert_eq!(keep_at(Some(&gemma3()), Window), Keep::Not(NotKept::SlidingWindow));
+        assert_eq!(keep_at(Some(&smollm2()), Window), Keep::Plain);
     }
 
     #[test]

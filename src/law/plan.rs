@@ -7,7 +7,7 @@
 //!
 //! | engine | window | placement |
 //! |---|---|---|
-//! | CPU | `window::cpu` over the RAM total | - |
+//! | CPU | `window::cpu` over the RAM total (a sliding model: the full or the small sliding cache, `sliding_cpu`) | - |
 //! | CUDA | `window::cuda` over the GPU `cuda::place` picks, on the FA or non-FA slope | `cuda::place` |
 //! | MLX | none at spawn: memory bounds it after the load (`law::mlx`) | - |
 //!
@@ -17,6 +17,7 @@
 //! static window (the spec: no new free-VRAM reading).
 
 use super::caps;
+use super::kv::{self, SwaCache};
 use super::residents;
 use super::cuda::{self, CudaPlacement, CudaSpawn, GpuDevice};
 use super::types::RamTotal;
@@ -36,6 +37,9 @@ pub struct Readings {
     /// (`residents::shape_beside`, `residents::vram_beside`), while the
     /// plan's `shape` stays the model's own.
     pub beside_bytes: u64,
+    /// The slots the child will run over one KV pool (`law::slots`): a
+    /// small sliding cache holds a window for each.
+    pub slots: u32,
     /// The engine's own readings, which also say which law plans.
     pub engine: EngineReadings,
 }
@@ -74,6 +78,9 @@ pub struct Plan {
     pub budget_bytes: Option<i64>,
     /// The CUDA engine's placement and static window.
     pub cuda: Option<CudaSpawn>,
+    /// How a sliding model's child keeps its sliding layers (`Full` for
+    /// every other model): see `sliding_cpu`.
+    pub swa: SwaCache,
 }
 
 /// The plan of a load (a brake respawn on the CPU engine plans again with
@@ -83,11 +90,16 @@ pub fn plan(facts: Option<&ModelFacts>, readings: &Readings, cap: Option<u32>, p
     match &readings.engine {
         EngineReadings::Cpu => {
             let sized = shape.map(|s| residents::shape_beside(&s, readings.beside_bytes));
-            Plan {
+            let full = Plan {
                 shape,
                 window: sized.map_or(pin_or_none(pin), |s| window::cpu(&s, readings.ram.bytes, cap, pin)),
                 budget_bytes: sized.map(|s| window::cpu_budget(readings.ram.bytes, s.weights_bytes)),
                 cuda: None,
+                swa: SwaCache::Full,
+            };
+            match facts.and_then(kv::sliding_kv).filter(|_| facts.is_some_and(super::kv_keep::swa_full)) {
+                Some(small) => sliding_cpu(full, small, readings, cap, pin),
+                None => full,
             }
         }
         EngineReadings::Cuda(gpus) => cuda_plan(facts, shape, gpus, cap, pin, readings.beside_bytes),
@@ -97,7 +109,43 @@ pub fn plan(facts: Option<&ModelFacts>, readings: &Readings, cap: Option<u32>, p
             window: Window::Unsized,
             budget_bytes: None,
             cuda: None,
+            swa: SwaCache::Full,
         },
+    }
+}
+
+/// A sliding model on the CPU, decided by memory: the full-size sliding
+/// cache (`--swa-full`, its conversations kept across unloads) where it
+/// costs no window, i.e. the full formula's window is not memory-bound;
+/// otherwise the small cache (`kv::SlidingKv`: the full layers grow with
+/// the window, the sliding ones hold their `swa_cells`), sized on its own
+/// exact formula, when that gives a larger window. A pinned window is the
+/// user's: it keeps the full cache. The plan's shape is then the small
+/// cache's (its footprint is what the child holds).
+fn sliding_cpu(full: Plan, small: kv::SlidingKv, readings: &Readings, cap: Option<u32>, pin: Option<u32>) -> Plan {
+    let (Some(shape), true) = (full.shape, full.window.memory_bound().is_some()) else {
+        return full;
+    };
+    if pin.is_some() {
+        return full;
+    }
+    let own = ModelShape {
+        kv_per_token: small.full_per_token,
+        weights_bytes: shape.weights_bytes + small.fixed_bytes(u64::from(readings.slots)),
+        sliding: false,
+        ..shape
+    };
+    let sized = residents::shape_beside(&own, readings.beside_bytes);
+    let window = window::cpu(&sized, readings.ram.bytes, cap, pin);
+    if window.ctx() <= full.window.ctx() {
+        return full;
+    }
+    Plan {
+        shape: Some(own),
+        window,
+        budget_bytes: Some(window::cpu_budget(readings.ram.bytes, sized.weights_bytes)),
+        cuda: None,
+        swa: SwaCache::Window,
     }
 }
 
@@ -131,7 +179,11 @@ fn cuda_plan(
         Some((vram, s)) => window::cuda(s, *vram, slope, cap, pin),
         None => pin_or_none(pin),
     };
+    // The CUDA engine keeps the full-size sliding cache: its placement
+    // (`cuda::place`, fit's probe) is measured and tested with it, and no
+    // GPU was at hand to measure the small one against.
     Plan {
+        swa: SwaCache::Full,
         shape,
         window: window_at(cap),
         budget_bytes: sized_on.map(|(vram, s)| window::cuda_budget(vram, s.weights_bytes)),

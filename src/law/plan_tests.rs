@@ -18,6 +18,7 @@ fn cpu(ram_bytes: u64, mmproj_bytes: u64) -> Readings {
         ram: ram(ram_bytes),
         mmproj_bytes,
         beside_bytes: 0,
+        slots: 1,
         engine: EngineReadings::Cpu,
     }
 }
@@ -37,6 +38,7 @@ fn gpus(devices: Result<Vec<GpuDevice>, &str>, user: Option<&str>, vram_override
         ram: ram(GIB),
         mmproj_bytes: 0,
         beside_bytes: 0,
+        slots: 1,
         engine: EngineReadings::Cuda(GpuReadings {
             devices: devices.map_err(str::to_string),
             user_visible: user.map(str::to_string),
@@ -151,14 +153,14 @@ fn cpu_rows() {
             Some(4096),
             (Some(4096), false, "-"),
         ),
-        // why: Gemma runs with --swa-full: the formula is its real KV, so memory binds
+        // why: the full-size sliding cache would bind Gemma at 14,336 on 1 GiB: the small one gives its trained window
         (
             "cpu gemma 1G",
             Some(gemma3()),
             cpu(GIB, 0),
             None,
             None,
-            (Some(14_336), true, "-"),
+            (Some(32_768), false, "-"),
         ),
         // why: a sliding hybrid keeps its small cache: the formula over-estimates it, never memory-bound
         (
@@ -471,4 +473,32 @@ fn a_plan_beside_residents_sizes_on_what_they_leave() {
         (2 * GIB) as i64 - share_bound,
         "beside 6 GiB of residents the 0.9 share, not the free memory, binds"
     );
+}
+
+/// A sliding model keeps the full-size sliding cache (its conversations
+/// kept across unloads) where that costs no window, and otherwise the
+/// small cache with the window its exact formula gives, when larger.
+#[test]
+fn a_sliding_model_keeps_the_full_cache_only_where_it_costs_no_window() {
+    let at = |ram: u64, slots: u32, pin: Option<u32>| {
+        let p = plan(Some(&gemma3()), &Readings { slots, ..cpu(ram, 0) }, None, pin);
+        (p.window.ctx(), p.window.memory_bound().is_some(), p.swa)
+    };
+    use crate::law::kv::SwaCache::{Full, Window};
+    for (ram, slots, pin, want, why) in [
+        (24 * GIB, 1, None, (Some(32_768), false, Full), "room for the full cache at the trained window"),
+        (GIB, 1, None, (Some(32_768), false, Window), "the full cache binds at 14,336: the small one reaches 32,768"),
+        (GIB, 4, None, (Some(32_768), false, Window), "four slots' sliding cells still fit"),
+        (720 * MIB, 1, None, (Some(6_912), true, Window), "both bind: the small cache's window is larger"),
+        (512 * MIB, 1, None, (Some(4_096), true, Full), "nothing fits either way: the floor, kept full"),
+        (GIB, 1, Some(16_384), (Some(16_384), false, Full), "a pinned window is the user's: the full cache"),
+    ] {
+        assert_eq!(at(ram, slots, pin), want, "{why}");
+    }
+    // The small cache's plan carries its own shape: the footprint is what
+    // the child holds (the full layers per token, the sliding cells fixed).
+    let p = plan(Some(&gemma3()), &cpu(GIB, 0), None, None);
+    let s = p.shape.unwrap();
+    assert_eq!(s.kv_per_token, 3 * 1024);
+    assert_eq!(s.weights_bytes, gemma3().weights_bytes + 15 * MIB);
 }

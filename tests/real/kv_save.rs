@@ -47,6 +47,10 @@ fn kv_cfg(dir: &Path) -> WardenConfig {
         // llama-servers share them. The bound is the warden's watchdog, not
         // what is tested.
         request_timeout: std::time::Duration::from_secs(600),
+        // One slot: a restore's greedy answer is then bit-exact (over
+        // several slots in one pool a restored conversation's cells may sit
+        // in another order, and a near-tie can flip a late token).
+        parallel: llm_warden::config::Parallel::Fixed(1),
         ..test_config()
     }
 }
@@ -128,7 +132,10 @@ async fn an_unloaded_conversation_continues_from_its_saved_cache() {
 async fn two_conversations_taking_turns_keep_their_reuse_and_the_cap_evicts() {
     let _one = serial();
     let kv = tempfile::tempdir().unwrap();
-    let (w, _dir) = real_smollm_warden(kv_cfg(kv.path()));
+    let (w, _dir) = real_smollm_warden(WardenConfig {
+        parallel: llm_warden::config::Parallel::Auto,
+        ..kv_cfg(kv.path())
+    });
     let base = serve_http(&w);
     let open =
         |topic: &str| vec![json!({"role": "user", "content": format!("{topic}. {}\nSay one word.", long_text(30))})];
@@ -157,10 +164,7 @@ async fn two_conversations_taking_turns_keep_their_reuse_and_the_cap_evicts() {
 
     // One slot: the two take it in turns, each saved when the other comes.
     let kv = tempfile::tempdir().unwrap();
-    let one = WardenConfig {
-        parallel: llm_warden::config::Parallel::Fixed(1),
-        ..kv_cfg(kv.path())
-    };
+    let one = kv_cfg(kv.path());
     let (w, _dir) = real_smollm_warden(one.clone());
     let base = serve_http(&w);
     turn(&base, "a", &a, json!({})).await;

@@ -41,8 +41,13 @@ fn real_warden(model: &Path, kv: &Path) -> (Warden, tempfile::TempDir) {
     let server = real_llama_server();
     let dir = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(model, dir.path().join("m.gguf")).unwrap();
+    // One slot: a restore's greedy answer is then bit-exact. Over several
+    // slots in one pool a restored conversation's cells may sit in another
+    // order among the others', and a tiny model's near-tie can flip a late
+    // token (llama.cpp sums attention over the cells in their order).
     let cfg = WardenConfig {
         kv_save_dir: Some(kv.to_path_buf()),
+        parallel: llm_warden::config::Parallel::Fixed(1),
         ..test_config()
     };
     let w = TestWarden::real_cpu(server, dir.path())
@@ -148,9 +153,10 @@ async fn a_sliding_window_conversation_survives_a_reap_a_switch_and_an_unload() 
     w.shutdown().await;
 }
 
-/// Across a brake respawn (forced critical pressure on a memory-bound
-/// window: with `--swa-full` Gemma's window is bound by memory like any
-/// model's), the restored conversation re-reads only the new message.
+/// Across a brake respawn (forced critical pressure on a window whose KV is
+/// the pressure's cause: with `--swa-full` Gemma's KV is the full formula
+/// like any model's), the restored conversation re-reads only the new
+/// message.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and the models (./build-llama.sh); ./test.sh runs it"]
 async fn a_sliding_window_conversation_survives_a_brake_respawn() {
@@ -160,11 +166,13 @@ async fn a_sliding_window_conversation_survives_a_brake_respawn() {
     let server = real_llama_server();
     let dir = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(&gemma, dir.path().join("m.gguf")).unwrap();
-    // 1 GiB standing in for the machine's RAM: a window above the 4096
-    // floor that the brake can halve (at forced_critical's 0.65 GiB Gemma
-    // loads at the floor and the brake has nothing to shrink).
+    // 2 GiB standing in for the machine's RAM: the full-size sliding cache
+    // fits the trained 32,768 (so the plan keeps it, and the conversation
+    // is kept), its 576 MiB of KV is over a tenth of the RAM (so the brake
+    // calls the pressure its own), and the brake can halve the window. At
+    // 1 GiB the plan would choose the small cache instead (the test below).
     let cfg = WardenConfig {
-        ram_override_bytes: Some(1 << 30),
+        ram_override_bytes: Some(2 << 30),
         ..forced_critical(WardenConfig {
             kv_save_dir: Some(kv.path().to_path_buf()),
             ..test_config()
@@ -305,5 +313,46 @@ async fn a_restore_the_child_does_not_reuse_is_one_warning() {
         w1.contains("saved_tokens=") && w1.contains("history was edited"),
         "{w1}"
     );
+    w.shutdown().await;
+}
+
+/// Short of memory (1 GiB), the full-size sliding cache would bind Gemma's
+/// window at 14,336 tokens: the warden runs the small cache instead (no
+/// `--swa-full`) at the trained 32,768, says its conversations are not
+/// kept, writes no save, and a conversation is re-read after an unload.
+#[actix_rt::test]
+#[ignore = "needs the real llama-server and the models (./build-llama.sh); ./test.sh runs it"]
+async fn a_sliding_model_short_of_memory_runs_its_small_cache_and_says_so() {
+    let _one = serial();
+    let kv = tempfile::tempdir().unwrap();
+    let server = real_llama_server();
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(real_model(GEMMA3), dir.path().join("m.gguf")).unwrap();
+    let cfg = WardenConfig {
+        kv_save_dir: Some(kv.path().to_path_buf()),
+        ram_override_bytes: Some(1 << 30),
+        ..test_config()
+    };
+    let w = TestWarden::real_cpu(server, dir.path())
+        .default_model("m")
+        .config(cfg)
+        .start();
+    let base = serve_http(&w);
+    let s = load_default(&w).await;
+    assert_eq!(s.context_tokens, Some(32_768), "the small cache's window");
+    let keep = s.kv_keep.expect("a model is loaded");
+    assert_eq!((keep.kept, keep.how), (false, "sliding_window"), "{keep:?}");
+    assert!(keep.reason.unwrap().contains("re-read after an unload"));
+    assert!(!child_argv(&w).iter().any(|a| a == "--swa-full"), "{:?}", child_argv(&w));
+    let opening = vec![json!({"role": "user", "content": format!("{}\nWhich number follows 41?", long_text(80))})];
+    let mut ev = w.subscribe();
+    let r1 = turn(&base, "small", &opening, json!({"keep_alive": 0})).await;
+    unloaded(&mut ev, "idle").await;
+    assert_eq!(w.status().kv_saves.map_or(0, |k| k.count), 0, "nothing saved");
+    let mut next = opening.clone();
+    next.push(answer(&r1));
+    next.push(json!({"role": "user", "content": "And which follows 99?"}));
+    let r2 = turn(&base, "small", &next, json!({})).await;
+    assert!(processed(&r2) > 1400, "re-read after the unload: {}", processed(&r2));
     w.shutdown().await;
 }

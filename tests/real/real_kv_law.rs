@@ -122,9 +122,16 @@ async fn law_matches_the_buffers_llama_server_prints() {
         assert_eq!(printed, 18_432 * n_ctx as u64, "the full formula");
     }
     // Without the flag (llama-server's default) the sliding layers hold
-    // 1024 cells: what the flag costs is the rest of the window.
+    // 1024 cells: what the flag costs is the rest of the window. The small
+    // cache's own formula (`kv::SlidingKv`, the plan's choice where the
+    // full one would bind the window) is exact at one slot and at four in
+    // one pool (512 x 4 + 512 = 2560 sliding cells).
+    let small_kv = kv::sliding_kv(&g).expect("gemma3's pattern is known");
     let (small, _) = printed_buffers(&server, &gemma, 8192, 27295, &[]).await;
     assert_eq!(small, (15 + 24) << 20, "15.00 + 24.00 MiB at 8192");
+    assert_eq!(small, small_kv.bytes(8192, 1));
+    let (four, _) = printed_buffers(&server, &gemma, 8192, 27296, &["-np", "4", "--kv-unified"]).await;
+    assert_eq!(four, small_kv.bytes(8192, 4), "four slots over one pool at 8192");
 }
 
 /// With WARDEN_RAM_OVERRIDE_GB=0.65, SmolLM2's budget holds 6,509 tokens: the

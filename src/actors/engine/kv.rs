@@ -348,7 +348,7 @@ fn save_name(child: &LiveChild, conversation: &str) -> Option<(String, String)> 
 
 /// How `child`'s model keeps its cache (`law::kv_keep`).
 pub(crate) fn keep(child: &LiveChild) -> Keep {
-    kv_keep::keep(child.plan.facts.as_deref())
+    kv_keep::keep_at(child.plan.facts.as_deref(), child.plan.swa)
 }
 
 /// Whether `child`'s saves can be used again.

@@ -59,7 +59,7 @@ impl Kv {
     /// Once per load (`child` ready): a model whose cache is not kept,
     /// said in the log.
     pub(crate) fn say_keep(&self, c: &LiveChild) {
-        let (true, Keep::Not(why)) = (self.is_on(), kv_keep::keep(c.plan.facts.as_deref())) else {
+        let (true, Keep::Not(why)) = (self.is_on(), kv_keep::keep_at(c.plan.facts.as_deref(), c.plan.swa)) else {
             return;
         };
         tracing::warn!(

@@ -122,7 +122,7 @@ impl EngineCore {
     fn spec_for(&self, plan: &SpawnPlan, port: u16, key: &ApiKey) -> SpawnSpec {
         let mut spec = self.backend.spawn_spec(plan, port, key);
         let kept = !matches!(
-            crate::law::kv_keep::keep(plan.facts.as_deref()),
+            crate::law::kv_keep::keep_at(plan.facts.as_deref(), plan.swa),
             crate::law::kv_keep::Keep::Not(_)
         );
         if let Some(dir) = self.kv.dir().filter(|_| kept) {

@@ -30,6 +30,7 @@ fn base(ram_mib: u64) -> SpawnPlan {
         cap: None,
         beside_bytes: 0,
         slots: 1,
+        swa: crate::law::kv::SwaCache::Full,
         engine: crate::engines::plan::EnginePlan::Cpu { rpc: None },
     }
 }
