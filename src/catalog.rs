@@ -53,6 +53,8 @@ pub struct Catalog {
     entries: Vec<Arc<ModelEntry>>,
     /// The id a request without `model` gets.
     default_id: Option<String>,
+    /// Other names of entries (the settings file's `aliases`), to their id.
+    aliases: std::collections::BTreeMap<String, String>,
 }
 
 /// A split family's part: `(base, index, count)` from `BASE-00001-of-00003.gguf`.
@@ -148,9 +150,39 @@ impl Catalog {
         known
     }
 
-    /// The entry named `id`.
+    /// The entry named `id`, or whose alias `id` is.
     pub fn get(&self, id: &str) -> Option<Arc<ModelEntry>> {
+        let id = self.aliases.get(id).map_or(id, String::as_str);
         self.entries.iter().find(|e| e.id == id).cloned()
+    }
+
+    /// Lets `alias` name the entry `id`. Refused (`false`, said once) when
+    /// `id` is not in the catalog or `alias` is an entry's own id, which
+    /// always names that entry.
+    pub fn add_alias(&mut self, alias: &str, id: &str) -> bool {
+        if self.entries.iter().any(|e| e.id == alias) {
+            tracing::warn!(
+                alias,
+                id,
+                "the alias {alias:?} is a model's own id; it keeps naming that model"
+            );
+            return false;
+        }
+        if self.get(id).is_none() {
+            tracing::warn!(alias, id, "the alias {alias:?} names no model: there is no {id:?}");
+            return false;
+        }
+        self.aliases.insert(alias.to_string(), id.to_string());
+        true
+    }
+
+    /// The aliases of the entry `id`.
+    pub fn aliases_of(&self, id: &str) -> Vec<String> {
+        self.aliases
+            .iter()
+            .filter(|(_, t)| *t == id)
+            .map(|(a, _)| a.clone())
+            .collect()
     }
 
     /// The default entry: the one set, else the first entry.
@@ -257,6 +289,29 @@ fn dir_entry(dir: &Path, name: &str) -> Option<ModelEntry> {
         path: dir.join(&candidates[pick].name),
         mmproj,
     })
+}
+
+#[cfg(test)]
+mod alias_tests {
+    use super::*;
+
+    /// An alias names its model; it never takes another model's own id,
+    /// and one naming no model is refused.
+    #[test]
+    fn an_alias_names_its_model_and_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in ["a.gguf", "b.gguf"] {
+            std::fs::write(dir.path().join(n), b"GGUF").unwrap();
+        }
+        let mut cat = Catalog::scan(dir.path());
+        assert!(cat.add_alias("gpt-4o-mini", "a"));
+        assert_eq!(cat.get("gpt-4o-mini").map(|e| e.id.clone()), Some("a".into()));
+        assert!(!cat.add_alias("b", "a"), "b is a model's own id");
+        assert_eq!(cat.get("b").map(|e| e.id.clone()), Some("b".into()));
+        assert!(!cat.add_alias("x", "nope"));
+        assert!(cat.get("x").is_none());
+        assert_eq!(cat.aliases_of("a"), ["gpt-4o-mini"]);
+    }
 }
 
 #[cfg(test)]

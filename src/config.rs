@@ -9,6 +9,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use crate::law::slots::Parallel;
+pub use file::{FileError, ModelSettings, SettingsFile};
+
+#[path = "config_file.rs"]
+pub mod file;
 /// Which engine the user asked for (the law's own type: `law::types`).
 pub use crate::law::types::EnginePreference;
 // The types the config carries, nameable where an embedder meets them.
@@ -147,6 +151,30 @@ pub struct WardenConfig {
     /// can spill VRAM into RAM (as Windows' WDDM does), so the CUDA spill
     /// brake runs on Linux, driven by `WARDEN_FORCE_MEMORY_PRESSURE=vram-*`.
     pub pretend_spill_platform: bool,
+    /// The settings file read (`file`), if any.
+    pub settings_file: Option<PathBuf>,
+    /// Per-model settings from the file, by catalog id.
+    pub models: std::collections::BTreeMap<String, ModelSettings>,
+}
+
+/// Why the settings were refused: a variable, the file, or a variable the
+/// file set.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// A variable of the environment.
+    #[error(transparent)]
+    Variable(#[from] ConfigError),
+    /// The file does not parse, or names what the warden does not know.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// A value the file set is unusable.
+    #[error("{file}: {error}", file = file.display())]
+    InFile {
+        /// What is wrong.
+        error: ConfigError,
+        /// The file.
+        file: PathBuf,
+    },
 }
 
 /// A variable that is set but unusable: the warden refuses to start rather
@@ -203,6 +231,8 @@ impl Default for WardenConfig {
             child_verbosity: 3,
             cuda_visible_devices: None,
             pretend_spill_platform: false,
+            settings_file: None,
+            models: Default::default(),
         }
     }
 }
@@ -225,6 +255,70 @@ impl WardenConfig {
         c.read_clients_and_workers(&var)?;
         c.read_child_and_kv(&var)?;
         Ok(c)
+    }
+
+    /// The environment and the settings file (`file`: `explicit`, the
+    /// `--config` flag, else `WARDEN_CONFIG`, else the default path), the
+    /// environment first: what `serve`, `chat` and `inspect` run with. A
+    /// named file that cannot be read, or a file that does not parse,
+    /// refuses the start.
+    pub fn load(explicit: Option<&std::path::Path>) -> Result<Self, SettingsError> {
+        let env = |name: &str| std::env::var(name).ok();
+        let path = explicit
+            .map(std::path::Path::to_path_buf)
+            .or_else(|| file::find(env).map(|(p, _)| p));
+        let file = match path {
+            Some(path) => Some((file::load(&path)?, path)),
+            None => None,
+        };
+        Self::from_sources(env, file)
+    }
+
+    /// As `load`, over a lookup and a file already read.
+    pub fn from_sources(
+        env: impl Fn(&str) -> Option<String>,
+        file: Option<(SettingsFile, PathBuf)>,
+    ) -> Result<Self, SettingsError> {
+        let (vars, models, path) = match file {
+            Some((f, p)) => (f.variables, f.models, Some(p)),
+            None => Default::default(),
+        };
+        let from_file = |name: &str| env(name).filter(|v| !v.trim().is_empty()).is_none() && vars.contains_key(name);
+        let mut c = Self::from_lookup(|name| {
+            env(name)
+                .filter(|v| !v.trim().is_empty())
+                .or_else(|| vars.get(name).cloned())
+        })
+        .map_err(|e| match &path {
+            Some(p) if from_file(e.name) => SettingsError::InFile {
+                error: e,
+                file: p.clone(),
+            },
+            _ => SettingsError::Variable(e),
+        })?;
+        c.models = models;
+        c.settings_file = path;
+        Ok(c)
+    }
+
+    /// Conversations `model`'s child serves at once: its own setting, else
+    /// `WARDEN_PARALLEL`.
+    pub fn parallel_for(&self, model: &str) -> Parallel {
+        self.models.get(model).and_then(|m| m.parallel).unwrap_or(self.parallel)
+    }
+
+    /// `model`'s pinned window: its own, else `WARDEN_CTX`.
+    pub fn ctx_pin_for(&self, model: &str) -> Option<u32> {
+        self.models.get(model).and_then(|m| m.ctx).or(self.ctx_pin)
+    }
+
+    /// `model`'s idle unload: its own, else `WARDEN_IDLE_TIMEOUT_S`.
+    pub fn idle_timeout_for(&self, model: &str) -> Duration {
+        self.models
+            .get(model)
+            .and_then(|m| m.idle_timeout_s)
+            .and_then(|s| Duration::try_from_secs_f64(s).ok())
+            .unwrap_or(self.idle_timeout)
     }
 
     /// The models directory build-llama.sh fills.

@@ -122,7 +122,7 @@ async fn over_http(base: &str, body: serde_json::Value, p: &mut Printer) -> anyh
 }
 
 async fn in_process(a: ChatArgs, body: serde_json::Value, p: &mut Printer) -> anyhow::Result<()> {
-    let cfg = WardenConfig::from_env()?;
+    let cfg = WardenConfig::load(None)?;
     let catalog = super::build_catalog(&cfg, a.models_dir, None)?;
     eprintln!("(no llm-warden server running: starting one in-process)");
     let warden = Warden::start(cfg, catalog)?;

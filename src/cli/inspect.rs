@@ -46,8 +46,10 @@ pub struct InspectArgs {
 
 pub async fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
     // from_env has already refused a bad WARDEN_WORKERS under its own name.
-    let mut cfg = WardenConfig::from_env()?;
-    cfg.workers = crate::config::workers("--worker", a.workers.iter().map(String::as_str))?;
+    let mut cfg = WardenConfig::load(None)?;
+    if !a.workers.is_empty() {
+        cfg.workers = crate::config::workers("--worker", a.workers.iter().map(String::as_str))?;
+    }
     let entry = match entry_of(&a, &cfg)? {
         Ok(e) => e,
         Err(exit) => return Ok(exit),
@@ -220,8 +222,9 @@ impl Report {
             ("KV bytes per token", format!("{} B", shape.kv_per_token)),
             (
                 "sliding window",
-                f.sliding_window
-                    .map_or("none".into(), |w| sliding_note(w, kv::is_over_estimated(f), self.plan.swa)),
+                f.sliding_window.map_or("none".into(), |w| {
+                    sliding_note(w, kv::is_over_estimated(f), self.plan.swa)
+                }),
             ),
             (
                 "trained window",

@@ -18,6 +18,7 @@
 
 pub(crate) mod chat;
 pub(crate) mod client;
+pub(crate) mod config;
 pub(crate) mod inspect;
 pub(crate) mod inspect_workers;
 pub(crate) mod load;
@@ -68,6 +69,10 @@ enum Command {
     /// Lend this machine's devices to a warden: supervise llama.cpp's
     /// ggml-rpc-server and answer its status at /worker/status.
     Worker(self::worker::WorkerArgs),
+    /// Check a settings file: what a start would refuse, with its line and
+    /// column.
+    #[command(subcommand)]
+    Config(self::config::ConfigCommand),
 }
 
 /// The `llm-warden` binary's whole `main`: parse, run, map the error.
@@ -85,6 +90,7 @@ pub fn main() -> ExitCode {
             Command::Unload(a) => self::unload::run(a).await,
             Command::Models(a) => self::models::run(a).await,
             Command::Worker(a) => self::worker::run(a).await,
+            Command::Config(c) => self::config::run(c),
         }
     });
     match result {
@@ -132,6 +138,12 @@ pub(crate) fn build_catalog(
 ) -> anyhow::Result<Catalog> {
     let dir = models_dir.unwrap_or_else(|| cfg.models_dir());
     let mut catalog = Catalog::scan(&dir);
+    // The settings file's aliases, before `model` may name one.
+    for (id, m) in &cfg.models {
+        for alias in &m.aliases {
+            catalog.add_alias(alias, id);
+        }
+    }
     match model {
         Some(m) => {
             let path = PathBuf::from(&m);

@@ -45,14 +45,27 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     workers: Vec<String>,
+    /// The settings file (default: WARDEN_CONFIG, else
+    /// ~/.config/llm-warden/config.toml when it exists). See
+    /// docs/configuration.md.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
-    // from_env has already refused a bad variable under its own name, so a
-    // value refused here came from the flag.
-    let mut cfg = WardenConfig::from_env()?;
-    cfg.cors_origins = crate::config::cors_origins("--cors-origin", a.cors_origins.iter().map(String::as_str))?;
-    cfg.workers = crate::config::workers("--worker", a.workers.iter().map(String::as_str))?;
+    // load has already refused a bad variable under its own name, so a
+    // value refused here came from the flag; the flags (or their variables)
+    // replace the file's lists only when given.
+    let mut cfg = WardenConfig::load(a.config.as_deref())?;
+    if !a.cors_origins.is_empty() {
+        cfg.cors_origins = crate::config::cors_origins("--cors-origin", a.cors_origins.iter().map(String::as_str))?;
+    }
+    if !a.workers.is_empty() {
+        cfg.workers = crate::config::workers("--worker", a.workers.iter().map(String::as_str))?;
+    }
+    if let Some(f) = &cfg.settings_file {
+        tracing::info!("settings from {}", f.display());
+    }
     let catalog = super::build_catalog(&cfg, a.models_dir, a.model)?;
     let loopback = matches!(a.host.as_str(), "127.0.0.1" | "localhost" | "::1");
     if !loopback && cfg.api_key.is_none() {

@@ -119,7 +119,7 @@ impl Backend {
                 plan.cap = Some(cap);
                 if let Some(c) = plan.cuda_mut() {
                     c.all_layers = true;
-                    if let Some(w) = crate::law::plan::cuda_respawn_window(c.static_window, cap, cfg.ctx_pin) {
+                    if let Some(w) = crate::law::plan::cuda_respawn_window(c.static_window, cap, cfg.ctx_pin_for(&old.entry.id)) {
                         plan.window = w;
                     }
                 }

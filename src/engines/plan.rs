@@ -174,7 +174,7 @@ pub fn newcomer(plan: &SpawnPlan, cfg: &WardenConfig) -> Option<(Newcomer, Memor
         }
         EnginePlan::Mlx { .. } => return None,
     };
-    Some((Newcomer::new(&plan.entry.id, kind, &shape, slope, cfg.ctx_pin), memory))
+    Some((Newcomer::new(&plan.entry.id, kind, &shape, slope, cfg.ctx_pin_for(&plan.entry.id)), memory))
 }
 
 /// Which engine's law plans, and where the CUDA engine reads its GPUs.
@@ -269,9 +269,9 @@ pub fn plan_on(
         }
         _ => crate::law::slots::Child::Generating,
     };
-    let slots = crate::law::slots::count(cfg.parallel, child);
+    let slots = crate::law::slots::count(cfg.parallel_for(&entry.id), child);
     let readings = Readings { slots, ..readings };
-    let p = law::plan(facts.as_deref(), &readings, cap, cfg.ctx_pin);
+    let p = law::plan(facts.as_deref(), &readings, cap, cfg.ctx_pin_for(&entry.id));
     let engine = match site {
         Site::Cpu => EnginePlan::Cpu { rpc: None },
         Site::Cuda(_) => EnginePlan::Cuda {

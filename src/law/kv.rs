@@ -43,34 +43,17 @@ pub fn pad_cells(n: u64) -> u64 {
 }
 
 /// The KV bytes a child with one sequence really allocates at window
-/// `n_ctx`: the formula, unless the child keeps a small sliding cache (a
-/// sliding model without `--swa-full`) and the GGUF says which layers
-/// slide: sliding layers hold
-/// `min(n_ctx, pad(window + n_ubatch))` cells (llama.cpp's `n_ctx_swa` for
-/// one sequence), the others `n_ctx`. `None` for a sliding-window model whose
-/// GGUF carries no layer pattern: the mix is then unknown, and the spec's
+/// `n_ctx` with the cache a model is kept with (`kv_keep::swa_full`): the
+/// formula, unless the child keeps a small sliding cache (a sliding model
+/// not kept, a hybrid one) and its layer pattern is known
+/// (`sliding_pattern`): then `SlidingKv::bytes`. `None` for a sliding model
+/// whose pattern is unknown: the mix is then unknown, and the spec's
 /// placement floor counts nothing rather than guess.
 pub fn kv_bytes_allocated(facts: &ModelFacts, n_ctx: u64) -> Option<u64> {
-    let Some(window) = facts
-        .sliding_window
-        .filter(|&w| w > 0 && !super::kv_keep::swa_full(facts))
-    else {
+    if !is_sliding(facts) || super::kv_keep::swa_full(facts) {
         return Some(kv_bytes_per_token(facts) * n_ctx);
-    };
-    let pattern = facts.sliding_layers.as_ref()?;
-    let swa_cells = n_ctx.min(pad_cells(window as u64 + N_UBATCH));
-    Some(
-        (0..facts.block_count as usize)
-            .map(|l| {
-                let cells = if pattern.get(l).copied().unwrap_or(false) {
-                    swa_cells
-                } else {
-                    n_ctx
-                };
-                layer_bytes(facts, l) * cells
-            })
-            .sum(),
-    )
+    }
+    sliding_kv(facts).map(|s| s.bytes(n_ctx, 1))
 }
 
 /// The period llama.cpp b10883 gives each sliding architecture's layer

@@ -90,7 +90,8 @@ pub(crate) async fn plan_over_workers(cfg: &WardenConfig, base: SpawnPlan) -> Re
             rpc_protocol: None,
             flavour: None,
         });
-    rpc::plan(base, &readings, &ours, cfg.ctx_pin)
+    let pin = cfg.ctx_pin_for(&base.entry.id);
+    rpc::plan(base, &readings, &ours, pin)
 }
 
 /// The `--rpc` and `--tensor-split` arguments a plan over workers gives

@@ -268,6 +268,15 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
     // The catalog lists what this engine can run.
     let mut catalog = catalog;
     catalog.retain(|e| backend.accepts(e.format));
+    // The settings file's aliases (an embedder's catalog gets them too).
+    for (id, m) in &config.models {
+        for alias in &m.aliases {
+            if catalog.aliases_of(id).contains(alias) {
+                continue;
+            }
+            catalog.add_alias(alias, id);
+        }
+    }
     let planner = backend.clone();
     let kind = backend.kind();
     let catalog = Arc::new(catalog);

@@ -18,6 +18,7 @@ mod http_api;
 mod kv_faults;
 mod load;
 mod mlx_bound;
+mod settings_file;
 mod slots_actor;
 mod supervision;
 mod turn_stream;

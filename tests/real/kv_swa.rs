@@ -343,7 +343,11 @@ async fn a_sliding_model_short_of_memory_runs_its_small_cache_and_says_so() {
     let keep = s.kv_keep.expect("a model is loaded");
     assert_eq!((keep.kept, keep.how), (false, "sliding_window"), "{keep:?}");
     assert!(keep.reason.unwrap().contains("re-read after an unload"));
-    assert!(!child_argv(&w).iter().any(|a| a == "--swa-full"), "{:?}", child_argv(&w));
+    assert!(
+        !child_argv(&w).iter().any(|a| a == "--swa-full"),
+        "{:?}",
+        child_argv(&w)
+    );
     let opening = vec![json!({"role": "user", "content": format!("{}\nWhich number follows 41?", long_text(80))})];
     let mut ev = w.subscribe();
     let r1 = turn(&base, "small", &opening, json!({"keep_alive": 0})).await;

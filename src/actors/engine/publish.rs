@@ -112,7 +112,9 @@ impl EngineCore {
         keep_alive::effective_timeout(
             self.usage.keep_alive(),
             self.child.model_id(),
-            self.cfg.idle_timeout,
+            self.child
+                .model_id()
+                .map_or(self.cfg.idle_timeout, |m| self.cfg.idle_timeout_for(m)),
         )
     }
 }

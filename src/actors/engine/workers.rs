@@ -32,7 +32,8 @@ impl EngineCore {
     ) -> Result<SpawnPlan, ModelLoadError> {
         let Some(link) = self.backend.workers() else { return Ok(plan) };
         let readings = link.read_for_load().await;
-        let plan = link.split(plan, &readings, self.cfg.ctx_pin)?;
+        let pin = self.cfg.ctx_pin_for(&plan.entry.id);
+        let plan = link.split(plan, &readings, pin)?;
         if let (Some(r), Some(out)) = (plan.rpc().filter(|r| !r.left_out.is_empty()), events) {
             let _ = out
                 .send(TurnEvent::Notice(Notice::WorkerMissing {
@@ -52,7 +53,8 @@ impl EngineCore {
         let (Some(link), Some(_)) = (self.backend.workers(), old.rpc()) else {
             return Ok(plan);
         };
-        link.split(plan, &link.read_from_views(), self.cfg.ctx_pin)
+        let pin = self.cfg.ctx_pin_for(&plan.entry.id);
+        link.split(plan, &link.read_from_views(), pin)
     }
 
     /// The first worker of the live child that the watch calls lost.

@@ -24,6 +24,6 @@ pub fn window_facts(c: ChildView<'_>, cfg: &WardenConfig) -> Option<WindowFacts>
             None => window::cpu(&shape, ram_bytes, None, None).ctx(),
         }
         .unwrap_or(allocated),
-        pinned: cfg.ctx_pin.is_some(),
+        pinned: cfg.ctx_pin_for(&c.plan.entry.id).is_some(),
     })
 }

@@ -138,7 +138,7 @@ pub(crate) fn brake_input(c: ChildView<'_>, state: &CudaChild, cfg: &WardenConfi
             // "Not ours" is judged against the card's memory on this engine.
             ram_bytes: device.total_bytes,
             uncapped: spawn.static_window.unwrap_or(allocated),
-            pinned: cfg.ctx_pin.is_some(),
+            pinned: cfg.ctx_pin_for(&c.plan.entry.id).is_some(),
         },
         gauge: Gauge::Spill {
             healthy: cuda::healthy_shared_bytes(allocated, spawn.flash_attention),
@@ -184,7 +184,7 @@ pub(crate) fn retry_at_floor(plan: &SpawnPlan, raw: &str, cfg: &WardenConfig) ->
     let sized = matches!(plan.window, crate::law::window::Window::Sized { .. });
     let retry = cuda::retry_at_floor(
         sized,
-        cfg.ctx_pin.is_some(),
+        cfg.ctx_pin_for(&plan.entry.id).is_some(),
         false,
         plan.window.ctx(),
         cuda::cuda_oom(&tail),

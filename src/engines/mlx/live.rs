@@ -119,7 +119,7 @@ pub(crate) fn brake_input(c: ChildView<'_>, state: &MlxChild, cfg: &WardenConfig
             ram_bytes: ram.bytes,
             last_request_tokens: state.last_request_tokens,
             threshold: mlx_law::DEFAULT_COMPACTION_THRESHOLD,
-            pinned: cfg.ctx_pin.is_some(),
+            pinned: cfg.ctx_pin_for(&c.plan.entry.id).is_some(),
         },
         base_bytes,
     })

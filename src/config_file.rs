@@ -1,0 +1,309 @@
+//! The settings file: TOML, read at start from `--config FILE` (or
+//! `WARDEN_CONFIG`), else `$XDG_CONFIG_HOME/llm-warden/config.toml` (else
+//! `~/.config/llm-warden/config.toml`) when it exists.
+//!
+//! ```toml
+//! # Every WARDEN_* variable, named without the prefix, in lower case.
+//! idle_timeout_s = 600
+//! parallel = 4
+//!
+//! # Per model (its catalog id):
+//! [models."SmolLM2-135M-Instruct.Q4_1"]
+//! aliases = ["gpt-4o-mini"]   # ids a client may name it by
+//! parallel = 1                # conversations at once (or "auto")
+//! ctx = 4096                  # a pinned window
+//! idle_timeout_s = 60         # its idle unload
+//! ```
+//!
+//! Precedence, written once: the command line, then the environment, then
+//! this file, then the defaults. A key the warden does not know, a value of
+//! the wrong kind, or a file that does not parse refuses the start with its
+//! line and column; `llm-warden config check FILE` says the same before.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::law::slots::Parallel;
+
+/// Every environment variable the file may set, by its key.
+pub const VARIABLES: &[&str] = &[
+    "WARDEN_API_KEY",
+    "WARDEN_BODY_TIMEOUT_S",
+    "WARDEN_BRAKE_TICK_S",
+    "WARDEN_CACHE_DIR",
+    "WARDEN_CHILD_VERBOSITY",
+    "WARDEN_CLIENT_STALL_TIMEOUT_S",
+    "WARDEN_CORS_ORIGINS",
+    "WARDEN_CTX",
+    "WARDEN_ENGINE",
+    "WARDEN_FIRST_TOKEN_TIMEOUT_S",
+    "WARDEN_FORCE_CPU",
+    "WARDEN_FORCE_MEMORY_PRESSURE",
+    "WARDEN_IDLE_TICK_S",
+    "WARDEN_IDLE_TIMEOUT_S",
+    "WARDEN_KV_SAVE",
+    "WARDEN_KV_SAVE_DIR",
+    "WARDEN_KV_SAVE_MAX_GB",
+    "WARDEN_LLAMA_SERVER",
+    "WARDEN_LOAD_TIMEOUT_S",
+    "WARDEN_MAX_BODY_BYTES",
+    "WARDEN_MAX_CONNECTIONS",
+    "WARDEN_MAX_QUEUE",
+    "WARDEN_MAX_RESIDENT",
+    "WARDEN_MLX_PYTHON",
+    "WARDEN_PARALLEL",
+    "WARDEN_RAM_OVERRIDE_GB",
+    "WARDEN_REQUEST_TIMEOUT_S",
+    "WARDEN_RESPAWN_TIMEOUT_S",
+    "WARDEN_STALL_TIMEOUT_S",
+    "WARDEN_UI_SAMPLE_S",
+    "WARDEN_VRAM_OVERRIDE_GB",
+    "WARDEN_WORKERS",
+    "WARDEN_WORKER_KEY",
+];
+
+/// One model's settings.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSettings {
+    /// Other ids a request may name it by (a tool that hard-codes a model
+    /// name finds this one).
+    #[serde(default)]
+    pub aliases: Vec<String>,
+    /// Conversations its child serves at once.
+    #[serde(default, deserialize_with = "parallel")]
+    pub parallel: Option<Parallel>,
+    /// A pinned window, tokens (its `WARDEN_CTX`).
+    pub ctx: Option<u32>,
+    /// Its idle unload, seconds (its `WARDEN_IDLE_TIMEOUT_S`).
+    pub idle_timeout_s: Option<f64>,
+}
+
+/// `parallel`: a count or `"auto"`.
+fn parallel<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Parallel>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Count(u32),
+        Word(String),
+    }
+    let raw = Raw::deserialize(d)?;
+    let text = match raw {
+        Raw::Count(n) => n.to_string(),
+        Raw::Word(w) => w,
+    };
+    crate::law::slots::parse(&text).map(Some).ok_or_else(|| {
+        serde::de::Error::custom(format!(
+            "parallel must be \"auto\" or a count from 1 to 64, not {text:?}"
+        ))
+    })
+}
+
+/// A file read: the variables it sets and the models' settings.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SettingsFile {
+    /// Variable name (`WARDEN_...`) to its value, as the environment would
+    /// give it.
+    pub variables: BTreeMap<String, String>,
+    /// Per model id.
+    pub models: BTreeMap<String, ModelSettings>,
+}
+
+/// Why a file was refused: where, and what.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}line {line}, column {column}: {message}", path.as_ref().map_or(String::new(), |p| format!("{}: ", p.display())))]
+pub struct FileError {
+    /// The file, when read from one.
+    pub path: Option<PathBuf>,
+    /// 1-based.
+    pub line: usize,
+    /// 1-based.
+    pub column: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The 1-based line and column of byte `at` in `text`.
+fn position(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+fn toml_error(text: &str, e: &toml::de::Error) -> FileError {
+    let (line, column) = e.span().map_or((1, 1), |s| position(text, s.start));
+    FileError {
+        path: None,
+        line,
+        column,
+        message: e.message().trim().to_string(),
+    }
+}
+
+/// A value as the environment would give it: numbers and words as
+/// written, a boolean as `1` / `0`, a list of words joined by commas.
+fn as_variable(v: &toml::Value) -> Option<String> {
+    Some(match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        toml::Value::Boolean(b) => if *b { "1" } else { "0" }.to_string(),
+        toml::Value::Array(items) => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()?
+            .join(","),
+        _ => return None,
+    })
+}
+
+/// Parses a settings file's text.
+pub fn parse(text: &str) -> Result<SettingsFile, FileError> {
+    let top: BTreeMap<String, toml::Spanned<toml::Value>> = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
+    #[derive(Deserialize)]
+    struct Models {
+        #[serde(default)]
+        models: BTreeMap<String, ModelSettings>,
+    }
+    let models = toml::from_str::<Models>(text).map_err(|e| toml_error(text, &e))?.models;
+    let mut variables = BTreeMap::new();
+    for (key, value) in top {
+        if key == "models" {
+            continue;
+        }
+        let (line, column) = position(text, value.span().start);
+        let at = |message: String| FileError {
+            path: None,
+            line,
+            column,
+            message,
+        };
+        let name = format!("WARDEN_{}", key.to_ascii_uppercase());
+        if !VARIABLES.contains(&name.as_str()) {
+            return Err(at(format!(
+                "unknown key `{key}` (the keys are the WARDEN_* variables without the prefix, in lower case, and [models.\"ID\"] tables)"
+            )));
+        }
+        let v = as_variable(value.get_ref())
+            .ok_or_else(|| at(format!("`{key}` takes a number, a word, true/false or a list of words")))?;
+        variables.insert(name, v);
+    }
+    Ok(SettingsFile { variables, models })
+}
+
+/// Reads and parses `path`.
+pub fn load(path: &Path) -> Result<SettingsFile, FileError> {
+    let text = std::fs::read_to_string(path).map_err(|e| FileError {
+        path: Some(path.to_path_buf()),
+        line: 1,
+        column: 1,
+        message: format!("cannot read it ({e})"),
+    })?;
+    parse(&text).map_err(|e| FileError {
+        path: Some(path.to_path_buf()),
+        ..e
+    })
+}
+
+/// The file the warden reads: `WARDEN_CONFIG` when set (it must exist),
+/// else the default path when a file is there.
+pub fn find(var: impl Fn(&str) -> Option<String>) -> Option<(PathBuf, bool)> {
+    if let Some(p) = var("WARDEN_CONFIG").filter(|p| !p.trim().is_empty()) {
+        return Some((PathBuf::from(p), true));
+    }
+    let base = var("XDG_CONFIG_HOME")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    let p = base.join("llm-warden").join("config.toml");
+    p.is_file().then_some((p, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file sets variables by their keys and models by their ids.
+    #[test]
+    fn a_file_sets_variables_and_models() {
+        let f = parse(
+            r#"
+idle_timeout_s = 600
+parallel = "auto"
+kv_save = false
+workers = ["a:1", "b:2"]
+ram_override_gb = 0.5
+
+[models."smol"]
+aliases = ["gpt-4o-mini", "llama3"]
+parallel = 1
+ctx = 4096
+idle_timeout_s = 30
+"#,
+        )
+        .unwrap();
+        let v = |k: &str| f.variables.get(k).map(String::as_str);
+        assert_eq!(v("WARDEN_IDLE_TIMEOUT_S"), Some("600"));
+        assert_eq!(v("WARDEN_PARALLEL"), Some("auto"));
+        assert_eq!(v("WARDEN_KV_SAVE"), Some("0"));
+        assert_eq!(v("WARDEN_WORKERS"), Some("a:1,b:2"));
+        assert_eq!(v("WARDEN_RAM_OVERRIDE_GB"), Some("0.5"));
+        let m = &f.models["smol"];
+        assert_eq!(m.aliases, ["gpt-4o-mini", "llama3"]);
+        assert_eq!(
+            (m.parallel, m.ctx, m.idle_timeout_s),
+            (Some(Parallel::Fixed(1)), Some(4096), Some(30.0))
+        );
+    }
+
+    /// Every refusal names its line and column and what is wrong.
+    #[test]
+    fn a_bad_file_is_refused_with_its_line_and_column() {
+        for (text, line, column, says) in [
+            (
+                "idle_timeout_s = 600\nidle_timeot_s = 5\n",
+                2,
+                17,
+                "unknown key `idle_timeot_s`",
+            ),
+            ("parallel = 4\n[models.m]\nctx = \"big\"\n", 3, 7, "invalid type"),
+            ("[models.m]\nwindow = 4096\n", 2, 1, "unknown field `window`"),
+            ("[models.m]\nparallel = 100\n", 2, 12, "a count from 1 to 64"),
+            ("parallel = \n", 1, 12, ""),
+            ("engine = { kind = \"cpu\" }\n", 1, 10, "takes a number, a word"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!((e.line, e.column), (line, column), "{text:?}: {e}");
+            assert!(e.message.contains(says), "{text:?}: {e}");
+        }
+    }
+
+    /// `WARDEN_CONFIG` names the file; else the default path when present.
+    #[test]
+    fn the_file_is_found_where_documented() {
+        let named = |k: &str| (k == "WARDEN_CONFIG").then(|| "/etc/w.toml".to_string());
+        assert_eq!(find(named), Some((PathBuf::from("/etc/w.toml"), true)));
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().to_str().unwrap().to_string();
+        let at_home = |k: &str| (k == "HOME").then(|| home.clone());
+        assert_eq!(find(at_home), None, "no file: nothing read");
+        std::fs::create_dir_all(dir.path().join(".config/llm-warden")).unwrap();
+        std::fs::write(dir.path().join(".config/llm-warden/config.toml"), "").unwrap();
+        assert_eq!(
+            find(at_home),
+            Some((dir.path().join(".config/llm-warden/config.toml"), false))
+        );
+    }
+
+    /// Every key the file takes is a variable the warden reads.
+    #[test]
+    fn every_key_is_a_variable_the_config_reads() {
+        let read = include_str!("config_read.rs");
+        for v in VARIABLES {
+            assert!(read.contains(&format!("\"{v}\"")), "{v} is not read by config_read.rs");
+        }
+    }
+}
