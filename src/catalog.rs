@@ -22,6 +22,11 @@ use serde::Serialize;
 
 use crate::law::quant::{self, Candidate};
 
+#[path = "catalog_stores.rs"]
+pub mod stores;
+
+pub use stores::{Source, Unusable};
+
 /// The format of a model, which decides the engines that can run it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -55,6 +60,11 @@ pub struct Catalog {
     default_id: Option<String>,
     /// Other names of entries (the settings file's `aliases`), to their id.
     aliases: std::collections::BTreeMap<String, String>,
+    /// Where each entry from another tool's store came from (absent: the
+    /// warden's own directory or a path given).
+    sources: std::collections::BTreeMap<String, Source>,
+    /// Store entries that cannot run, with the reason.
+    unusable: Vec<Unusable>,
 }
 
 /// A split family's part: `(base, index, count)` from `BASE-00001-of-00003.gguf`.
@@ -174,6 +184,39 @@ impl Catalog {
         }
         self.aliases.insert(alias.to_string(), id.to_string());
         true
+    }
+
+    /// Adds every entry of the other tools' stores (`stores`) whose id is
+    /// free; one that cannot run is listed as unusable instead.
+    pub fn add_stores(&mut self, stores: &stores::Stores) {
+        for (entry, source) in stores.entries() {
+            if let Some(reason) = stores::unusable_reason(&entry) {
+                tracing::warn!(id = %entry.id, source = ?source, "a model in another tool's store cannot run ({reason}); listed, not served");
+                self.unusable.push(Unusable {
+                    id: entry.id,
+                    source,
+                    path: entry.path,
+                    reason,
+                });
+                continue;
+            }
+            if self.get(&entry.id).is_some() {
+                tracing::warn!(id = %entry.id, path = %entry.path.display(), source = ?source, "model id already taken; this one is skipped");
+                continue;
+            }
+            self.sources.insert(entry.id.clone(), source);
+            self.insert(entry);
+        }
+    }
+
+    /// Where the entry `id` came from.
+    pub fn source_of(&self, id: &str) -> Source {
+        self.sources.get(id).copied().unwrap_or_default()
+    }
+
+    /// Store entries that cannot run, with why.
+    pub fn unusable(&self) -> &[Unusable] {
+        &self.unusable
     }
 
     /// The aliases of the entry `id`.

@@ -151,10 +151,37 @@ pub struct WardenConfig {
     /// can spill VRAM into RAM (as Windows' WDDM does), so the CUDA spill
     /// brake runs on Linux, driven by `WARDEN_FORCE_MEMORY_PRESSURE=vram-*`.
     pub pretend_spill_platform: bool,
+    /// Which other tools' model stores are read (`catalog::stores`).
+    pub stores: StoreSwitches,
     /// The settings file read (`file`), if any.
     pub settings_file: Option<PathBuf>,
     /// Per-model settings from the file, by catalog id.
     pub models: std::collections::BTreeMap<String, ModelSettings>,
+}
+
+/// Which other tools' model stores the catalog reads: each on unless its
+/// `WARDEN_STORE_*` is `0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreSwitches {
+    /// `WARDEN_STORE_OLLAMA`.
+    pub ollama: bool,
+    /// `WARDEN_STORE_HF`.
+    pub hugging_face: bool,
+    /// `WARDEN_STORE_LMSTUDIO`.
+    pub lm_studio: bool,
+    /// `WARDEN_STORE_LLAMA_CACHE`.
+    pub llama_cache: bool,
+}
+
+impl Default for StoreSwitches {
+    fn default() -> Self {
+        Self {
+            ollama: true,
+            hugging_face: true,
+            lm_studio: true,
+            llama_cache: true,
+        }
+    }
 }
 
 /// Why the settings were refused: a variable, the file, or a variable the
@@ -231,6 +258,7 @@ impl Default for WardenConfig {
             child_verbosity: 3,
             cuda_visible_devices: None,
             pretend_spill_platform: false,
+            stores: StoreSwitches::default(),
             settings_file: None,
             models: Default::default(),
         }

@@ -133,6 +133,13 @@ impl WardenConfig {
             self.child_verbosity = n;
         }
         self.cuda_visible_devices = var("CUDA_VISIBLE_DEVICES");
+        let off = |name: &str| var(name).is_some_and(|v| v.trim() == "0");
+        self.stores = super::StoreSwitches {
+            ollama: !off("WARDEN_STORE_OLLAMA"),
+            hugging_face: !off("WARDEN_STORE_HF"),
+            lm_studio: !off("WARDEN_STORE_LMSTUDIO"),
+            llama_cache: !off("WARDEN_STORE_LLAMA_CACHE"),
+        };
         Ok(())
     }
 }

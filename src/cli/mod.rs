@@ -138,6 +138,11 @@ pub(crate) fn build_catalog(
 ) -> anyhow::Result<Catalog> {
     let dir = models_dir.unwrap_or_else(|| cfg.models_dir());
     let mut catalog = Catalog::scan(&dir);
+    // The models other tools keep (Ollama, the Hugging Face cache, LM
+    // Studio, llama.cpp's cache), after the warden's own.
+    catalog.add_stores(&crate::catalog::stores::Stores::locate(&cfg.stores, |k| {
+        std::env::var(k).ok()
+    }));
     // The settings file's aliases, before `model` may name one.
     for (id, m) in &cfg.models {
         for alias in &m.aliases {

@@ -28,13 +28,25 @@ pub async fn run(a: ModelsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-const HEADERS: [&str; 8] = ["ID", "FORMAT", "ARCH", "QUANT", "TRAINED", "KV/TOKEN", "SIZE", "NOTE"];
+const HEADERS: [&str; 9] = [
+    "ID", "SOURCE", "FORMAT", "ARCH", "QUANT", "TRAINED", "KV/TOKEN", "SIZE", "NOTE",
+];
 
-/// The list as a table, one model a row.
+/// The list as a table, one model a row; then the models of other tools'
+/// stores that cannot run, each with its reason.
 pub fn format_models(list: &Value) -> String {
     let entries = list.get("data").and_then(Value::as_array).cloned().unwrap_or_default();
     let rows: Vec<Vec<String>> = entries.iter().map(model_row).collect();
-    table::render(&HEADERS, &rows)
+    let mut out = table::render(&HEADERS, &rows);
+    for u in list.get("unusable").and_then(Value::as_array).into_iter().flatten() {
+        out.push_str(&format!(
+            "cannot run: {} ({}): {}\n",
+            cell(u.get("id")),
+            cell(u.get("source")),
+            cell(u.get("reason"))
+        ));
+    }
+    out
 }
 
 fn model_row(m: &Value) -> Vec<String> {
@@ -42,6 +54,7 @@ fn model_row(m: &Value) -> Vec<String> {
     let fact = |k: &str| facts.and_then(|f| f.get(k));
     vec![
         cell(m.get("id")),
+        cell(m.get("source")),
         cell(m.get("format")),
         cell(fact("architecture")),
         cell(fact("file_type")),
@@ -81,20 +94,21 @@ mod tests {
     fn models_table() {
         let list = json!({"object": "list", "data": [
             // why: a GGUF with facts, the default and loaded
-            {"id": "SmolLM2-135M-Instruct.Q4_1", "format": "gguf", "loaded": true, "default": true,
+            {"id": "SmolLM2-135M-Instruct.Q4_1", "source": "warden", "format": "gguf", "loaded": true, "default": true,
              "facts": {"architecture": "llama", "file_type": "Q4_1", "trained_window": 8192,
                        "kv_bytes_per_token": 92160, "weights_bytes": 103_079_215u64}},
             // why: an MLX directory has no GGUF facts: dashes
-            {"id": "SmolLM2-135M-Instruct", "format": "mlx", "loaded": false, "default": false},
+            {"id": "smollm2:135m", "source": "ollama", "format": "mlx", "loaded": false, "default": false},
             // why: a broken header says so instead of hiding the model
             {"id": "broken", "format": "gguf", "loaded": false, "default": false,
              "facts": {"error": {"code": "truncated_file", "message": "..."}}},
-        ]});
+        ], "unusable": [{"id": "llava:7b", "source": "ollama", "path": "/x", "reason": "not_gguf (...)"}]});
         let want = "\
-ID                          FORMAT  ARCH   QUANT  TRAINED  KV/TOKEN  SIZE      NOTE
-SmolLM2-135M-Instruct.Q4_1  gguf    llama  Q4_1   8192     90.0 KiB  98.3 MiB  default, loaded
-SmolLM2-135M-Instruct       mlx     -      -      -        -         -         -
-broken                      gguf    -      -      -        -         -         unreadable: truncated_file
+ID                          SOURCE  FORMAT  ARCH   QUANT  TRAINED  KV/TOKEN  SIZE      NOTE
+SmolLM2-135M-Instruct.Q4_1  warden  gguf    llama  Q4_1   8192     90.0 KiB  98.3 MiB  default, loaded
+smollm2:135m                ollama  mlx     -      -      -        -         -         -
+broken                      -       gguf    -      -      -        -         -         unreadable: truncated_file
+cannot run: llava:7b (ollama): not_gguf (...)
 ";
         assert_eq!(format_models(&list), want);
     }

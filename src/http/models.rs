@@ -41,7 +41,10 @@ pub async fn list_models(warden: web::Data<Warden>) -> HttpResponse {
     })
     .await
     .unwrap_or_default();
-    HttpResponse::Ok().json(json!({ "object": "list", "data": data }))
+    // Models in other tools' stores that cannot run: listed with the
+    // reason, never served.
+    let unusable = warden.catalog().unusable().to_vec();
+    HttpResponse::Ok().json(json!({ "object": "list", "data": data, "unusable": unusable }))
 }
 
 /// One entry of the list.
@@ -63,6 +66,10 @@ pub fn model_json(
         "object": "model",
         "created": created,
         "owned_by": "llm-warden",
+        // Where it came from: the warden's own models, or another tool's
+        // store (`ollama`, `hugging_face`, `lm_studio`, `llama_cache`).
+        "source": w.catalog().source_of(&e.id),
+        "aliases": w.catalog().aliases_of(&e.id),
         "format": e.format,
         "path": e.path,
         "loaded": loaded,

@@ -20,6 +20,7 @@ mod load;
 mod mlx_bound;
 mod settings_file;
 mod slots_actor;
+mod stores;
 mod supervision;
 mod turn_stream;
 mod watchdogs;

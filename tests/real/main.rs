@@ -38,6 +38,7 @@ mod rpc_netns;
 mod rpc_split;
 mod security;
 mod slots;
+mod stores;
 mod ui;
 mod upstream;
 mod worker;

@@ -48,6 +48,8 @@ pub struct TestWarden {
     /// The brake's readings from a script instead of the OS (no sensor
     /// clock: the test sends the idle samples).
     sensor: Option<Box<dyn PressureView>>,
+    /// Other tools' model stores read beside the directory.
+    stores: Option<llm_warden::catalog::stores::Stores>,
 }
 
 impl TestWarden {
@@ -61,6 +63,7 @@ impl TestWarden {
             default_model: None,
             here: false,
             sensor: None,
+            stores: None,
         }
     }
 
@@ -107,9 +110,18 @@ impl TestWarden {
         self
     }
 
+    /// With the models of other tools' `stores` beside the directory's.
+    pub fn stores(mut self, stores: llm_warden::catalog::stores::Stores) -> Self {
+        self.stores = Some(stores);
+        self
+    }
+
     /// Starts it.
     pub fn start(self) -> Warden {
         let mut catalog = Catalog::scan(&self.dir);
+        if let Some(s) = &self.stores {
+            catalog.add_stores(s);
+        }
         if let Some(id) = &self.default_model {
             catalog.set_default(id);
         }

@@ -1,0 +1,49 @@
+//! A real model in another tool's store, as that tool lays it out, served
+//! by the real llama-server: SmolLM2 as an Ollama blob (no `.gguf` name,
+//! named by a manifest) and as a Hugging Face cache snapshot (a symlink
+//! into `blobs/`).
+
+use crate::support;
+
+use llm_warden::catalog::Source;
+use llm_warden::catalog::stores::Stores;
+use support::*;
+
+#[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
+async fn a_real_model_in_ollamas_and_the_hubs_layout_answers() {
+    let (server, model) = (real_llama_server(), real_model(SMOLLM2));
+    let root = tempfile::tempdir().unwrap();
+    let ollama = root.path().join("ollama");
+    std::fs::create_dir_all(ollama.join("blobs")).unwrap();
+    std::os::unix::fs::symlink(&model, ollama.join("blobs/sha256-5m011m2")).unwrap();
+    let m = ollama.join("manifests/registry.ollama.ai/library/smollm2");
+    std::fs::create_dir_all(&m).unwrap();
+    let manifest = serde_json::json!({"schemaVersion": 2, "layers": [
+        {"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:5m011m2"}]});
+    std::fs::write(m.join("135m"), manifest.to_string()).unwrap();
+    let repo = root
+        .path()
+        .join("hub/models--HuggingFaceTB--SmolLM2-135M-Instruct-GGUF");
+    std::fs::create_dir_all(repo.join("snapshots/abc")).unwrap();
+    std::os::unix::fs::symlink(&model, repo.join("snapshots/abc/smollm2-135m-instruct-q4_1.gguf")).unwrap();
+    let stores = Stores {
+        ollama: Some(ollama),
+        hugging_face: Some(root.path().join("hub")),
+        ..Stores::none()
+    };
+    let own = tempfile::tempdir().unwrap();
+    let w = TestWarden::real_cpu(server, own.path())
+        .config(test_config())
+        .stores(stores)
+        .start();
+    for (id, source) in [
+        ("smollm2:135m", Source::Ollama),
+        ("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF", Source::HuggingFace),
+    ] {
+        assert_eq!(w.catalog().source_of(id), source, "{id}");
+        let t = collect(w.submit(chat(Some(id), 8, true)).unwrap()).await;
+        assert!(t.done && !t.text().is_empty(), "{id}: {t:?}");
+    }
+    w.shutdown().await;
+}
