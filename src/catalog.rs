@@ -22,7 +22,6 @@ use serde::Serialize;
 
 use crate::law::quant::{self, Candidate};
 
-#[path = "catalog_stores.rs"]
 pub mod stores;
 
 pub use stores::{Source, Unusable};

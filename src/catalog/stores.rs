@@ -268,5 +268,5 @@ pub fn unusable_reason(e: &ModelEntry) -> Option<String> {
 }
 
 #[cfg(test)]
-#[path = "catalog_stores_tests.rs"]
+#[path = "stores_tests.rs"]
 mod tests;
