@@ -24,6 +24,13 @@ pub struct ModelFacts {
     pub architecture: String,
     /// `general.name`, for display.
     pub name: Option<String>,
+    /// `general.size_label` (`135M`, `8x7B`), for display.
+    pub size_label: Option<String>,
+    /// `tokenizer.chat_template`: the Jinja template the child renders
+    /// chats with (what Ollama's `/api/show` shows). Not serialized: it can
+    /// be kilobytes.
+    #[serde(skip)]
+    pub chat_template: Option<String>,
     /// `general.file_type` (the `LLAMA_FTYPE` number); `None` when absent or
     /// not an integer, never a failure.
     pub file_type: Option<u32>,
@@ -247,6 +254,8 @@ fn facts_from_metadata(path: &Path, meta: &Metadata) -> Result<ModelFacts, GgufE
     };
     Ok(ModelFacts {
         name: meta.get("general.name").and_then(Value::as_str).map(str::to_owned),
+        size_label: meta.get("general.size_label").and_then(Value::as_str).map(str::to_owned),
+        chat_template: meta.chat_template.clone(),
         file_type: meta
             .get("general.file_type")
             .and_then(Value::as_u64)

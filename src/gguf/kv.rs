@@ -19,6 +19,9 @@ pub const MAX_KEPT_ARRAY: u64 = 4096;
 /// Most bytes of decoded metadata kept over the whole header (4 MiB; a real
 /// header keeps a few KiB): bounds memory whatever the file holds.
 pub const MAX_KEPT_BYTES: u64 = 4 << 20;
+/// The largest chat template kept (64 KiB: the largest templates in use
+/// are a few tens of KiB); a larger one is stepped over.
+pub const MAX_TEMPLATE_KEPT: u64 = 64 << 10;
 /// Bytes charged per kept entry beyond its key and value (map overhead).
 const ENTRY_OVERHEAD: u64 = 64;
 /// The `tokenizer.*` key that only matters by its presence.
@@ -41,6 +44,20 @@ pub(crate) fn read_kvs(src: &mut Source<'_>, count: u64) -> Result<Metadata, Ggu
         let ty = read_type(src, &what)?;
         if key == CHAT_TEMPLATE {
             meta.has_chat_template = true;
+            if ty == ValueType::String {
+                // Kept for Ollama's /api/show when it is of a template's
+                // size; a larger one is only stepped over (a header must
+                // never cost its reader a big allocation).
+                let len = src.string_len(MAX_SKIPPED_STRING, &what)?;
+                if len <= MAX_TEMPLATE_KEPT {
+                    let mut buf = vec![0; len as usize];
+                    src.read_exact(&mut buf, &what)?;
+                    meta.chat_template = Some(String::from_utf8_lossy(&buf).into_owned());
+                } else {
+                    src.skip(len, &what)?;
+                }
+                continue;
+            }
         }
         let tokenizer = key.starts_with(b"tokenizer.");
         if key == TOKENS && ty == ValueType::Array {

@@ -177,6 +177,8 @@ pub struct Metadata {
     pub entries: HashMap<String, Value>,
     /// Whether `tokenizer.chat_template` was present.
     pub has_chat_template: bool,
+    /// Its text, when of a template's size (`kv::MAX_TEMPLATE_KEPT`).
+    pub chat_template: Option<String>,
     /// Which fill-in-the-middle token texts the vocabulary holds
     /// (`FIM_PRE | FIM_SUF | FIM_MID`): llama.cpp finds a model's FIM
     /// tokens by these texts when its header names no ids.
@@ -253,6 +255,7 @@ impl Metadata {
 const KEEP_EXACT: &[&str] = &[
     "general.architecture",
     "general.name",
+    "general.size_label",
     "general.file_type",
     "general.alignment",
     "split.no",

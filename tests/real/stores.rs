@@ -47,3 +47,46 @@ async fn a_real_model_in_ollamas_and_the_hubs_layout_answers() {
     }
     w.shutdown().await;
 }
+
+/// Ollama's `/api/show` says the model's own chat template, its details
+/// from the header (family, parameter size, quantization) and its
+/// settings as parameters; `/api/tags` the same details.
+#[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
+async fn ollamas_show_says_the_template_the_details_and_the_settings() {
+    let cfg = llm_warden::WardenConfig::from_sources(
+        |_| None,
+        Some((
+            llm_warden::config::file::parse("[models.smollm2]\nparallel = 2\nctx = 4096\n").unwrap(),
+            "w.toml".into(),
+        )),
+    )
+    .unwrap();
+    let (w, _dir) = real_smollm_warden(llm_warden::WardenConfig {
+        models: cfg.models,
+        ..test_config()
+    });
+    let base = serve_http(&w);
+    let (s, v) = post(&base, "/api/show", serde_json::json!({"model": "smollm2"})).await;
+    assert_eq!(s, 200, "{v}");
+    assert!(
+        v["template"].as_str().is_some_and(|t| t.contains("<|im_start|>")),
+        "{v}"
+    );
+    assert_eq!(v["parameters"], "num_ctx 4096\nnum_parallel 2");
+    assert!(
+        v["modelfile"]
+            .as_str()
+            .is_some_and(|m| m.contains("PARAMETER num_ctx 4096") && m.contains("TEMPLATE"))
+    );
+    let d = &v["details"];
+    assert_eq!(
+        (d["family"].as_str(), d["quantization_level"].as_str()),
+        (Some("llama"), Some("Q4_1")),
+        "{d}"
+    );
+    assert!(d["parameter_size"].as_str().is_some_and(|p| !p.is_empty()), "{d}");
+    let tags: serde_json::Value = json_of(reqwest::Client::new().get(format!("{base}/api/tags"))).await;
+    assert_eq!(tags["models"][0]["details"], *d);
+    w.shutdown().await;
+}

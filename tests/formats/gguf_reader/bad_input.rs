@@ -265,3 +265,21 @@ fn kept_metadata_is_budgeted() {
     assert!(e.to_string().contains("metadata kept exceeds"), "{e}");
     assert!(peak < 16 << 20, "held {peak} bytes");
 }
+
+/// A chat template of a template's size is kept (Ollama's `/api/show`
+/// shows it); one over 64 KiB (`gguf::kv::MAX_TEMPLATE_KEPT`) is only
+/// stepped over.
+#[test]
+fn a_chat_template_is_kept_only_at_a_templates_size() {
+    let small = "{% for m in messages %}{{ m.content }}{% endfor %}".to_string();
+    let g = Gguf::llama().kv("tokenizer.chat_template", V::Str(small.clone()));
+    let f = read_bytes(&g.build()).expect("a small template");
+    assert_eq!(
+        (f.has_chat_template, f.chat_template.as_deref()),
+        (true, Some(small.as_str()))
+    );
+    let big = "x".repeat(((64 << 10) + 1u64) as usize);
+    let g = Gguf::llama().kv("tokenizer.chat_template", V::Str(big));
+    let f = read_bytes(&g.build()).expect("a big template");
+    assert_eq!((f.has_chat_template, f.chat_template), (true, None));
+}

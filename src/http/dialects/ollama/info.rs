@@ -97,7 +97,7 @@ impl Described {
             "format": match self.entry.format { ModelFormat::Gguf => "gguf", ModelFormat::Mlx => "mlx" },
             "family": family,
             "families": [family],
-            "parameter_size": "",
+            "parameter_size": self.facts.as_ref().and_then(|f| f.size_label.clone()).unwrap_or_default(),
             "quantization_level": self.facts.as_ref().and_then(|f| f.file_type_name()).unwrap_or(""),
         })
     }
@@ -200,15 +200,51 @@ pub async fn show(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
             info.insert("general.name".into(), json!(n));
         }
     }
+    let template = d
+        .facts
+        .as_ref()
+        .and_then(|f| f.chat_template.clone())
+        .unwrap_or_default();
+    let parameters = parameters(warden.config(), &d.entry.id);
     HttpResponse::Ok().json(json!({
-        "modelfile": format!("# llm-warden serves this model from its catalog\nFROM {}\n", d.entry.path.display()),
-        "parameters": "",
-        "template": "",
+        "modelfile": modelfile(&d.entry.path, &template, &parameters),
+        "parameters": parameters,
+        "template": template,
         "details": d.details(),
         "model_info": info,
         "capabilities": capabilities,
         "modified_at": rfc3339(d.modified_ms),
     }))
+}
+
+/// The model's settings as Ollama's `parameters` text (one `name value`
+/// a line): its window (`num_ctx`: its pinned one, else `WARDEN_CTX`) and
+/// how many conversations it serves at once (`num_parallel`).
+fn parameters(cfg: &crate::config::WardenConfig, id: &str) -> String {
+    let mut lines = Vec::new();
+    if let Some(ctx) = cfg.ctx_pin_for(id) {
+        lines.push(format!("num_ctx {ctx}"));
+    }
+    if let crate::config::Parallel::Fixed(n) = cfg.parallel_for(id) {
+        lines.push(format!("num_parallel {n}"));
+    }
+    lines.join("\n")
+}
+
+/// A Modelfile that says what the warden runs: the file, its template
+/// (the GGUF's own), its parameters.
+fn modelfile(path: &std::path::Path, template: &str, parameters: &str) -> String {
+    let mut m = format!(
+        "# llm-warden serves this model from its catalog\nFROM {}\n",
+        path.display()
+    );
+    if !template.is_empty() {
+        m.push_str(&format!("TEMPLATE \"\"\"{template}\"\"\"\n"));
+    }
+    for line in parameters.lines() {
+        m.push_str(&format!("PARAMETER {line}\n"));
+    }
+    m
 }
 
 /// What a model management route is told to do instead.
