@@ -340,6 +340,26 @@ impl WardenConfig {
         self.models.get(model).and_then(|m| m.ctx).or(self.ctx_pin)
     }
 
+    /// Whether `model` is pinned: never evicted for another, never reaped.
+    pub fn pinned(&self, model: &str) -> bool {
+        self.models.get(model).is_some_and(|m| m.pinned)
+    }
+
+    /// The llama-server arguments `model`'s settings add: its chat template
+    /// file and its own `args` (the owned flags were refused at parse).
+    pub fn extra_args(&self, model: &str) -> Vec<String> {
+        let Some(m) = self.models.get(model) else {
+            return Vec::new();
+        };
+        let mut a = Vec::new();
+        if let Some(t) = &m.chat_template_file {
+            a.push("--chat-template-file".to_string());
+            a.push(t.display().to_string());
+        }
+        a.extend(m.args.iter().cloned());
+        a
+    }
+
     /// `model`'s idle unload: its own, else `WARDEN_IDLE_TIMEOUT_S`.
     pub fn idle_timeout_for(&self, model: &str) -> Duration {
         self.models

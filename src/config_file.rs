@@ -83,6 +83,147 @@ pub struct ModelSettings {
     pub ctx: Option<u32>,
     /// Its idle unload, seconds (its `WARDEN_IDLE_TIMEOUT_S`).
     pub idle_timeout_s: Option<f64>,
+    /// Never evicted for another model nor reaped when idle (still counted
+    /// by the residents' law; the memory brake may still unload it under
+    /// lasting critical pressure: the machine comes first).
+    #[serde(default)]
+    pub pinned: bool,
+    /// Sampling defaults, applied where a request leaves the field out.
+    #[serde(default)]
+    pub sampling: Sampling,
+    /// A system prompt, given to a chat that has none.
+    pub system: Option<String>,
+    /// A Jinja chat template file the child renders chats with instead of
+    /// the GGUF's (`--chat-template-file`).
+    pub chat_template_file: Option<PathBuf>,
+    /// More llama-server arguments; a flag the warden owns is refused by
+    /// name (`OWNED_FLAGS`).
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+/// Sampling defaults, by the OpenAI and llama.cpp names a request uses.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sampling {
+    /// `temperature`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// `top_p`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    /// `top_k`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<u32>,
+    /// `min_p`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_p: Option<f64>,
+    /// `repeat_penalty`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat_penalty: Option<f64>,
+    /// `presence_penalty`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f64>,
+    /// `frequency_penalty`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f64>,
+    /// `seed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// `stop`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Vec<String>>,
+}
+
+impl ModelSettings {
+    /// Fills what a generating request left out: each sampling default,
+    /// and the system prompt when a chat has no system message.
+    pub fn fill(&self, body: &mut serde_json::Map<String, serde_json::Value>) {
+        if let Ok(serde_json::Value::Object(d)) = serde_json::to_value(&self.sampling) {
+            for (k, v) in d {
+                // Ollama's and the others' names for the same knob.
+                let said = body.contains_key(&k) || (k == "repeat_penalty" && body.contains_key("repetition_penalty"));
+                if !said {
+                    body.insert(k, v);
+                }
+            }
+        }
+        if let (Some(system), Some(serde_json::Value::Array(msgs))) = (&self.system, body.get_mut("messages")) {
+            let has = msgs
+                .iter()
+                .any(|m| matches!(m["role"].as_str(), Some("system" | "developer")));
+            if !has {
+                msgs.insert(0, serde_json::json!({"role": "system", "content": system}));
+            }
+        }
+    }
+}
+
+/// llama-server flags the warden sets itself, refused in `args`, each with
+/// why (the first spelling names it).
+pub const OWNED_FLAGS: &[(&[&str], &str)] = &[
+    (
+        &["-m", "--model", "-mu", "--model-url", "-hf", "--hf-repo"],
+        "the catalog names the model",
+    ),
+    (&["-a", "--alias"], "the catalog names the model"),
+    (&["-c", "--ctx-size"], "the warden sizes the window (set `ctx` instead)"),
+    (
+        &["-np", "--parallel"],
+        "the warden runs the slots (set `parallel` instead)",
+    ),
+    (
+        &["-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified"],
+        "the slots share one pool the warden accounts",
+    ),
+    (
+        &["--port", "--host"],
+        "the warden binds the child to 127.0.0.1 on a port of its own",
+    ),
+    (&["--api-key", "--api-key-file"], "the warden keys the child itself"),
+    (&["--slot-save-path"], "the warden keeps the conversations' caches"),
+    (&["--mmproj", "-mm"], "the catalog names the projector"),
+    (
+        &["--slots", "--no-slots", "--metrics", "--no-webui", "--webui"],
+        "the warden's own endpoints",
+    ),
+    (
+        &["--cache-ram", "-cram", "--cache-idle-slots", "--no-cache-idle-slots"],
+        "a prompt cache the memory law does not count",
+    ),
+    (&["--threads-http"], "the warden sizes it by the slots"),
+    (&["--swa-full"], "the plan decides the sliding cache"),
+    (
+        &["--embedding", "--embeddings", "--pooling", "--rerank", "--reranking"],
+        "the model's header decides",
+    ),
+    (
+        &[
+            "-ngl",
+            "--gpu-layers",
+            "--n-gpu-layers",
+            "--device",
+            "-dev",
+            "--rpc",
+            "-fa",
+            "--flash-attn",
+        ],
+        "the engine places the layers",
+    ),
+    (
+        &["-b", "--batch-size", "-ub", "--ubatch-size"],
+        "the memory law assumes llama.cpp's batch",
+    ),
+    (&["--chat-template-file"], "set `chat_template_file` instead"),
+];
+
+/// Why `arg` (a flag, or `--flag=value`) is refused, if it is.
+pub fn refused(arg: &str) -> Option<(&'static str, &'static str)> {
+    let flag = arg.split_once('=').map_or(arg, |(f, _)| f);
+    OWNED_FLAGS
+        .iter()
+        .find(|(names, _)| names.contains(&flag))
+        .map(|(names, why)| (names[0], *why))
 }
 
 /// `parallel`: a count or `"auto"`.
@@ -173,6 +314,20 @@ pub fn parse(text: &str) -> Result<SettingsFile, FileError> {
         models: BTreeMap<String, ModelSettings>,
     }
     let models = toml::from_str::<Models>(text).map_err(|e| toml_error(text, &e))?.models;
+    for (id, m) in &models {
+        for a in &m.args {
+            if let Some((flag, why)) = refused(a) {
+                let at = text.find(&format!("\"{a}\"")).unwrap_or(0);
+                let (line, column) = position(text, at);
+                return Err(FileError {
+                    path: None,
+                    line,
+                    column,
+                    message: format!("models.\"{id}\".args: `{a}` is refused: the warden owns {flag} ({why})"),
+                });
+            }
+        }
+    }
     let mut variables = BTreeMap::new();
     for (key, value) in top {
         if key == "models" {
@@ -206,10 +361,34 @@ pub fn load(path: &Path) -> Result<SettingsFile, FileError> {
         column: 1,
         message: format!("cannot read it ({e})"),
     })?;
-    parse(&text).map_err(|e| FileError {
+    let mut f = parse(&text).map_err(|e| FileError {
         path: Some(path.to_path_buf()),
         ..e
-    })
+    })?;
+    // A template file is read by the child: it must be there, and a
+    // relative path is the settings file's neighbour.
+    let base = path.parent().unwrap_or(Path::new("."));
+    for (id, m) in f.models.iter_mut() {
+        if let Some(t) = m.chat_template_file.as_mut() {
+            if t.is_relative() {
+                *t = base.join(&*t);
+            }
+            if !t.is_file() {
+                let at = text.find("chat_template_file").unwrap_or(0);
+                let (line, column) = position(&text, at);
+                return Err(FileError {
+                    path: Some(path.to_path_buf()),
+                    line,
+                    column,
+                    message: format!(
+                        "models.\"{id}\".chat_template_file: {} is not a readable file",
+                        t.display()
+                    ),
+                });
+            }
+        }
+    }
+    Ok(f)
 }
 
 /// The file the warden reads: `WARDEN_CONFIG` when set (it must exist),
@@ -300,6 +479,48 @@ idle_timeout_s = 30
             find(at_home),
             Some((dir.path().join(".config/llm-warden/config.toml"), false))
         );
+    }
+
+    /// A flag the warden owns is refused by name, with where it is; others
+    /// pass; a request's missing sampling fields and system prompt are
+    /// filled, a given one never replaced.
+    #[test]
+    fn owned_flags_are_refused_and_defaults_fill_only_what_is_missing() {
+        let e = parse("[models.m]\nargs = [\"--top-k\", \"40\", \"--ctx-size=99\"]\n").unwrap_err();
+        assert_eq!((e.line, e.column), (2, 26), "{e}");
+        assert!(
+            e.message.contains("`--ctx-size=99` is refused: the warden owns -c"),
+            "{e}"
+        );
+        for (arg, owned) in [
+            ("-c", true),
+            ("--port", true),
+            ("-np", true),
+            ("--api-key=x", true),
+            ("--top-k", false),
+            ("--mlock", false),
+        ] {
+            assert_eq!(refused(arg).is_some(), owned, "{arg}");
+        }
+        let f = parse("[models.m]\nsystem = \"Be brief.\"\nargs = [\"--mlock\"]\n[models.m.sampling]\ntemperature = 0.2\nstop = [\"END\"]\n").unwrap();
+        let m = &f.models["m"];
+        let mut body = serde_json::json!({"messages": [{"role": "user", "content": "hi"}], "temperature": 0.9});
+        m.fill(body.as_object_mut().unwrap());
+        assert_eq!(body["temperature"], 0.9, "the request's own value stays");
+        assert_eq!(body["stop"], serde_json::json!(["END"]));
+        assert_eq!(
+            body["messages"][0],
+            serde_json::json!({"role": "system", "content": "Be brief."})
+        );
+        let mut has =
+            serde_json::json!({"messages": [{"role": "system", "content": "mine"}, {"role": "user", "content": "hi"}]});
+        m.fill(has.as_object_mut().unwrap());
+        assert_eq!(
+            has["messages"].as_array().unwrap().len(),
+            2,
+            "a chat's own system prompt stays alone"
+        );
+        assert_eq!(has["temperature"], 0.2);
     }
 
     /// Every key the file takes is a variable the warden reads.

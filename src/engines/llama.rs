@@ -164,6 +164,9 @@ pub fn model_args(plan: &super::SpawnPlan) -> Vec<OsString> {
     }
     a.push("--threads-http".into());
     a.push(child_http_threads(plan.slots).to_string().into());
+    // The model's settings' own arguments, last (never a flag the warden
+    // owns: `config::file::refused`).
+    a.extend(plan.extra_args.iter().map(OsString::from));
     if plan.swa == crate::law::kv::SwaCache::Full && plan.facts.as_deref().is_some_and(crate::law::kv_keep::swa_full) {
         a.push("--swa-full".into());
     }
@@ -295,6 +298,7 @@ mod tests {
             beside_bytes: 0,
             slots: 1,
             swa: crate::law::kv::SwaCache::Full,
+            extra_args: Vec::new(),
             engine: crate::engines::plan::EnginePlan::Cpu { rpc: None },
         };
         let has = |facts| model_args(&plan(facts)).iter().any(|a| a == "--swa-full");

@@ -43,6 +43,9 @@ pub struct SpawnPlan {
     pub slots: u32,
     /// How a sliding model's child keeps its sliding layers (`law::plan`).
     pub swa: crate::law::kv::SwaCache,
+    /// More llama-server arguments from the model's settings (its chat
+    /// template file, its own `args`).
+    pub extra_args: Vec<String>,
     /// What the plan holds for its engine alone.
     pub engine: EnginePlan,
 }
@@ -285,6 +288,7 @@ pub fn plan_on(
     SpawnPlan {
         slots,
         swa: p.swa,
+        extra_args: cfg.extra_args(&entry.id),
         entry,
         facts,
         shape: p.shape,

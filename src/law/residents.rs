@@ -85,6 +85,8 @@ pub struct Resident {
     pub in_flight: bool,
     /// Turns waiting in its mailbox: it is not evicted, they would reload it.
     pub queued: u32,
+    /// Pinned by its settings: never evicted (still counted).
+    pub pinned: bool,
     /// Its live window as its own brake sees it (`uncapped`, growth's
     /// bound, sized beside the other residents).
     pub window: WindowFacts,
@@ -93,9 +95,9 @@ pub struct Resident {
 }
 
 impl Resident {
-    /// No turn in flight or queued: it may be evicted.
+    /// No turn in flight or queued, and not pinned: it may be evicted.
     pub fn idle(&self) -> bool {
-        !self.in_flight && self.queued == 0
+        !self.in_flight && self.queued == 0 && !self.pinned
     }
 
     fn held(&self) -> Held {

@@ -38,6 +38,7 @@ pub(super) fn resident(now_ms: u64, (model, mib, ago, turn): Row) -> Resident {
         last_used_ms: now_ms - ago * 1000,
         in_flight: matches!(turn, InFlight),
         queued: if matches!(turn, Queued) { 1 } else { 0 },
+        pinned: false,
         window: WindowFacts {
             allocated: 8192,
             kv_per_token: 23_040,

@@ -125,6 +125,9 @@ pub struct EngineStatus {
     /// Turns waiting in the engine for a slot, for room in the KV pool, or
     /// for a memory action to finish.
     pub waiting_turns: usize,
+    /// The loaded model is pinned (its settings): never evicted for another
+    /// model, never reaped.
+    pub pinned: bool,
     /// Every resident model, most recently used first (the top-level fields
     /// above are the first one's). Empty on one engine's own snapshot; the
     /// warden's status fills it.

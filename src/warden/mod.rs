@@ -208,8 +208,9 @@ impl Warden {
     /// with the turn (the HTTP layer closes a stalled client's connection
     /// only then, so the engine's own stall rule is the one that decides).
     pub fn submit_watched(&self, req: TurnRequest) -> Result<(mpsc::Receiver<TurnEvent>, TurnWatch), WardenError> {
+        let route = req.route;
         let refused = |e: WardenError| {
-            self.inner.metrics.refused(req.route, &e.code());
+            self.inner.metrics.refused(route, &e.code());
             e
         };
         if !req.route.served_by(self.engine_kind()) {
@@ -228,6 +229,14 @@ impl Warden {
             None => self.inner.catalog.default_entry().ok_or(WardenError::NoModel),
         }
         .map_err(refused)?;
+        // The model's settings fill what a generating request left out
+        // (sampling defaults, a system prompt).
+        let mut req = req;
+        if req.route.generates()
+            && let Some(m) = self.inner.config.models.get(&entry.id)
+        {
+            m.fill(&mut req.body);
+        }
         // A chat request to an embedding model, or the reverse, is the
         // client's mistake: said before it waits in the queue or loads.
         let caps = self.inner.capabilities.of(&entry);

@@ -98,6 +98,7 @@ impl Slot {
             footprint_bytes: s.held_bytes.unwrap_or(0).max(reserved),
             last_used_ms: s.last_used.unwrap_or(0),
             in_flight: matches!(s.state, EngineState::Generating | EngineState::Loading) || reserved > 0,
+            pinned: s.pinned,
             queued: self.queue.depth() as u32,
             window: WindowFacts {
                 allocated: s.context_tokens.unwrap_or(0),

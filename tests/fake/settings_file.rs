@@ -138,3 +138,71 @@ fn config_check_says_where_a_file_is_wrong() {
         "{err}"
     );
 }
+
+/// `pinned` keeps a model through the idle reap (and says so in the
+/// status); `args` and `chat_template_file` reach the child's argv.
+#[actix_rt::test]
+async fn pinned_args_and_template_file_change_what_the_warden_does() {
+    let dir = tempfile::tempdir().unwrap();
+    heavy_model(dir.path(), "m", json!({}));
+    let settings = tempfile::tempdir().unwrap();
+    std::fs::write(settings.path().join("t.jinja"), "{{ messages }}").unwrap();
+    let path = settings.path().join("w.toml");
+    std::fs::write(
+        &path,
+        "[models.m]\npinned = true\nargs = [\"--mlock\"]\nchat_template_file = \"t.jinja\"\n",
+    )
+    .unwrap();
+    let f = file::load(&path).unwrap();
+    let cfg = WardenConfig::from_sources(|_| None, Some((f, path))).unwrap();
+    let fake = Arc::new(FakeLlama::new(ChildScript::default()));
+    let w = TestWarden::in_process(&fake, dir.path())
+        .config(WardenConfig {
+            idle_timeout: Duration::ZERO,
+            ram_override_bytes: Some(8 << 30),
+            ..WardenConfig {
+                models: cfg.models,
+                ..test_config()
+            }
+        })
+        .start();
+    let s = load_default(&w).await;
+    assert!(s.pinned && s.idle_timeout_s.is_none(), "{s:?}");
+    let argv = fake.spawns().last().unwrap().argv.clone();
+    assert!(argv.iter().any(|a| a == "--mlock"), "{argv:?}");
+    let t = argv
+        .iter()
+        .position(|a| a == "--chat-template-file")
+        .map(|i| argv[i + 1].clone());
+    assert!(t.is_some_and(|t| t.ends_with("t.jinja")), "{argv:?}");
+    let mut ev = w.subscribe();
+    w.queue_reap();
+    let e = event_or_fail(&mut ev, "the reap check", |e| {
+        matches!(e, llm_warden::status::WardenEvent::ReapChecked { .. })
+    })
+    .await;
+    assert_eq!(
+        e,
+        llm_warden::status::WardenEvent::ReapChecked { reaped: false },
+        "a pinned model is never reaped"
+    );
+    assert!(w.status().child_pid.is_some());
+    w.shutdown().await;
+}
+
+/// A template file that is not there, or a flag the warden owns, is
+/// refused at start with where.
+#[test]
+fn a_missing_template_file_or_an_owned_flag_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("w.toml");
+    std::fs::write(&p, "[models.m]\nchat_template_file = \"gone.jinja\"\n").unwrap();
+    let e = file::load(&p).unwrap_err();
+    assert!(
+        e.to_string().contains("line 2, column 1") && e.message.contains("gone.jinja"),
+        "{e}"
+    );
+    std::fs::write(&p, "[models.m]\nargs = [\"--port\", \"1\"]\n").unwrap();
+    let e = file::load(&p).unwrap_err();
+    assert!(e.message.contains("`--port` is refused"), "{e}");
+}

@@ -90,3 +90,72 @@ async fn ollamas_show_says_the_template_the_details_and_the_settings() {
     assert_eq!(tags["models"][0]["details"], *d);
     w.shutdown().await;
 }
+
+/// Sampling defaults and a system prompt from the settings, by their effect
+/// on the real child: a default `stop` of a space ends the answer at its
+/// first word unless the request sets its own, and a long system prompt is
+/// read in every chat that has none.
+#[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
+async fn sampling_defaults_and_a_system_prompt_reach_the_child() {
+    let (server, model) = (real_llama_server(), real_model(SMOLLM2));
+    let dir = tempfile::tempdir().unwrap();
+    for id in ["plain", "tuned"] {
+        std::os::unix::fs::symlink(&model, dir.path().join(format!("{id}.gguf"))).unwrap();
+    }
+    let system = "You are a careful assistant. ".repeat(12);
+    let text =
+        format!("[models.tuned]\nsystem = \"{system}\"\n[models.tuned.sampling]\nstop = [\" \"]\ntemperature = 0\n");
+    let f = llm_warden::config::file::parse(&text).unwrap();
+    let w = TestWarden::real_cpu(server, dir.path())
+        .default_model("plain")
+        .config(llm_warden::WardenConfig {
+            models: f.models,
+            ..test_config()
+        })
+        .start();
+    let base = serve_http(&w);
+    let ask = |model: &'static str, extra: serde_json::Value| {
+        let base = base.clone();
+        async move {
+            let mut body = serde_json::json!({"model": model, "max_tokens": 24, "temperature": 0,
+                "messages": [{"role": "user", "content": "Write two sentences about the sea."}]});
+            body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            let (s, v) = post(&base, "/v1/chat/completions", body).await;
+            assert_eq!(s, 200, "{v}");
+            v
+        }
+    };
+    let plain = ask("plain", serde_json::json!({})).await;
+    let tuned = ask("tuned", serde_json::json!({})).await;
+    let answer = |v: &serde_json::Value| {
+        v["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        answer(&plain).trim().contains(' '),
+        "no default on the plain model: {:?}",
+        answer(&plain)
+    );
+    assert!(
+        !answer(&tuned).trim().contains(' '),
+        "the default stop ended it at a word: {:?}",
+        answer(&tuned)
+    );
+    let own = ask("tuned", serde_json::json!({"stop": ["\n"]})).await;
+    assert!(
+        answer(&own).trim().contains(' '),
+        "the request's own stop wins: {:?}",
+        answer(&own)
+    );
+    let read = |v: &serde_json::Value| v["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(
+        read(&tuned) > read(&plain) + 40,
+        "the system prompt was read: {} vs {}",
+        read(&tuned),
+        read(&plain)
+    );
+    w.shutdown().await;
+}

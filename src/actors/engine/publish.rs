@@ -74,6 +74,7 @@ impl EngineCore {
             held_bytes: c.and_then(|c| c.footprint_bytes()),
             slots: c.map(|c| c.slots.status()).unwrap_or_default(),
             waiting_turns: self.intake.waiting_turns(),
+            pinned: c.is_some_and(|c| self.cfg.pinned(c.model_id())),
             residents: Vec::new(),
         }
     }
@@ -107,8 +108,12 @@ impl EngineCore {
         }
     }
 
-    /// The idle timeout in force for the loaded model (`None`: never).
+    /// The idle timeout in force for the loaded model (`None`: never, as
+    /// for a pinned one).
     pub(crate) fn idle_timeout(&self) -> Option<std::time::Duration> {
+        if self.child.model_id().is_some_and(|m| self.cfg.pinned(m)) {
+            return None;
+        }
         keep_alive::effective_timeout(
             self.usage.keep_alive(),
             self.child.model_id(),

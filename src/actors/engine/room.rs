@@ -156,7 +156,7 @@ impl EngineCore {
     /// first); the bytes it held, or `None` when there was no child or a
     /// turn was routed here since the decision.
     pub(crate) async fn evict(&mut self) -> Option<u64> {
-        if self.outlets.queue.depth() > 0 {
+        if self.outlets.queue.depth() > 0 || self.child.model_id().is_some_and(|m| self.cfg.pinned(m)) {
             return None;
         }
         let bytes = self.child.get()?.footprint_bytes().unwrap_or(0);
@@ -176,6 +176,7 @@ impl EngineCore {
                 .last()
                 .map_or(0, |u| super::publish::unix_millis(u.wall).unwrap_or(0)),
             in_flight: self.intake.running() > 0,
+            pinned: self.cfg.pinned(c.model_id()),
             queued: 0,
             window: *facts,
             brake: self.brake.state(),

@@ -31,6 +31,7 @@ fn base(ram_mib: u64) -> SpawnPlan {
         beside_bytes: 0,
         slots: 1,
         swa: crate::law::kv::SwaCache::Full,
+        extra_args: Vec::new(),
         engine: crate::engines::plan::EnginePlan::Cpu { rpc: None },
     }
 }
