@@ -5,8 +5,12 @@
 //! - two chat models and the embedding model resident at once, each its
 //!   own child; a fourth does not fit, and evicts the least recently used
 //!   idle resident, never the one streaming, which streams on;
-//! - an evicted chat model's conversation comes back with its KV: the
-//!   next turn re-reads only the new message;
+//! - an evicted chat model is saved on its way out and, coming back beside
+//!   the others, is planned by memory: here the full-size sliding cache
+//!   would bind Gemma's window, so it comes back with the small one at its
+//!   whole window (`law::plan`, #35 item 9), says its conversations are not
+//!   kept, and re-reads the conversation (the KV store's restore itself is
+//!   `kv_save.rs`'s and `kv_swa.rs`'s);
 //! - SIGKILL of the warden leaves none of its three children behind;
 //! - turns for two models overlap in time (each its own mailbox);
 //! - pressure in the group evicts the idle resident before anything
@@ -15,9 +19,9 @@
 //! The law's arithmetic in a 3 GiB group (0.75 x RAM = 2304 MiB; each
 //! resident holds weights + window x (KV + 1 KiB) + 256 MiB): SmolLM2 at
 //! its trained 8192 holds 538 MiB, MiniLM at 512 holds 305 MiB, Gemma at its
-//! trained 32768 holds 1105 MiB: 1948 MiB together. A second Gemma needs
-//! 241 MiB of weights, 76 MiB of KV at the 4096 floor and its 256 MiB: it
-//! fits only once MiniLM (305 MiB) is gone.
+//! trained 32768 holds 1105 MiB: 1948 MiB together. A second Gemma (the
+//! small sliding cache, 3 KiB a token of its full layers and 15 MiB of
+//! sliding cells) fits only once MiniLM (305 MiB) is gone.
 
 use crate::support;
 
@@ -235,8 +239,8 @@ async fn three_residents_fit_and_a_fourth_evicts_the_least_recently_used_idle_on
     assert_eq!(pid_of(&s, "smollm2"), smollm_pid, "the streaming child was not touched");
     assert_eq!(residents(&s).len(), 3, "{s}");
 
-    // 3. MiniLM again evicts Gemma (now the least recently used idle); its
-    // conversation comes back with its KV.
+    // 3. MiniLM again evicts Gemma (now the least recently used idle),
+    // whose conversation is saved on the way out.
     embed(&base, "minilm").await;
     assert!(
         unloads(&events).contains(&("gemma".to_string(), "evicted".to_string())),
@@ -260,9 +264,15 @@ async fn three_residents_fit_and_a_fourth_evicts_the_least_recently_used_idle_on
     let (read, total) = (processed(&g2), g2["usage"]["prompt_tokens"].as_u64().unwrap());
     eprintln!("after the eviction: processed {read} of {total} prompt tokens (first turn read {first_read})");
     assert!(total > first_read, "the conversation grew: {total}");
-    assert!(
-        read <= 64,
-        "restored: only the new message is read, not the {total} tokens: {read}"
+    // Back beside the others, the full sliding cache would bind its window:
+    // the plan runs the small one at the trained window, and says so.
+    let s = status(&base).await;
+    assert_eq!(s["model"], "gemma", "{s}");
+    assert_eq!(s["context_tokens"], 32768, "the whole window: {s}");
+    assert_eq!(s["kv_keep"]["how"], "sliding_window", "{}", s["kv_keep"]);
+    assert_eq!(
+        read, total,
+        "not kept with the small cache: the conversation is re-read"
     );
 
     // 4. SIGKILL of the warden: no child outlives it.

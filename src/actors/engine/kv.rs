@@ -241,9 +241,10 @@ impl Kv {
         let (name, _) = save_name(child, conversation)?;
         let record = store.find(&name)?;
         if !kept(child) {
-            // Written before this model was known not to keep (an older
-            // warden): it cannot be used, so it goes.
-            store.remove(&name);
+            // This child cannot use it (a recurrent model's save from an
+            // older warden, or a sliding model the plan gave the small
+            // cache this time): it stays for a child that can, and the
+            // store's cap ages it out otherwise.
             return None;
         }
         let window = child.allocated;
