@@ -109,6 +109,20 @@ pub fn extra_bytes(slots: u32) -> u64 {
     u64::from(slots.saturating_sub(1)) * EXTRA_SLOT_BYTES
 }
 
+/// About how many tokens a request's JSON text is, before the child counts
+/// them: its ASCII bytes over 4 (English runs about 4 characters a
+/// token, and the JSON's keys and quotes make this an over-estimate), plus
+/// one token for every other character (a CJK character is one to two
+/// tokens, an accented letter part of one: counting it whole keeps the
+/// estimate from falling far short for scripts that are not Latin, where
+/// bytes over 4 would count a 3-byte character as 0.75 of a token). The
+/// child's own count replaces it at the turn's end.
+pub fn estimate_tokens(text: &str) -> u32 {
+    let ascii = text.bytes().filter(u8::is_ascii).count();
+    let other = text.chars().filter(|c| !c.is_ascii()).count();
+    (ascii / 4 + other).min(u32::MAX as usize) as u32
+}
+
 /// One slot as the warden sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlotView<'a> {

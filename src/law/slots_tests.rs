@@ -225,3 +225,18 @@ fn an_admission_beside_running_turns_never_overflows_the_pool() {
         }
     }
 }
+
+/// The estimate: ASCII bytes over 4, every other character one token, so
+/// a script that is not Latin is not undercounted.
+#[test]
+fn the_prompt_estimate_counts_other_scripts_by_character() {
+    for (text, want, why) in [
+        ("", 0, "nothing"),
+        ("abcdefgh", 2, "ASCII: bytes over 4"),
+        ("\u{4f60}\u{597d}\u{4e16}\u{754c}", 4, "CJK: one a character (bytes over 4 would say 3)"),
+        ("caf\u{e9}", 1, "an accented letter: one, beside 3 ASCII bytes (0)"),
+        ("{\"content\":\"\u{3053}\u{3093}\"}", 5, "JSON keys over 4, kana one each"),
+    ] {
+        assert_eq!(estimate_tokens(text), want, "{why}");
+    }
+}

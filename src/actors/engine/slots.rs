@@ -77,8 +77,8 @@ impl Slots {
 
     /// The table as the law reads it for a request beginning with `text`:
     /// a busy slot counts what its turn reserved, an idle one what it
-    /// holds, and what it shares with the request (its bytes over 4, as a
-    /// prompt is estimated).
+    /// holds, and what it shares with the request (estimated as a prompt
+    /// is, `law::slots::estimate_tokens`).
     pub fn views(&self, text: Option<&str>) -> Vec<SlotView<'_>> {
         self.slots
             .iter()
@@ -88,7 +88,7 @@ impl Slots {
                 busy: s.busy.is_some(),
                 used: s.used,
                 shared: match (text, s.text.as_deref()) {
-                    (Some(a), Some(b)) => (common_prefix(a, b) / 4).min(s.tokens() as usize) as u32,
+                    (Some(a), Some(b)) => crate::law::slots::estimate_tokens(common_prefix(a, b)).min(s.tokens()),
                     _ => 0,
                 },
             })
@@ -133,9 +133,13 @@ impl Slots {
     }
 }
 
-/// The bytes `a` and `b` begin with in common.
-fn common_prefix(a: &str, b: &str) -> usize {
-    a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count()
+/// What `a` and `b` begin with in common (whole characters).
+fn common_prefix<'a>(a: &'a str, b: &str) -> &'a str {
+    let mut n = a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    while !a.is_char_boundary(n) {
+        n -= 1;
+    }
+    &a[..n]
 }
 
 #[cfg(test)]

@@ -261,7 +261,7 @@ impl EngineCore {
         let prompt = prompt_estimate(&w.request.body);
         // Similarity is the shared text over the request's own text (its
         // messages), as llama-server weighs shared tokens over the prompt's.
-        let own = text.as_ref().map_or(prompt, |t| (t.len() / 4).min(u32::MAX as usize) as u32);
+        let own = text.as_deref().map_or(prompt, slots::estimate_tokens);
         let slot = slots::pick(&views, owner.as_deref(), own)?;
         tracing::debug!(
             seq = w.seq,
@@ -330,8 +330,8 @@ impl EngineCore {
             self.kv.evict(c, i).await;
         }
         // Until the child's own count arrives with the answer, the slot
-        // holds about the prompt (its bytes over 4).
-        let tokens = (bytes.len() / 4).min(u32::MAX as usize) as u32;
+        // holds about the prompt.
+        let tokens = slots::estimate_tokens(&String::from_utf8_lossy(&bytes));
         self.kv.claim(c, seat.slot, owner.as_deref(), tokens).await;
         c.slots.start(seat.slot, seq, seat.reserve, text);
         let line = self.relay_line();
@@ -437,11 +437,11 @@ impl EngineCore {
     }
 }
 
-/// About how many tokens a request's prompt is: its JSON's bytes over 4
-/// (an over-estimate for English chat, whose JSON carries keys and
-/// roles); the child's own count replaces it at the turn's end.
+/// About how many tokens a request's prompt is (`slots::estimate_tokens`
+/// over its JSON); the child's own count replaces it at the turn's end.
 fn prompt_estimate(body: &serde_json::Map<String, serde_json::Value>) -> u32 {
-    (to_bytes(body).len() / 4).min(u32::MAX as usize) as u32
+    let text = serde_json::to_string(body).expect("a JSON map serializes");
+    slots::estimate_tokens(&text)
 }
 
 /// What a request's prompt begins with, as text: its messages (chat), or
