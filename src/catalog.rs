@@ -169,6 +169,9 @@ impl Catalog {
     /// `id` is not in the catalog or `alias` is an entry's own id, which
     /// always names that entry.
     pub fn add_alias(&mut self, alias: &str, id: &str) -> bool {
+        if self.aliases.get(alias).is_some_and(|t| t == id) {
+            return true; // already so
+        }
         if self.entries.iter().any(|e| e.id == alias) {
             tracing::warn!(
                 alias,
@@ -216,6 +219,15 @@ impl Catalog {
     /// Store entries that cannot run, with why.
     pub fn unusable(&self) -> &[Unusable] {
         &self.unusable
+    }
+
+    /// Every alias the settings give (`config.models`), each once.
+    pub fn add_aliases(&mut self, models: &std::collections::BTreeMap<String, crate::config::ModelSettings>) {
+        for (id, m) in models {
+            for alias in &m.aliases {
+                self.add_alias(alias, id);
+            }
+        }
     }
 
     /// The aliases of the entry `id`.

@@ -144,11 +144,7 @@ pub(crate) fn build_catalog(
         std::env::var(k).ok()
     }));
     // The settings file's aliases, before `model` may name one.
-    for (id, m) in &cfg.models {
-        for alias in &m.aliases {
-            catalog.add_alias(alias, id);
-        }
-    }
+    catalog.add_aliases(&cfg.models);
     match model {
         Some(m) => {
             let path = PathBuf::from(&m);

@@ -269,14 +269,7 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
     let mut catalog = catalog;
     catalog.retain(|e| backend.accepts(e.format));
     // The settings file's aliases (an embedder's catalog gets them too).
-    for (id, m) in &config.models {
-        for alias in &m.aliases {
-            if catalog.aliases_of(id).contains(alias) {
-                continue;
-            }
-            catalog.add_alias(alias, id);
-        }
-    }
+    catalog.add_aliases(&config.models);
     let planner = backend.clone();
     let kind = backend.kind();
     let catalog = Arc::new(catalog);

@@ -104,11 +104,7 @@ async fn the_status_shows_busy_slots_and_waiting_turns() {
     load_default(&w).await;
     let mut rxs: Vec<_> = (0..6).map(|i| w.submit(turn(&format!("c{i}"), 40)).unwrap()).collect();
     for rx in rxs.iter_mut().take(4) {
-        loop {
-            if let llm_warden::TurnEvent::Chunk(_) = recv_or_fail(rx, "a first token").await {
-                break;
-            }
-        }
+        first_chunk(rx).await;
     }
     let s = w.status();
     let busy: Vec<_> = s.slots.iter().filter(|x| x.busy).collect();
@@ -194,11 +190,7 @@ async fn an_unload_waits_for_the_running_turns() {
     load_default(&w).await;
     let mut rxs: Vec<_> = (0..2).map(|i| w.submit(turn(&format!("u{i}"), 20)).unwrap()).collect();
     for rx in &mut rxs {
-        loop {
-            if let llm_warden::TurnEvent::Chunk(_) = recv_or_fail(rx, "a first token").await {
-                break;
-            }
-        }
+        first_chunk(rx).await;
     }
     let w2 = w.clone();
     let unload = actix_rt::spawn(async move { w2.unload().await });

@@ -14,7 +14,6 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use llm_warden::TurnEvent;
 use llm_warden::{Warden, WardenConfig};
 use support::*;
 
@@ -31,15 +30,6 @@ fn zombie_children() -> Vec<u32> {
             state == Some("Z") && ppid == Some(me.as_str())
         })
         .collect()
-}
-
-/// Waits for the first streamed chunk of a turn.
-async fn first_chunk(rx: &mut tokio::sync::mpsc::Receiver<TurnEvent>) {
-    loop {
-        if let TurnEvent::Chunk(_) = recv_or_fail(rx, "the first token").await {
-            return;
-        }
-    }
 }
 
 /// SIGKILL of the child mid-stream, repeatedly (5; 50 with WARDEN_SOAK=1).

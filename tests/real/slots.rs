@@ -268,15 +268,6 @@ async fn no_reap_while_any_slot_is_busy() {
     w.shutdown().await;
 }
 
-/// Waits for the first streamed chunk of a turn.
-async fn first_chunk(rx: &mut tokio::sync::mpsc::Receiver<llm_warden::TurnEvent>) {
-    loop {
-        if let llm_warden::TurnEvent::Chunk(_) = recv_or_fail(rx, "the first token").await {
-            return;
-        }
-    }
-}
-
 /// SIGKILL of the child under four streams: each of the four ends with
 /// the same coded error (`child_killed`), and the next turn is served.
 #[actix_rt::test]

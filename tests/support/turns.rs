@@ -17,6 +17,16 @@ pub async fn recv_or_fail<T>(rx: &mut mpsc::Receiver<T>, what: &str) -> T {
     }
 }
 
+/// Waits for a turn's first streamed chunk (its notices before it are
+/// passed over).
+pub async fn first_chunk(rx: &mut mpsc::Receiver<TurnEvent>) {
+    loop {
+        if let TurnEvent::Chunk(_) = recv_or_fail(rx, "the first token").await {
+            return;
+        }
+    }
+}
+
 /// Waits for the first lifecycle event matching `pred`.
 pub async fn event_or_fail(
     rx: &mut broadcast::Receiver<WardenEvent>,

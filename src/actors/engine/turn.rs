@@ -99,6 +99,10 @@ struct Seat {
     bound: u32,
     reserve: u32,
     evict: Vec<usize>,
+    /// The request's estimated prompt tokens and its text, read once here
+    /// and carried to the slot.
+    prompt: u32,
+    text: Option<String>,
 }
 
 impl EngineCore {
@@ -283,6 +287,8 @@ impl EngineCore {
                 bound,
                 reserve,
                 evict,
+                prompt,
+                text,
             }),
             Admit::Wait => None,
         }
@@ -308,7 +314,6 @@ impl EngineCore {
             ..
         } = w;
         let owner = request.conversation.clone().filter(|_| request.route.keeps_conversation());
-        let text = request_text(&request.body);
         let mut body = request.body;
         let requested = crate::law::request::requested_bound(&body);
         for f in crate::law::request::TOKEN_FIELDS {
@@ -331,9 +336,8 @@ impl EngineCore {
         }
         // Until the child's own count arrives with the answer, the slot
         // holds about the prompt.
-        let tokens = slots::estimate_tokens(&String::from_utf8_lossy(&bytes));
-        self.kv.claim(c, seat.slot, owner.as_deref(), tokens).await;
-        c.slots.start(seat.slot, seq, seat.reserve, text);
+        self.kv.claim(c, seat.slot, owner.as_deref(), seat.prompt).await;
+        c.slots.start(seat.slot, seq, seat.reserve, seat.text);
         let line = self.relay_line();
         Some(RelayJob {
             line,
