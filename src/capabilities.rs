@@ -25,23 +25,24 @@ pub use crate::law::request_chat::Capabilities;
 use crate::gguf::Pooling;
 use crate::law::types::ModelKind;
 
-/// Capabilities by entry id, read on first use.
+/// Capabilities by the entry's file, read on first use (by file, not id:
+/// a reload may give an id another file).
 #[derive(Debug, Default)]
-pub struct CapabilityCache(Mutex<HashMap<String, Capabilities>>);
+pub struct CapabilityCache(Mutex<HashMap<std::path::PathBuf, Capabilities>>);
 
 impl CapabilityCache {
     /// `entry`'s capabilities, read once.
     pub fn of(&self, entry: &Arc<ModelEntry>) -> Capabilities {
-        let cached = self.lock().get(&entry.id).copied();
+        let cached = self.lock().get(&entry.path).copied();
         cached.unwrap_or_else(|| {
             // Read outside the lock: a header read is disk I/O.
             let caps = read(entry);
-            self.lock().insert(entry.id.clone(), caps);
+            self.lock().insert(entry.path.clone(), caps);
             caps
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Capabilities>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<std::path::PathBuf, Capabilities>> {
         // A poisoned map still holds valid entries.
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }

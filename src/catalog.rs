@@ -51,7 +51,7 @@ pub struct ModelEntry {
 }
 
 /// The models the warden knows, in a stable order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Catalog {
     /// Entries sorted by id.
     entries: Vec<Arc<ModelEntry>>,

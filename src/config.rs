@@ -13,8 +13,11 @@ pub use file::{FileError, ModelSettings, SettingsFile};
 
 #[path = "config_file.rs"]
 pub mod file;
+#[path = "config_live.rs"]
+pub mod live;
 /// Which engine the user asked for (the law's own type: `law::types`).
 pub use crate::law::types::EnginePreference;
+pub use live::Live;
 // The types the config carries, nameable where an embedder meets them.
 pub use crate::law::worker_status::WorkerAddr;
 pub use crate::secret::ApiKey;
@@ -34,7 +37,7 @@ pub enum ForcedPressure {
 }
 
 /// Everything configurable, with the defaults a desktop user gets.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WardenConfig {
     /// `WARDEN_ENGINE`: the engine wanted (cpu, cuda, mlx; unset = auto).
     pub engine: EnginePreference,
@@ -92,6 +95,13 @@ pub struct WardenConfig {
     /// `WARDEN_UI_SAMPLE_S`: the period of the dashboard's memory history
     /// (`sensors::history`; 5 s, 360 samples = 30 minutes; 0: none).
     pub ui_sample: Duration,
+    /// `WARDEN_WATCH_S`: how often the warden looks at its settings file
+    /// and its model stores for a change (`config::live`; 0: never, only
+    /// SIGHUP). 2 s: an edit is serving before the person has switched
+    /// back to their client, for a few directory reads and one small file
+    /// read each time (a file watcher would save those reads but not work
+    /// alike on every platform and network filesystem).
+    pub watch_period: Duration,
     /// `WARDEN_KV_SAVE` (`0` turns it off): keep conversations' KV caches on
     /// disk across the warden's own interruptions (`law::kv_save`).
     pub kv_save: bool,
@@ -238,6 +248,7 @@ impl Default for WardenConfig {
             client_stall_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
             ui_sample: Duration::from_secs(5),
+            watch_period: Duration::from_secs(2),
             kv_save: true,
             kv_save_dir: None,
             kv_save_max_bytes: None,

@@ -64,6 +64,7 @@ pub const VARIABLES: &[&str] = &[
     "WARDEN_STORE_OLLAMA",
     "WARDEN_UI_SAMPLE_S",
     "WARDEN_VRAM_OVERRIDE_GB",
+    "WARDEN_WATCH_S",
     "WARDEN_WORKERS",
     "WARDEN_WORKER_KEY",
 ];

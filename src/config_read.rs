@@ -40,6 +40,7 @@ impl WardenConfig {
             ("WARDEN_CLIENT_STALL_TIMEOUT_S", &mut self.client_stall_timeout),
             ("WARDEN_BODY_TIMEOUT_S", &mut self.body_timeout),
             ("WARDEN_UI_SAMPLE_S", &mut self.ui_sample),
+            ("WARDEN_WATCH_S", &mut self.watch_period),
         ] {
             if let Some(d) = secs(var, name)? {
                 *dst = d;

@@ -130,9 +130,27 @@ function slotsNote(s) {
   return note;
 }
 
+// The settings file's state: a refused reading (with its line and column)
+// or settings that wait for a restart; hidden when all is applied.
+function settingsNote(t) {
+  if (!t) return "";
+  if (t.error) {
+    const at = t.error.line ? ` line ${t.error.line}, column ${t.error.column}` : "";
+    return `Settings refused${t.error.file ? ` (${t.error.file}${at})` : at}: ${t.error.message}. The last good settings keep serving.`;
+  }
+  const parts = [];
+  if (t.restart_needed && t.restart_needed.length) parts.push(`changed, applies at the next start: ${t.restart_needed.join(", ")}`);
+  if (t.leaving && t.leaving.length) parts.push(`leaving once their turns end: ${t.leaving.join(", ")}`);
+  return parts.length ? `Settings: ${parts.join(" · ")}` : "";
+}
+
 function renderCards() {
   const s = state.status;
   renderResidents();
+  const note = settingsNote(s.settings);
+  $("settings-note").textContent = note;
+  $("settings-note").hidden = !note;
+  $("settings-note").className = s.settings && s.settings.error ? "settings-note bad" : "settings-note";
   $("engine").textContent = `${s.engine} engine`;
   $("kv-note").textContent = kvNote(s.kv_keep);
   if (!s.model) {
@@ -261,7 +279,7 @@ function renderChart() {
 }
 
 const KINDS = ["loading", "ready", "load_failed", "turn_ended", "unloaded", "child_exited", "client_stalled",
-  "reap_checked", "brake", "prefix_reset", "notice"];
+  "reap_checked", "brake", "prefix_reset", "notice", "settings_applied", "settings_refused"];
 
 function describe(kind, e) {
   switch (kind) {
@@ -284,6 +302,18 @@ function describe(kind, e) {
     case "brake": return `memory brake ${e.action} at ${e.level} (${e.point}), window ${e.window_from ?? "?"} → ${e.window_to ?? "unloaded"}`;
     case "prefix_reset": return `prefix cache reset (${e.reason})`;
     case "notice": return `notice: ${e.notice.t}${e.notice.reason ? ` (${e.notice.reason})` : ""}`;
+    case "settings_applied": {
+      const p = [];
+      if (e.added.length) p.push(`added ${e.added.join(", ")}`);
+      if (e.removed.length) p.push(`removed ${e.removed.join(", ")}`);
+      if (e.changed.length) p.push(`changed ${e.changed.join(", ")}`);
+      if (e.restart_needed.length) p.push(`at restart: ${e.restart_needed.join(", ")}`);
+      return `settings applied${p.length ? `: ${p.join("; ")}` : ""}`;
+    }
+    case "settings_refused": {
+      const at = e.problem.line ? ` (line ${e.problem.line}, column ${e.problem.column})` : "";
+      return `settings refused${at}: ${e.problem.message}`;
+    }
     default: return null;
   }
 }
@@ -307,7 +337,7 @@ function addEvent(kind, e) {
   list.prepend(li);
   while (list.children.length > TIMELINE_MAX) list.removeChild(list.lastChild);
   $("timeline-empty").style.display = "none";
-  if (["ready", "unloaded", "brake", "child_exited", "turn_ended"].includes(kind)) refresh();
+  if (["ready", "unloaded", "brake", "child_exited", "turn_ended", "settings_applied", "settings_refused"].includes(kind)) refresh();
 }
 
 function connectEvents() {

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::status::SettingsProblem;
 use crate::{Warden, WardenConfig, server};
 use anyhow::Context;
 use clap::Args;
@@ -52,21 +53,58 @@ pub struct ServeArgs {
     config: Option<PathBuf>,
 }
 
+/// What `serve` reads its settings and models from: at start, and again at
+/// every reload (`warden::reload`: the watch, SIGHUP), the same way.
+#[derive(Debug, Clone)]
+struct Reading {
+    config: Option<PathBuf>,
+    cors_origins: Vec<String>,
+    workers: Vec<String>,
+    models_dir: Option<PathBuf>,
+    model: Option<String>,
+}
+
+impl Reading {
+    /// The configuration and the catalog.
+    fn read(&self) -> anyhow::Result<(WardenConfig, crate::catalog::Catalog)> {
+        // load has already refused a bad variable under its own name, so a
+        // value refused here came from the flag; the flags (or their
+        // variables) replace the file's lists only when given.
+        let mut cfg = WardenConfig::load(self.config.as_deref())?;
+        if !self.cors_origins.is_empty() {
+            cfg.cors_origins =
+                crate::config::cors_origins("--cors-origin", self.cors_origins.iter().map(String::as_str))?;
+        }
+        if !self.workers.is_empty() {
+            cfg.workers = crate::config::workers("--worker", self.workers.iter().map(String::as_str))?;
+        }
+        let catalog = super::build_catalog(&cfg, self.models_dir.clone(), self.model.clone())?;
+        Ok((cfg, catalog))
+    }
+
+    /// As `read`, a refusal as the status says it (the file's line and
+    /// column when the fault is there).
+    fn reread(&self) -> Result<(WardenConfig, crate::catalog::Catalog), SettingsProblem> {
+        self.read()
+            .map_err(|e| match e.downcast_ref::<crate::config::SettingsError>() {
+                Some(s) => SettingsProblem::from(s),
+                None => SettingsProblem::said(format!("{e:#}")),
+            })
+    }
+}
+
 pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
-    // load has already refused a bad variable under its own name, so a
-    // value refused here came from the flag; the flags (or their variables)
-    // replace the file's lists only when given.
-    let mut cfg = WardenConfig::load(a.config.as_deref())?;
-    if !a.cors_origins.is_empty() {
-        cfg.cors_origins = crate::config::cors_origins("--cors-origin", a.cors_origins.iter().map(String::as_str))?;
-    }
-    if !a.workers.is_empty() {
-        cfg.workers = crate::config::workers("--worker", a.workers.iter().map(String::as_str))?;
-    }
+    let reading = Reading {
+        config: a.config,
+        cors_origins: a.cors_origins,
+        workers: a.workers,
+        models_dir: a.models_dir,
+        model: a.model,
+    };
+    let (cfg, catalog) = reading.read()?;
     if let Some(f) = &cfg.settings_file {
         tracing::info!("settings from {}", f.display());
     }
-    let catalog = super::build_catalog(&cfg, a.models_dir, a.model)?;
     let loopback = matches!(a.host.as_str(), "127.0.0.1" | "localhost" | "::1");
     if !loopback && cfg.api_key.is_none() {
         tracing::warn!(
@@ -74,7 +112,10 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
             a.host
         );
     }
-    let warden = Warden::start(cfg, catalog)?;
+    let warden = Warden::builder(cfg, catalog)
+        .reload_from(move || reading.reread())
+        .start()?;
+    reload_on_hangup(&warden);
     let bound = server::bind(warden.clone(), &a.host, a.port).with_context(|| format!("could not bind {}", a.host))?;
     let base = format!("http://{}:{}", a.host, bound.port);
     tracing::info!("listening on {base} (OpenAI base URL: {base}/v1; status: {base}/warden/status)");
@@ -106,6 +147,27 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     warden.shutdown().await;
     let _ = server.await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// SIGHUP reloads the settings and the stores now (a daemon's habit; the
+/// watch does the same every `WARDEN_WATCH_S`).
+fn reload_on_hangup(warden: &Warden) {
+    #[cfg(unix)]
+    {
+        use actix_web::rt::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        let w = warden.clone();
+        actix_web::rt::spawn(async move {
+            while hup.recv().await.is_some() {
+                tracing::info!("SIGHUP received: reading the settings and the model stores again");
+                let _ = w.reload().await;
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = warden;
 }
 
 /// Waits for SIGINT (Ctrl-C) or SIGTERM; names the one that came (`worker`

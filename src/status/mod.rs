@@ -132,6 +132,52 @@ pub struct EngineStatus {
     /// above are the first one's). Empty on one engine's own snapshot; the
     /// warden's status fills it.
     pub residents: Vec<ResidentView>,
+    /// The settings file and the stores as the last reload left them; the
+    /// warden's status fills it (`None` on one engine's own snapshot).
+    pub settings: Option<SettingsStatus>,
+}
+
+/// The settings as applied live (`warden::reload`), in `/warden/status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SettingsStatus {
+    /// The settings file read, if any.
+    pub file: Option<String>,
+    /// Reloads that changed something since the start.
+    pub reloads: u64,
+    /// Why the last reading was refused: the last good configuration is
+    /// serving until the file is mended.
+    pub error: Option<SettingsProblem>,
+    /// Variables the file changed that apply only at a restart (their
+    /// running value is kept).
+    pub restart_needed: Vec<String>,
+    /// Models gone from the catalog whose engine is still finishing its
+    /// turns before it unloads.
+    pub leaving: Vec<String>,
+}
+
+/// Why a reading of the settings (or the stores) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SettingsProblem {
+    /// What is wrong, as a person reads it.
+    pub message: String,
+    /// The file, when the fault is in one.
+    pub file: Option<String>,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// 1-based column, when known.
+    pub column: Option<usize>,
+}
+
+impl std::fmt::Display for SettingsProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{file}: ")?;
+        }
+        if let (Some(l), Some(c)) = (self.line, self.column) {
+            write!(f, "line {l}, column {c}: ")?;
+        }
+        f.write_str(&self.message)
+    }
 }
 
 /// One slot of the live child in `/warden/status`.
@@ -355,6 +401,23 @@ pub enum WardenEvent {
     Notice {
         /// The notice.
         notice: Notice,
+    },
+    /// The settings file or the stores changed and the change applies.
+    SettingsApplied {
+        /// Models that appeared.
+        added: Vec<String>,
+        /// Models that left (each unloads once its turns end).
+        removed: Vec<String>,
+        /// Models whose file or settings changed (a window, slots or
+        /// arguments apply at the next load).
+        changed: Vec<String>,
+        /// Variables that apply only at a restart.
+        restart_needed: Vec<String>,
+    },
+    /// A reading of the settings was refused; the last good ones serve.
+    SettingsRefused {
+        /// Why.
+        problem: SettingsProblem,
     },
 }
 

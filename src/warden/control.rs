@@ -38,7 +38,7 @@ impl Warden {
     /// Stops every resident's child now; whether a model was loaded.
     pub async fn unload(&self) -> Result<bool, WardenError> {
         let mut any = false;
-        for slot in self.inner.residency.slots() {
+        for slot in self.inner.residency.slots().iter() {
             any |= unload_one(&slot.engine).await?;
         }
         Ok(any)
@@ -57,7 +57,7 @@ impl Warden {
     /// checks idleness, and says `ReapChecked`).
     #[cfg(feature = "testing")]
     pub fn queue_reap(&self) {
-        for slot in self.inner.residency.slots() {
+        for slot in self.inner.residency.slots().iter() {
             slot.engine.do_send(crate::messages::Reap);
         }
     }
@@ -66,7 +66,7 @@ impl Warden {
     /// (one without a child ignores it), and back once they handled it.
     #[cfg(feature = "testing")]
     pub async fn brake_sample_now(&self, reading: Result<crate::law::brake::Readings, crate::sensors::view::BrakeOff>) {
-        for slot in self.inner.residency.slots() {
+        for slot in self.inner.residency.slots().iter() {
             let reading = reading.clone();
             let _ = slot.engine.send(crate::messages::BrakeSample { reading }).await;
         }
@@ -76,7 +76,7 @@ impl Warden {
     /// supervision tests' hook).
     #[cfg(feature = "testing")]
     pub fn panic_next_turn(&self) {
-        for slot in self.inner.residency.slots() {
+        for slot in self.inner.residency.slots().iter() {
             slot.engine.do_send(crate::messages::recover::PanicNextTurn);
         }
     }
@@ -87,12 +87,12 @@ impl Warden {
     #[cfg(feature = "testing")]
     pub fn stop_engine_now(&self) -> bool {
         let slot = self.inner.residency.slot(None);
-        slot.and_then(|s| s.arbiter.as_ref()).is_some_and(|a| a.stop())
+        slot.and_then(|s| s.arbiter.clone()).is_some_and(|a| a.stop())
     }
 }
 
 /// One engine's unload, waited for through running turns.
-async fn unload_one(engine: &actix::Addr<crate::actors::engine::EngineActor>) -> Result<bool, WardenError> {
+pub(super) async fn unload_one(engine: &actix::Addr<crate::actors::engine::EngineActor>) -> Result<bool, WardenError> {
     match engine.send(Unload).await {
         Ok(reply) => reply.settle().await.and_then(|r| r),
         Err(_) => Err(crate::actors::engine::shutting_down()),

@@ -14,7 +14,7 @@ impl Warden {
     /// The side door to the live child when it runs `model` (`None`: the
     /// default), else `None`.
     pub(crate) fn door_for(&self, model: Option<&str>) -> Option<Door> {
-        let default = self.inner.catalog.default_entry();
+        let default = self.inner.catalog.get().default_entry();
         let want = match model {
             Some(m) => m,
             None => default.as_ref()?.id.as_str(),

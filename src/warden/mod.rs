@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::catalog::Catalog;
-use crate::config::WardenConfig;
+use crate::config::{Live, WardenConfig};
 use crate::engines::Backend;
 use crate::error::{EngineError, WardenError};
 use crate::messages::prefix::ClaimPrefix;
@@ -26,6 +26,7 @@ mod control;
 mod door;
 pub(crate) mod plan;
 mod recent;
+mod reload;
 mod residency;
 mod start;
 
@@ -34,6 +35,7 @@ pub use crate::law::keep_alive::KeepAlive;
 pub use crate::messages::TurnRequest;
 pub use chunks::{Chunk, TurnStream};
 pub use recent::{Numbered, RECENT_EVENTS};
+pub use reload::Applied;
 pub use start::WardenBuilder;
 
 /// Events buffered per turn between the engine and its caller. Small: the
@@ -60,10 +62,12 @@ pub(crate) struct Inner {
     /// The engines, one per resident model, and the map that routes to them.
     residency: Arc<residency::Residency>,
     events: broadcast::Sender<WardenEvent>,
-    catalog: Arc<Catalog>,
+    /// The models as the last reload found them.
+    catalog: Live<Catalog>,
     /// What each entry's files let a request send it, read once each.
     capabilities: crate::capabilities::CapabilityCache,
-    config: Arc<WardenConfig>,
+    /// The configuration as the last reload left it (`config::live`).
+    config: Live<WardenConfig>,
     /// Every turn waiting or running, over all engines (`WARDEN_MAX_QUEUE`).
     queue: Arc<QueueGauge>,
     /// The next arrival number. Numbering and queueing happen under one
@@ -83,6 +87,11 @@ pub(crate) struct Inner {
     /// A copy of the engines' backend, which `plan_for` plans with as a
     /// load does (it holds paths and the GPU source, no child).
     planner: Backend,
+    /// What an engine is started with: a reload starts the engine of a
+    /// model that appeared.
+    shell: start::Shell,
+    /// The settings' reload and what it last said.
+    reload: reload::Reload,
 }
 
 impl Drop for Inner {
@@ -91,7 +100,7 @@ impl Drop for Inner {
     /// arbiter stops after it, instead of a child running on until the
     /// process exits. After `Warden::shutdown` this finds them stopped.
     fn drop(&mut self) {
-        for slot in self.residency.slots() {
+        for slot in self.residency.slots().iter() {
             let engine = slot.engine.clone();
             match &slot.arbiter {
                 Some(arbiter) => {
@@ -162,25 +171,27 @@ impl Warden {
         self.inner.recent.since(after)
     }
 
-    /// The catalog.
-    pub fn catalog(&self) -> &Catalog {
-        &self.inner.catalog
+    /// The catalog now (a reload may replace it: this snapshot stays whole).
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.inner.catalog.get()
     }
 
     /// The entry a request for `model` (or the default) runs, with what
     /// its files let a request send it; `None` when there is no such entry
     /// (the submit answers that with its own 404).
     pub(crate) fn capabilities(&self, model: Option<&str>) -> Option<(String, crate::capabilities::Capabilities)> {
+        let catalog = self.inner.catalog.get();
         let entry = match model {
-            Some(id) => self.inner.catalog.get(id)?,
-            None => self.inner.catalog.default_entry()?,
+            Some(id) => catalog.get(id)?,
+            None => catalog.default_entry()?,
         };
         Some((entry.id.clone(), self.inner.capabilities.of(&entry)))
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &WardenConfig {
-        &self.inner.config
+    /// The configuration now (a reload may replace it: this snapshot
+    /// stays whole).
+    pub fn config(&self) -> Arc<WardenConfig> {
+        self.inner.config.get()
     }
 
     /// The engine family.
@@ -220,20 +231,20 @@ impl Warden {
             }));
         }
         // The model is resolved here, once; the turn carries the entry.
+        let catalog = self.inner.catalog.get();
         let entry = match &req.model {
-            Some(id) => self
-                .inner
-                .catalog
+            Some(id) => catalog
                 .get(id)
                 .ok_or_else(|| WardenError::ModelNotFound(id.to_string())),
-            None => self.inner.catalog.default_entry().ok_or(WardenError::NoModel),
+            None => catalog.default_entry().ok_or(WardenError::NoModel),
         }
         .map_err(refused)?;
         // The model's settings fill what a generating request left out
         // (sampling defaults, a system prompt).
         let mut req = req;
+        let config = self.inner.config.get();
         if req.route.generates()
-            && let Some(m) = self.inner.config.models.get(&entry.id)
+            && let Some(m) = config.models.get(&entry.id)
         {
             m.fill(&mut req.body);
         }
@@ -254,7 +265,7 @@ impl Warden {
             .residency
             .slot(Some(&entry.id))
             .ok_or_else(|| refused(WardenError::ModelNotFound(entry.id.clone())))?;
-        let max = self.inner.config.max_queue;
+        let max = config.max_queue;
         let ticket = self
             .inner
             .queue
@@ -307,7 +318,7 @@ impl Warden {
                 tracing::warn!("engine shutdown message failed: {e}");
             }
         }
-        for slot in slots {
+        for slot in slots.iter() {
             if let Some(arbiter) = &slot.arbiter {
                 arbiter.stop();
             }

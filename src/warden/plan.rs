@@ -23,7 +23,7 @@ impl Warden {
     /// CUDA engine): read once for a list of `plan_for`. Reads files and
     /// NVML: call it off the server's threads.
     pub(crate) fn plan_readings(&self) -> Readings {
-        plan::machine(self.inner.planner.site(), &self.inner.config)
+        plan::machine(self.inner.planner.site(), &self.inner.config.get())
     }
 
     /// The plan a fresh load of `entry` would get on `machine`, before any
@@ -38,7 +38,7 @@ impl Warden {
         plan::plan_on(
             readings,
             self.inner.planner.site(),
-            &self.inner.config,
+            &self.inner.config.get(),
             entry,
             facts,
             None,

@@ -15,7 +15,9 @@
 //!
 //! Every catalog model has its engine from the start (a thread and a few
 //! watches each; no child until a request), so routing never creates an
-//! actor on a caller's thread. Two engines keep today's one engine for
+//! actor on a caller's thread. A reload (`warden::reload`) adds the engine
+//! of a model that appeared and takes away one whose model left, once it
+//! is idle: the list is replaced whole, so a reader holds one version. Two engines keep today's one engine for
 //! every model, switching: MLX (mlx_vlm.server's footprint is known only
 //! after its load, so no law can admit it beside another, and its prefix
 //! cache's owner serves one child) and RPC workers (the split spreads one
@@ -25,7 +27,7 @@
 //! resident listed (`residents`), republished whenever an engine publishes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use actix::prelude::*;
 use tokio::sync::watch;
@@ -135,10 +137,11 @@ impl Slot {
 /// The map from model to engine, and the residents' law over it.
 #[derive(Debug)]
 pub(crate) struct Residency {
-    /// Set once at start, after the engines (which hold a weak link back).
-    slots: OnceLock<Vec<Arc<Slot>>>,
-    /// The catalog's default model.
-    default_model: Option<String>,
+    /// Set at start, after the engines (which hold a weak link back), and
+    /// replaced whole by a reload.
+    slots: RwLock<Arc<Vec<Arc<Slot>>>>,
+    /// The catalog's default model (a reload may change it).
+    default_model: RwLock<Option<String>>,
     /// `WARDEN_MAX_RESIDENT`.
     max_resident: Option<usize>,
     /// One admission at a time (held for the law's arithmetic only).
@@ -147,18 +150,32 @@ pub(crate) struct Residency {
     combined: watch::Sender<EngineStatus>,
     /// The KV store's view, which every engine refreshes.
     kv_view: SharedStoreView,
+    /// The settings as the last reload left them (`None`: no reloads).
+    settings: RwLock<Option<crate::status::SettingsStatus>>,
 }
 
 impl Residency {
     pub fn new(default_model: Option<String>, max_resident: Option<usize>, kv_view: SharedStoreView) -> Arc<Self> {
         Arc::new(Self {
-            slots: OnceLock::new(),
-            default_model,
+            slots: Default::default(),
+            default_model: RwLock::new(default_model),
             max_resident,
             admitting: Mutex::new(()),
             combined: watch::Sender::new(EngineStatus::default()),
             kv_view,
+            settings: RwLock::new(None),
         })
+    }
+
+    /// The settings' status from now on (published at once).
+    pub fn set_settings(&self, s: crate::status::SettingsStatus) {
+        *self.settings.write().unwrap_or_else(|p| p.into_inner()) = Some(s);
+        self.republish();
+    }
+
+    /// The settings' status now.
+    pub fn settings(&self) -> Option<crate::status::SettingsStatus> {
+        self.settings.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// What an engine holds of its peers: a weak link (the residency owns
@@ -167,33 +184,41 @@ impl Residency {
         Arc::new(Peerage(Arc::downgrade(self)))
     }
 
-    /// Installs the engines (once, at start) and publishes the status.
+    /// Installs the engines (at start, and at each reload that adds or
+    /// takes one away) and publishes the status.
     pub fn set_slots(&self, slots: Vec<Arc<Slot>>) {
-        let _ = self.slots.set(slots);
+        *self.slots.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(slots);
         self.republish();
     }
 
-    pub fn slots(&self) -> &[Arc<Slot>] {
-        self.slots.get().map_or(&[], Vec::as_slice)
+    /// The engines now (one version: a reload replaces the list whole).
+    pub fn slots(&self) -> Arc<Vec<Arc<Slot>>> {
+        self.slots.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The default model from now on.
+    pub fn set_default(&self, model: Option<String>) {
+        *self.default_model.write().unwrap_or_else(|p| p.into_inner()) = model;
     }
 
     /// The engine that serves `model` (`None`: the default); `None` for a
     /// model no engine serves (not in the catalog).
-    pub fn slot(&self, model: Option<&str>) -> Option<&Arc<Slot>> {
+    pub fn slot(&self, model: Option<&str>) -> Option<Arc<Slot>> {
         let slots = self.slots();
-        if let [one] = slots
+        if let [one] = slots.as_slice()
             && one.model.is_none()
         {
-            return Some(one);
+            return Some(one.clone());
         }
-        let want = model.or(self.default_model.as_deref())?;
-        slots.iter().find(|s| s.model.as_deref() == Some(want))
+        let default = self.default_model.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let want = model.or(default.as_deref())?;
+        slots.iter().find(|s| s.model.as_deref() == Some(want)).cloned()
     }
 
     /// The slot the top-level status shows: the resident used last (a
     /// loading one counts as in use now), else the one used last, else
     /// the default model's.
-    pub fn current(&self) -> Option<&Arc<Slot>> {
+    pub fn current(&self) -> Option<Arc<Slot>> {
         let slots = self.slots();
         let key = |s: &Arc<Slot>| {
             let st = s.status.borrow();
@@ -207,8 +232,9 @@ impl Residency {
                 let (resident, now, used) = key(s);
                 resident || now || used.is_some()
             })
+            .cloned()
             .or_else(|| self.slot(None))
-            .or(slots.first())
+            .or_else(|| slots.first().cloned())
     }
 
     /// Every resident's view, most recently used first.
@@ -231,6 +257,7 @@ impl Residency {
         s.residents = self.views();
         // The store as it is now, whichever engine changed it last.
         s.kv_saves = self.kv_view.read().unwrap_or_else(|p| p.into_inner()).clone();
+        s.settings = self.settings();
         s
     }
 
@@ -267,8 +294,8 @@ impl Residency {
             .collect()
     }
 
-    fn slot_of(&self, model: &str) -> Option<&Arc<Slot>> {
-        self.slots().iter().find(|s| s.model.as_deref() == Some(model))
+    fn slot_of(&self, model: &str) -> Option<Arc<Slot>> {
+        self.slots().iter().find(|s| s.model.as_deref() == Some(model)).cloned()
     }
 }
 

@@ -1,21 +1,23 @@
 //! Starting a warden: `WardenBuilder` (the config, the catalog, and what an
 //! embedder or a test may choose: the backend, the brake's readings, the
-//! arbiter), then the assembly: the engine and its sensor on an arbiter of
-//! their own (or the caller's, for tests on paused time), the MLX prefix
-//! cache's owner, the worker watch, the idle timer and the memory history.
+//! arbiter, where a reload reads the settings), then the assembly: the
+//! engine and its sensor on an arbiter of their own (or the caller's, for
+//! tests on paused time), the MLX prefix cache's owner, the worker watch,
+//! the idle timer, the memory history and the settings' watch.
 
 use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
 use tokio::sync::{broadcast, watch};
 
+use super::reload::Sources;
 use super::residency::{Residency, Slot};
 use super::{EVENTS_BUFFER, Inner, StartError, Warden};
 use crate::actors::engine::{Outlets, SharedStoreView, Wiring};
 use crate::actors::{EngineActor, EngineCore, IdleTimer, PrefixCacheActor, SensorActor};
 use crate::catalog::Catalog;
 use crate::child::launch::Launcher;
-use crate::config::WardenConfig;
+use crate::config::{Live, WardenConfig};
 use crate::engines::{self, Backend};
 use crate::metrics::Metrics;
 use crate::queue::QueueGauge;
@@ -36,6 +38,8 @@ pub struct WardenBuilder {
     here: bool,
     /// How the engine starts its child.
     launcher: Launcher,
+    /// Where a reload reads the settings and the catalog (`None`: never).
+    sources: Option<Sources>,
 }
 
 impl Warden {
@@ -48,6 +52,7 @@ impl Warden {
             sensor: None,
             here: false,
             launcher: Launcher::default(),
+            sources: None,
         }
     }
 
@@ -100,6 +105,20 @@ impl WardenBuilder {
         self
     }
 
+    /// Reads the settings and the catalog again with `sources` whenever
+    /// `Warden::reload` is called, and every `WARDEN_WATCH_S` (2 s) when
+    /// that is not zero: `sources` should build them the way this
+    /// builder's were built (the binary's re-reads the environment, the
+    /// settings file and the model stores). A change applies live
+    /// (`warden::reload`); a refusal keeps the last good settings.
+    pub fn reload_from(
+        mut self,
+        sources: impl Fn() -> Result<(WardenConfig, Catalog), crate::status::SettingsProblem> + Send + Sync + 'static,
+    ) -> Self {
+        self.sources = Some(Arc::new(sources));
+        self
+    }
+
     /// Starts it.
     pub fn start(self) -> Result<Warden, StartError> {
         let config = Arc::new(self.config);
@@ -114,6 +133,7 @@ impl WardenBuilder {
             note,
             here: self.here,
             launcher: self.launcher,
+            sources: self.sources,
         };
         Ok(match self.sensor {
             None => sensed(parts),
@@ -131,6 +151,7 @@ struct Parts {
     /// The engines on the caller's arbiter.
     here: bool,
     launcher: Launcher,
+    sources: Option<Sources>,
 }
 
 /// Where each engine's brake reads its readings: the sensor's latest (a
@@ -173,12 +194,12 @@ fn sensed(parts: Parts) -> Warden {
         parts.config.sensor_period,
     );
     let latest = sensor.subscribe();
-    let config = parts.config.clone();
+    let brake_tick = parts.config.brake_tick;
     let w = assemble(parts, Views::Sensor(latest.clone()), Some(latest));
     let residency = Arc::downgrade(&w.inner.residency);
     let sensor = sensor.brake_samples_to(
         Box::new(move || residency.upgrade().map(|r| r.loaded_engines()).unwrap_or_default()),
-        config.brake_tick,
+        brake_tick,
     );
     match w.inner.residency.slots().first().and_then(|s| s.arbiter.clone()) {
         Some(a) => SensorActor::start_in_arbiter(&a, move |_| sensor),
@@ -187,18 +208,19 @@ fn sensed(parts: Parts) -> Warden {
     w
 }
 
-/// What each engine is started with beside its model.
-struct Shell {
-    config: Arc<WardenConfig>,
-    backend: Backend,
-    catalog: Arc<Catalog>,
+/// What each engine is started with beside its model: kept by the warden,
+/// which starts the engine of a model a reload found.
+pub(super) struct Shell {
+    config: Live<WardenConfig>,
+    pub(super) backend: Backend,
+    catalog: Live<Catalog>,
     events_tx: broadcast::Sender<crate::status::WardenEvent>,
     metrics: Arc<Metrics>,
     launcher: Launcher,
     views: Views,
     here: bool,
     /// `None`: one engine for every model (no peers).
-    residency: Option<Arc<Residency>>,
+    pub(super) residency: Option<Arc<Residency>>,
     /// The KV store's view, one cell for every engine.
     kv_view: SharedStoreView,
 }
@@ -207,7 +229,7 @@ impl Shell {
     /// One engine, on an arbiter of its own (a long-lived thread: its
     /// child's parent-death signal is tied to the thread that spawned it),
     /// with its idle timer and, on MLX, its prefix cache's owner.
-    fn engine(&self, model: Option<String>) -> Slot {
+    pub(super) fn engine(&self, model: Option<String>) -> Slot {
         let (status_tx, status_rx) = watch::channel(EngineStatus::default());
         let (door_tx, door_rx) = watch::channel(None);
         let (idle_clock_tx, idle_clock_rx) = watch::channel(None);
@@ -246,7 +268,7 @@ impl Shell {
             engine.clone().recipient(),
             status_rx.clone(),
             idle_clock_rx,
-            self.config.idle_tick,
+            self.config.get().idle_tick,
         )
         .start();
         Slot::new(model, engine, prefix, status_rx, door_rx, queue, arbiter, timer)
@@ -264,15 +286,11 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
         note,
         here,
         launcher,
+        sources,
     } = parts;
-    // The catalog lists what this engine can run.
-    let mut catalog = catalog;
-    catalog.retain(|e| backend.accepts(e.format));
-    // The settings file's aliases (an embedder's catalog gets them too).
-    catalog.add_aliases(&config.models);
+    let catalog = super::reload::servable(&backend, &config, catalog);
     let planner = backend.clone();
     let kind = backend.kind();
-    let catalog = Arc::new(catalog);
     let (events_tx, _) = broadcast::channel(EVENTS_BUFFER);
     // Recording from before the engines run: their first event is kept.
     let recent = super::recent::Recent::start(&events_tx);
@@ -293,10 +311,12 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
         config.max_resident,
         kv_view.clone(),
     );
+    let live_config = Live::new((*config).clone());
+    let live_catalog = Live::new(catalog.clone());
     let shell = Shell {
-        config: config.clone(),
+        config: live_config.clone(),
         backend,
-        catalog: catalog.clone(),
+        catalog: live_catalog.clone(),
         events_tx: events_tx.clone(),
         metrics: metrics.clone(),
         launcher,
@@ -314,18 +334,8 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
             .map(|e| Arc::new(shell.engine(Some(e.id.clone()))))
             .collect()
     };
-    // The warden's status follows every engine's.
     for slot in &slots {
-        let mut rx = slot.status.clone();
-        let residency = Arc::downgrade(&residency);
-        actix::spawn(async move {
-            while rx.changed().await.is_ok() {
-                match residency.upgrade() {
-                    Some(r) => r.republish(),
-                    None => break,
-                }
-            }
-        });
+        follow(slot, &residency);
     }
     residency.set_slots(slots);
     if let (Some(tx), Some(remote), Some(slot)) = (views_tx, watch_remote, residency.slots().first()) {
@@ -343,13 +353,13 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
         engines = residency.slots().len(),
         "warden started"
     );
-    Warden {
+    let warden = Warden {
         inner: Arc::new(Inner {
             residency,
             events: events_tx,
-            catalog,
+            catalog: live_catalog,
             capabilities: Default::default(),
-            config,
+            config: live_config,
             queue: Arc::new(QueueGauge::default()),
             seq: std::sync::Mutex::new(0),
             kind,
@@ -359,6 +369,25 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
             recent,
             worker_views,
             planner,
+            shell,
+            reload: super::reload::Reload::new(sources, config.settings_file.as_deref()),
         }),
-    }
+    };
+    super::reload::watch(&warden, config.watch_period);
+    warden
+}
+
+/// The warden's status follows `slot`'s: republished at each change, until
+/// the residency or the engine is gone.
+pub(super) fn follow(slot: &Slot, residency: &Arc<Residency>) {
+    let mut rx = slot.status.clone();
+    let residency = Arc::downgrade(residency);
+    actix::spawn(async move {
+        while rx.changed().await.is_ok() {
+            match residency.upgrade() {
+                Some(r) => r.republish(),
+                None => break,
+            }
+        }
+    });
 }

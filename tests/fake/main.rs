@@ -16,6 +16,7 @@ mod engine_actor;
 mod faults_fake;
 mod http_api;
 mod kv_faults;
+mod live_settings;
 mod load;
 mod mlx_bound;
 mod settings_file;

@@ -50,6 +50,8 @@ pub struct TestWarden {
     sensor: Option<Box<dyn PressureView>>,
     /// Other tools' model stores read beside the directory.
     stores: Option<llm_warden::catalog::stores::Stores>,
+    /// A settings file read at start and at every reload.
+    settings: Option<PathBuf>,
 }
 
 impl TestWarden {
@@ -64,6 +66,7 @@ impl TestWarden {
             here: false,
             sensor: None,
             stores: None,
+            settings: None,
         }
     }
 
@@ -116,18 +119,30 @@ impl TestWarden {
         self
     }
 
+    /// With the settings file `path`, read at start and at every reload
+    /// (the watch, every `cfg.watch_period`, and `Warden::reload`), with the
+    /// directory and the stores scanned again each time, as the binary does.
+    pub fn settings(mut self, path: &Path) -> Self {
+        self.settings = Some(path.to_path_buf());
+        self
+    }
+
     /// Starts it.
     pub fn start(self) -> Warden {
-        let mut catalog = Catalog::scan(&self.dir);
-        if let Some(s) = &self.stores {
-            catalog.add_stores(s);
-        }
-        if let Some(id) = &self.default_model {
-            catalog.set_default(id);
-        }
-        let mut b = Warden::builder(self.cfg, catalog)
+        let read = Reading {
+            dir: self.dir.clone(),
+            stores: self.stores.clone(),
+            default_model: self.default_model.clone(),
+            settings: self.settings.clone(),
+            base: self.cfg.clone(),
+        };
+        let (cfg, catalog) = read.read().expect("the test's settings file parses");
+        let mut b = Warden::builder(cfg, catalog)
             .backend(self.backend)
             .launcher(self.launcher);
+        if self.settings.is_some() {
+            b = b.reload_from(move || read.read());
+        }
         if self.here {
             b = b.on_this_arbiter();
         }
@@ -135,6 +150,42 @@ impl TestWarden {
             b = b.sensor(view);
         }
         b.start().expect("a warden over a given backend starts")
+    }
+}
+
+/// What a test warden reads at start and at each reload.
+struct Reading {
+    dir: PathBuf,
+    stores: Option<llm_warden::catalog::stores::Stores>,
+    default_model: Option<String>,
+    settings: Option<PathBuf>,
+    /// The test's configuration: what the binary gets from its environment.
+    base: WardenConfig,
+}
+
+impl Reading {
+    /// The file's settings over the test's configuration, and the catalog.
+    fn read(&self) -> Result<(WardenConfig, Catalog), llm_warden::status::SettingsProblem> {
+        let cfg = match &self.settings {
+            None => self.base.clone(),
+            Some(path) => {
+                let file = llm_warden::config::file::load(path).map_err(|e| {
+                    llm_warden::status::SettingsProblem::from(&llm_warden::config::SettingsError::File(e))
+                })?;
+                let read = WardenConfig::from_sources(|_| None, Some((file, path.clone())))
+                    .map_err(|e| llm_warden::status::SettingsProblem::from(&e))?;
+                llm_warden::config::live::merge(&self.base, read).config
+            }
+        };
+        let mut catalog = Catalog::scan(&self.dir);
+        if let Some(s) = &self.stores {
+            catalog.add_stores(s);
+        }
+        catalog.add_aliases(&cfg.models);
+        if let Some(id) = &self.default_model {
+            catalog.set_default(id);
+        }
+        Ok((cfg, catalog))
     }
 }
 

@@ -21,10 +21,10 @@ impl EngineCore {
             return;
         }
         let Some(c) = self.child.get() else { return };
-        let Some(input) = self.backend.brake_input(c.view(), &c.engine, &self.cfg) else {
+        let Some(input) = self.backend.brake_input(c.view(), &c.engine, &self.cfg()) else {
             return;
         };
-        let skip = brake::idle_sample_skip(self.cfg.brake_tick);
+        let skip = brake::idle_sample_skip(self.cfg().brake_tick);
         if !self.brake.take_sample(point, self.usage.last().map(|u| u.at), skip) {
             return;
         }

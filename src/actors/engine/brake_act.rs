@@ -120,16 +120,16 @@ impl EngineCore {
             self.kv.save_all(c, "memory brake").await;
         }
         let started = Instant::now();
-        let Some(Stopped { child: old, .. }) = self.child.stop(self.cfg.stop_grace).await else {
+        let Some(Stopped { child: old, .. }) = self.child.stop(self.cfg().stop_grace).await else {
             return;
         };
         let entry = old.plan.entry.clone();
         // Over workers the split is planned again, from the watch.
-        let plan = self.replan_from_views(&old.plan, self.backend.respawn_plan(&self.cfg, &old.plan, cap));
+        let plan = self.replan_from_views(&old.plan, self.backend.respawn_plan(&self.cfg(), &old.plan, cap));
         drop(old); // frees its port lease for the new child
         let tag = self.backend.kind().tag();
         let spawned = match plan {
-            Ok(plan) => self.spawn_ready(plan, self.cfg.respawn_timeout, true).await,
+            Ok(plan) => self.spawn_ready(plan, self.cfg().respawn_timeout, true).await,
             Err(e) => Err(e),
         };
         // A shrink or a growth: the law's respawning actions.
@@ -216,10 +216,11 @@ impl EngineCore {
                 r.level.as_str()
             );
         };
+        let cfg = self.cfg();
         let acted = match self.child.get_mut() {
             Some(c) => {
                 let (view, engine) = c.parts();
-                engine.act_in_child(view, action, point, &self.cfg).await
+                engine.act_in_child(view, action, point, &cfg).await
             }
             None => None,
         };

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::catalog::{Catalog, ModelEntry};
 use crate::child::launch::Launcher;
 use crate::child::process;
-use crate::config::WardenConfig;
+use crate::config::{Live, WardenConfig};
 use crate::engines::Backend;
 use crate::error::{GenerationError, WardenError};
 pub(crate) use super::brake_state::Brake;
@@ -77,12 +77,13 @@ pub type SharedStoreView = Arc<std::sync::RwLock<Option<crate::kv_store::StoreVi
 /// writes itself is two flags of its own lifecycle.
 #[derive(Debug)]
 pub struct EngineCore {
-    /// Configuration.
-    pub(crate) cfg: Arc<WardenConfig>,
+    /// Configuration, as the settings file says now (`config::live`):
+    /// read whole per decision through `cfg()`.
+    pub(crate) settings: Live<WardenConfig>,
     /// The backend (CPU, CUDA, MLX).
     pub(crate) backend: Backend,
-    /// The models.
-    pub(crate) catalog: Arc<Catalog>,
+    /// The models, as the last scan found them.
+    pub(crate) catalog: Live<Catalog>,
     /// The HTTP client shared by every child.
     pub(crate) http: reqwest::Client,
     /// Where the core talks.
@@ -110,15 +111,15 @@ pub struct EngineCore {
 
 impl EngineCore {
     /// A core with no child.
-    pub fn new(cfg: Arc<WardenConfig>, backend: Backend, catalog: Arc<Catalog>, wiring: Wiring) -> Self {
+    pub fn new(settings: Live<WardenConfig>, backend: Backend, catalog: Live<Catalog>, wiring: Wiring) -> Self {
         let Wiring {
             sensor,
             kv_view,
             outlets,
         } = wiring;
-        let kv = Kv::open(&cfg, &backend, kv_view);
+        let kv = Kv::open(&settings.get(), &backend, kv_view);
         let core = Self {
-            cfg,
+            settings,
             backend,
             catalog,
             http: crate::child::client::shared_http_client(),
@@ -153,13 +154,16 @@ impl EngineCore {
 
     /// Looks a model id up; `None` is the default model.
     pub(crate) fn resolve(&self, id: Option<&str>) -> Result<Arc<ModelEntry>, WardenError> {
+        let catalog = self.catalog.get();
         match id {
-            Some(id) => self
-                .catalog
-                .get(id)
-                .ok_or_else(|| WardenError::ModelNotFound(id.to_string())),
-            None => self.catalog.default_entry().ok_or(WardenError::NoModel),
+            Some(id) => catalog.get(id).ok_or_else(|| WardenError::ModelNotFound(id.to_string())),
+            None => catalog.default_entry().ok_or(WardenError::NoModel),
         }
+    }
+
+    /// The configuration now: one snapshot per decision.
+    pub(crate) fn cfg(&self) -> Arc<WardenConfig> {
+        self.settings.get()
     }
 
     /// The classified death of the current child, clearing it.

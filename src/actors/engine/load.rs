@@ -56,10 +56,10 @@ impl EngineCore {
         // Beside other residents: room first (evictions, or a wait for a
         // turn's end), then a window sized beside what stays (`room`); the
         // plan alone stands when nothing stays (one reading of the machine).
-        let alone = self.backend.plan(&self.cfg, entry.clone(), facts.clone(), seed.cap, 0);
+        let alone = self.backend.plan(&self.cfg(), entry.clone(), facts.clone(), seed.cap, 0);
         let plan = match self.make_room(&alone).await {
             Ok(0) => alone,
-            Ok(beside) => self.backend.plan(&self.cfg, entry.clone(), facts, seed.cap, beside),
+            Ok(beside) => self.backend.plan(&self.cfg(), entry.clone(), facts, seed.cap, beside),
             Err(e) => return Err(self.load_failed(&entry.id, e)),
         };
         let mut events = events;
@@ -78,11 +78,11 @@ impl EngineCore {
         }
         let started = tokio::time::Instant::now();
         self.enter(super::core::Activity::Loading);
-        let mut result = self.spawn_ready(plan.clone(), self.cfg.load_timeout, false).await;
+        let mut result = self.spawn_ready(plan.clone(), self.cfg().load_timeout, false).await;
         if let Err(ModelLoadError::Exited { raw, .. }) = &result
-            && let Some(retry) = self.backend.retry_at_floor(&plan, raw, &self.cfg)
+            && let Some(retry) = self.backend.retry_at_floor(&plan, raw, &self.cfg())
         {
-            result = self.spawn_ready(retry, self.cfg.load_timeout, false).await;
+            result = self.spawn_ready(retry, self.cfg().load_timeout, false).await;
         }
         match result {
             Ok(child) => {

@@ -24,7 +24,7 @@ impl EngineCore {
             }
             ResetPlan::Reset { barrier } => barrier,
         };
-        let timeout = self.cfg.first_token_timeout;
+        let timeout = self.cfg().first_token_timeout;
         let done = match self.child.get_mut() {
             Some(c) => {
                 let (view, engine) = c.parts();

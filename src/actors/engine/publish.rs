@@ -40,7 +40,7 @@ impl EngineCore {
             state: super::core::state(self.shut_down, self.activity(), c.is_some()),
             model: c.map(|c| c.model_id().to_string()),
             model_path: c.map(|c| c.plan.entry.path.display().to_string()),
-            declared_ceiling: self.cfg.ctx_pin,
+            declared_ceiling: self.cfg().ctx_pin,
             context_tokens: c.and_then(|c| c.allocated),
             requested_context: c.and_then(|c| c.plan.window.ctx()),
             memory_bound_tokens: memory_bound,
@@ -74,8 +74,9 @@ impl EngineCore {
             held_bytes: c.and_then(|c| c.footprint_bytes()),
             slots: c.map(|c| c.slots.status()).unwrap_or_default(),
             waiting_turns: self.intake.waiting_turns(),
-            pinned: c.is_some_and(|c| self.cfg.pinned(c.model_id())),
+            pinned: c.is_some_and(|c| self.cfg().pinned(c.model_id())),
             residents: Vec::new(),
+            settings: None,
         }
     }
 
@@ -111,7 +112,7 @@ impl EngineCore {
     /// The idle timeout in force for the loaded model (`None`: never, as
     /// for a pinned one).
     pub(crate) fn idle_timeout(&self) -> Option<std::time::Duration> {
-        if self.child.model_id().is_some_and(|m| self.cfg.pinned(m)) {
+        if self.child.model_id().is_some_and(|m| self.cfg().pinned(m)) {
             return None;
         }
         keep_alive::effective_timeout(
@@ -119,7 +120,7 @@ impl EngineCore {
             self.child.model_id(),
             self.child
                 .model_id()
-                .map_or(self.cfg.idle_timeout, |m| self.cfg.idle_timeout_for(m)),
+                .map_or(self.cfg().idle_timeout, |m| self.cfg().idle_timeout_for(m)),
         )
     }
 }

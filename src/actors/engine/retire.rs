@@ -103,7 +103,7 @@ impl EngineCore {
         }
         // An eviction says what it gave back; the others are known by their reason.
         let freed_bytes = c.footprint_bytes().filter(|_| why == Retire::Evicted);
-        let Stopped { child, raw, exit } = self.child.stop(why.grace(self.cfg.stop_grace)).await?;
+        let Stopped { child, raw, exit } = self.child.stop(why.grace(self.cfg().stop_grace)).await?;
         tracing::info!(
             engine = self.backend.kind().tag(),
             model = %child.model_id(),

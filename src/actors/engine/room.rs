@@ -73,7 +73,7 @@ impl EngineCore {
         let Some(peers) = self.outlets.peers.clone() else {
             return Ok(0);
         };
-        let Some((new, memory)) = crate::engines::plan::newcomer(alone, &self.cfg) else {
+        let Some((new, memory)) = crate::engines::plan::newcomer(alone, &self.cfg()) else {
             // No header shape to size it by (llama-server sizes its own
             // window): weighed by its file, on the RAM total, so it still
             // takes its turn in the count and the memory of the others.
@@ -93,7 +93,7 @@ impl EngineCore {
     }
 
     async fn admit_loop(&mut self, peers: &dyn Peers, mut new: Newcomer, memory: Memory) -> Result<u64, ModelLoadError> {
-        let deadline = Instant::now() + self.cfg.load_timeout;
+        let deadline = Instant::now() + self.cfg().load_timeout;
         let mut said = false;
         loop {
             new.waited_out = Instant::now() >= deadline;
@@ -156,7 +156,7 @@ impl EngineCore {
     /// first); the bytes it held, or `None` when there was no child or a
     /// turn was routed here since the decision.
     pub(crate) async fn evict(&mut self) -> Option<u64> {
-        if self.outlets.queue.depth() > 0 || self.child.model_id().is_some_and(|m| self.cfg.pinned(m)) {
+        if self.outlets.queue.depth() > 0 || self.child.model_id().is_some_and(|m| self.cfg().pinned(m)) {
             return None;
         }
         let bytes = self.child.get()?.footprint_bytes().unwrap_or(0);
@@ -176,7 +176,7 @@ impl EngineCore {
                 .last()
                 .map_or(0, |u| super::publish::unix_millis(u.wall).unwrap_or(0)),
             in_flight: self.intake.running() > 0,
-            pinned: self.cfg.pinned(c.model_id()),
+            pinned: self.cfg().pinned(c.model_id()),
             queued: 0,
             window: *facts,
             brake: self.brake.state(),

@@ -134,7 +134,7 @@ impl EngineCore {
             // Clearing a slot to make room in the shared pool is a slot
             // action too, which llama-server serves only with a path: one
             // the warden never asks it to write to.
-            let dir = self.cfg.cache_dir.join("slots-unused");
+            let dir = self.cfg().cache_dir.join("slots-unused");
             if let Err(e) = std::fs::create_dir_all(&dir) {
                 tracing::warn!("cannot create {} ({e}); idle conversations cannot be cleared to make room", dir.display());
             }
@@ -159,7 +159,7 @@ impl EngineCore {
             slots: super::slots::Slots::new(plan.slots),
             plan,
         };
-        let after = self.backend.after_load(child.view(), &self.cfg, respawn).await;
+        let after = self.backend.after_load(child.view(), &self.cfg(), respawn).await;
         child.engine = after.state;
         if let Some(a) = after.allocated {
             child.allocated = Some(a);
@@ -203,7 +203,7 @@ impl EngineCore {
                 }
             }
             NotReady::TimedOut => {
-                process::terminate(&mut s.proc, self.cfg.stop_grace).await;
+                process::terminate(&mut s.proc, self.cfg().stop_grace).await;
                 Attempt::Failed(ModelLoadError::TimedOut {
                     id,
                     after: timeout,
@@ -212,7 +212,7 @@ impl EngineCore {
             }
             NotReady::Foreign => unreachable!("probe_ready resolves Foreign itself"),
             NotReady::PingFailed(reason) => {
-                process::terminate(&mut s.proc, self.cfg.stop_grace).await;
+                process::terminate(&mut s.proc, self.cfg().stop_grace).await;
                 Attempt::Failed(ModelLoadError::PingFailed {
                     id,
                     reason,

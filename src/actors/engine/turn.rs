@@ -116,7 +116,7 @@ impl EngineCore {
             seq,
             ticket,
         } = msg;
-        let out = Outbox::new(events, self.cfg.client_stall_timeout);
+        let out = Outbox::new(events, self.cfg().client_stall_timeout);
         self.intake.push(Pending::Turn(Waiting {
             request,
             entry,
@@ -392,9 +392,9 @@ impl EngineCore {
             client: c.client.clone(),
             exit: c.process.exit_watch(),
             loss: self.worker_loss(),
-            first_token_timeout: self.cfg.first_token_timeout,
-            stall_timeout: self.cfg.stall_timeout,
-            request_timeout: self.cfg.request_timeout,
+            first_token_timeout: self.cfg().first_token_timeout,
+            stall_timeout: self.cfg().stall_timeout,
+            request_timeout: self.cfg().request_timeout,
         }
     }
 

@@ -32,7 +32,7 @@ impl EngineCore {
     ) -> Result<SpawnPlan, ModelLoadError> {
         let Some(link) = self.backend.workers() else { return Ok(plan) };
         let readings = link.read_for_load().await;
-        let pin = self.cfg.ctx_pin_for(&plan.entry.id);
+        let pin = self.cfg().ctx_pin_for(&plan.entry.id);
         let plan = link.split(plan, &readings, pin)?;
         if let (Some(r), Some(out)) = (plan.rpc().filter(|r| !r.left_out.is_empty()), events) {
             let _ = out
@@ -53,7 +53,7 @@ impl EngineCore {
         let (Some(link), Some(_)) = (self.backend.workers(), old.rpc()) else {
             return Ok(plan);
         };
-        let pin = self.cfg.ctx_pin_for(&plan.entry.id);
+        let pin = self.cfg().ctx_pin_for(&plan.entry.id);
         link.split(plan, &link.read_from_views(), pin)
     }
 

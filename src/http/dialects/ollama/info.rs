@@ -205,7 +205,7 @@ pub async fn show(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
         .as_ref()
         .and_then(|f| f.chat_template.clone())
         .unwrap_or_default();
-    let parameters = parameters(warden.config(), &d.entry.id);
+    let parameters = parameters(&warden.config(), &d.entry.id);
     HttpResponse::Ok().json(json!({
         "modelfile": modelfile(&d.entry.path, &template, &parameters),
         "parameters": parameters,

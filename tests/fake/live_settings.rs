@@ -1,0 +1,182 @@
+//! The settings file and the models directory applied live (#37 item 3),
+//! over the in-process fake, through the warden's own watch: a model that
+//! appears is served, a changed window reaches a resident at its next load
+//! (not before), a broken file keeps the last good settings and says where
+//! it broke, a model that leaves is refused at once and unloaded once its
+//! streaming turn has ended whole.
+
+use crate::support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use llm_warden::WardenConfig;
+use llm_warden::child::fake::{FakeLlama, Script as ChildScript};
+use llm_warden::status::WardenEvent;
+use serde_json::json;
+use support::*;
+
+/// The test configuration, watching every 50 ms.
+fn watched() -> WardenConfig {
+    WardenConfig {
+        ram_override_bytes: Some(8 << 30),
+        watch_period: Duration::from_millis(50),
+        ..test_config()
+    }
+}
+
+/// The `-c` of the fake's last spawn of `model`.
+fn last_ctx(fake: &FakeLlama, model: &str) -> Option<String> {
+    let spawns = fake.spawns();
+    let argv = &spawns
+        .iter()
+        .rev()
+        .find(|s| s.argv.iter().any(|a| a.contains(&format!("{model}.gguf"))))?
+        .argv;
+    argv.iter().position(|a| a == "-c").map(|i| argv[i + 1].clone())
+}
+
+fn write(path: &Path, text: &str) {
+    // Written beside and renamed, as editors save: the watch never reads
+    // half a file.
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+async fn applied(ev: &mut tokio::sync::broadcast::Receiver<WardenEvent>, what: &str) -> WardenEvent {
+    event_or_fail(ev, what, |e| matches!(e, WardenEvent::SettingsApplied { .. })).await
+}
+
+#[actix_rt::test]
+async fn a_live_edit_adds_a_model_changes_a_window_at_the_next_load_and_a_broken_file_keeps_the_last_good() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    heavy_model(&models, "m", json!({}));
+    let settings = dir.path().join("config.toml");
+    write(&settings, "[models.m]\nctx = 4096\n");
+    let fake = Arc::new(FakeLlama::new(ChildScript {
+        tokens: 4,
+        ..ChildScript::default()
+    }));
+    let w = TestWarden::in_process(&fake, &models)
+        .config(watched())
+        .settings(&settings)
+        .default_model("m")
+        .start();
+    let mut ev = w.subscribe();
+    let s = load_default(&w).await;
+    assert_eq!(s.context_tokens, Some(4096));
+    assert_eq!(last_ctx(&fake, "m").as_deref(), Some("4096"));
+
+    // The edit: m's window, and a model that appears with an alias.
+    heavy_model(&models, "n", json!({}));
+    write(
+        &settings,
+        "[models.m]\nctx = 2048\n\n[models.n]\naliases = [\"helper\"]\n",
+    );
+    let WardenEvent::SettingsApplied { added, changed, .. } = applied(&mut ev, "the edit applied").await else {
+        unreachable!()
+    };
+    assert_eq!(added, vec!["n".to_string()]);
+    assert!(changed.contains(&"m".to_string()), "{changed:?}");
+    // The resident keeps its window until its next load.
+    assert_eq!(w.status().context_tokens, Some(4096));
+    // The new model serves, by its alias too, beside m.
+    let t = collect(w.submit(chat(Some("helper"), 4, true)).unwrap()).await;
+    assert!(t.done, "{t:?}");
+    assert!(w.catalog().get("n").is_some());
+    // m's next load takes the new window.
+    assert!(w.unload_model(Some("m")).await.unwrap());
+    let s = w.load(Some("m".into()), None).await.unwrap();
+    assert_eq!(s.context_tokens, Some(2048));
+    assert_eq!(last_ctx(&fake, "m").as_deref(), Some("2048"));
+
+    // A broken file: said with its line and column, the last good settings
+    // keep serving (n still there, m's window still 2048 at a load).
+    write(&settings, "[models.m]\nctx = 2048\nparallel = \"many\"\n");
+    let e = event_or_fail(&mut ev, "the refusal", |e| {
+        matches!(e, WardenEvent::SettingsRefused { .. })
+    })
+    .await;
+    let WardenEvent::SettingsRefused { problem } = e else {
+        unreachable!()
+    };
+    assert_eq!((problem.line, problem.column), (Some(3), Some(12)), "{problem}");
+    assert!(problem.message.contains("parallel"), "{problem}");
+    let status = w.status().settings.expect("the settings' status");
+    assert_eq!(status.error.as_ref(), Some(&problem));
+    assert!(w.catalog().get("n").is_some(), "the last good catalog serves");
+    assert!(w.unload_model(Some("m")).await.unwrap());
+    let s = w.load(Some("m".into()), None).await.unwrap();
+    assert_eq!(s.context_tokens, Some(2048), "the last good window");
+
+    // Mended: the error clears.
+    write(&settings, "[models.m]\nctx = 2048\n");
+    applied(&mut ev, "the mended file applied").await;
+    assert_eq!(w.status().settings.unwrap().error, None);
+    w.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_model_that_leaves_finishes_its_streaming_turn_whole_then_unloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    heavy_model(&models, "m", json!({}));
+    heavy_model(&models, "keep", json!({}));
+    let settings = dir.path().join("config.toml");
+    write(&settings, "");
+    let fake = Arc::new(FakeLlama::new(ChildScript {
+        tokens: 30,
+        token_delay: Duration::from_millis(20),
+        ..ChildScript::default()
+    }));
+    let w = TestWarden::in_process(&fake, &models)
+        .config(watched())
+        .settings(&settings)
+        .default_model("keep")
+        .start();
+    let mut ev = w.subscribe();
+    let mut rx = w.submit(chat(Some("m"), 30, true)).unwrap();
+    first_chunk(&mut rx).await;
+    // The model's files leave while its answer streams.
+    std::fs::remove_file(models.join("m.gguf")).unwrap();
+    let WardenEvent::SettingsApplied { removed, .. } = applied(&mut ev, "the removal applied").await else {
+        unreachable!()
+    };
+    assert_eq!(removed, vec!["m".to_string()]);
+    // New requests are refused at once.
+    let refused = w
+        .submit(chat(Some("m"), 4, true))
+        .expect_err("a model that left is not served");
+    assert_eq!(refused.code(), "model_not_found");
+    // The running turn is whole.
+    let rest = collect(rx).await;
+    assert!(rest.done, "the streaming turn ended whole: {rest:?}");
+    assert!(rest.error.is_none(), "{rest:?}");
+    // The other model still serves; the same request's whole answer there
+    // has as many chunks as the first one and the rest here.
+    let whole = collect(w.submit(chat(None, 30, true)).unwrap()).await;
+    assert!(whole.done, "{whole:?}");
+    assert_eq!(rest.chunks.len() + 1, whole.chunks.len(), "no chunk lost");
+    // Then its child unloads, and its engine leaves the status.
+    event_or_fail(
+        &mut ev,
+        "m unloaded",
+        |e| matches!(e, WardenEvent::Unloaded { model, .. } if model == "m"),
+    )
+    .await;
+    for _ in 0..100 {
+        if w.status().settings.is_some_and(|s| s.leaving.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let s = w.status();
+    assert!(s.settings.as_ref().unwrap().leaving.is_empty(), "{:?}", s.settings);
+    assert!(s.residents.iter().all(|r| r.model != "m"), "{:?}", s.residents);
+    w.shutdown().await;
+}
