@@ -21,6 +21,7 @@ mod hostile_clients;
 mod hostile_requests;
 mod kv_save;
 mod kv_swa;
+mod live_settings;
 mod llama_build;
 mod metrics;
 mod ollama_client;
