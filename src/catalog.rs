@@ -24,7 +24,7 @@ use crate::law::quant::{self, Candidate};
 
 pub mod stores;
 
-pub use stores::{Source, Unusable};
+pub use stores::{Layers, Source, Unusable};
 
 /// The format of a model, which decides the engines that can run it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -64,6 +64,8 @@ pub struct Catalog {
     sources: std::collections::BTreeMap<String, Source>,
     /// Store entries that cannot run, with the reason.
     unusable: Vec<Unusable>,
+    /// What a store says of an entry beside its file (Ollama's layers).
+    layers: std::collections::BTreeMap<String, Layers>,
 }
 
 /// A split family's part: `(base, index, count)` from `BASE-00001-of-00003.gguf`.
@@ -191,7 +193,7 @@ impl Catalog {
     /// Adds every entry of the other tools' stores (`stores`) whose id is
     /// free; one that cannot run is listed as unusable instead.
     pub fn add_stores(&mut self, stores: &stores::Stores) {
-        for (entry, source) in stores.entries() {
+        for (entry, source, layers) in stores.entries() {
             if let Some(reason) = stores::unusable_reason(&entry) {
                 tracing::warn!(id = %entry.id, source = ?source, "a model in another tool's store cannot run ({reason}); listed, not served");
                 self.unusable.push(Unusable {
@@ -207,6 +209,9 @@ impl Catalog {
                 continue;
             }
             self.sources.insert(entry.id.clone(), source);
+            if layers != Layers::default() {
+                self.layers.insert(entry.id.clone(), layers);
+            }
             self.insert(entry);
         }
     }
@@ -214,6 +219,16 @@ impl Catalog {
     /// Where the entry `id` came from.
     pub fn source_of(&self, id: &str) -> Source {
         self.sources.get(id).copied().unwrap_or_default()
+    }
+
+    /// What `id`'s store says of it beside its file (Ollama's layers).
+    pub fn layers_of(&self, id: &str) -> Option<&Layers> {
+        self.layers.get(id)
+    }
+
+    /// Every entry's store layers, by id.
+    pub fn layers(&self) -> &std::collections::BTreeMap<String, Layers> {
+        &self.layers
     }
 
     /// Store entries that cannot run, with why.

@@ -137,6 +137,27 @@ pub struct Sampling {
 }
 
 impl ModelSettings {
+    /// Takes what these settings leave out from `under` (a store's own:
+    /// Ollama's layers): the file's word wins, field by field.
+    pub fn over(&mut self, under: &ModelSettings) {
+        self.ctx = self.ctx.or(under.ctx);
+        if self.system.is_none() {
+            self.system.clone_from(&under.system);
+        }
+        let (s, u) = (&mut self.sampling, &under.sampling);
+        s.temperature = s.temperature.or(u.temperature);
+        s.top_p = s.top_p.or(u.top_p);
+        s.top_k = s.top_k.or(u.top_k);
+        s.min_p = s.min_p.or(u.min_p);
+        s.repeat_penalty = s.repeat_penalty.or(u.repeat_penalty);
+        s.presence_penalty = s.presence_penalty.or(u.presence_penalty);
+        s.frequency_penalty = s.frequency_penalty.or(u.frequency_penalty);
+        s.seed = s.seed.or(u.seed);
+        if s.stop.is_none() {
+            s.stop.clone_from(&u.stop);
+        }
+    }
+
     /// Fills what a generating request left out: each sampling default,
     /// and the system prompt when a chat has no system message.
     pub fn fill(&self, body: &mut serde_json::Map<String, serde_json::Value>) {
@@ -525,6 +546,39 @@ idle_timeout_s = 30
     }
 
     /// Every key the file takes is a variable the warden reads.
+    /// A store's settings fill only what the file left out, field by field.
+    #[test]
+    fn the_files_word_wins_over_a_stores() {
+        let under = ModelSettings {
+            ctx: Some(2048),
+            system: Some("store".into()),
+            sampling: Sampling {
+                temperature: Some(0.7),
+                stop: Some(vec!["s".into()]),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut file = ModelSettings {
+            ctx: Some(4096),
+            sampling: Sampling {
+                temperature: Some(0.1),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        file.over(&under);
+        // why: the file's ctx and temperature win; its gaps take the store's
+        assert_eq!(file.ctx, Some(4096));
+        assert_eq!(file.sampling.temperature, Some(0.1));
+        assert_eq!(file.system.as_deref(), Some("store"));
+        assert_eq!(file.sampling.stop, Some(vec!["s".to_string()]));
+        // why: nothing in the file: the store's settings whole
+        let mut empty = ModelSettings::default();
+        empty.over(&under);
+        assert_eq!(empty, under);
+    }
+
     #[test]
     fn every_key_is_a_variable_the_config_reads() {
         let read = include_str!("config_read.rs");

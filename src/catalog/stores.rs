@@ -11,6 +11,15 @@
 //! | LM Studio | `~/.lmstudio/models/PUBLISHER/MODEL/` (else the older `~/.cache/lm-studio/models`) | `PUBLISHER/MODEL` |
 //! | llama.cpp | `$LLAMA_CACHE`, else `~/.cache/llama.cpp`: its downloads, one file or family each | the file's name without `.gguf` |
 //!
+//! An Ollama manifest's other layers are the model's own settings, under
+//! the settings file's (`Layers`): its system prompt and its parameters
+//! (`num_ctx` as the model's window ceiling; `temperature`, `top_p`,
+//! `top_k`, `min_p`, `repeat_penalty`, `presence_penalty`,
+//! `frequency_penalty`, `seed` and `stop` as sampling defaults) apply as
+//! the settings file's would; its template (a Go template, which
+//! llama-server cannot render) is what Ollama's `/api/show` returns, while
+//! the child renders chats with the GGUF's own Jinja template.
+//!
 //! A store entry whose file cannot run (not GGUF, truncated, a header the
 //! warden refuses) is listed as unusable with the reason, never served. An
 //! id already taken (the warden's own models directory is read first)
@@ -50,6 +59,15 @@ pub struct Unusable {
     pub path: PathBuf,
     /// Why it cannot run.
     pub reason: String,
+}
+
+/// What a store says of a model beside its file (Ollama's layers).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Layers {
+    /// Ollama's template (Go template syntax), shown by `/api/show`.
+    pub template: Option<String>,
+    /// The settings the layers give: `system`, `ctx`, `sampling`.
+    pub settings: crate::config::ModelSettings,
 }
 
 /// Which stores are read, and where (from the environment).
@@ -115,24 +133,27 @@ impl Stores {
         }
     }
 
-    /// Every entry of every store that exists, with its source.
-    pub fn entries(&self) -> Vec<(ModelEntry, Source)> {
+    /// Every entry of every store that exists, with its source and what
+    /// its store says beside the file.
+    pub fn entries(&self) -> Vec<(ModelEntry, Source, Layers)> {
         let mut out = Vec::new();
         if let Some(d) = &self.ollama {
-            out.extend(ollama(d).into_iter().map(|e| (e, Source::Ollama)));
+            out.extend(ollama_layered(d).into_iter().map(|(e, l)| (e, Source::Ollama, l)));
         }
+        let plain = |s: Source| move |e: ModelEntry| (e, s, Layers::default());
         if let Some(d) = &self.hugging_face {
-            out.extend(hugging_face(d).into_iter().map(|e| (e, Source::HuggingFace)));
+            out.extend(hugging_face(d).into_iter().map(plain(Source::HuggingFace)));
         }
         if let Some(d) = &self.lm_studio {
-            out.extend(two_levels(d).into_iter().map(|e| (e, Source::LmStudio)));
+            out.extend(two_levels(d).into_iter().map(plain(Source::LmStudio)));
         }
         if let Some(d) = &self.llama_cache {
             out.extend(
                 super::Catalog::scan(d)
                     .entries()
                     .iter()
-                    .map(|e| ((**e).clone(), Source::LlamaCache)),
+                    .map(|e| (**e).clone())
+                    .map(plain(Source::LlamaCache)),
             );
         }
         out
@@ -151,6 +172,11 @@ fn listed(dir: &Path) -> Vec<PathBuf> {
 /// Ollama's store: every manifest under `manifests/`, four levels down
 /// (host, namespace, name, tag), that names a model layer.
 pub fn ollama(root: &Path) -> Vec<ModelEntry> {
+    ollama_layered(root).into_iter().map(|(e, _)| e).collect()
+}
+
+/// As `ollama`, each entry with its manifest's other layers.
+fn ollama_layered(root: &Path) -> Vec<(ModelEntry, Layers)> {
     let mut out = Vec::new();
     for host in listed(&root.join("manifests")) {
         for ns in listed(&host) {
@@ -186,8 +212,10 @@ fn ollama_id(host: &Path, ns: &Path, name: &Path, tag: &Path) -> String {
     id
 }
 
-/// The entry a manifest names: its model blob, and its projector's.
-fn ollama_entry(root: &Path, manifest: &Path, id: String) -> Option<ModelEntry> {
+/// The entry a manifest names (its model blob, and its projector's), with
+/// its template, system and params layers. A layer that cannot be read is
+/// left out (the model still runs on its GGUF's own).
+fn ollama_entry(root: &Path, manifest: &Path, id: String) -> Option<(ModelEntry, Layers)> {
     let text = std::fs::read_to_string(manifest).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     let blob = |media: &str| {
@@ -198,12 +226,61 @@ fn ollama_entry(root: &Path, manifest: &Path, id: String) -> Option<ModelEntry> 
             .and_then(|l| l["digest"].as_str())
             .map(|d| root.join("blobs").join(d.replace(':', "-")))
     };
-    Some(ModelEntry {
+    // Layers are small text; a huge one is not a layer worth reading.
+    let small = |media: &str| {
+        let p = blob(media)?;
+        (std::fs::metadata(&p).ok()?.len() <= LAYER_MAX_BYTES)
+            .then(|| std::fs::read_to_string(p).ok())
+            .flatten()
+    };
+    let params = small("application/vnd.ollama.image.params")
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .unwrap_or_default();
+    let mut settings = ollama_params(&params);
+    settings.system = small("application/vnd.ollama.image.system").filter(|s| !s.trim().is_empty());
+    let entry = ModelEntry {
         id,
         format: ModelFormat::Gguf,
         path: blob("application/vnd.ollama.image.model")?,
         mmproj: blob("application/vnd.ollama.image.projector"),
-    })
+    };
+    let layers = Layers {
+        template: small("application/vnd.ollama.image.template"),
+        settings,
+    };
+    Some((entry, layers))
+}
+
+/// The most of a text layer read (Ollama's are a few KiB).
+const LAYER_MAX_BYTES: u64 = 1 << 20;
+
+/// The settings an Ollama params layer gives: `num_ctx` as the window
+/// ceiling, the sampling knobs by the names requests use; the rest
+/// (`num_predict`, `mirostat`, ...) has no warden setting and is left out.
+pub fn ollama_params(p: &serde_json::Value) -> crate::config::ModelSettings {
+    let f = |k: &str| p[k].as_f64();
+    let u = |k: &str| p[k].as_u64();
+    // Ollama writes `stop` as a list; a single string is one stop.
+    let stop = match &p["stop"] {
+        serde_json::Value::String(s) => Some(vec![s.clone()]),
+        serde_json::Value::Array(a) => Some(a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()),
+        _ => None,
+    };
+    crate::config::ModelSettings {
+        ctx: u("num_ctx").and_then(|n| u32::try_from(n).ok()),
+        sampling: crate::config::file::Sampling {
+            temperature: f("temperature"),
+            top_p: f("top_p"),
+            top_k: u("top_k").and_then(|n| u32::try_from(n).ok()),
+            min_p: f("min_p"),
+            repeat_penalty: f("repeat_penalty"),
+            presence_penalty: f("presence_penalty"),
+            frequency_penalty: f("frequency_penalty"),
+            seed: u("seed"),
+            stop,
+        },
+        ..Default::default()
+    }
 }
 
 /// The hub cache: each `models--ORG--NAME` whose chosen snapshot holds a

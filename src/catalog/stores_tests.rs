@@ -153,3 +153,98 @@ fn an_unusable_store_entry_is_listed_not_served() {
     );
     assert!(cat.get("smollm2:135m").is_none());
 }
+
+/// What an Ollama params layer becomes: each knob by the warden's name,
+/// the rest left out.
+#[test]
+fn ollama_params_table() {
+    /// The layer; the ctx, temperature and stops it gives; why.
+    type Row<'a> = (
+        serde_json::Value,
+        Option<u32>,
+        Option<f64>,
+        Option<Vec<&'a str>>,
+        &'a str,
+    );
+    let rows: &[Row] = &[
+        // why: num_ctx is the model's window ceiling, as Ollama means it
+        (serde_json::json!({"num_ctx": 4096}), Some(4096), None, None, "num_ctx"),
+        // why: Ollama writes stop as a list, one stop each
+        (
+            serde_json::json!({"stop": ["<|im_end|>", "<|im_start|>"]}),
+            None,
+            None,
+            Some(vec!["<|im_end|>", "<|im_start|>"]),
+            "stops",
+        ),
+        // why: a single string is one stop
+        (
+            serde_json::json!({"stop": "END"}),
+            None,
+            None,
+            Some(vec!["END"]),
+            "one stop",
+        ),
+        // why: temperature is a sampling default
+        (
+            serde_json::json!({"temperature": 0.7}),
+            None,
+            Some(0.7),
+            None,
+            "temperature",
+        ),
+        // why: knobs the warden has no setting for (num_predict, mirostat) are left out
+        (
+            serde_json::json!({"num_predict": 64, "mirostat": 2}),
+            None,
+            None,
+            None,
+            "unknown",
+        ),
+        // why: a window past u32 is no window: left out, not wrapped
+        (serde_json::json!({"num_ctx": 1u64 << 40}), None, None, None, "huge"),
+    ];
+    for (p, ctx, temp, stop, why) in rows {
+        let s = ollama_params(p);
+        assert_eq!(s.ctx, *ctx, "{why}");
+        assert_eq!(s.sampling.temperature, *temp, "{why}");
+        assert_eq!(
+            s.sampling.stop,
+            stop.as_ref()
+                .map(|v| v.iter().map(|s| s.to_string()).collect::<Vec<_>>()),
+            "{why}"
+        );
+    }
+}
+
+/// A manifest's system and params layers are read beside its model; one
+/// without them has none.
+#[test]
+fn ollama_layers_are_read_beside_the_model() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path();
+    write(&r.join("blobs/sha256-mmm"), b"GGUF");
+    write(&r.join("blobs/sha256-sys"), b"Be brief.");
+    write(&r.join("blobs/sha256-par"), br#"{"temperature": 0.1}"#);
+    let manifest = serde_json::json!({"layers": [
+        {"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:mmm"},
+        {"mediaType": "application/vnd.ollama.image.system", "digest": "sha256:sys"},
+        {"mediaType": "application/vnd.ollama.image.params", "digest": "sha256:par"}]});
+    write(
+        &r.join("manifests/registry.ollama.ai/library/a/latest"),
+        manifest.to_string().as_bytes(),
+    );
+    let bare = serde_json::json!({"layers": [
+        {"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:mmm"}]});
+    write(
+        &r.join("manifests/registry.ollama.ai/library/b/latest"),
+        bare.to_string().as_bytes(),
+    );
+    let found = ollama_layered(r);
+    assert_eq!(found.len(), 2);
+    let (a, la) = &found[0];
+    assert_eq!(a.id, "a:latest");
+    assert_eq!(la.settings.system.as_deref(), Some("Be brief."));
+    assert_eq!(la.settings.sampling.temperature, Some(0.1));
+    assert_eq!(found[1].1, Layers::default());
+}

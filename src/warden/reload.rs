@@ -122,6 +122,16 @@ pub(super) fn servable(backend: &Backend, config: &WardenConfig, mut catalog: Ca
     catalog
 }
 
+/// `config` with each store model's own settings (Ollama's system and
+/// params layers) under the settings file's: what every reader of
+/// `config.models` (a turn's defaults, a load's window) then sees.
+pub(super) fn layered(mut config: WardenConfig, catalog: &Catalog) -> WardenConfig {
+    for (id, layers) in catalog.layers() {
+        config.models.entry(id.clone()).or_default().over(&layers.settings);
+    }
+    config
+}
+
 /// Publishes the settings' status and starts the watch (with sources, and
 /// a period that is not zero).
 pub(super) fn watch(warden: &Warden, period: Duration) {
@@ -185,8 +195,8 @@ impl Warden {
         let inner = &self.inner;
         let running = inner.config.get();
         let merged = live::merge(&running, read);
-        let config = merged.config;
-        let catalog = servable(&inner.planner, &config, catalog);
+        let catalog = servable(&inner.planner, &merged.config, catalog);
+        let config = layered(merged.config, &catalog);
         let old = inner.catalog.get();
         let restart_needed: Vec<String> = merged.restart_needed.iter().map(|s| s.to_string()).collect();
         let mended = inner.reload.state().error.is_some();

@@ -289,6 +289,7 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
         sources,
     } = parts;
     let catalog = super::reload::servable(&backend, &config, catalog);
+    let config = Arc::new(super::reload::layered((*config).clone(), &catalog));
     let planner = backend.clone();
     let kind = backend.kind();
     let (events_tx, _) = broadcast::channel(EVENTS_BUFFER);

@@ -14,14 +14,27 @@ use llm_warden::catalog::stores::Stores;
 use llm_warden::child::fake::{FakeLlama, Script as ChildScript};
 use support::*;
 
+/// An Ollama template layer (Go template syntax).
+const OLLAMA_TEMPLATE: &str = "{{ if .System }}<|system|>{{ .System }}{{ end }}<|user|>{{ .Prompt }}<|assistant|>";
+
 /// Every store in one tree, as each tool lays it out.
 fn lay_out(root: &Path) -> Stores {
     let ollama = root.join("ollama");
     std::fs::create_dir_all(ollama.join("blobs")).unwrap();
     write_llama_gguf(&ollama.join("blobs/sha256-abc"), 4096);
+    // Its template, system and params layers, as `ollama create` writes them.
+    std::fs::write(ollama.join("blobs/sha256-def"), OLLAMA_TEMPLATE).unwrap();
+    std::fs::write(ollama.join("blobs/sha256-s01"), "You are a tiny model.").unwrap();
+    std::fs::write(
+        ollama.join("blobs/sha256-p01"),
+        r#"{"num_ctx": 2048, "temperature": 0.3, "stop": ["<|end|>"]}"#,
+    )
+    .unwrap();
     let manifest = serde_json::json!({"schemaVersion": 2, "layers": [
         {"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:abc"},
-        {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:def"}]});
+        {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:def"},
+        {"mediaType": "application/vnd.ollama.image.system", "digest": "sha256:s01"},
+        {"mediaType": "application/vnd.ollama.image.params", "digest": "sha256:p01"}]});
     let m = ollama.join("manifests/registry.ollama.ai/library/tiny");
     std::fs::create_dir_all(&m).unwrap();
     std::fs::write(m.join("latest"), manifest.to_string()).unwrap();
@@ -106,6 +119,29 @@ async fn every_store_is_listed_with_its_id_and_serves_a_chat() {
             "{id} loaded"
         );
     }
+    // Ollama's layers are the model's settings: its window ceiling, its
+    // system prompt and sampling defaults reach the child; a request's own
+    // value wins.
+    let argv = fake
+        .spawns()
+        .into_iter()
+        .find(|s| s.argv.iter().any(|a| a.contains("sha256-abc")))
+        .unwrap()
+        .argv;
+    let c = argv.iter().position(|a| a == "-c").map(|i| argv[i + 1].clone());
+    assert_eq!(c.as_deref(), Some("2048"), "num_ctx: {argv:?}");
+    let sent = fake
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r["messages"].is_array())
+        .unwrap();
+    assert_eq!(
+        sent["messages"][0],
+        serde_json::json!({"role": "system", "content": "You are a tiny model."})
+    );
+    assert_eq!(sent["stop"], serde_json::json!(["<|end|>"]), "{sent}");
+    assert_eq!(sent["temperature"], 0, "the request's own temperature wins: {sent}");
     w.shutdown().await;
     assert_eq!(snapshot(stores_dir.path()), before, "the stores were written to");
 }

@@ -19,8 +19,16 @@ async fn a_real_model_in_ollamas_and_the_hubs_layout_answers() {
     std::os::unix::fs::symlink(&model, ollama.join("blobs/sha256-5m011m2")).unwrap();
     let m = ollama.join("manifests/registry.ollama.ai/library/smollm2");
     std::fs::create_dir_all(&m).unwrap();
+    // Its template, system and params layers, as `ollama create` writes them.
+    let template = "{{ .System }}<|im_start|>user\n{{ .Prompt }}<|im_end|>\n<|im_start|>assistant\n";
+    std::fs::write(ollama.join("blobs/sha256-7e3"), template).unwrap();
+    std::fs::write(ollama.join("blobs/sha256-5y5"), "You are a careful assistant.").unwrap();
+    std::fs::write(ollama.join("blobs/sha256-9a2"), r#"{"num_ctx": 1024, "stop": [" "]}"#).unwrap();
     let manifest = serde_json::json!({"schemaVersion": 2, "layers": [
-        {"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:5m011m2"}]});
+        {"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:5m011m2"},
+        {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:7e3"},
+        {"mediaType": "application/vnd.ollama.image.system", "digest": "sha256:5y5"},
+        {"mediaType": "application/vnd.ollama.image.params", "digest": "sha256:9a2"}]});
     std::fs::write(m.join("135m"), manifest.to_string()).unwrap();
     let repo = root
         .path()
@@ -45,6 +53,48 @@ async fn a_real_model_in_ollamas_and_the_hubs_layout_answers() {
         let t = collect(w.submit(chat(Some(id), 8, true)).unwrap()).await;
         assert!(t.done && !t.text().is_empty(), "{id}: {t:?}");
     }
+    // Ollama's layers are that model's settings, by their effect on the
+    // real child: its window ceiling, and a stop of a space that ends the
+    // answer at its first word (the hub's copy of the same file has none).
+    let ollama_ctx = w
+        .status()
+        .residents
+        .iter()
+        .find(|r| r.model == "smollm2:135m")
+        .unwrap()
+        .context_tokens;
+    assert_eq!(ollama_ctx, Some(1024));
+    let long = |id: &'static str| {
+        let req = llm_warden::TurnRequest::new(
+            llm_warden::status::Route::Chat,
+            serde_json::json!({"max_tokens": 24, "temperature": 0,
+                "messages": [{"role": "user", "content": "Write two sentences about the sea."}]})
+            .as_object()
+            .unwrap()
+            .clone(),
+        )
+        .model(Some(id.to_string()))
+        .stream(true);
+        collect(w.submit(req).unwrap())
+    };
+    let (ollama_answer, hub_answer) = (
+        long("smollm2:135m").await,
+        long("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF").await,
+    );
+    assert!(!ollama_answer.text().trim().contains(' '), "{:?}", ollama_answer.text());
+    assert!(hub_answer.text().trim().contains(' '), "{:?}", hub_answer.text());
+    // Ollama's /api/show says its own template and system.
+    let base = serve_http(&w);
+    let (s, v) = post(&base, "/api/show", serde_json::json!({"model": "smollm2:135m"})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["template"], template, "{v}");
+    assert_eq!(v["system"], "You are a careful assistant.", "{v}");
+    assert!(
+        v["parameters"]
+            .as_str()
+            .is_some_and(|p| p.contains("num_ctx 1024") && p.contains("stop \" \"")),
+        "{v}"
+    );
     w.shutdown().await;
 }
 

@@ -200,16 +200,26 @@ pub async fn show(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
             info.insert("general.name".into(), json!(n));
         }
     }
-    let template = d
-        .facts
-        .as_ref()
-        .and_then(|f| f.chat_template.clone())
+    // Ollama's own template layer when the model came from its store (what
+    // Ollama would show), else the GGUF's.
+    let template = warden
+        .catalog()
+        .layers_of(&d.entry.id)
+        .and_then(|l| l.template.clone())
+        .or_else(|| d.facts.as_ref().and_then(|f| f.chat_template.clone()))
         .unwrap_or_default();
-    let parameters = parameters(&warden.config(), &d.entry.id);
+    let cfg = warden.config();
+    let parameters = parameters(&cfg, &d.entry.id);
+    let system = cfg.models.get(&d.entry.id).and_then(|m| m.system.clone());
+    let mut modelfile = modelfile(&d.entry.path, &template, &parameters);
+    if let Some(s) = &system {
+        modelfile.push_str(&format!("SYSTEM \"\"\"{s}\"\"\"\n"));
+    }
     HttpResponse::Ok().json(json!({
-        "modelfile": modelfile(&d.entry.path, &template, &parameters),
+        "modelfile": modelfile,
         "parameters": parameters,
         "template": template,
+        "system": system,
         "details": d.details(),
         "model_info": info,
         "capabilities": capabilities,
@@ -227,6 +237,17 @@ fn parameters(cfg: &crate::config::WardenConfig, id: &str) -> String {
     }
     if let crate::config::Parallel::Fixed(n) = cfg.parallel_for(id) {
         lines.push(format!("num_parallel {n}"));
+    }
+    // The sampling defaults, by Ollama's names (one `stop` line each).
+    if let Some(m) = cfg.models.get(id)
+        && let Ok(serde_json::Value::Object(s)) = serde_json::to_value(&m.sampling)
+    {
+        for (k, v) in s {
+            match v {
+                serde_json::Value::Array(stops) => lines.extend(stops.iter().map(|s| format!("{k} {s}"))),
+                v => lines.push(format!("{k} {v}")),
+            }
+        }
     }
     lines.join("\n")
 }
