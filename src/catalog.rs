@@ -66,6 +66,9 @@ pub struct Catalog {
     unusable: Vec<Unusable>,
     /// What a store says of an entry beside its file (Ollama's layers).
     layers: std::collections::BTreeMap<String, Layers>,
+    /// What the scan skipped or refused, for the log: kept, not logged
+    /// here, so a reload every 2 s says only what is new (`notes`).
+    notes: Vec<String>,
 }
 
 /// A split family's part: `(base, index, count)` from `BASE-00001-of-00003.gguf`.
@@ -136,7 +139,11 @@ impl Catalog {
 
     fn insert(&mut self, entry: ModelEntry) {
         if self.get(&entry.id).is_some() {
-            tracing::warn!(id = %entry.id, path = %entry.path.display(), "model id already taken; this one is skipped");
+            self.note(format!(
+                "model id {:?} already taken; {} is skipped",
+                entry.id,
+                entry.path.display()
+            ));
             return;
         }
         let pos = self.entries.partition_point(|e| e.id < entry.id);
@@ -175,15 +182,13 @@ impl Catalog {
             return true; // already so
         }
         if self.entries.iter().any(|e| e.id == alias) {
-            tracing::warn!(
-                alias,
-                id,
-                "the alias {alias:?} is a model's own id; it keeps naming that model"
-            );
+            self.note(format!(
+                "the alias {alias:?} (of {id:?}) is a model's own id; it keeps naming that model"
+            ));
             return false;
         }
         if self.get(id).is_none() {
-            tracing::warn!(alias, id, "the alias {alias:?} names no model: there is no {id:?}");
+            self.note(format!("the alias {alias:?} names no model: there is no {id:?}"));
             return false;
         }
         self.aliases.insert(alias.to_string(), id.to_string());
@@ -195,7 +200,10 @@ impl Catalog {
     pub fn add_stores(&mut self, stores: &stores::Stores) {
         for (entry, source, layers) in stores.entries() {
             if let Some(reason) = stores::unusable_reason(&entry) {
-                tracing::warn!(id = %entry.id, source = ?source, "a model in another tool's store cannot run ({reason}); listed, not served");
+                self.note(format!(
+                    "{:?} in {source:?}'s store cannot run ({reason}); listed, not served",
+                    entry.id
+                ));
                 self.unusable.push(Unusable {
                     id: entry.id,
                     source,
@@ -205,7 +213,11 @@ impl Catalog {
                 continue;
             }
             if self.get(&entry.id).is_some() {
-                tracing::warn!(id = %entry.id, path = %entry.path.display(), source = ?source, "model id already taken; this one is skipped");
+                self.note(format!(
+                    "model id {:?} already taken; {} from {source:?}'s store is skipped",
+                    entry.id,
+                    entry.path.display()
+                ));
                 continue;
             }
             self.sources.insert(entry.id.clone(), source);
@@ -229,6 +241,20 @@ impl Catalog {
     /// Every entry's store layers, by id.
     pub fn layers(&self) -> &std::collections::BTreeMap<String, Layers> {
         &self.layers
+    }
+
+    /// Keeps `note` for the log, once.
+    fn note(&mut self, note: String) {
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+    }
+
+    /// What the scan skipped or refused (an id taken twice, an alias that
+    /// names nothing, a store model that cannot run), each said once, for
+    /// the log.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
     }
 
     /// Store entries that cannot run, with why.

@@ -198,6 +198,10 @@ impl Warden {
         let catalog = servable(&inner.planner, &merged.config, catalog);
         let config = layered(merged.config, &catalog);
         let old = inner.catalog.get();
+        // Only what is new: the same skip every 2 s is said once.
+        for note in catalog.notes().iter().filter(|n| !old.notes().contains(n)) {
+            tracing::warn!("{note}");
+        }
         let restart_needed: Vec<String> = merged.restart_needed.iter().map(|s| s.to_string()).collect();
         let mended = inner.reload.state().error.is_some();
         let same_restart = inner.reload.state().restart_needed == restart_needed;

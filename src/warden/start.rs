@@ -289,6 +289,9 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
         sources,
     } = parts;
     let catalog = super::reload::servable(&backend, &config, catalog);
+    for note in catalog.notes() {
+        tracing::warn!("{note}");
+    }
     let config = Arc::new(super::reload::layered((*config).clone(), &catalog));
     let planner = backend.clone();
     let kind = backend.kind();
