@@ -272,3 +272,62 @@ async fn a_lost_event_stream_is_said_and_reconnects() {
     handle.stop(false).await;
     w.shutdown().await;
 }
+
+/// A settings file that breaks while the page is open: the banner says the
+/// line and column and that the last good settings serve; mended, it goes.
+#[actix_rt::test]
+#[ignore = "needs Chromium and chromedriver; ./test.sh runs it"]
+async fn a_broken_settings_file_is_said_on_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "m", serde_json::json!({}));
+    let home = tempfile::tempdir().unwrap();
+    let settings = home.path().join("config.toml");
+    std::fs::write(&settings, "[models.m]\nctx = 2048\n").unwrap();
+    let w = TestWarden::fake(dir.path())
+        .config(WardenConfig {
+            watch_period: Duration::ZERO,
+            ..test_config()
+        })
+        .settings(&settings)
+        .start();
+    let base = serve_http(&w);
+    let b = Browser::start().await;
+    b.go(&format!("{base}/warden/ui")).await;
+    b.wait_for(
+        "the live event stream",
+        "return document.getElementById('conn').textContent === 'live';",
+        20,
+    )
+    .await;
+    assert_eq!(
+        b.eval("return document.getElementById('settings-note').hidden;").await,
+        true
+    );
+    std::fs::write(&settings, "[models.m]\nctx = 2048\nnope = 1\n").unwrap();
+    let problem = w.reload().await.expect_err("an unknown key is refused");
+    assert_eq!((problem.line, problem.column), (Some(3), Some(1)), "{problem}");
+    let note = b
+        .wait_for(
+            "the banner",
+            "const n = document.getElementById('settings-note'); return !n.hidden && n.textContent;",
+            20,
+        )
+        .await;
+    let note = note.as_str().unwrap_or_default().to_string();
+    assert!(
+        note.contains("line 3, column 1") && note.contains("nope") && note.contains("last good"),
+        "{note}"
+    );
+    std::fs::write(&settings, "[models.m]\nctx = 2048\n").unwrap();
+    w.reload().await.expect("the mended file");
+    b.wait_for(
+        "the banner gone",
+        "return document.getElementById('settings-note').hidden;",
+        20,
+    )
+    .await;
+    let entries = b.console().await;
+    assert!(errors(&entries).is_empty(), "console errors: {entries:?}");
+    b.quit().await;
+    w.shutdown().await;
+}
