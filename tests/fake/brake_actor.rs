@@ -1,7 +1,7 @@
 //! The memory brake carried out by the engine actor, driven by a scripted
 //! pressure view (the engine's window on the sensor) over the in-process
 //! fake child on paused tokio time (the idle pacing runs on its real 60 s
-//! clock in virtual milliseconds), and over the Python fake where a real
+//! clock in virtual milliseconds), and over the fake run as a process where a real
 //! process must fail: whole sequences of
 //! turns and idle ticks, asserting the respawns (new pids, smaller windows
 //! read back from the child), the unload, the carries, the notices in the
@@ -36,7 +36,7 @@ fn brake_warden(dir: &Path, cfg: WardenConfig) -> (Warden, Script, Arc<FakeLlama
     (w, script, fake)
 }
 
-/// As `brake_warden`, over the Python fake (a real process, whose model
+/// As `brake_warden`, over the fake run as a process (a real process, whose model
 /// file scripts how it fails).
 fn brake_warden_process(dir: &Path, cfg: WardenConfig) -> (Warden, Script) {
     let script = Script::default();

@@ -1,4 +1,4 @@
-//! Fault injection with the Python fake child, a real process (the real
+//! Fault injection with the fake child run as a real process (the real
 //! llama-server cannot print a given failure or die of a given signal on
 //! demand): what only a process shows, its exit status and output at load,
 //! a signal death named from the wait status. Every fault ends the turn

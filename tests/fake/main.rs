@@ -1,7 +1,7 @@
 //! The warden against a fake child: the engine actor scripted message by
 //! message, its faults, watchdogs and supervision, and the HTTP faces over
-//! the in-process fake (`child::fake`) or the Python one
-//! (`support/fake_llama_server.py`). Fast, and runs without llama-server.
+//! the one fake (`child::fake`), in-process or run as a process (the
+//! `fake-llama-server` binary). Fast, and runs without llama-server.
 //!
 //! One module per area; `support` is the one set of helpers (tests/support).
 

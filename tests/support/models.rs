@@ -1,5 +1,5 @@
 //! Model files for tests: a tiny valid GGUF writer, the llama- and
-//! heavy-shaped models the fakes serve, and the Python fake's script file
+//! heavy-shaped models the fakes serve, and the fake's script file
 //! beside a model.
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -74,9 +74,10 @@ pub fn write_llama_gguf(path: &Path, ctx: u32) {
     );
 }
 
-/// The fake llama-server script.
+/// The fake llama-server as a process (`child::fake::process`; its script
+/// is `<model>.fake.json`, see `child::fake::script_file`).
 pub fn fake_server() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_llama_server.py")
+    PathBuf::from(env!("CARGO_BIN_EXE_fake-llama-server"))
 }
 
 /// Writes a fake model `id.gguf` in `dir` with the fake's `script` beside it.

@@ -1,5 +1,5 @@
-//! The one way a test starts a warden: `TestWarden`, over the Python fake
-//! llama-server (a real process), the in-process fake (`child::fake`, on
+//! The one way a test starts a warden: `TestWarden`, over the fake
+//! llama-server run as a real process (`fake-llama-server`), the in-process fake (`child::fake`, on
 //! the test's own runtime, so paused time governs the engine), the real
 //! llama-server, or any backend; and the test configuration.
 
@@ -70,7 +70,7 @@ impl TestWarden {
         }
     }
 
-    /// Over the Python fake llama-server (`fake_model` scripts it), a real
+    /// Over the fake llama-server run as a process (`fake_model` scripts it), a real
     /// process: for what only a process shows (signals, exit statuses,
     /// process groups).
     pub fn fake(dir: &Path) -> Self {

@@ -3,6 +3,9 @@
 //! connections, and ends on a stop from the warden or its own scripted
 //! death. Every connection closes before the exit is published, as the
 //! kernel closes a dead process's sockets before its parent reaps it.
+//! `start` lives it as a task beside the engine; `live` is the same life
+//! for the fake run as a process (`fake::process`), whose stops are real
+//! signals.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +40,10 @@ pub(super) struct Child {
     pub output: Arc<OutputLog>,
     /// Set once the model is "loaded": `/health` says 200 from then on.
     pub ready: AtomicBool,
+    /// Run as a process: its lines go to standard error too (the warden
+    /// reads them from there), and no heartbeat (there is no paused clock
+    /// to pace).
+    pub process: bool,
 }
 
 impl Child {
@@ -47,6 +54,10 @@ impl Child {
 
     /// One line of the child's output.
     pub fn say(&self, line: &str) {
+        if self.process {
+            eprintln!("{line}");
+            return;
+        }
         tracing::debug!(target: "llm_warden::child", child = "fake llama-server", "{line}");
         self.output.push(line);
     }
@@ -58,25 +69,9 @@ pub(super) fn start(child: Child, port: u16, pid: u32) -> ChildProcess {
     let (exit_tx, exit_rx) = watch::channel(None);
     let (stop_tx, stop_rx) = mpsc::unbounded_channel();
     let handle = process::in_process(pid, exit_rx, stop_tx, child.output.clone());
-    child.say(&format!("srv    load_model: loading model '{}'", child.model_path));
-    let bound = std::net::TcpListener::bind(("127.0.0.1", port)).and_then(|l| {
-        l.set_nonblocking(true)?;
-        TcpListener::from_std(l)
-    });
+    let life = live(child.clone(), "127.0.0.1", port, stop_rx);
     tokio::spawn(async move {
-        let info = match bound {
-            Ok(listener) => serve(&child, listener, port, stop_rx).await,
-            Err(_) => {
-                child.say(&format!(
-                    "srv          start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: {port}"
-                ));
-                child.say("srv           main: exiting due to HTTP server error");
-                ExitInfo {
-                    code: Some(1),
-                    signal: None,
-                }
-            }
-        };
+        let info = life.await;
         if let Some(sig) = info.signal {
             process::record_signal_death(&child.output, sig);
         }
@@ -85,17 +80,80 @@ pub(super) fn start(child: Child, port: u16, pid: u32) -> ChildProcess {
     handle
 }
 
+/// The whole life on `host:port`: binds now (an address taken ends it as
+/// llama-server ends), then serves until a stop or the script's death.
+pub(super) fn live(
+    child: Arc<Child>,
+    host: &str,
+    port: u16,
+    stops: mpsc::UnboundedReceiver<Stop>,
+) -> impl std::future::Future<Output = ExitInfo> + use<> {
+    child.say(&format!("srv    load_model: loading model '{}'", child.model_path));
+    let early = failed_load(&child, host, port);
+    let bound = std::net::TcpListener::bind((host, port)).and_then(|l| {
+        l.set_nonblocking(true)?;
+        TcpListener::from_std(l)
+    });
+    let host = host.to_string();
+    async move {
+        if let Some(info) = early {
+            return info;
+        }
+        match bound {
+            Ok(listener) => serve(&child, listener, &host, port, stops).await,
+            Err(_) => {
+                child.say(&format!(
+                    "srv          start: couldn't bind HTTP server socket, hostname: {host}, port: {port}"
+                ));
+                child.say("srv           main: exiting due to HTTP server error");
+                ExitInfo {
+                    code: Some(1),
+                    signal: None,
+                }
+            }
+        }
+    }
+}
+
+/// What the script makes of the load before the port is bound, as
+/// llama-server would print it: the offload line, a death by a signal, a
+/// failure line and exit 1; `None`: it goes on.
+fn failed_load(child: &Child, host: &str, port: u16) -> Option<ExitInfo> {
+    let s = &child.script;
+    if let Some(o) = &s.offloaded {
+        child.say(&format!("load_tensors: offloaded {o} layers to GPU"));
+    }
+    if let Some(sig) = s.signal_on_load {
+        return Some(ExitInfo {
+            code: None,
+            signal: Some(sig),
+        });
+    }
+    let at_ctx = s.exit_on_ctx.iter().find(|(c, _)| Some(*c) == child.ctx).map(|(_, f)| *f);
+    let failure = s.exit_on_load.or(at_ctx)?;
+    for line in failure.lines(host, port) {
+        child.say(&line);
+    }
+    Some(ExitInfo {
+        code: Some(1),
+        signal: None,
+    })
+}
+
 /// Serves until a stop or the script's death; how the child ended. Its
 /// connections are closed before it returns.
 async fn serve(
     child: &Arc<Child>,
     listener: TcpListener,
+    host: &str,
     port: u16,
     mut stops: mpsc::UnboundedReceiver<Stop>,
 ) -> ExitInfo {
     let (died_tx, mut died_rx) = mpsc::channel::<ExitInfo>(1);
     let mut conns = JoinSet::new();
-    let mut heartbeat = tokio::time::interval(HEARTBEAT);
+    // A process has no paused clock to pace: its beat is a long one.
+    let beat = if child.process { std::time::Duration::from_secs(3600) } else { HEARTBEAT };
+    let mut heartbeat = tokio::time::interval(beat);
     heartbeat.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let loaded = tokio::time::sleep(child.script.load);
     tokio::pin!(loaded);
@@ -116,7 +174,7 @@ async fn serve(
                 announced = true;
                 child.ready.store(true, Ordering::Release);
                 child.say("srv    load_model: model loaded");
-                child.say(&format!("main: server is listening on http://127.0.0.1:{port}"));
+                child.say(&format!("main: server is listening on http://{host}:{port}"));
             }
             accepted = listener.accept() => {
                 if let Ok((sock, _)) = accepted {

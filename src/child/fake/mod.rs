@@ -5,9 +5,11 @@
 //! `/v1/chat/completions` streamed and whole; see `routes`), guarded by the
 //! spec's `LLAMA_API_KEY` like the real one. Its behaviour is a `Script`
 //! the test writes: load time, token pacing, a hang, a death, an ignored
-//! SIGTERM. `tests/support/fake_llama_server.py` is the same double as a
-//! real process, for what only a process shows (signals, process groups,
-//! orphans, a crash classified from real output).
+//! SIGTERM, a load that fails with llama.cpp's own line, a death by a
+//! signal. The same fake runs as a real process (`process`, the
+//! `fake-llama-server` binary, scripted by `<model>.fake.json` beside the
+//! model: `script_file`), for what only a process shows (signals, process
+//! groups, orphans, a crash classified from real output).
 //!
 //! # Why in-process
 //!
@@ -34,7 +36,10 @@
 
 mod http;
 mod life;
+#[cfg(unix)]
+pub mod process;
 mod routes;
+pub mod script_file;
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -87,6 +92,49 @@ pub struct Script {
     pub props_fail: bool,
     /// What `/slots/0?action=restore` does (save always writes the file).
     pub restore: SlotRestore,
+    /// Prints llama.cpp's line for this failure while loading and exits 1.
+    pub exit_on_load: Option<Failure>,
+    /// The same, only when started with this `-c`.
+    pub exit_on_ctx: Vec<(u32, Failure)>,
+    /// Prints llama.cpp's `offloaded N/M layers to GPU` with this `N/M`.
+    pub offloaded: Option<String>,
+    /// Dies of this signal while loading (a binary built for another CPU
+    /// dies so on its first computation).
+    pub signal_on_load: Option<i32>,
+    /// Dies of `.0` (a signal) before token `.1`.
+    pub signal_after: Option<(i32, u32)>,
+}
+
+/// A load failure, said with the line llama.cpp b10883 prints for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Failure {
+    /// A truncated file: a tensor past its end.
+    Corrupt,
+    /// Not a GGUF file at all.
+    NotGguf,
+    /// The port is taken.
+    PortTaken,
+    /// The CPU buffer cannot be allocated.
+    Oom,
+    /// The CUDA buffer cannot be allocated.
+    CudaOom,
+}
+
+impl Failure {
+    /// The lines llama-server prints for it (then it exits 1).
+    pub fn lines(self, host: &str, port: u16) -> Vec<String> {
+        match self {
+            Self::Corrupt => vec!["llama_model_load: error loading model: tensor 'token_embd.weight' data is not within the file bounds, model is corrupted or incomplete".into()],
+            Self::NotGguf => vec!["gguf_init_from_reader: invalid magic characters: 'hell', expected 'GGUF'".into()],
+            Self::PortTaken => vec![
+                format!("srv          start: couldn't bind HTTP server socket, hostname: {host}, port: {port}"),
+                "srv           main: exiting due to HTTP server error".into(),
+            ],
+            Self::Oom => vec!["ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 98765432109".into()],
+            Self::CudaOom => vec!["ggml_backend_cuda_buffer_type_alloc_buffer: allocating 2048.00 MiB on device 0: cudaMalloc failed: out of memory".into()],
+        }
+    }
 }
 
 /// The fake's slot restore, as scripted.
@@ -116,6 +164,11 @@ impl Default for Script {
             props_ctx: None,
             props_fail: false,
             restore: SlotRestore::Restores,
+            exit_on_load: None,
+            exit_on_ctx: Vec::new(),
+            offloaded: None,
+            signal_on_load: None,
+            signal_after: None,
         }
     }
 }
@@ -148,6 +201,9 @@ pub struct FakeLlama {
     spawns: Mutex<Vec<Spawned>>,
     requests: Mutex<Vec<serde_json::Value>>,
     slot_actions: Mutex<Vec<String>>,
+    /// A file each chat request body is appended to (one JSON line): the
+    /// fake run as a process keeps its record there.
+    request_log: Option<std::path::PathBuf>,
 }
 
 impl FakeLlama {
@@ -230,6 +286,7 @@ impl FakeLlama {
                 fake: self.clone(),
                 output: Default::default(),
                 ready: Default::default(),
+                process: false,
             },
             port,
             pid,
@@ -243,8 +300,17 @@ impl FakeLlama {
         Ok(child)
     }
 
-    /// Records one chat request body.
+    /// Records one chat request body (and appends it to the request log).
     fn record_request(&self, body: serde_json::Value) {
+        if let Some(path) = &self.request_log {
+            use std::io::Write;
+            let line = format!("{body}\n");
+            let _ = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(line.as_bytes()));
+        }
         lock(&self.requests).push(body);
     }
 }

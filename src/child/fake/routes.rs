@@ -1,5 +1,5 @@
 //! The fake's routes, shaped as llama-server b10883 answers them (the
-//! Python fake, `tests/support/fake_llama_server.py`, is the reference):
+//! tests against the real llama-server are the reference):
 //! `/health` (503 loading, then 200; no key needed), `/props`
 //! (`default_generation_settings.n_ctx`), the `/completion` readiness ping,
 //! and `/v1/chat/completions`, streamed as SSE chunks ending in `[DONE]`
@@ -182,6 +182,17 @@ async fn chat(
 /// fake): nothing, a hang (forever: the fake's end closes the connection),
 /// or its death.
 async fn before_token(i: u32, child: &Child, died: &mpsc::Sender<ExitInfo>) {
+    if let Some((sig, at)) = child.script.signal_after
+        && at == i
+    {
+        let _ = died
+            .send(ExitInfo {
+                code: None,
+                signal: Some(sig),
+            })
+            .await;
+        std::future::pending::<()>().await;
+    }
     if child.script.die_after == Some(i) {
         child.say("fake: dying mid-stream");
         let _ = died
