@@ -1,7 +1,7 @@
 //! The `llm-warden` binary, as a module of the library (`cli::main`): `serve` (the HTTP server), `chat` (a streamed
 //! answer in the terminal), `inspect` (a model's facts and the window the
 //! warden would give it here), and for a running server `status` (its whole
-//! snapshot), `ps` (what is loaded), `load`, `unload` and `models`; and
+//! snapshot), `ps` (what is loaded), `load`, `unload`, `reload` and `models`; and
 //! `worker` (this machine's devices lent to a warden through llama.cpp's
 //! rpc-server).
 
@@ -10,7 +10,7 @@
 //!
 //! - `serve` runs the server; `chat` asks it (or an in-process warden) one
 //!   question; `inspect` reads a model file, no server involved.
-//! - The client subcommands `status`, `ps`, `load`, `unload` and `models`
+//! - The client subcommands `status`, `ps`, `load`, `unload`, `reload` and `models`
 //!   call a running server through `client` (which server, the key, errors
 //!   that say what to do) and print with `table` (pure formatting, tested
 //!   row by row), or the server's JSON with `--json`.
@@ -24,6 +24,7 @@ pub(crate) mod inspect_workers;
 pub(crate) mod load;
 pub(crate) mod models;
 pub(crate) mod ps;
+pub(crate) mod reload;
 pub(crate) mod serve;
 pub(crate) mod status;
 pub(crate) mod table;
@@ -64,6 +65,9 @@ enum Command {
     Load(self::load::LoadArgs),
     /// Unload the model now, freeing its memory.
     Unload(self::unload::UnloadArgs),
+    /// Read the settings file and the model stores again now, and say what
+    /// changed (the server also does every 2 s and on SIGHUP).
+    Reload(self::reload::ReloadArgs),
     /// List the models a running server offers.
     Models(self::models::ModelsArgs),
     /// Lend this machine's devices to a warden: supervise llama.cpp's
@@ -88,6 +92,7 @@ pub fn main() -> ExitCode {
             Command::Ps(a) => self::ps::run(a).await,
             Command::Load(a) => self::load::run(a).await,
             Command::Unload(a) => self::unload::run(a).await,
+            Command::Reload(a) => self::reload::run(a).await,
             Command::Models(a) => self::models::run(a).await,
             Command::Worker(a) => self::worker::run(a).await,
             Command::Config(c) => self::config::run(c),

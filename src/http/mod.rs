@@ -14,7 +14,7 @@
 //! | `GET /metrics` | `metrics` (Prometheus) |
 //! | `GET /health` | `warden_routes::health` |
 //! | `GET /warden/status` | `warden_routes::status` |
-//! | `POST /warden/load`, `POST /warden/unload` | `warden_routes` |
+//! | `POST /warden/load`, `POST /warden/unload`, `POST /warden/reload` | `warden_routes` |
 //! | `GET /warden/events` | `warden_routes::events` |
 //! | `GET /warden/logs` | `warden_routes::logs` |
 //! | `GET /warden/ui` (+ `app.js`, `app.css`), `GET /warden/samples` | `ui` (the dashboard) |
@@ -82,6 +82,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/warden/status", web::get().to(warden_routes::status))
         .route("/warden/load", web::post().to(warden_routes::load))
         .route("/warden/unload", web::post().to(warden_routes::unload))
+        .route("/warden/reload", web::post().to(warden_routes::reload))
         .route("/warden/events", web::get().to(warden_routes::events))
         .route("/warden/logs", web::get().to(warden_routes::logs))
         .route("/warden/ui", web::get().to(ui::page))

@@ -120,6 +120,29 @@ pub async fn unload(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse
     }
 }
 
+/// `POST /warden/reload`: reads the settings file and the model stores
+/// again now (as the watch and SIGHUP do: `warden::reload`), and says what
+/// changed, `{"applied": {added, removed, changed, restart_needed} | null,
+/// "settings": ...}`; a refused file is a 422 `settings_refused` naming
+/// its line and column (the last good settings keep serving). The way to
+/// reload where there is no SIGHUP (Windows) or no shell on the machine.
+pub async fn reload(warden: web::Data<Warden>) -> HttpResponse {
+    match warden.reload().await {
+        Ok(applied) => HttpResponse::Ok().json(json!({
+            "applied": applied,
+            "settings": warden.status().settings,
+        })),
+        Err(p) => error_response(&crate::error::ApiError {
+            status: 422,
+            message: format!("the settings were refused; the last good ones keep serving: {p}"),
+            kind: "invalid_request_error",
+            code: "settings_refused".into(),
+            param: None,
+            raw: None,
+        }),
+    }
+}
+
 /// `GET /warden/events`: lifecycle events as they happen, one SSE event each
 /// (`event: <kind>`, `data: {json}`). A subscriber that falls behind skips
 /// (it is told how many events it missed) and never slows the engine; one

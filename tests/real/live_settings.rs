@@ -5,7 +5,8 @@
 //! appear while an answer streams, which ends whole; the resident keeps
 //! its window until its next load, which takes the new one; a broken file
 //! keeps the last good settings and `/warden/status` says the line and
-//! column; a variable bound at start is named as needing a restart.
+//! column; a variable bound at start is named as needing a restart;
+//! `POST /warden/reload` and `llm-warden reload` do the same as SIGHUP.
 
 use crate::support;
 
@@ -163,6 +164,27 @@ async fn a_live_edit_reaches_the_binary_and_never_cuts_a_streaming_answer() {
     assert_eq!(s["settings"]["restart_needed"], json!(["WARDEN_MAX_RESIDENT"]), "{s}");
     // Both models stay resident: the cap of one did not apply.
     assert!(resident_ctx(&s, "second").is_some(), "{s}");
+
+    // The route and the command reload without a signal (Windows has
+    // none): a refusal is a 422 that says where; mended, it applies.
+    write(&settings, "[models.smollm2]\nctx = \"big\"\n");
+    let (code, v) = post(&base, "/warden/reload", json!({})).await;
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(v["error"]["code"], "settings_refused", "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("line 2, column 7"), "{v}");
+    write(
+        &settings,
+        "max_resident = 1\n\n[models.smollm2]\nctx = 4096\naliases = [\"gpt-4o-mini\"]\n",
+    );
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-warden"))
+        .arg("reload")
+        .env("WARDEN_URL", &base)
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("reloaded"), "{said}");
 
     // The resident's next load takes the new window.
     let (code, _) = post(&base, "/warden/unload", json!({"model": "smollm2"})).await;
