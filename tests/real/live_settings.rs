@@ -171,7 +171,10 @@ async fn a_live_edit_reaches_the_binary_and_never_cuts_a_streaming_answer() {
     let (code, v) = post(&base, "/warden/reload", json!({})).await;
     assert_eq!(code, 422, "{v}");
     assert_eq!(v["error"]["code"], "settings_refused", "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("line 2, column 7"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("line 2, column 7"),
+        "{v}"
+    );
     write(
         &settings,
         "max_resident = 1\n\n[models.smollm2]\nctx = 4096\naliases = [\"gpt-4o-mini\"]\n",
