@@ -413,6 +413,52 @@ pub fn load(path: &Path) -> Result<SettingsFile, FileError> {
     Ok(f)
 }
 
+/// `text` with `alias` among `[models."ID"].aliases` (the table and the
+/// list made when missing; an alias already there is left alone), every
+/// comment and layout of the rest kept as written.
+pub fn with_alias(text: &str, id: &str, alias: &str) -> Result<String, String> {
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e: toml_edit::TomlError| e.to_string())?;
+    let models = doc
+        .entry("models")
+        .or_insert_with(|| {
+            let mut t = toml_edit::Table::new();
+            t.set_implicit(true);
+            toml_edit::Item::Table(t)
+        })
+        .as_table_mut()
+        .ok_or("`models` is not a table")?;
+    let model = models
+        .entry(id)
+        .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()))
+        .as_table_mut()
+        .ok_or_else(|| format!("`models.\"{id}\"` is not a table"))?;
+    let aliases = model
+        .entry("aliases")
+        .or_insert_with(|| toml_edit::value(toml_edit::Array::new()))
+        .as_array_mut()
+        .ok_or_else(|| format!("`models.\"{id}\".aliases` is not a list"))?;
+    if !aliases.iter().any(|a| a.as_str() == Some(alias)) {
+        aliases.push(alias);
+    }
+    let out = doc.to_string();
+    // What is written must be what the warden reads back.
+    parse(&out).map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// Adds `alias` to `id`'s aliases in the settings file at `path`, written
+/// beside and renamed over it (a reader never sees half a file).
+pub fn add_alias(path: &Path, id: &str, alias: &str) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
+    let out = with_alias(&text, id, alias).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut tmp = path.as_os_str().to_os_string();
+    tmp.push(".llm-warden-tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, out)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("{}: cannot write it ({e})", path.display()))
+}
+
 /// The file the warden reads: `WARDEN_CONFIG` when set (it must exist),
 /// else the default path when a file is there.
 pub fn find(var: impl Fn(&str) -> Option<String>) -> Option<(PathBuf, bool)> {
@@ -577,6 +623,48 @@ idle_timeout_s = 30
         let mut empty = ModelSettings::default();
         empty.over(&under);
         assert_eq!(empty, under);
+    }
+
+    /// An alias lands in its model's list, the rest of the file as written.
+    #[test]
+    fn an_alias_is_written_keeping_the_file() {
+        let rows: &[(&str, &str, &str)] = &[
+            // why: no models yet: the table and the list are made
+            (
+                "# mine\nidle_timeout_s = 60\n",
+                "# mine\nidle_timeout_s = 60\n\n[models.m]\naliases = [\"a\"]\n",
+                "new table",
+            ),
+            // why: a model with settings keeps them and its comment
+            (
+                "[models.m]\nctx = 4096 # pinned\n",
+                "[models.m]\nctx = 4096 # pinned\naliases = [\"a\"]\n",
+                "existing table",
+            ),
+            // why: an alias already there is not written twice
+            (
+                "[models.m]\naliases = [\"a\"]\n",
+                "[models.m]\naliases = [\"a\"]\n",
+                "idempotent",
+            ),
+            // why: a list gets one more
+            (
+                "[models.m]\naliases = [\"x\"]\n",
+                "[models.m]\naliases = [\"x\", \"a\"]\n",
+                "appended",
+            ),
+        ];
+        for (text, want, why) in rows {
+            assert_eq!(with_alias(text, "m", "a").unwrap(), *want, "{why}");
+        }
+        // why: an id with dots is quoted, as the file's own tables are
+        let out = with_alias("", "SmolLM2.Q4_1", "gpt").unwrap();
+        assert_eq!(
+            parse(&out).unwrap().models["SmolLM2.Q4_1"].aliases,
+            vec!["gpt".to_string()]
+        );
+        // why: a file that does not parse is not written over
+        assert!(with_alias("ctx = [", "m", "a").is_err());
     }
 
     #[test]

@@ -103,13 +103,13 @@ fn ollama(cfg: &mut web::ServiceConfig) {
         .route("/api/show", web::post().to(info::show))
         .route("/api/version", web::get().to(info::version))
         .route("/api/embed", web::post().to(o::embed::embed))
-        .route("/api/embeddings", web::post().to(o::embed::embed));
+        .route("/api/embeddings", web::post().to(o::embed::embed))
+        .route("/api/copy", web::post().to(o::copy::copy));
     for path in [
         "/api/pull",
         "/api/push",
         "/api/create",
         "/api/delete",
-        "/api/copy",
         "/api/blobs/{digest}",
     ] {
         cfg.route(path, web::route().to(info::manage));

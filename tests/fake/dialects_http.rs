@@ -274,7 +274,6 @@ async fn detection_refusals_and_shapes_before_a_handler() {
     for (path, says) in [
         ("/api/pull", "models directory"),
         ("/api/create", "Modelfile"),
-        ("/api/copy", "copy"),
         ("/api/push", "registry"),
     ] {
         let (s, v) = post(&base, path, json!({"model": "m"})).await;
@@ -288,6 +287,11 @@ async fn detection_refusals_and_shapes_before_a_handler() {
         .await
         .unwrap();
     assert_eq!(r.status(), 501);
+    // A copy is an alias in the settings file: with none in use, a 501
+    // that says how to have one (tests/fake/live_settings.rs: with one).
+    let (s, v) = post(&base, "/api/copy", json!({"source": "m", "destination": "m2"})).await;
+    assert_eq!((s, v["code"].as_str()), (501, Some("unsupported_route")), "{v}");
+    assert!(v["error"].as_str().is_some_and(|e| e.contains("settings file")), "{v}");
     // The embeddings are served (tests/real/embeddings_http.rs); a model the
     // catalog does not hold is Ollama's 404 there too.
     let (s, v) = post(&base, "/api/embed", json!({"model": "nope", "input": "x"})).await;

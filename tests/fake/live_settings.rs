@@ -180,3 +180,63 @@ async fn a_model_that_leaves_finishes_its_streaming_turn_whole_then_unloads() {
     assert!(s.residents.iter().all(|r| r.model != "m"), "{:?}", s.residents);
     w.shutdown().await;
 }
+
+/// Ollama's `/api/copy` is an alias written into the settings file in use
+/// (its comment kept) and served at once; a name taken or a model unknown
+/// is refused, and the file is not touched then.
+#[actix_rt::test]
+async fn an_ollama_copy_is_an_alias_in_the_settings_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    heavy_model(&models, "m", json!({}));
+    heavy_model(&models, "other", json!({}));
+    let settings = dir.path().join("config.toml");
+    write(&settings, "# my settings\n[models.m]\nctx = 4096\n");
+    let fake = Arc::new(FakeLlama::new(ChildScript {
+        tokens: 4,
+        ..ChildScript::default()
+    }));
+    let w = TestWarden::in_process(&fake, &models)
+        .config(WardenConfig {
+            watch_period: Duration::ZERO,
+            ..watched()
+        })
+        .settings(&settings)
+        .default_model("m")
+        .start();
+    let base = serve_http(&w);
+    let (s, v) = post(
+        &base,
+        "/api/copy",
+        json!({"source": "m:latest", "destination": "assistant"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let text = std::fs::read_to_string(&settings).unwrap();
+    assert_eq!(
+        text,
+        "# my settings\n[models.m]\nctx = 4096\naliases = [\"assistant\"]\n"
+    );
+    let t = collect(w.submit(chat(Some("assistant"), 4, true)).unwrap()).await;
+    assert!(t.done, "{t:?}");
+    assert_eq!(w.status().model.as_deref(), Some("m"));
+    // Again: nothing more is written.
+    let (s, _) = post(&base, "/api/copy", json!({"source": "m", "destination": "assistant"})).await;
+    assert_eq!(s, 200);
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), text);
+    // Taken by another model, or an unknown source: refused, file as it was.
+    let (s, v) = post(
+        &base,
+        "/api/copy",
+        json!({"source": "other", "destination": "assistant"}),
+    )
+    .await;
+    assert_eq!((s, v["code"].as_str()), (400, Some("invalid_value")), "{v}");
+    let (s, v) = post(&base, "/api/copy", json!({"source": "nope", "destination": "x"})).await;
+    assert_eq!((s, v["code"].as_str()), (404, Some("model_not_found")), "{v}");
+    let (s, v) = post(&base, "/api/copy", json!({"source": "m"})).await;
+    assert_eq!((s, v["param"].as_str()), (400, Some("destination")), "{v}");
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), text);
+    w.shutdown().await;
+}

@@ -3,7 +3,8 @@
 //! `GET /api/version`, `GET`/`HEAD /` (how clients detect a server), and
 //! clear refusals for what this server does not do: the model management
 //! routes (`/api/pull`, `/api/push`, `/api/create`, `/api/delete`,
-//! `/api/copy`, `/api/blobs/...`). The embeddings are `embed`'s.
+//! `/api/blobs/...`). The embeddings are `embed`'s; `/api/copy` is
+//! `copy`'s (an alias in the settings file).
 //!
 //! Decided here: a model's `digest` is an identity of its file (its path,
 //! size and modification time, hashed), not a content hash, which would
@@ -272,18 +273,19 @@ fn modelfile(path: &std::path::Path, template: &str, parameters: &str) -> String
 fn instead(path: &str) -> &'static str {
     match path.trim_start_matches("/api/") {
         "pull" => {
-            "llm-warden does not pull models: put a .gguf file in its models directory (llm-warden serve --models-dir DIR) and restart it; GET /api/tags then lists it"
+            "llm-warden does not pull models: put a .gguf file in its models directory (llm-warden serve --models-dir DIR); GET /api/tags lists it within 2 s"
         }
         "push" => "llm-warden has no registry to push to: copy the .gguf file itself",
-        "delete" => "llm-warden does not delete models: remove the file from its models directory and restart it",
-        "copy" => "llm-warden does not copy models: copy or link the .gguf file in its models directory and restart it",
+        "delete" => {
+            "llm-warden does not delete models: remove the file from its models directory; the model leaves within 2 s, once its turns end"
+        }
         _ => {
-            "llm-warden does not build models from a Modelfile: put a .gguf file (its chat template inside) in its models directory and restart it"
+            "llm-warden does not build models from a Modelfile: put a .gguf file (its chat template inside) in its models directory (settings per model go in its settings file); it is listed within 2 s"
         }
     }
 }
 
-/// `/api/pull`, `/api/push`, `/api/create`, `/api/delete`, `/api/copy`,
+/// `/api/pull`, `/api/push`, `/api/create`, `/api/delete`,
 /// `/api/blobs/...`: a 501 saying what to do instead.
 pub async fn manage(http: HttpRequest) -> HttpResponse {
     error_response(&ApiError {

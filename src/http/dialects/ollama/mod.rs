@@ -5,7 +5,7 @@
 //! `validate_text::text_request`), and their answers are said back in
 //! Ollama's NDJSON or whole (`wire`). The rest of the API (`/api/tags`,
 //! `/api/ps`, `/api/show`, `/api/version`, `/`, and the model management
-//! routes this server does not have) is in `info`.
+//! routes this server does not have) is in `info`; `/api/copy` in `copy`.
 //!
 //! `stream` defaults to `true`, as in Ollama. `keep_alive` takes Ollama's
 //! forms (`law::keep_alive`) and is honoured (unlike Ollama's own OpenAI
@@ -15,6 +15,7 @@
 //! id without it. Errors are Ollama's `{"error": "..."}` with the warden's
 //! `code` (and `param`, `raw`) beside.
 
+pub mod copy;
 pub mod embed;
 pub mod info;
 pub mod reply;
