@@ -98,7 +98,9 @@
 //!    `IdleTimer`, `SensorActor`, `PrefixCacheActor`.
 //! 5. `warden`: the front door (`Warden`, `WardenBuilder`, `chat` as typed
 //!    chunks, `submit` as raw events, load/unload, the tokenizer's side
-//!    door, metrics, the memory history, `plan_for`).
+//!    door, metrics, the memory history, `plan_for`, and `reload`: the
+//!    settings file and the model stores applied live, `config::live`'s
+//!    rule deciding what applies now, at the next load or at a restart).
 //! 6. Faces: `http` (`http::configure` mounts the routes; the dialects;
 //!    every `WardenError` gets its wire shape in `http::wire_error`),
 //!    `server` (the binary's HTTP server), `cli` (`cli::main` is the

@@ -203,8 +203,10 @@ impl Warden {
             tracing::warn!("{note}");
         }
         let restart_needed: Vec<String> = merged.restart_needed.iter().map(|s| s.to_string()).collect();
-        let mended = inner.reload.state().error.is_some();
-        let same_restart = inner.reload.state().restart_needed == restart_needed;
+        let (mended, same_restart) = {
+            let s = inner.reload.state();
+            (s.error.is_some(), s.restart_needed == restart_needed)
+        };
         if config == *running && catalog == *old && same_restart && !mended {
             return None;
         }

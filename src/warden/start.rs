@@ -212,7 +212,7 @@ fn sensed(parts: Parts) -> Warden {
 /// which starts the engine of a model a reload found.
 pub(super) struct Shell {
     config: Live<WardenConfig>,
-    pub(super) backend: Backend,
+    backend: Backend,
     catalog: Live<Catalog>,
     events_tx: broadcast::Sender<crate::status::WardenEvent>,
     metrics: Arc<Metrics>,

@@ -7,7 +7,6 @@
 
 use crate::support;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,14 +36,6 @@ fn last_ctx(fake: &FakeLlama, model: &str) -> Option<String> {
     argv.iter().position(|a| a == "-c").map(|i| argv[i + 1].clone())
 }
 
-fn write(path: &Path, text: &str) {
-    // Written beside and renamed, as editors save: the watch never reads
-    // half a file.
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
-
 async fn applied(ev: &mut tokio::sync::broadcast::Receiver<WardenEvent>, what: &str) -> WardenEvent {
     event_or_fail(ev, what, |e| matches!(e, WardenEvent::SettingsApplied { .. })).await
 }
@@ -56,7 +47,7 @@ async fn a_live_edit_adds_a_model_changes_a_window_at_the_next_load_and_a_broken
     std::fs::create_dir(&models).unwrap();
     heavy_model(&models, "m", json!({}));
     let settings = dir.path().join("config.toml");
-    write(&settings, "[models.m]\nctx = 4096\n");
+    save(&settings, "[models.m]\nctx = 4096\n");
     let fake = Arc::new(FakeLlama::new(ChildScript {
         tokens: 4,
         ..ChildScript::default()
@@ -73,7 +64,7 @@ async fn a_live_edit_adds_a_model_changes_a_window_at_the_next_load_and_a_broken
 
     // The edit: m's window, and a model that appears with an alias.
     heavy_model(&models, "n", json!({}));
-    write(
+    save(
         &settings,
         "[models.m]\nctx = 2048\n\n[models.n]\naliases = [\"helper\"]\n",
     );
@@ -96,7 +87,7 @@ async fn a_live_edit_adds_a_model_changes_a_window_at_the_next_load_and_a_broken
 
     // A broken file: said with its line and column, the last good settings
     // keep serving (n still there, m's window still 2048 at a load).
-    write(&settings, "[models.m]\nctx = 2048\nparallel = \"many\"\n");
+    save(&settings, "[models.m]\nctx = 2048\nparallel = \"many\"\n");
     let e = event_or_fail(&mut ev, "the refusal", |e| {
         matches!(e, WardenEvent::SettingsRefused { .. })
     })
@@ -114,7 +105,7 @@ async fn a_live_edit_adds_a_model_changes_a_window_at_the_next_load_and_a_broken
     assert_eq!(s.context_tokens, Some(2048), "the last good window");
 
     // Mended: the error clears.
-    write(&settings, "[models.m]\nctx = 2048\n");
+    save(&settings, "[models.m]\nctx = 2048\n");
     applied(&mut ev, "the mended file applied").await;
     assert_eq!(w.status().settings.unwrap().error, None);
     w.shutdown().await;
@@ -128,7 +119,7 @@ async fn a_model_that_leaves_finishes_its_streaming_turn_whole_then_unloads() {
     heavy_model(&models, "m", json!({}));
     heavy_model(&models, "keep", json!({}));
     let settings = dir.path().join("config.toml");
-    write(&settings, "");
+    save(&settings, "");
     let fake = Arc::new(FakeLlama::new(ChildScript {
         tokens: 30,
         token_delay: Duration::from_millis(20),
@@ -192,7 +183,7 @@ async fn an_ollama_copy_is_an_alias_in_the_settings_file() {
     heavy_model(&models, "m", json!({}));
     heavy_model(&models, "other", json!({}));
     let settings = dir.path().join("config.toml");
-    write(&settings, "# my settings\n[models.m]\nctx = 4096\n");
+    save(&settings, "# my settings\n[models.m]\nctx = 4096\n");
     let fake = Arc::new(FakeLlama::new(ChildScript {
         tokens: 4,
         ..ChildScript::default()

@@ -10,17 +10,10 @@
 
 use crate::support;
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::*;
-
-fn write(path: &Path, text: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
 
 /// SIGHUP to `pid`, then the status once `done` holds of it (10 s at most).
 async fn reload_until(pid: u32, base: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
@@ -56,7 +49,7 @@ async fn a_live_edit_reaches_the_binary_and_never_cuts_a_streaming_answer() {
     let dir = real_smollm_dir(&model);
     let home = tempfile::tempdir().unwrap();
     let settings = home.path().join("config.toml");
-    write(&settings, "[models.smollm2]\nctx = 2048\n");
+    save(&settings, "[models.smollm2]\nctx = 2048\n");
     let server = server.display().to_string();
     let (proc, base) = spawn_warden_binary_with(
         &[
@@ -101,7 +94,7 @@ async fn a_live_edit_reaches_the_binary_and_never_cuts_a_streaming_answer() {
         text.push_str(std::str::from_utf8(&c).unwrap());
     }
     std::os::unix::fs::symlink(&model, dir.path().join("second.gguf")).unwrap();
-    write(&settings, "[models.smollm2]\nctx = 4096\naliases = [\"gpt-4o-mini\"]\n");
+    save(&settings, "[models.smollm2]\nctx = 4096\naliases = [\"gpt-4o-mini\"]\n");
     let s = reload_until(pid, &base, "the edit applied", |s| s["settings"]["reloads"] == 1).await;
     assert!(s["settings"]["error"].is_null(), "{s}");
     // The resident keeps the window it was loaded with, and the answer was
@@ -142,7 +135,7 @@ async fn a_live_edit_reaches_the_binary_and_never_cuts_a_streaming_answer() {
     assert_eq!(code, 200, "{v}");
 
     // A broken file: the status says where; the last good settings serve.
-    write(&settings, "[models.smollm2]\nctx = \"big\"\n");
+    save(&settings, "[models.smollm2]\nctx = \"big\"\n");
     let s = reload_until(pid, &base, "the refusal", |s| !s["settings"]["error"].is_null()).await;
     let e = &s["settings"]["error"];
     assert_eq!((e["line"].as_u64(), e["column"].as_u64()), (Some(2), Some(7)), "{s}");
@@ -156,7 +149,7 @@ async fn a_live_edit_reaches_the_binary_and_never_cuts_a_streaming_answer() {
     assert_eq!(code, 200, "the last good alias serves: {v}");
 
     // Mended, with a variable bound at start: named, its running value kept.
-    write(
+    save(
         &settings,
         "max_resident = 1\n\n[models.smollm2]\nctx = 4096\naliases = [\"gpt-4o-mini\"]\n",
     );
@@ -167,7 +160,7 @@ async fn a_live_edit_reaches_the_binary_and_never_cuts_a_streaming_answer() {
 
     // The route and the command reload without a signal (Windows has
     // none): a refusal is a 422 that says where; mended, it applies.
-    write(&settings, "[models.smollm2]\nctx = \"big\"\n");
+    save(&settings, "[models.smollm2]\nctx = \"big\"\n");
     let (code, v) = post(&base, "/warden/reload", json!({})).await;
     assert_eq!(code, 422, "{v}");
     assert_eq!(v["error"]["code"], "settings_refused", "{v}");
@@ -175,7 +168,7 @@ async fn a_live_edit_reaches_the_binary_and_never_cuts_a_streaming_answer() {
         v["error"]["message"].as_str().unwrap().contains("line 2, column 7"),
         "{v}"
     );
-    write(
+    save(
         &settings,
         "max_resident = 1\n\n[models.smollm2]\nctx = 4096\naliases = [\"gpt-4o-mini\"]\n",
     );

@@ -117,3 +117,11 @@ pub fn model_file(dir: &Path, id: &str) -> PathBuf {
     write_llama_gguf(&p, 8192);
     p
 }
+
+/// Saves `text` at `path` as editors do, written beside and renamed: a
+/// watch never reads half a file.
+pub fn save(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
