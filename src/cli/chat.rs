@@ -123,7 +123,7 @@ async fn over_http(base: &str, body: serde_json::Value, p: &mut Printer) -> anyh
 
 async fn in_process(a: ChatArgs, body: serde_json::Value, p: &mut Printer) -> anyhow::Result<()> {
     let cfg = WardenConfig::load(None)?;
-    let catalog = super::build_catalog(&cfg, a.models_dir, None)?;
+    let catalog = super::build_catalog(&cfg, a.models_dir, None, false)?;
     eprintln!("(no llm-warden server running: starting one in-process)");
     let warden = Warden::start(cfg, catalog)?;
     let serde_json::Value::Object(map) = body else {

@@ -135,11 +135,13 @@ pub(crate) fn log_colour(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> 
 }
 
 /// The catalog of a models directory plus a model named by path or id,
-/// which becomes the default (else SmolLM2 when present).
+/// which becomes the default (else SmolLM2 when present). Empty is refused
+/// unless `empty_ok` (`serve`, whose reload picks up a model that arrives).
 pub(crate) fn build_catalog(
     cfg: &WardenConfig,
     models_dir: Option<PathBuf>,
     model: Option<String>,
+    empty_ok: bool,
 ) -> anyhow::Result<Catalog> {
     let dir = models_dir.unwrap_or_else(|| cfg.models_dir());
     let mut catalog = Catalog::scan(&dir);
@@ -174,7 +176,7 @@ pub(crate) fn build_catalog(
             }
         }
     }
-    if catalog.entries().is_empty() {
+    if catalog.entries().is_empty() && !empty_ok {
         bail!(
             "no models in {}: run ./build-llama.sh to fetch the default models, or pass --model PATH",
             dir.display()

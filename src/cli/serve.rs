@@ -78,7 +78,7 @@ impl Reading {
         if !self.workers.is_empty() {
             cfg.workers = crate::config::workers("--worker", self.workers.iter().map(String::as_str))?;
         }
-        let catalog = super::build_catalog(&cfg, self.models_dir.clone(), self.model.clone())?;
+        let catalog = super::build_catalog(&cfg, self.models_dir.clone(), self.model.clone(), true)?;
         Ok((cfg, catalog))
     }
 
@@ -104,6 +104,17 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let (cfg, catalog) = reading.read()?;
     if let Some(f) = &cfg.settings_file {
         tracing::info!("settings from {}", f.display());
+    }
+    if catalog.entries().is_empty() {
+        let dir = reading.models_dir.clone().unwrap_or_else(|| cfg.models_dir());
+        let when = match cfg.watch_period.as_secs_f64() {
+            0.0 => "at `llm-warden reload`".to_string(),
+            s => format!("within {s} s"),
+        };
+        tracing::warn!(
+            "no models yet in {} nor in another tool's store: put a .gguf file there (or run ./build-llama.sh); the warden picks it up {when}",
+            dir.display(),
+        );
     }
     let loopback = matches!(a.host.as_str(), "127.0.0.1" | "localhost" | "::1");
     if !loopback && cfg.api_key.is_none() {

@@ -303,7 +303,9 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
     let worker_views = workers.as_ref().map(|w| w.views.clone());
     // The watch reads with the engine's own reader (one client, one key).
     let watch_remote = workers.as_ref().map(|w| w.remote.clone());
-    let one_engine = backend.prefix_cache() || workers.is_some() || catalog.entries().is_empty();
+    // An empty catalog gets no engine yet: a reload starts one per model
+    // that appears (a warden started before its first download).
+    let one_engine = backend.prefix_cache() || workers.is_some();
     // The link is the CPU engine's own state (its loads split over it).
     let mut backend = backend;
     if let Backend::Cpu(cpu) = &mut backend {

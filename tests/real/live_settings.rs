@@ -44,6 +44,7 @@ fn resident_ctx(s: &Value, model: &str) -> Option<u64> {
 }
 
 #[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn a_live_edit_reaches_the_binary_and_never_cuts_a_streaming_answer() {
     let (server, model) = (real_llama_server(), real_model(SMOLLM2));
     let dir = real_smollm_dir(&model);
@@ -188,4 +189,40 @@ async fn a_live_edit_reaches_the_binary_and_never_cuts_a_streaming_answer() {
     let (code, v) = post(&base, "/warden/load", json!({"model": "smollm2"})).await;
     assert_eq!(code, 200, "{v}");
     assert_eq!(v["context_tokens"], 4096, "{v}");
+}
+
+/// A warden started before its first model: it serves (saying there is
+/// none yet), and a model that lands in its directory answers after a
+/// reload, with its own engine.
+#[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
+async fn a_warden_started_with_no_model_serves_the_first_one_that_arrives() {
+    let (server, model) = (real_llama_server(), real_model(SMOLLM2));
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = server.display().to_string();
+    let (_proc, base) = spawn_warden_binary_with(
+        &["--models-dir", dir.path().to_str().unwrap()],
+        &[
+            ("WARDEN_LLAMA_SERVER", server.as_str()),
+            ("WARDEN_WATCH_S", "0"),
+            ("WARDEN_STORE_OLLAMA", "0"),
+            ("WARDEN_STORE_HF", "0"),
+            ("WARDEN_STORE_LMSTUDIO", "0"),
+            ("WARDEN_STORE_LLAMA_CACHE", "0"),
+            ("XDG_CONFIG_HOME", home.path().to_str().unwrap()),
+        ],
+    )
+    .await;
+    let chat = json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4});
+    let (code, v) = post(&base, "/v1/chat/completions", chat.clone()).await;
+    assert_eq!(code, 404, "no model yet: {v}");
+    assert!(models(&base).await.is_empty());
+    std::os::unix::fs::symlink(&model, dir.path().join("first.gguf")).unwrap();
+    let (code, v) = post(&base, "/warden/reload", json!({})).await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["applied"]["added"], json!(["first"]), "{v}");
+    let (code, v) = post(&base, "/v1/chat/completions", chat).await;
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["model"], "first", "{v}");
 }
