@@ -336,12 +336,36 @@ pub fn two_levels(root: &Path) -> Vec<ModelEntry> {
 
 /// Why a store entry's file cannot run (`None`: it can, as far as its
 /// header tells): a header the warden refuses (not GGUF, truncated).
+///
+/// A verdict is kept per file (its path, length and modification time):
+/// the warden reads the stores again every 2 s (`warden::reload`), and a
+/// header with its tokenizer is up to a millisecond to read, so a store of
+/// fifty models would otherwise cost a core a few percent for nothing. A
+/// file that changes is read again.
 pub fn unusable_reason(e: &ModelEntry) -> Option<String> {
-    match crate::gguf::read_model_facts(&e.path) {
+    type Verdicts = std::collections::HashMap<PathBuf, (u64, Option<std::time::SystemTime>, Option<String>)>;
+    static KEPT: std::sync::LazyLock<std::sync::Mutex<Verdicts>> = std::sync::LazyLock::new(Default::default);
+    let meta = std::fs::metadata(&e.path).ok();
+    let id = (
+        meta.as_ref().map_or(0, |m| m.len()),
+        meta.and_then(|m| m.modified().ok()),
+    );
+    // A poisoned map still holds whole verdicts.
+    let kept = |k: &std::sync::Mutex<Verdicts>| k.lock().unwrap_or_else(|p| p.into_inner()).get(&e.path).cloned();
+    if let Some((len, modified, reason)) = kept(&KEPT)
+        && (len, modified) == id
+    {
+        return reason;
+    }
+    let reason = match crate::gguf::read_model_facts(&e.path) {
         Ok(_) => None,
         Err(err) if crate::law::header::is_fatal(err.code()) => Some(format!("{} ({err})", err.code())),
         Err(_) => None,
-    }
+    };
+    KEPT.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(e.path.clone(), (id.0, id.1, reason.clone()));
+    reason
 }
 
 #[cfg(test)]

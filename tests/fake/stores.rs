@@ -145,3 +145,31 @@ async fn every_store_is_listed_with_its_id_and_serves_a_chat() {
     w.shutdown().await;
     assert_eq!(snapshot(stores_dir.path()), before, "the stores were written to");
 }
+
+/// A store model's verdict is kept per file, and a file that changes is
+/// judged again: a truncated download is unusable, the finished one at the
+/// same path serves.
+#[test]
+fn a_finished_download_is_judged_again() {
+    let root = tempfile::tempdir().unwrap();
+    let cache = root.path().join("llama-cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let file = cache.join("late.gguf");
+    std::fs::write(&file, b"GGUF").unwrap();
+    let stores = Stores {
+        llama_cache: Some(cache.clone()),
+        ..Stores::none()
+    };
+    let scan = || {
+        let mut c = llm_warden::catalog::Catalog::default();
+        c.add_stores(&stores);
+        c
+    };
+    let first = scan();
+    assert_eq!(first.unusable().len(), 1, "{:?}", first.entries());
+    assert_eq!(scan().unusable().len(), 1, "the kept verdict");
+    write_llama_gguf(&file, 4096);
+    let done = scan();
+    assert!(done.unusable().is_empty(), "{:?}", done.unusable());
+    assert!(done.get("late").is_some());
+}
