@@ -447,8 +447,11 @@ pub fn with_alias(text: &str, id: &str, alias: &str) -> Result<String, String> {
 }
 
 /// Adds `alias` to `id`'s aliases in the settings file at `path`, written
-/// beside and renamed over it (a reader never sees half a file).
+/// beside and renamed over it (a reader never sees half a file). A link is
+/// followed: the file it names is the one rewritten, so a settings file
+/// kept in a dotfiles repository stays linked.
 pub fn add_alias(path: &Path, id: &str, alias: &str) -> Result<(), String> {
+    let path = &std::fs::canonicalize(path).map_err(|e| format!("{}: cannot find it ({e})", path.display()))?;
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read it ({e})", path.display()))?;
     let out = with_alias(&text, id, alias).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut tmp = path.as_os_str().to_os_string();
@@ -665,6 +668,23 @@ idle_timeout_s = 30
         );
         // why: a file that does not parse is not written over
         assert!(with_alias("ctx = [", "m", "a").is_err());
+    }
+
+    /// A settings file that is a link stays one: its target is rewritten.
+    #[cfg(unix)]
+    #[test]
+    fn an_alias_written_through_a_link_keeps_the_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("dotfiles.toml");
+        std::fs::write(&target, "[models.m]\n").unwrap();
+        let link = dir.path().join("config.toml");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        add_alias(&link, "m", "a").unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "[models.m]\naliases = [\"a\"]\n"
+        );
     }
 
     #[test]
