@@ -413,6 +413,9 @@ pub fn load(path: &Path) -> Result<SettingsFile, FileError> {
     Ok(f)
 }
 
+/// The most aliases `with_alias` lets one model have.
+pub const MAX_WRITTEN_ALIASES: usize = 64;
+
 /// `text` with `alias` among `[models."ID"].aliases` (the table and the
 /// list made when missing; an alias already there is left alone), every
 /// comment and layout of the rest kept as written.
@@ -438,6 +441,13 @@ pub fn with_alias(text: &str, id: &str, alias: &str) -> Result<String, String> {
         .as_array_mut()
         .ok_or_else(|| format!("`models.\"{id}\".aliases` is not a list"))?;
     if !aliases.iter().any(|a| a.as_str() == Some(alias)) {
+        // A bound on what a client can make the warden write: a name or
+        // two per tool is the use; thousands would be an attack on the file.
+        if aliases.len() >= MAX_WRITTEN_ALIASES {
+            return Err(format!(
+                "`models.\"{id}\"` has {MAX_WRITTEN_ALIASES} aliases already; remove some by hand first"
+            ));
+        }
         aliases.push(alias);
     }
     let out = doc.to_string();
@@ -668,6 +678,15 @@ idle_timeout_s = 30
         );
         // why: a file that does not parse is not written over
         assert!(with_alias("ctx = [", "m", "a").is_err());
+        // why: a client cannot grow the file without bound
+        let full: Vec<String> = (0..MAX_WRITTEN_ALIASES).map(|i| format!("\"a{i}\"")).collect();
+        let text = format!("[models.m]\naliases = [{}]\n", full.join(", "));
+        assert!(with_alias(&text, "m", "one-more").is_err());
+        assert_eq!(
+            with_alias(&text, "m", "a0").unwrap(),
+            text,
+            "one already there is no growth"
+        );
     }
 
     /// A settings file that is a link stays one: its target is rewritten.
