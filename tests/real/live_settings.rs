@@ -29,6 +29,16 @@ async fn reload_until(pid: u32, base: &str, what: &str, done: impl Fn(&Value) ->
     panic!("{what}: not within 10 s of the SIGHUP");
 }
 
+/// A four-token chat to `model`: its status and answer.
+async fn hi(base: &str, model: &str) -> (u16, Value) {
+    post(
+        base,
+        "/v1/chat/completions",
+        json!({"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}),
+    )
+    .await
+}
+
 async fn models(base: &str) -> Vec<String> {
     let m = json_of(reqwest::Client::new().get(format!("{base}/v1/models"))).await;
     m["data"]
@@ -120,19 +130,9 @@ async fn a_live_edit_reaches_the_binary_and_never_cuts_a_streaming_answer() {
     assert!(!text.contains("\"error\""), "{text}");
 
     // The alias and the new model answer.
-    let (code, v) = post(
-        &base,
-        "/v1/chat/completions",
-        json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}),
-    )
-    .await;
+    let (code, v) = hi(&base, "gpt-4o-mini").await;
     assert_eq!(code, 200, "{v}");
-    let (code, v) = post(
-        &base,
-        "/v1/chat/completions",
-        json!({"model": "second", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}),
-    )
-    .await;
+    let (code, v) = hi(&base, "second").await;
     assert_eq!(code, 200, "{v}");
 
     // A broken file: the status says where; the last good settings serve.
@@ -141,12 +141,7 @@ async fn a_live_edit_reaches_the_binary_and_never_cuts_a_streaming_answer() {
     let e = &s["settings"]["error"];
     assert_eq!((e["line"].as_u64(), e["column"].as_u64()), (Some(2), Some(7)), "{s}");
     assert_eq!(e["file"], settings.display().to_string(), "{s}");
-    let (code, v) = post(
-        &base,
-        "/v1/chat/completions",
-        json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}),
-    )
-    .await;
+    let (code, v) = hi(&base, "gpt-4o-mini").await;
     assert_eq!(code, 200, "the last good alias serves: {v}");
 
     // Mended, with a variable bound at start: named, its running value kept.
