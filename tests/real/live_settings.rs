@@ -29,6 +29,22 @@ async fn reload_until(pid: u32, base: &str, what: &str, done: impl Fn(&Value) ->
     panic!("{what}: not within 10 s of the SIGHUP");
 }
 
+/// The binary's environment here: `server` as its llama-server, no watch
+/// (each reload happens when the test says), no other tool's store, and
+/// `more`.
+fn quiet<'a>(server: &'a str, more: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut env = vec![
+        ("WARDEN_LLAMA_SERVER", server),
+        ("WARDEN_WATCH_S", "0"),
+        ("WARDEN_STORE_OLLAMA", "0"),
+        ("WARDEN_STORE_HF", "0"),
+        ("WARDEN_STORE_LMSTUDIO", "0"),
+        ("WARDEN_STORE_LLAMA_CACHE", "0"),
+    ];
+    env.extend_from_slice(more);
+    env
+}
+
 /// A four-token chat to `model`: its status and answer.
 async fn hi(base: &str, model: &str) -> (u16, Value) {
     post(
@@ -71,14 +87,7 @@ async fn a_live_edit_reaches_the_binary_and_never_cuts_a_streaming_answer() {
             "--model",
             "smollm2",
         ],
-        &[
-            ("WARDEN_LLAMA_SERVER", server.as_str()),
-            ("WARDEN_WATCH_S", "0"),
-            ("WARDEN_STORE_OLLAMA", "0"),
-            ("WARDEN_STORE_HF", "0"),
-            ("WARDEN_STORE_LMSTUDIO", "0"),
-            ("WARDEN_STORE_LLAMA_CACHE", "0"),
-        ],
+        &quiet(&server, &[]),
     )
     .await;
     let pid = proc.id().unwrap();
@@ -198,15 +207,7 @@ async fn a_warden_started_with_no_model_serves_the_first_one_that_arrives() {
     let server = server.display().to_string();
     let (_proc, base) = spawn_warden_binary_with(
         &["--models-dir", dir.path().to_str().unwrap()],
-        &[
-            ("WARDEN_LLAMA_SERVER", server.as_str()),
-            ("WARDEN_WATCH_S", "0"),
-            ("WARDEN_STORE_OLLAMA", "0"),
-            ("WARDEN_STORE_HF", "0"),
-            ("WARDEN_STORE_LMSTUDIO", "0"),
-            ("WARDEN_STORE_LLAMA_CACHE", "0"),
-            ("XDG_CONFIG_HOME", home.path().to_str().unwrap()),
-        ],
+        &quiet(&server, &[("XDG_CONFIG_HOME", home.path().to_str().unwrap())]),
     )
     .await;
     let chat = json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4});

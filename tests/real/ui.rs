@@ -26,6 +26,16 @@ fn errors(entries: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// Waits until the page's event stream says it is live (`what`, within `secs`).
+async fn live(b: &Browser, what: &str, secs: u64) {
+    b.wait_for(
+        what,
+        "return document.getElementById('conn').textContent === 'live';",
+        secs,
+    )
+    .await;
+}
+
 /// The page as first loaded: nothing loaded, the event stream live, no
 /// console error.
 async fn assert_the_empty_page(b: &Browser) {
@@ -35,12 +45,7 @@ async fn assert_the_empty_page(b: &Browser) {
         20,
     )
     .await;
-    b.wait_for(
-        "the live event stream",
-        "return document.getElementById('conn').textContent === 'live';",
-        20,
-    )
-    .await;
+    live(b, "the live event stream", 20).await;
     assert_eq!(
         b.eval("return document.getElementById('deadline').textContent;").await,
         "nothing loaded"
@@ -235,12 +240,7 @@ async fn a_lost_event_stream_is_said_and_reconnects() {
     let handle = bound.server.handle();
     actix_rt::spawn(bound.server);
     b.go(&format!("http://127.0.0.1:{port}/warden/ui")).await;
-    b.wait_for(
-        "the live stream",
-        "return document.getElementById('conn').textContent === 'live';",
-        20,
-    )
-    .await;
+    live(&b, "the live stream", 20).await;
     handle.stop(false).await;
     b.wait_for(
         "the lost stream said",
@@ -251,12 +251,7 @@ async fn a_lost_event_stream_is_said_and_reconnects() {
     let again = llm_warden::server::bind(w.clone(), "127.0.0.1", Some(port)).unwrap();
     let handle = again.server.handle();
     actix_rt::spawn(again.server);
-    b.wait_for(
-        "the reconnected stream",
-        "return document.getElementById('conn').textContent === 'live';",
-        30,
-    )
-    .await;
+    live(&b, "the reconnected stream", 30).await;
     let entries = b.console().await;
     let scripted: Vec<_> = errors(&entries)
         .into_iter()
@@ -293,12 +288,7 @@ async fn a_broken_settings_file_is_said_on_the_page() {
     let base = serve_http(&w);
     let b = Browser::start().await;
     b.go(&format!("{base}/warden/ui")).await;
-    b.wait_for(
-        "the live event stream",
-        "return document.getElementById('conn').textContent === 'live';",
-        20,
-    )
-    .await;
+    live(&b, "the live event stream", 20).await;
     assert_eq!(
         b.eval("return document.getElementById('settings-note').hidden;").await,
         true
