@@ -74,7 +74,13 @@ async fn chat_from_the_page(b: &Browser) {
             30,
         )
         .await;
-    assert!(turn.as_str().unwrap().contains("(chat) completed"), "{turn}");
+    // A turn that failed here once in CI with nothing else to go on: the
+    // warden's own lines say why.
+    assert!(
+        turn.as_str().unwrap().contains("(chat) completed"),
+        "{turn}; the warden's log:\n{}",
+        captured_tail(60)
+    );
     let resident = b
         .wait_for(
             "the model in the residents table",
@@ -149,6 +155,7 @@ async fn the_dashboard_shows_a_turn_and_a_brake_step_in_a_real_browser() {
         ui_sample: Duration::from_millis(250),
         ..forced_critical(test_config())
     };
+    capture_log();
     let (w, _dir) = real_smollm_warden(cfg);
     let b = Browser::start().await;
     let base = serve_http(&w);

@@ -9,6 +9,14 @@ pub fn captured_log() -> String {
     String::from_utf8_lossy(&sink().lock().unwrap()).into_owned()
 }
 
+/// The captured text's last `lines` lines: what a failing assertion shows
+/// of the warden's side (the log is shared by the whole test binary).
+pub fn captured_tail(lines: usize) -> String {
+    let all = captured_log();
+    let kept: Vec<&str> = all.lines().rev().take(lines).collect();
+    kept.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
 /// Starts capturing (call before the warden starts).
 pub fn capture_log() {
     sink();
