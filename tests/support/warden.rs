@@ -18,11 +18,13 @@ use llm_warden::sensors::view::PressureView;
 use super::models::fake_server;
 use super::real::{SMOLLM2, real_llama_server, real_model};
 
-/// A config for tests: no timers unless asked, a short stop grace, and
+/// A config for tests: no timers unless asked, a short stop grace,
 /// watchdogs generous enough for a loaded 2-core machine (tests of the
-/// watchdogs themselves set theirs).
+/// watchdogs themselves set theirs), and the KV saves in this test run's
+/// own directory (`test_kv_dir`).
 pub fn test_config() -> WardenConfig {
     WardenConfig {
+        kv_save_dir: Some(test_kv_dir()),
         idle_tick: Duration::ZERO,
         brake_tick: Duration::ZERO,
         load_timeout: Duration::from_secs(120),
@@ -32,6 +34,30 @@ pub fn test_config() -> WardenConfig {
         stop_grace: Duration::from_secs(2),
         ..WardenConfig::default()
     }
+}
+
+/// The KV saves of this test process: never the user's own cache (a test
+/// must not leave a conversation there, nor restore one an earlier run,
+/// another build or another CPU left), shared by the process's tests as
+/// the default directory was. Under the target's scratch directory, keyed
+/// by process; the saves of processes gone are removed on first use.
+pub fn test_kv_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kv-saves");
+        let me = std::process::id().to_string();
+        for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+            let pid = e.file_name().to_string_lossy().into_owned();
+            let alive = Path::new("/proc").join(&pid).exists();
+            if pid != me && !alive {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+        let dir = root.join(me);
+        std::fs::create_dir_all(&dir).expect("the tests' KV directory");
+        dir
+    })
+    .clone()
 }
 
 /// A warden to start: its catalog directory, backend, configuration and
