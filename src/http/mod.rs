@@ -25,6 +25,7 @@
 //! Middleware, outermost first: `cors` (invited browser origins), `origin`
 //! (uninvited pages and DNS-rebound hosts refused), `auth` (the optional
 //! key, bearer or Basic); and `stall` (a client that stopped reading).
+//! A body becomes its dialect's typed request through `typed::decode`.
 
 pub(crate) mod auth;
 pub(crate) mod body;
@@ -40,6 +41,7 @@ internal! {
     stall;
 }
 pub(crate) mod text;
+pub(crate) mod typed;
 pub(crate) mod ui;
 pub(crate) mod validate;
 pub(crate) mod validate_text;

@@ -74,11 +74,37 @@ fn bad_bodies_are_refused_with_the_field_named() {
             "invalid_type",
             Some("system"),
         ),
+        // why: a system prompt is text; the refusal names the type it cannot read
         (
             json!({"messages": user, "system": [{"type": "image"}]}),
             false,
+            "unsupported_value",
+            Some("system[0].type"),
+        ),
+        (
+            json!({"messages": user, "system": ["x"]}),
+            false,
             "invalid_type",
             Some("system[0]"),
+        ),
+        (
+            json!({"messages": [{"content": "x"}]}),
+            false,
+            "missing_required_parameter",
+            Some("messages[0].role"),
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {"data": "aGk="}}]}]}),
+            false,
+            "missing_required_parameter",
+            Some("messages[0].content[0].source.type"),
+        ),
+        // why: a block's fields keep their shape whatever its type
+        (
+            json!({"messages": [{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": "x"}]}]}),
+            false,
+            "invalid_type",
+            Some("messages[0].content[0].input"),
         ),
         // why: max_tokens is a count below 2^31, never wrapped
         (

@@ -10,16 +10,19 @@
 //! | Ollama (`ollama`) | `/api/chat`, `/api/generate`, `/api/tags`, `/api/ps`, `/api/show`, `/api/version`, `/`, ... | translated by the warden to chat, completions or infill and back |
 //!
 //! Each dialect's `Wire` (`reply`) says the child's events, the warden's
-//! notices and errors its own way. Field checks shared by the native relays
-//! are in `fields`.
+//! notices and errors its own way. Each dialect's body becomes its typed
+//! request (`anthropic_request`, `responses_request`, chat's and the text
+//! routes' in `validate`, Ollama's in `ollama::translate`) through
+//! `http::typed::decode`.
 
 pub mod anthropic;
+mod anthropic_request;
 pub mod counting;
-pub mod fields;
 pub mod native;
 pub mod ollama;
 pub mod responses;
 pub mod responses_events;
+mod responses_request;
 
 use actix_web::{HttpRequest, HttpResponse};
 use serde_json::Value;

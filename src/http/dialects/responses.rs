@@ -36,14 +36,14 @@
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::{Map, Value, json};
 
-use super::fields::{Kind, all_optional, optional, required, unsupported};
 use super::native::{self, NativeRequest};
 use super::responses_events::Responses;
+use super::responses_request::{Body, FormatKind, Generating};
 use crate::error::ApiError;
 use crate::http::reply::OpenAi;
+use crate::http::typed::{Count, decode};
 use crate::http::validate::{generating_fields, json_object, model_field, stream_field};
 use crate::http::validate_text::keep_alive_field;
-use crate::law::request::Violation;
 use crate::law::route::Route;
 use crate::warden::Warden;
 
@@ -91,7 +91,8 @@ fn opening(body: &Map<String, Value>) -> Vec<&Value> {
 }
 
 /// Parses and validates a Responses body (`generate`: for `/v1/responses`,
-/// else for the token counter).
+/// else for the token counter): the typed request (`responses_request`),
+/// then the decided changes to the body.
 pub fn responses_request(bytes: &[u8], generate: bool) -> Result<ResponsesRequest, ApiError> {
     let mut body = json_object(bytes)?;
     // A null field is an absent one, as OpenAI reads it; llama-server's
@@ -100,29 +101,25 @@ pub fn responses_request(bytes: &[u8], generate: bool) -> Result<ResponsesReques
     let model = model_field(&mut body)?;
     let keep_alive = keep_alive_field(&mut body)?;
     let stream = generate && stream_field(&body)?;
-    if body.get("previous_response_id").is_some_and(|v| !v.is_null()) {
-        return Err(unsupported(
-            "previous_response_id",
-            "'previous_response_id' is not supported: this server stores no responses; send the whole conversation in 'input'",
-        )
-        .into());
+    let read = decode::<Body>(&body)?.check()?;
+    if let Some(Value::Array(items)) = body.get_mut("input") {
+        for &i in &read.untyped_answers {
+            items[i]["type"] = json!("message");
+        }
     }
-    optional(&body, "instructions", Kind::Text, "instructions")?;
-    let (has_answer, images) = input(&mut body)?;
-    tools(&body)?;
-    text_format(&mut body)?;
+    text_format(&mut body, read.format);
     if generate {
-        all_optional(
-            &body,
-            &[("max_output_tokens", Kind::Count), ("reasoning", Kind::Object)],
-        )?;
+        let output = decode::<Generating>(&body)?.max_output_tokens;
         // The converter passes every other field to the chat parser: the
         // rules every generating route shares (`law::request`), and the
         // bound folded into `n_predict`, the field the child reads first.
-        let output = body.remove("max_output_tokens").and_then(|v| v.as_u64());
+        body.remove("max_output_tokens");
         generating_fields(Route::Responses, &body)?;
-        if let Some(m) = output {
-            let n = body.get("n_predict").and_then(Value::as_u64).map_or(m, |n| n.min(m));
+        if let Some(Count(m)) = output {
+            let n = body
+                .get("n_predict")
+                .and_then(Value::as_u64)
+                .map_or(m as u64, |n| n.min(m as u64));
             body.insert("n_predict".into(), json!(n));
         }
     }
@@ -131,213 +128,32 @@ pub fn responses_request(bytes: &[u8], generate: bool) -> Result<ResponsesReques
         stream,
         body,
         keep_alive,
-        has_answer,
-        images,
+        has_answer: read.has_answer,
+        images: read.images,
     })
 }
 
-/// `input`: a string, or a non-empty array of items; whether an answer is
-/// among them, and whether any part is an image.
-fn input(body: &mut Map<String, Value>) -> Result<(bool, bool), Violation> {
-    let items = match body.get_mut("input") {
-        Some(Value::String(_)) => return Ok((false, false)),
-        Some(Value::Array(items)) => items,
-        None | Some(Value::Null) => {
-            return Err(Violation::new(
-                "missing_required_parameter",
-                "'input' is required",
-                "input",
-            ));
+/// `text.format` (of the type the typed request read) as chat's
+/// `response_format`; `text` removed.
+fn text_format(body: &mut Map<String, Value>, kind: Option<FormatKind>) {
+    let format = body
+        .remove("text")
+        .and_then(|mut t| t.get_mut("format").map(Value::take));
+    let rf = match (kind, format) {
+        (Some(FormatKind::JsonSchema), Some(f)) => {
+            let name = f.get("name").cloned().unwrap_or(json!("response"));
+            Some(json!({"type": "json_schema", "json_schema": {"name": name, "schema": f["schema"]}}))
         }
-        Some(_) => {
-            return Err(Violation::new(
-                "invalid_type",
-                "'input' must be a string or an array of items",
-                "input",
-            ));
-        }
-    };
-    if items.is_empty() {
-        return Err(Violation::new("empty_input", "'input' must not be empty", "input"));
-    }
-    let (mut has_answer, mut images) = (false, false);
-    for (i, item) in items.iter_mut().enumerate() {
-        let param = format!("input[{i}]");
-        let Value::Object(item) = item else {
-            return Err(Violation::new(
-                "invalid_type",
-                format!("'{param}' must be an object"),
-                param,
-            ));
-        };
-        let role = item.get("role").and_then(Value::as_str).map(str::to_string);
-        let field = |k: &str| format!("{param}.{k}");
-        match (role.as_deref(), item.get("type").and_then(Value::as_str)) {
-            (Some("user" | "system" | "developer"), _) => images |= parts(item, &param, false)?,
-            (Some("assistant"), None | Some("message")) => {
-                item.insert("type".into(), json!("message"));
-                has_answer = true;
-                parts(item, &param, true)?;
-            }
-            (None, Some("function_call")) => {
-                for k in ["call_id", "name", "arguments"] {
-                    required(item, k, Kind::Text, &field(k))?;
-                }
-                has_answer = true;
-            }
-            (None, Some("function_call_output")) => {
-                required(item, "call_id", Kind::Text, &field("call_id"))?;
-                match item.get("output") {
-                    Some(Value::String(_)) => {}
-                    Some(Value::Array(outs)) if outs.iter().all(|o| o.get("type") == Some(&json!("input_text"))) => {}
-                    _ => {
-                        return Err(Violation::new(
-                            "invalid_type",
-                            format!("'{}' must be a string or an array of input_text parts", field("output")),
-                            field("output"),
-                        ));
-                    }
-                }
-            }
-            (None, Some("reasoning")) => {
-                let ok = item.get("summary").is_some_and(Value::is_array)
-                    && item
-                        .get("content")
-                        .and_then(|c| c.get(0))
-                        .and_then(|c| c.get("text"))
-                        .is_some_and(Value::is_string);
-                if !ok {
-                    return Err(Violation::new(
-                        "invalid_type",
-                        format!("'{param}' (reasoning) needs 'summary' and 'content' with a text part"),
-                        param,
-                    ));
-                }
-            }
-            _ => {
-                return Err(Violation::new(
-                    "invalid_value",
-                    format!(
-                        "'{param}' is not a message (role user, system, developer or assistant), function_call, function_call_output or reasoning item"
-                    ),
-                    param,
-                ));
-            }
-        }
-    }
-    Ok((has_answer, images))
-}
-
-/// A message item's `content`: a string or parts of the types its role
-/// may send; whether any is an image.
-fn parts(item: &Map<String, Value>, param: &str, answer: bool) -> Result<bool, Violation> {
-    let param = format!("{param}.content");
-    let parts = match item.get("content") {
-        Some(Value::String(_)) => return Ok(false),
-        None if answer => return Ok(false),
-        Some(Value::Array(p)) => p,
-        _ => {
-            return Err(Violation::new(
-                "invalid_type",
-                format!("'{param}' must be a string or an array of parts"),
-                param,
-            ));
-        }
-    };
-    let mut images = false;
-    for (j, p) in parts.iter().enumerate() {
-        let at = format!("{param}[{j}]");
-        let p = p
-            .as_object()
-            .ok_or_else(|| Violation::new("invalid_type", format!("'{at}' must be an object"), &at))?;
-        match (answer, p.get("type").and_then(Value::as_str)) {
-            (_, Some("input_text")) | (true, Some("output_text")) => {
-                required(p, "text", Kind::Text, &format!("{at}.text"))?
-            }
-            (true, Some("refusal")) => required(p, "refusal", Kind::Text, &format!("{at}.refusal"))?,
-            (false, Some("input_image")) => {
-                required(p, "image_url", Kind::Text, &format!("{at}.image_url"))?;
-                images = true;
-            }
-            (false, Some("input_file")) => {
-                return Err(unsupported(
-                    &format!("{at}.type"),
-                    "'input_file' parts are not supported by this server",
-                ));
-            }
-            _ => {
-                let allowed = if answer {
-                    "output_text or refusal"
-                } else {
-                    "input_text or input_image"
-                };
-                return Err(Violation::new(
-                    "invalid_value",
-                    format!("'{at}.type' must be {allowed}"),
-                    format!("{at}.type"),
-                ));
-            }
-        }
-    }
-    Ok(images)
-}
-
-/// `tools`: an array of objects; a function tool has a name.
-fn tools(body: &Map<String, Value>) -> Result<(), Violation> {
-    optional(body, "tools", Kind::Array, "tools")?;
-    let Some(Value::Array(tools)) = body.get("tools") else {
-        return Ok(());
-    };
-    for (i, t) in tools.iter().enumerate() {
-        let param = format!("tools[{i}]");
-        let t = t
-            .as_object()
-            .ok_or_else(|| Violation::new("invalid_type", format!("'{param}' must be an object"), &param))?;
-        if t.get("type").and_then(Value::as_str) == Some("function") {
-            required(t, "name", Kind::Text, &format!("{param}.name"))?;
-            optional(t, "parameters", Kind::Object, &format!("{param}.parameters"))?;
-        }
-    }
-    Ok(())
-}
-
-/// `text.format` as chat's `response_format` (`text` removed).
-fn text_format(body: &mut Map<String, Value>) -> Result<(), Violation> {
-    optional(body, "text", Kind::Object, "text")?;
-    let Some(format) = body.get("text").and_then(|t| t.get("format")).cloned() else {
-        body.remove("text");
-        return Ok(());
-    };
-    let rf = match format.get("type").and_then(Value::as_str) {
-        Some("text") => None,
         // b10883 turns chat's json_object into the empty schema `{}`,
         // which its chat path does not constrain: any object instead.
-        Some("json_object") => {
+        (Some(FormatKind::JsonObject), _) => {
             Some(json!({"type": "json_schema", "json_schema": {"name": "json_object", "schema": {"type": "object"}}}))
         }
-        Some("json_schema") => {
-            let schema = format.get("schema").filter(|s| s.is_object()).ok_or_else(|| {
-                Violation::new(
-                    "invalid_type",
-                    "'text.format.schema' must be an object",
-                    "text.format.schema",
-                )
-            })?;
-            let name = format.get("name").cloned().unwrap_or(json!("response"));
-            Some(json!({"type": "json_schema", "json_schema": {"name": name, "schema": schema}}))
-        }
-        _ => {
-            return Err(unsupported(
-                "text.format.type",
-                "'text.format.type' must be text, json_object or json_schema",
-            ));
-        }
+        _ => None,
     };
-    body.remove("text");
     if let Some(rf) = rf {
         body.insert("response_format".into(), rf);
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -64,7 +64,24 @@ fn bad_bodies_are_refused_with_the_field_named() {
         (
             json!({"input": [{"role": "wizard", "content": "x"}]}),
             "invalid_value",
+            Some("input[0].role"),
+        ),
+        // why: a role and a type that make no item the converter classifies
+        (
+            json!({"input": [{"type": "message", "content": "x"}]}),
+            "invalid_value",
             Some("input[0]"),
+        ),
+        // why: an item type the converter does not read (OpenAI's stored items)
+        (
+            json!({"input": [{"type": "item_reference", "id": "msg_1"}]}),
+            "unsupported_value",
+            Some("input[0].type"),
+        ),
+        (
+            json!({"input": [{"role": "user"}]}),
+            "missing_required_parameter",
+            Some("input[0].content"),
         ),
         (
             json!({"input": [{"type": "function_call", "call_id": "c", "name": "f"}]}),

@@ -1,0 +1,225 @@
+//! A Messages body as the warden reads it: serde types read once
+//! (`http::typed::decode`), then the rules the types cannot say (which
+//! fields each block type requires, a non-empty conversation), each a row
+//! with its reason. What the child reads and the warden does not (the
+//! texts, a tool's schema, an image's bytes) is checked for its JSON shape
+//! only and stays in the body untouched.
+//!
+//! Why each shape is checked: llama-server b10883's converter
+//! (`server_chat_convert_anthropic_to_oai`) throws (a 500) on a wrong type
+//! and drops, without a word, a block type it does not read (`document`,
+//! `search_result`, ...): those are refused (`unsupported_value` on the
+//! `type`) rather than answered as if the model had read them.
+//! `redacted_thinking` it drops, which is right (no local model can read
+//! it).
+
+use serde::Deserialize;
+
+use crate::http::typed::{Count, Object, StrOr, Text};
+use crate::law::request::Violation;
+
+/// The fields every Messages route reads (the turn and its token counter).
+#[derive(Debug, Deserialize)]
+pub(super) struct Body {
+    system: Option<StrOr<SystemBlock>>,
+    messages: Option<Vec<Message>>,
+    tools: Option<Vec<Tool>>,
+    tool_choice: Option<ToolChoice>,
+}
+
+/// The fields only a generating turn reads (the counter ignores them).
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)] // read for their shape: the child reads their values
+pub(super) struct Generating {
+    stop_sequences: Option<Vec<Text>>,
+    thinking: Option<Thinking>,
+    metadata: Option<Object>,
+}
+
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct Thinking {
+    budget_tokens: Option<Count>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SystemBlock {
+    /// Text blocks only: a system prompt has no images or tool calls.
+    #[serde(rename = "type")]
+    kind: Option<SystemKind>,
+    text: Option<Text>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum SystemKind {
+    Text,
+}
+
+#[derive(Debug, Deserialize)]
+struct Message {
+    /// Anthropic's roles are these two; a system prompt is its own field.
+    role: Option<Role>,
+    content: Option<StrOr<Block>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Role {
+    User,
+    Assistant,
+}
+
+/// One content block: its type, and every field some type reads (a field
+/// present is checked for its shape whatever the type).
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)] // `input`, `thinking`: read for their shape, the child reads them
+struct Block {
+    #[serde(rename = "type")]
+    kind: Option<BlockKind>,
+    text: Option<Text>,
+    source: Option<Source>,
+    id: Option<Text>,
+    name: Option<Text>,
+    input: Option<Object>,
+    tool_use_id: Option<Text>,
+    content: Option<StrOr<Block>>,
+    thinking: Option<Text>,
+}
+
+/// The block types llama-server b10883 reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum BlockKind {
+    Text,
+    Image,
+    ToolUse,
+    ToolResult,
+    Thinking,
+    RedactedThinking,
+}
+
+#[derive(Debug, Deserialize)]
+struct Source {
+    /// An image inline or by address; `file` (Anthropic's Files API) names
+    /// nothing this server holds.
+    #[serde(rename = "type")]
+    kind: Option<SourceKind>,
+    data: Option<Text>,
+    url: Option<Text>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum SourceKind {
+    Base64,
+    Url,
+}
+
+#[derive(Debug, Deserialize)]
+#[allow(dead_code)]
+struct Tool {
+    name: Option<Text>,
+    input_schema: Option<Object>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ToolChoice {
+    #[serde(rename = "type")]
+    kind: Option<Text>,
+}
+
+/// What the warden takes from a Messages body beside the body itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Read {
+    /// The conversation carries an earlier answer.
+    pub has_answer: bool,
+    /// Some block is an image (a tool result's included).
+    pub images: bool,
+}
+
+/// `param` is present (`Some`), else the violation that says it is required.
+fn need<T>(field: &Option<T>, param: impl FnOnce() -> String) -> Result<(), Violation> {
+    match field {
+        Some(_) => Ok(()),
+        None => Err(Violation::required(param())),
+    }
+}
+
+impl Body {
+    /// The rules the types cannot say, over the decoded body.
+    pub(super) fn check(&self) -> Result<Read, Violation> {
+        for (i, b) in self.system.iter().flat_map(StrOr::items).enumerate() {
+            need(&b.kind, || format!("system[{i}].type"))?;
+            need(&b.text, || format!("system[{i}].text"))?;
+        }
+        let messages = self
+            .messages
+            .as_deref()
+            .ok_or_else(|| Violation::required("messages"))?;
+        if messages.is_empty() {
+            return Err(Violation::new(
+                "empty_messages",
+                "'messages' must not be empty",
+                "messages",
+            ));
+        }
+        let mut read = Read {
+            has_answer: false,
+            images: false,
+        };
+        for (i, m) in messages.iter().enumerate() {
+            let role = m
+                .role
+                .ok_or_else(|| Violation::required(format!("messages[{i}].role")))?;
+            read.has_answer |= role == Role::Assistant;
+            let param = format!("messages[{i}].content");
+            let content = m.content.as_ref().ok_or_else(|| Violation::required(&param))?;
+            for (j, b) in content.items().iter().enumerate() {
+                read.images |= b.check(&format!("{param}[{j}]"))?;
+            }
+        }
+        for (i, t) in self.tools.iter().flatten().enumerate() {
+            need(&t.name, || format!("tools[{i}].name"))?;
+        }
+        if let Some(c) = &self.tool_choice {
+            need(&c.kind, || "tool_choice.type".into())?;
+        }
+        Ok(read)
+    }
+}
+
+impl Block {
+    /// The fields its type requires (the table), at `param`; whether it is
+    /// or holds an image.
+    fn check(&self, param: &str) -> Result<bool, Violation> {
+        let at = |k: &str| format!("{param}.{k}");
+        let kind = self.kind.ok_or_else(|| Violation::required(at("type")))?;
+        match kind {
+            BlockKind::Text => need(&self.text, || at("text")).map(|_| false),
+            BlockKind::Image => {
+                let source = self.source.as_ref().ok_or_else(|| Violation::required(at("source")))?;
+                match source.kind {
+                    Some(SourceKind::Base64) => need(&source.data, || at("source.data"))?,
+                    Some(SourceKind::Url) => need(&source.url, || at("source.url"))?,
+                    None => return Err(Violation::required(at("source.type"))),
+                }
+                Ok(true)
+            }
+            BlockKind::ToolUse => {
+                need(&self.id, || at("id"))?;
+                need(&self.name, || at("name")).map(|_| false)
+            }
+            // A tool's result may hold blocks, images among them.
+            BlockKind::ToolResult => {
+                need(&self.tool_use_id, || at("tool_use_id"))?;
+                let mut images = false;
+                for (k, b) in self.content.iter().flat_map(StrOr::items).enumerate() {
+                    images |= b.check(&format!("{param}.content[{k}]"))?;
+                }
+                Ok(images)
+            }
+            BlockKind::Thinking | BlockKind::RedactedThinking => Ok(false),
+        }
+    }
+}
