@@ -30,6 +30,7 @@
 pub(crate) mod auth;
 pub(crate) mod body;
 pub(crate) mod chat;
+mod chat_request;
 pub(crate) mod cors;
 pub(crate) mod dialects;
 pub(crate) mod errors;

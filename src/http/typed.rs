@@ -9,7 +9,8 @@
 //! copying what the warden does not read (`Text`, `Object`, `Array`,
 //! `Count`), and `StrOr` reads the "a string or an array of X" shape every
 //! dialect's content has, keeping the path into the array (serde's
-//! untagged enums would say only "did not match any variant").
+//! untagged enums would say only "did not match any variant"), as
+//! `StrOrMap` reads "a name or an object".
 //!
 //! Every type reads `null` as absent through `Option` (as llama-server
 //! does); a required field is an `Option` whose `None` the dialect's rules
@@ -230,6 +231,44 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for StrOr<T> {
         }
         d.deserialize_any(V(PhantomData))
     }
+}
+
+/// A string read as `S` (a set of names: its unknown one is named), or an
+/// object read as `O` (a choice of a function, a tool call's arguments);
+/// errors inside the object keep their path.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StrOrMap<S, O> {
+    /// The string form.
+    Str(S),
+    /// The object form.
+    Map(O),
+}
+
+impl<'de, S: Deserialize<'de>, O: Deserialize<'de>> Deserialize<'de> for StrOrMap<S, O> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<S, O>(PhantomData<(S, O)>);
+        impl<'de, S: Deserialize<'de>, O: Deserialize<'de>> Visitor<'de> for V<S, O> {
+            type Value = StrOrMap<S, O>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string or an object")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                S::deserialize(de::value::StrDeserializer::<E>::new(s)).map(StrOrMap::Str)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
+                O::deserialize(de::value::MapAccessDeserializer::new(m)).map(StrOrMap::Map)
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+/// For `#[serde(default, deserialize_with = "typed::present")]`: a field
+/// where absent (`None`) and `null` (`Some(None)`) differ (an assistant
+/// message's content may be null beside tool calls; absent it must name
+/// them).
+pub fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
 }
 
 #[cfg(test)]

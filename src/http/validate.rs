@@ -5,9 +5,11 @@
 
 use serde_json::{Map, Value};
 
+use super::chat_request;
+use super::typed::decode;
 use crate::error::ApiError;
 use crate::law::request::{self};
-use crate::law::request_chat::{self, Needs};
+use crate::law::request_chat::Needs;
 use crate::law::route::Route;
 use crate::messages::TurnOptions;
 
@@ -95,27 +97,29 @@ pub fn stream_field(body: &Map<String, Value>) -> Result<bool, ApiError> {
     }
 }
 
-/// The chat-specific part: every field's rule (`law::request`), the
-/// nested shapes (`law::request_chat`), the token bound folded.
+/// The chat-specific part: every field's rule (`law::request`), then the
+/// typed request's nested shapes (`chat_request`).
 fn chat_messages(body: Map<String, Value>, model: Option<String>, stream: bool) -> Result<ChatRequest, ApiError> {
     generating_fields(Route::Chat, &body)?;
-    let checked = request_chat::check_chat(&body).map_err(violation)?;
-    let (needs, messages) = (checked.needs, checked.messages);
-    let has_assistant = messages
-        .iter()
-        .any(|m| m.get("role").and_then(Value::as_str) == Some("assistant"));
+    let read = decode::<chat_request::Body>(&body)?.check()?;
+    // The fingerprint is of the messages as sent (the typed request said
+    // they are an array).
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
     let conversation = crate::law::conversation::key(crate::law::conversation::opening(messages));
     Ok(ChatRequest {
         model,
         stream,
         conversation,
         keep_alive: None,
-        needs,
+        needs: read.needs,
         body,
         options: TurnOptions {
             // A conversation "already has messages" when it carries an
             // earlier answer: then an idle reap's reload is worth saying.
-            announce_idle_reload: has_assistant,
+            announce_idle_reload: read.has_answer,
             stateful: true,
         },
     })

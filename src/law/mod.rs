@@ -22,7 +22,7 @@
 //! | `route` | which routes an engine serves, which generate, and how each dialect's stream ends |
 //! | `request` | what a request body may hold, field by field, and every generation's token bound |
 //! | `request_routes` | what the body of each route beside chat must hold (completions, infill, tokenizer, embeddings, rerank), row by row |
-//! | `request_chat` | chat's nested shapes (messages, parts, tools) and what a request needs of its model |
+//! | `request_chat` | what a request needs of its model (media parts) and what a model can take |
 //! | `slots` | how many slots a child runs, which one a turn takes, whether it may start beside the others (the shared KV pool) |
 //! | `crash` | crash classification from the child's output tail |
 //! | `upstream` | whether a refusal of the child's was the request's fault (a 400) or the server's |

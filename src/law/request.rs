@@ -20,7 +20,7 @@
 //! child's `int32`), never wrapped. Unknown fields pass untouched: they are
 //! extensions this table does not know, and the child ignores what it does
 //! not read. The nested shapes of chat (`messages`, `tools`, `tool_choice`,
-//! `response_format`) are checked by `request_chat`.
+//! `response_format`) are read by chat's typed request (`http::chat_request`).
 
 use serde_json::{Map, Value};
 

@@ -1,23 +1,16 @@
-//! Table tests of `request` and `request_chat`: a row per rule, each body
-//! checked the way the HTTP layer checks it (the field table, then chat's
-//! shapes on chat).
+//! Table tests of `request` and `request_chat`: a row per rule of the
+//! field table (chat's nested shapes are `http::chat_request`'s rows), and
+//! the projector decision.
 
 use serde_json::{Value, json};
 
 use super::*;
-use crate::law::request_chat::{Capabilities, check_chat};
+use crate::law::request_chat::{Capabilities, Needs};
 
-/// The check the HTTP layer runs: fields, then chat's shapes.
+/// The field table's check of a body.
 fn check(route: Route, body: Value) -> Result<(), (&'static str, String)> {
     let body = body.as_object().expect("rows are objects").clone();
-    let r = check_fields(route, &body).and_then(|()| {
-        if route == Route::Chat {
-            check_chat(&body).map(drop)
-        } else {
-            Ok(())
-        }
-    });
-    r.map_err(|v| {
+    check_fields(route, &body).map_err(|v| {
         assert!(v.message.contains(&v.param), "the message names the field: {v:?}");
         (v.code, v.param)
     })
@@ -31,65 +24,10 @@ fn chat(extra: Value) -> Value {
     b
 }
 
-fn user(content: Value) -> Value {
-    json!({"messages": [{"role": "user", "content": content}]})
-}
-
 #[test]
 fn every_rule_refuses_what_the_child_would_fail_or_misread() {
     type Row = (Route, Value, Option<(&'static str, &'static str)>);
     let rows: Vec<Row> = vec![
-        // why: the cases, each a 500 or an unbounded answer from the child
-        (
-            Route::Chat,
-            user(json!([{"type": "text"}])),
-            Some(("missing_required_parameter", "messages[0].content[0].text")),
-        ),
-        (
-            Route::Chat,
-            user(json!([{"type": "text", "text": 5}])),
-            Some(("invalid_type", "messages[0].content[0].text")),
-        ),
-        (
-            Route::Chat,
-            chat(json!({"tools": {"a": 1}})),
-            Some(("invalid_type", "tools")),
-        ),
-        (
-            Route::Chat,
-            chat(json!({"tools": [5]})),
-            Some(("invalid_type", "tools[0]")),
-        ),
-        (
-            Route::Chat,
-            chat(json!({"tools": [{"type": "function", "function": {"name": 3}}]})),
-            Some(("invalid_type", "tools[0].function.name")),
-        ),
-        (
-            Route::Chat,
-            chat(json!({"tools": [{"type": "function", "function": {}}]})),
-            Some(("missing_required_parameter", "tools[0].function.name")),
-        ),
-        (
-            Route::Chat,
-            json!({"messages": [{"role": "assistant", "tool_calls": "x"}]}),
-            Some(("invalid_type", "messages[0].tool_calls")),
-        ),
-        (
-            Route::Chat,
-            json!({"messages": [{"role": "assistant", "tool_calls": [7]}]}),
-            Some(("invalid_type", "messages[0].tool_calls[0]")),
-        ),
-        (
-            Route::Chat,
-            json!({"messages": [{"role": "user", "content": "a", "name": 4}]}),
-            Some(("invalid_type", "messages[0].name")),
-        ),
-        (
-            Route::Chat,
-            json!({"messages": [{"role": "assistant", "content": "a", "reasoning_content": []}]}),
-            Some(("invalid_type", "messages[0].reasoning_content")),
-        ),
         (
             Route::Chat,
             chat(json!({"reasoning_format": 1})),
@@ -214,114 +152,6 @@ fn every_rule_refuses_what_the_child_would_fail_or_misread() {
         ),
         // why: unknown fields pass through as extensions
         (Route::Chat, chat(json!({"mirostat_whatever": {"x": 1}})), None),
-        // chat's shapes
-        (Route::Chat, json!({}), Some(("missing_required_parameter", "messages"))),
-        (
-            Route::Chat,
-            json!({"messages": []}),
-            Some(("empty_messages", "messages")),
-        ),
-        (
-            Route::Chat,
-            json!({"messages": "hi"}),
-            Some(("invalid_type", "messages")),
-        ),
-        (
-            Route::Chat,
-            json!({"messages": [1]}),
-            Some(("invalid_type", "messages[0]")),
-        ),
-        (
-            Route::Chat,
-            json!({"messages": [{"content": "x"}]}),
-            Some(("missing_required_parameter", "messages[0].role")),
-        ),
-        (
-            Route::Chat,
-            json!({"messages": [{"role": "wizard", "content": "x"}]}),
-            Some(("invalid_value", "messages[0].role")),
-        ),
-        (
-            Route::Chat,
-            json!({"messages": [{"role": "user"}]}),
-            Some(("missing_required_parameter", "messages[0].content")),
-        ),
-        (
-            Route::Chat,
-            user(json!(5)),
-            Some(("invalid_type", "messages[0].content")),
-        ),
-        // why: an assistant turn may carry only tool calls
-        (
-            Route::Chat,
-            json!({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]}),
-            None,
-        ),
-        (
-            Route::Chat,
-            json!({"messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f"}}]}]}),
-            Some((
-                "missing_required_parameter",
-                "messages[0].tool_calls[0].function.arguments",
-            )),
-        ),
-        (
-            Route::Chat,
-            json!({"messages": [{"role": "assistant", "tool_calls": [{"type": "web", "function": {"name": "f", "arguments": "{}"}}]}]}),
-            Some(("unsupported_value", "messages[0].tool_calls[0].type")),
-        ),
-        (
-            Route::Chat,
-            user(json!([{"type": "video_frame"}])),
-            Some(("unsupported_value", "messages[0].content[0].type")),
-        ),
-        (
-            Route::Chat,
-            user(json!([{"text": "a"}])),
-            Some(("missing_required_parameter", "messages[0].content[0].type")),
-        ),
-        (
-            Route::Chat,
-            user(json!([{"type": "image_url", "image_url": "http://x"}])),
-            Some(("invalid_type", "messages[0].content[0].image_url")),
-        ),
-        (
-            Route::Chat,
-            user(json!([{"type": "image_url", "image_url": {}}])),
-            Some(("missing_required_parameter", "messages[0].content[0].image_url.url")),
-        ),
-        (
-            Route::Chat,
-            user(json!([{"type": "input_audio", "input_audio": {"data": "AAA", "format": 1}}])),
-            Some(("invalid_type", "messages[0].content[0].input_audio.format")),
-        ),
-        (
-            Route::Chat,
-            chat(json!({"tool_choice": "sometimes"})),
-            Some(("invalid_value", "tool_choice")),
-        ),
-        (
-            Route::Chat,
-            chat(json!({"tool_choice": {"type": "function"}})),
-            Some(("missing_required_parameter", "tool_choice.function")),
-        ),
-        (Route::Chat, chat(json!({"tool_choice": "auto"})), None),
-        (
-            Route::Chat,
-            chat(json!({"response_format": {"type": "yaml"}})),
-            Some(("invalid_value", "response_format.type")),
-        ),
-        (
-            Route::Chat,
-            chat(json!({"response_format": {"type": "json_schema", "json_schema": {"schema": "s"}}})),
-            Some(("invalid_type", "response_format.json_schema.schema")),
-        ),
-        (
-            Route::Chat,
-            chat(json!({"response_format": {"type": "json_object"}})),
-            None,
-        ),
     ];
     for (i, (route, body, want)) in rows.into_iter().enumerate() {
         let got = check(route, body.clone());
@@ -332,12 +162,13 @@ fn every_rule_refuses_what_the_child_would_fail_or_misread() {
 
 #[test]
 fn media_parts_need_a_projector_that_reads_them() {
-    let body = user(json!([
-        {"type": "text", "text": "what is this"},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
-        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}},
-    ]));
-    let needs = check_chat(body.as_object().unwrap()).unwrap().needs;
+    // A text part, an image part, an audio part (as `http::chat_request`
+    // reads them from a message's content).
+    let needs = Needs {
+        image: Some("messages[0].content[1]".into()),
+        audio: Some("messages[0].content[2]".into()),
+        video: None,
+    };
     let none = Capabilities::default();
     let vision = Capabilities { vision: true, ..none };
     let both = Capabilities { audio: true, ..vision };

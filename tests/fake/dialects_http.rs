@@ -62,7 +62,8 @@ async fn malformed_bodies_answer_400_in_each_dialects_shape() {
         (
             "/v1/messages",
             json!({"messages": [{"role": "user", "content": "x"}], "stop_sequences": [1]}),
-            "stop_sequences",
+            // why: the typed request names the item, as chat's `stop[1]`
+            "stop_sequences[0]",
             "/error/message",
             "/error/param",
         ),
