@@ -252,6 +252,9 @@ impl<'de, S: Deserialize<'de>, O: Deserialize<'de>> Deserialize<'de> for StrOrMa
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a string or an object")
             }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Self::Value, E> {
+                S::deserialize(de::value::BorrowedStrDeserializer::<E>::new(s)).map(StrOrMap::Str)
+            }
             fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
                 S::deserialize(de::value::StrDeserializer::<E>::new(s)).map(StrOrMap::Str)
             }

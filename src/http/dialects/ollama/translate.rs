@@ -1,8 +1,9 @@
 //! Ollama's requests in llama-server's terms: `/api/chat` and
 //! `/api/generate` bodies become a chat, raw completion or infill body
-//! (`reply` maps the answers back). Pure: JSON in, JSON out, and a
-//! `Refusal` (the one `Violation` type) naming the field when a body cannot be honoured. `model`,
-//! `stream` and `keep_alive` are read by the caller.
+//! (`reply` maps the answers back). Pure: the body read into Ollama's
+//! typed request (serde types, `typed::decode`), JSON out, and a `Refusal`
+//! (the one `Violation` type) naming the field when a body cannot be
+//! honoured. `model`, `stream` and `keep_alive` are read by the caller.
 //!
 //! Rules decided here:
 //! - `options`: `temperature`, `top_p`, `top_k`, `seed`, `stop` and
@@ -32,13 +33,17 @@
 //! - An empty prompt or message list only loads the model (or, with
 //!   `keep_alive` 0, unloads it), as Ollama does.
 
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
+use serde_json::{Map, Number, Value, json};
 
+use crate::http::typed::{StrOrMap, decode};
 use crate::law::request::Violation;
 
 /// A body that cannot be honoured: the one violation type (the field at
 /// fault, `options.top_k`, `messages[1].images[0]`, and a sentence a person
-/// can act on), a 400 `invalid_value`.
+/// can act on). A wrong JSON type is `invalid_type` (`typed::decode`), a
+/// value outside what Ollama defines `invalid_value`.
 pub type Refusal = Violation;
 
 fn refuse(param: impl Into<String>, message: impl Into<String>) -> Refusal {
@@ -73,61 +78,211 @@ pub struct Translated {
     pub load_only: bool,
 }
 
-/// Options llama.cpp knows by the same name.
-const SAME_NAME: &[&str] = &[
-    "min_p",
-    "typical_p",
-    "repeat_penalty",
-    "repeat_last_n",
-    "presence_penalty",
-    "frequency_penalty",
-    "mirostat",
-    "mirostat_tau",
-    "mirostat_eta",
-    "penalize_newline",
-];
+/// An `/api/chat` body as the warden reads it.
+#[derive(Debug, Deserialize)]
+struct ChatIn<'a> {
+    #[serde(borrow)]
+    messages: Option<Vec<MessageIn<'a>>>,
+    /// OpenAI's tool shape already: passed as they are.
+    tools: Option<Vec<Value>>,
+    #[serde(borrow)]
+    options: Option<Options<'a>>,
+    #[serde(borrow)]
+    format: Option<StrOrMap<&'a str, Map<String, Value>>>,
+    #[serde(borrow)]
+    think: Option<Think<'a>>,
+}
 
-/// Options that are counts (integers).
-const COUNTS: &[&str] = &["top_k", "seed", "repeat_last_n", "mirostat", "num_keep", "num_ctx"];
+/// An `/api/generate` body as the warden reads it (`context`, the
+/// deprecated token list, is not read: the warden returns none).
+#[derive(Debug, Deserialize)]
+struct GenerateIn<'a> {
+    prompt: Option<&'a str>,
+    suffix: Option<&'a str>,
+    system: Option<&'a str>,
+    template: Option<&'a str>,
+    raw: Option<bool>,
+    #[serde(borrow)]
+    images: Option<Vec<&'a str>>,
+    #[serde(borrow)]
+    options: Option<Options<'a>>,
+    #[serde(borrow)]
+    format: Option<StrOrMap<&'a str, Map<String, Value>>>,
+    #[serde(borrow)]
+    think: Option<Think<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct MessageIn<'a> {
+    role: Option<Role>,
+    content: Option<&'a str>,
+    #[serde(borrow)]
+    images: Option<Vec<&'a str>>,
+    thinking: Option<&'a str>,
+    tool_name: Option<&'a str>,
+    #[serde(borrow)]
+    tool_calls: Option<Vec<ToolCallIn<'a>>>,
+}
+
+/// Ollama's roles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Role {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::System => "system",
+            Self::User => "user",
+            Self::Assistant => "assistant",
+            Self::Tool => "tool",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ToolCallIn<'a> {
+    #[serde(borrow)]
+    function: Option<FunctionIn<'a>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct FunctionIn<'a> {
+    name: Option<&'a str>,
+    arguments: Option<Value>,
+}
+
+/// `options`: the sampling knobs the warden passes on (each its own
+/// spelling kept: `0` stays an integer, as the client wrote it), Ollama's
+/// `stop` and `num_ctx`. Runner options (`num_gpu`, `num_thread`,
+/// `num_batch`, ...) are not read: they size Ollama's own runner, and the
+/// warden sizes the child.
+#[derive(Debug, Deserialize)]
+struct Options<'a> {
+    temperature: Option<Number>,
+    top_p: Option<Number>,
+    top_k: Option<Integer>,
+    seed: Option<Integer>,
+    num_keep: Option<Integer>,
+    num_predict: Option<Integer>,
+    num_ctx: Option<Integer>,
+    #[serde(borrow)]
+    stop: Option<Stop<'a>>,
+    min_p: Option<Number>,
+    typical_p: Option<Number>,
+    repeat_penalty: Option<Number>,
+    repeat_last_n: Option<Integer>,
+    presence_penalty: Option<Number>,
+    frequency_penalty: Option<Number>,
+    mirostat: Option<Integer>,
+    mirostat_tau: Option<Number>,
+    mirostat_eta: Option<Number>,
+    penalize_newline: Option<Value>,
+}
+
+/// An integer option, its spelling kept.
+#[derive(Debug, Clone, PartialEq)]
+struct Integer(Number);
+
+impl<'de> Deserialize<'de> for Integer {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Integer;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an integer")
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Integer, E> {
+                Ok(Integer(n.into()))
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Integer, E> {
+                Ok(Integer(n.into()))
+            }
+        }
+        d.deserialize_i64(V)
+    }
+}
+
+/// `stop`: one string or several.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Stop<'a> {
+    One(&'a str),
+    Many(Vec<&'a str>),
+}
+
+/// `think`: thinking on or off through the template, or an effort level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Think<'a> {
+    On(bool),
+    Level(&'a str),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Think<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Think<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a boolean or \"high\", \"medium\", \"low\"")
+            }
+            fn visit_bool<E: de::Error>(self, b: bool) -> Result<Think<'de>, E> {
+                Ok(Think::On(b))
+            }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Think<'de>, E> {
+                Ok(Think::Level(s))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The options llama.cpp knows by the same name (numbers).
+fn same_name<'o>(o: &'o Options) -> [(&'static str, Option<&'o Number>); 9] {
+    [
+        ("min_p", o.min_p.as_ref()),
+        ("typical_p", o.typical_p.as_ref()),
+        ("repeat_penalty", o.repeat_penalty.as_ref()),
+        ("repeat_last_n", o.repeat_last_n.as_ref().map(|i| &i.0)),
+        ("presence_penalty", o.presence_penalty.as_ref()),
+        ("frequency_penalty", o.frequency_penalty.as_ref()),
+        ("mirostat", o.mirostat.as_ref().map(|i| &i.0)),
+        ("mirostat_tau", o.mirostat_tau.as_ref()),
+        ("mirostat_eta", o.mirostat_eta.as_ref()),
+    ]
+}
 
 /// `options` into `body`; `num_ctx` when asked for.
-pub fn options(v: Option<&Value>, body: &mut Map<String, Value>) -> Result<Option<u64>, Refusal> {
-    let opts = match v {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Object(o)) => o,
-        Some(_) => return Err(refuse("options", "'options' must be an object")),
-    };
-    let number = |k: &str| -> Result<Option<&Value>, Refusal> {
-        match opts.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) if COUNTS.contains(&k) && v.as_i64().is_none() && v.as_u64().is_none() => Err(refuse(
-                format!("options.{k}"),
-                format!("'options.{k}' must be an integer"),
-            )),
-            Some(v) if v.is_number() || (k == "penalize_newline" && v.is_boolean()) => Ok(Some(v)),
-            Some(_) => Err(refuse(
-                format!("options.{k}"),
-                format!("'options.{k}' must be a number"),
-            )),
-        }
-    };
-    for (from, to) in [
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("top_k", "top_k"),
-        ("seed", "seed"),
-        ("num_keep", "n_keep"),
-    ] {
-        if let Some(v) = number(from)? {
-            body.insert(to.into(), v.clone());
+fn options(opts: Option<&Options>, body: &mut Map<String, Value>) -> Result<Option<u64>, Refusal> {
+    let Some(o) = opts else { return Ok(None) };
+    let renamed = [
+        ("temperature", o.temperature.as_ref()),
+        ("top_p", o.top_p.as_ref()),
+        ("top_k", o.top_k.as_ref().map(|i| &i.0)),
+        ("seed", o.seed.as_ref().map(|i| &i.0)),
+        // llama.cpp's name for it.
+        ("n_keep", o.num_keep.as_ref().map(|i| &i.0)),
+    ];
+    for (to, v) in renamed.into_iter().chain(same_name(o)) {
+        if let Some(v) = v {
+            body.insert(to.into(), Value::Number(v.clone()));
         }
     }
-    for k in SAME_NAME {
-        if let Some(v) = number(k)? {
-            body.insert((*k).into(), v.clone());
+    match &o.penalize_newline {
+        None => {}
+        Some(v @ (Value::Bool(_) | Value::Number(_))) => {
+            body.insert("penalize_newline".into(), v.clone());
+        }
+        Some(_) => {
+            return Err(Violation::ty("options.penalize_newline", "a boolean or a number"));
         }
     }
-    if let Some(n) = number("num_predict")? {
+    if let Some(Integer(n)) = &o.num_predict {
         match n.as_i64() {
             Some(n) if (0..1 << 31).contains(&n) => {
                 body.insert("max_tokens".into(), json!(n));
@@ -142,17 +297,16 @@ pub fn options(v: Option<&Value>, body: &mut Map<String, Value>) -> Result<Optio
             }
         }
     }
-    match opts.get("stop") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(s)) if s.iter().all(Value::is_string) => {
-            body.insert("stop".into(), Value::Array(s.clone()));
-        }
-        Some(Value::String(s)) => {
+    match &o.stop {
+        None => {}
+        Some(Stop::One(s)) => {
             body.insert("stop".into(), json!([s]));
         }
-        Some(_) => return Err(refuse("options.stop", "'options.stop' must be an array of strings")),
+        Some(Stop::Many(s)) => {
+            body.insert("stop".into(), json!(s));
+        }
     }
-    match number("num_ctx")?.map(|n| n.as_u64()) {
+    match o.num_ctx.as_ref().map(|Integer(n)| n.as_u64()) {
         None => Ok(None),
         Some(Some(n)) if n > 0 => Ok(Some(n)),
         Some(_) => Err(refuse(
@@ -163,13 +317,16 @@ pub fn options(v: Option<&Value>, body: &mut Map<String, Value>) -> Result<Optio
 }
 
 /// `format` into `body` for `target`.
-pub fn format(v: Option<&Value>, target: Target, body: &mut Map<String, Value>) -> Result<(), Refusal> {
+fn format(
+    v: Option<&StrOrMap<&str, Map<String, Value>>>,
+    target: Target,
+    body: &mut Map<String, Value>,
+) -> Result<(), Refusal> {
     let schema = match v {
-        None | Some(Value::Null) => return Ok(()),
-        Some(Value::String(s)) if s.is_empty() => return Ok(()),
-        Some(Value::String(s)) if s == "json" => json!({"type": "object"}),
-        Some(Value::Object(schema)) => Value::Object(schema.clone()),
-        Some(_) => return Err(refuse("format", "'format' must be \"json\" or a JSON schema object")),
+        None | Some(StrOrMap::Str("")) => return Ok(()),
+        Some(StrOrMap::Str("json")) => json!({"type": "object"}),
+        Some(StrOrMap::Map(schema)) => Value::Object(schema.clone()),
+        Some(StrOrMap::Str(_)) => return Err(refuse("format", "'format' must be \"json\" or a JSON schema object")),
     };
     match target {
         Target::Chat => body.insert(
@@ -182,21 +339,22 @@ pub fn format(v: Option<&Value>, target: Target, body: &mut Map<String, Value>) 
 }
 
 /// An image (base64) as a chat content part.
-fn image_part(v: &Value, param: &str) -> Result<Value, Refusal> {
-    let b64 = v
-        .as_str()
-        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"+/=\r\n".contains(&b)))
-        .ok_or_else(|| refuse(param, format!("'{param}' must be a base64-encoded image")))?;
+fn image_part(b64: &str, param: &str) -> Result<Value, Refusal> {
+    let base64 = !b64.is_empty()
+        && b64
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+/=\r\n".contains(&b));
+    if !base64 {
+        return Err(refuse(param, format!("'{param}' must be a base64-encoded image")));
+    }
     Ok(json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{b64}")}}))
 }
 
 /// Text and images as a chat message's content (a string when no image).
-fn content(text: &str, images: Option<&Value>, param: &str) -> Result<(Value, bool), Refusal> {
+fn content(text: &str, images: Option<&[&str]>, param: &str) -> Result<(Value, bool), Refusal> {
     let imgs = match images {
-        None | Some(Value::Null) => return Ok((json!(text), false)),
-        Some(Value::Array(a)) if a.is_empty() => return Ok((json!(text), false)),
-        Some(Value::Array(a)) => a,
-        Some(_) => return Err(refuse(param, format!("'{param}' must be an array of base64 images"))),
+        None | Some([]) => return Ok((json!(text), false)),
+        Some(a) => a,
     };
     let mut parts = vec![json!({"type": "text", "text": text})];
     for (i, img) in imgs.iter().enumerate() {
@@ -206,71 +364,40 @@ fn content(text: &str, images: Option<&Value>, param: &str) -> Result<(Value, bo
 }
 
 /// An Ollama message as a chat message.
-fn message(m: &Value, i: usize) -> Result<Value, Refusal> {
+fn message(m: &MessageIn, i: usize) -> Result<Value, Refusal> {
     let at = format!("messages[{i}]");
-    let m = m
-        .as_object()
-        .ok_or_else(|| refuse(&at, format!("'{at}' must be an object")))?;
-    let role = match m.get("role").and_then(Value::as_str) {
-        Some(r @ ("system" | "user" | "assistant" | "tool")) => r,
-        _ => {
-            return Err(refuse(
-                format!("{at}.role"),
-                format!("'{at}.role' must be system, user, assistant or tool"),
-            ));
-        }
-    };
-    let text = match m.get("content") {
-        None | Some(Value::Null) => "",
-        Some(Value::String(s)) => s,
-        Some(_) => {
-            return Err(refuse(
-                format!("{at}.content"),
-                format!("'{at}.content' must be a string"),
-            ));
-        }
-    };
-    let (content, _) = content(text, m.get("images"), &format!("{at}.images"))?;
-    let mut out = json!({"role": role, "content": content});
-    if let Some(t) = m.get("thinking").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+    let role = m.role.ok_or_else(|| Violation::required(format!("{at}.role")))?;
+    let (content, _) = content(m.content.unwrap_or(""), m.images.as_deref(), &format!("{at}.images"))?;
+    let mut out = json!({"role": role.as_str(), "content": content});
+    if let Some(t) = m.thinking.filter(|t| !t.is_empty()) {
         out["reasoning_content"] = json!(t);
     }
-    if let Some(name) = m.get("tool_name").and_then(Value::as_str) {
+    if let Some(name) = m.tool_name {
         // llama.cpp reads a tool result's tool name as `name`.
         out["name"] = json!(name);
     }
-    match m.get("tool_calls") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(calls)) => {
-            let calls = calls
-                .iter()
-                .enumerate()
-                .map(|(j, c)| tool_call_in(c, &format!("{at}.tool_calls[{j}]"), j))
-                .collect::<Result<Vec<_>, _>>()?;
-            out["tool_calls"] = Value::Array(calls);
-        }
-        Some(_) => {
-            return Err(refuse(
-                format!("{at}.tool_calls"),
-                format!("'{at}.tool_calls' must be an array"),
-            ));
-        }
+    if let Some(calls) = &m.tool_calls {
+        let calls = calls
+            .iter()
+            .enumerate()
+            .map(|(j, c)| tool_call_in(c, &format!("{at}.tool_calls[{j}]"), j))
+            .collect::<Result<Vec<_>, _>>()?;
+        out["tool_calls"] = Value::Array(calls);
     }
     Ok(out)
 }
 
 /// An Ollama tool call (`{"function": {"name", "arguments": {...}}}`) as
 /// OpenAI's (`arguments` a JSON string, an id made up from its place).
-fn tool_call_in(c: &Value, param: &str, index: usize) -> Result<Value, Refusal> {
-    let f = c.get("function").and_then(Value::as_object);
-    let name = f.and_then(|f| f.get("name")).and_then(Value::as_str);
-    let (Some(f), Some(name)) = (f, name) else {
+fn tool_call_in(c: &ToolCallIn, param: &str, index: usize) -> Result<Value, Refusal> {
+    let f = c.function.as_ref();
+    let (Some(f), Some(name)) = (f, f.and_then(|f| f.name)) else {
         return Err(refuse(
             param,
             format!("'{param}' must be {{\"function\": {{\"name\", \"arguments\"}}}}"),
         ));
     };
-    let args = f.get("arguments").cloned().unwrap_or_else(|| json!({}));
+    let args = f.arguments.clone().unwrap_or_else(|| json!({}));
     Ok(json!({
         "id": format!("call_{index}"),
         "type": "function",
@@ -278,17 +405,17 @@ fn tool_call_in(c: &Value, param: &str, index: usize) -> Result<Value, Refusal> 
     }))
 }
 
-/// `think`: thinking on or off through the template, or an effort level.
-fn think(v: Option<&Value>, body: &mut Map<String, Value>) -> Result<(), Refusal> {
+/// `think` into `body`.
+fn think(v: Option<Think>, body: &mut Map<String, Value>) -> Result<(), Refusal> {
     match v {
-        None | Some(Value::Null) => {}
-        Some(Value::Bool(on)) => {
+        None => {}
+        Some(Think::On(on)) => {
             body.insert("chat_template_kwargs".into(), json!({"enable_thinking": on}));
         }
-        Some(Value::String(level)) if ["high", "medium", "low"].contains(&level.as_str()) => {
+        Some(Think::Level(level @ ("high" | "medium" | "low"))) => {
             body.insert("reasoning_effort".into(), json!(level));
         }
-        Some(_) => {
+        Some(Think::Level(_)) => {
             return Err(refuse(
                 "think",
                 "'think' must be a boolean or \"high\", \"medium\", \"low\"",
@@ -300,30 +427,23 @@ fn think(v: Option<&Value>, body: &mut Map<String, Value>) -> Result<(), Refusal
 
 /// An `/api/chat` body.
 pub fn chat(req: &Map<String, Value>) -> Result<Translated, Refusal> {
-    let msgs = match req.get("messages") {
-        None | Some(Value::Null) => &Vec::new(),
-        Some(Value::Array(m)) => m,
-        Some(_) => return Err(refuse("messages", "'messages' must be an array")),
-    };
+    let req: ChatIn = decode(req)?;
     let mut body = Map::new();
-    let messages = msgs
+    let messages = req
+        .messages
         .iter()
+        .flatten()
         .enumerate()
         .map(|(i, m)| message(m, i))
         .collect::<Result<Vec<_>, _>>()?;
     let load_only = messages.is_empty();
     body.insert("messages".into(), Value::Array(messages));
-    match req.get("tools") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(t)) if !t.is_empty() => {
-            body.insert("tools".into(), Value::Array(t.clone()));
-        }
-        Some(Value::Array(_)) => {}
-        Some(_) => return Err(refuse("tools", "'tools' must be an array")),
+    if let Some(t) = req.tools.filter(|t| !t.is_empty()) {
+        body.insert("tools".into(), Value::Array(t));
     }
-    let num_ctx = options(req.get("options"), &mut body)?;
-    format(req.get("format"), Target::Chat, &mut body)?;
-    think(req.get("think"), &mut body)?;
+    let num_ctx = options(req.options.as_ref(), &mut body)?;
+    format(req.format.as_ref(), Target::Chat, &mut body)?;
+    think(req.think, &mut body)?;
     Ok(Translated {
         target: Target::Chat,
         body,
@@ -334,28 +454,18 @@ pub fn chat(req: &Map<String, Value>) -> Result<Translated, Refusal> {
 
 /// An `/api/generate` body.
 pub fn generate(req: &Map<String, Value>) -> Result<Translated, Refusal> {
-    let text = |k: &str| -> Result<Option<&str>, Refusal> {
-        match req.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(_) => Err(refuse(k, format!("'{k}' must be a string"))),
-        }
-    };
-    let prompt = text("prompt")?.unwrap_or("");
-    let suffix = text("suffix")?.filter(|s| !s.is_empty());
-    let system = text("system")?.filter(|s| !s.is_empty());
-    if text("template")?.is_some_and(|t| !t.is_empty()) {
+    let req: GenerateIn = decode(req)?;
+    let prompt = req.prompt.unwrap_or("");
+    let suffix = req.suffix.filter(|s| !s.is_empty());
+    let system = req.system.filter(|s| !s.is_empty());
+    if req.template.is_some_and(|t| !t.is_empty()) {
         return Err(refuse(
             "template",
             "a custom 'template' is not supported (the model's own chat template applies); send 'raw': true with a prompt you formatted yourself",
         ));
     }
-    let raw = match req.get("raw") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(refuse("raw", "'raw' must be a boolean")),
-    };
-    let (prompt_content, images) = content(prompt, req.get("images"), "images")?;
+    let raw = req.raw.unwrap_or(false);
+    let (prompt_content, images) = content(prompt, req.images.as_deref(), "images")?;
     let target = match (suffix, raw) {
         (Some(_), _) => Target::Infill,
         (None, true) => Target::Completions,
@@ -385,10 +495,10 @@ pub fn generate(req: &Map<String, Value>) -> Result<Translated, Refusal> {
             body.insert("input_suffix".into(), json!(suffix.unwrap_or("")));
         }
     }
-    let num_ctx = options(req.get("options"), &mut body)?;
-    format(req.get("format"), target, &mut body)?;
+    let num_ctx = options(req.options.as_ref(), &mut body)?;
+    format(req.format.as_ref(), target, &mut body)?;
     if target == Target::Chat {
-        think(req.get("think"), &mut body)?;
+        think(req.think, &mut body)?;
     }
     if target == Target::Infill {
         // llama.cpp's infill speaks `n_predict`.
