@@ -20,8 +20,8 @@ use super::real::{SMOLLM2, real_llama_server, real_model};
 
 /// A config for tests: no timers unless asked, a short stop grace,
 /// watchdogs generous enough for a loaded 2-core machine (tests of the
-/// watchdogs themselves set theirs), and the KV saves in this test run's
-/// own directory (`test_kv_dir`).
+/// watchdogs themselves set theirs), and the KV saves in a directory of
+/// its own (`test_kv_dir`).
 pub fn test_config() -> WardenConfig {
     WardenConfig {
         kv_save_dir: Some(test_kv_dir()),
@@ -36,14 +36,17 @@ pub fn test_config() -> WardenConfig {
     }
 }
 
-/// The KV saves of this test process: never the user's own cache (a test
-/// must not leave a conversation there, nor restore one an earlier run,
-/// another build or another CPU left), shared by the process's tests as
-/// the default directory was. Under the target's scratch directory, keyed
-/// by process; the saves of processes gone are removed on first use.
+/// A fresh directory for one configuration's KV saves: never the user's
+/// own cache (a test must not leave a conversation there), and never
+/// another test's (a test must not restore a conversation an earlier test,
+/// run, build or CPU left: the same opening question is asked by many).
+/// A test that restarts a warden over the same saves clones its config or
+/// names the directory itself. Under the target's scratch directory, per
+/// process; the saves of processes gone are removed on first use.
 pub fn test_kv_dir() -> PathBuf {
-    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
+    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let root = ROOT.get_or_init(|| {
         let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kv-saves");
         let me = std::process::id().to_string();
         for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
@@ -53,11 +56,11 @@ pub fn test_kv_dir() -> PathBuf {
                 let _ = std::fs::remove_dir_all(e.path());
             }
         }
-        let dir = root.join(me);
-        std::fs::create_dir_all(&dir).expect("the tests' KV directory");
-        dir
-    })
-    .clone()
+        root.join(me)
+    });
+    let dir = root.join(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed).to_string());
+    std::fs::create_dir_all(&dir).expect("the tests' KV directory");
+    dir
 }
 
 /// A warden to start: its catalog directory, backend, configuration and
