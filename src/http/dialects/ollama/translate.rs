@@ -209,11 +209,34 @@ impl<'de> Deserialize<'de> for Integer {
 }
 
 /// `stop`: one string or several.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 enum Stop<'a> {
     One(&'a str),
     Many(Vec<&'a str>),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Stop<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Stop<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string or an array of strings")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Stop<'de>, E> {
+                Ok(Stop::One(s))
+            }
+            // Each item read in turn, so an error names its index.
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Stop<'de>, A::Error> {
+                let mut all = Vec::new();
+                while let Some(s) = seq.next_element()? {
+                    all.push(s);
+                }
+                Ok(Stop::Many(all))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// `think`: thinking on or off through the template, or an effort level.
