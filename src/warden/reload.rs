@@ -24,6 +24,8 @@
 //!   next load reads the new one.
 //!
 //! Polled, not watched through the OS: see `WardenConfig::watch_period`.
+//! The watch reads a new refusal once more after `SETTLE` before saying
+//! it (a file read mid-write is whole a moment later).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -148,10 +150,16 @@ pub(super) fn watch(warden: &Warden, period: Duration) {
         loop {
             tokio::time::sleep(period).await;
             let Some(inner) = weak.upgrade() else { break };
-            let _ = Warden { inner }.reload().await;
+            let _ = Warden { inner }.reread(true).await;
         }
     });
 }
+
+/// How long the watch waits before it says a new refusal, and reads once
+/// more: an editor that writes the file in place (truncate, then write)
+/// can be read half-written, and a reading this much later sees it whole.
+/// An asked reload (SIGHUP, `POST /warden/reload`) answers at once.
+const SETTLE: Duration = Duration::from_millis(300);
 
 impl Warden {
     /// Reads the settings and the catalog again (`WardenBuilder::reload_from`)
@@ -159,21 +167,42 @@ impl Warden {
     /// warden was started without sources. A refused reading changes
     /// nothing and is the error (also in `/warden/status` until mended).
     pub async fn reload(&self) -> Result<Option<Applied>, SettingsProblem> {
+        self.reread(false).await
+    }
+
+    /// A reload; `settle`: a new refusal is read again after `SETTLE`
+    /// before it is said (the watch's readings).
+    async fn reread(&self, settle: bool) -> Result<Option<Applied>, SettingsProblem> {
         let reload = &self.inner.reload;
         let Some(sources) = reload.sources.clone() else {
             return Ok(None);
         };
         let _one = reload.one.lock().await;
-        // Directory reads and a file read: off the async threads.
-        let read = tokio::task::spawn_blocking(move || sources())
-            .await
-            .unwrap_or_else(|e| Err(SettingsProblem::said(format!("the settings reader failed: {e}"))));
+        let mut read = read_sources(&sources).await;
+        if settle
+            && let Err(p) = &read
+            && reload.state().error.as_ref() != Some(p)
+        {
+            tokio::time::sleep(SETTLE).await;
+            read = read_sources(&sources).await;
+        }
         match read {
             Err(p) => Err(self.refused(p)),
             Ok((config, catalog)) => Ok(self.apply(config, catalog)),
         }
     }
+}
 
+/// One reading of the sources: directory reads and a file read, off the
+/// async threads.
+async fn read_sources(sources: &Sources) -> Result<(WardenConfig, Catalog), SettingsProblem> {
+    let sources = sources.clone();
+    tokio::task::spawn_blocking(move || sources())
+        .await
+        .unwrap_or_else(|e| Err(SettingsProblem::said(format!("the settings reader failed: {e}"))))
+}
+
+impl Warden {
     /// A refused reading: said once per distinct problem.
     fn refused(&self, p: SettingsProblem) -> SettingsProblem {
         let fresh = {

@@ -81,6 +81,9 @@ pub struct TestWarden {
     stores: Option<llm_warden::catalog::stores::Stores>,
     /// A settings file read at start and at every reload.
     settings: Option<PathBuf>,
+    /// Set: the next reading of the settings file sees its first half only
+    /// (an editor's in-place write, read mid-way).
+    tear: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl TestWarden {
@@ -96,6 +99,7 @@ impl TestWarden {
             sensor: None,
             stores: None,
             settings: None,
+            tear: None,
         }
     }
 
@@ -156,6 +160,13 @@ impl TestWarden {
         self
     }
 
+    /// With `tear`: while it is set, the next reading of the settings file
+    /// sees its first half only, once (then the flag is cleared).
+    pub fn tearing(mut self, tear: &Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.tear = Some(tear.clone());
+        self
+    }
+
     /// Starts it.
     pub fn start(self) -> Warden {
         let read = Reading {
@@ -164,6 +175,7 @@ impl TestWarden {
             default_model: self.default_model.clone(),
             settings: self.settings.clone(),
             base: self.cfg.clone(),
+            tear: self.tear.clone(),
         };
         let (cfg, catalog) = read.read().expect("the test's settings file parses");
         let mut b = Warden::builder(cfg, catalog)
@@ -190,6 +202,8 @@ struct Reading {
     settings: Option<PathBuf>,
     /// The test's configuration: what the binary gets from its environment.
     base: WardenConfig,
+    /// `TestWarden::tearing`.
+    tear: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Reading {
@@ -198,6 +212,11 @@ impl Reading {
         let cfg = match &self.settings {
             None => self.base.clone(),
             Some(path) => {
+                if let Some(tear) = &self.tear
+                    && tear.swap(false, std::sync::atomic::Ordering::SeqCst)
+                {
+                    return Err(torn(path));
+                }
                 let file = llm_warden::config::file::load(path).map_err(|e| {
                     llm_warden::status::SettingsProblem::from(&llm_warden::config::SettingsError::File(e))
                 })?;
@@ -216,6 +235,18 @@ impl Reading {
         }
         Ok((cfg, catalog))
     }
+}
+
+/// The refusal of a reading of `path` that saw its first half only.
+fn torn(path: &Path) -> llm_warden::status::SettingsProblem {
+    let text = std::fs::read_to_string(path).unwrap();
+    let half = text.char_indices().nth(text.chars().count() / 2).map_or(0, |(i, _)| i);
+    let e = llm_warden::config::file::parse(&text[..half]).expect_err("half of the test's settings file is not TOML");
+    let e = llm_warden::config::file::FileError {
+        path: Some(path.to_path_buf()),
+        ..e
+    };
+    llm_warden::status::SettingsProblem::from(&llm_warden::config::SettingsError::File(e))
 }
 
 /// The CPU engine over `server`.
