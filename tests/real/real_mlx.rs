@@ -2,7 +2,8 @@
 //! CPU, serving the real SmolLM2 converted from its GGUF (`build-llama.sh
 //! mlx`): load and a coherent streamed answer; the memory bound applied and
 //! read back from the child; a prefix-cache reset with a barrier after an
-//! abandoned turn; a release under forced pressure.
+//! abandoned turn; a release under forced pressure; a reload with one
+//! engine for every model.
 
 use crate::support;
 
@@ -189,5 +190,52 @@ async fn forced_pressure_releases_memory() {
             .all(|n| !matches!(n, llm_warden::Notice::MemoryWarning { reason: "acted" })),
         "a release says nothing"
     );
+    w.shutdown().await;
+}
+
+/// One engine serves every model on MLX: a reload that finds the loaded
+/// model gone unloads it and refuses it by name, and a model that appears
+/// under another id is served by the same engine.
+#[actix_rt::test]
+#[ignore = "needs the MLX environment and the converted SmolLM2 (./build-llama.sh mlx); ./test.sh runs it"]
+async fn a_reload_in_one_engine_mode_unloads_the_model_that_left() {
+    let cfg = WardenConfig {
+        watch_period: std::time::Duration::from_millis(200),
+        ..test_config()
+    };
+    let (backend, converted) = mlx_setup(&cfg);
+    let dir = tempfile::tempdir().unwrap();
+    let smol = converted.join("SmolLM2-135M-Instruct");
+    std::os::unix::fs::symlink(&smol, dir.path().join("smol")).unwrap();
+    let settings = dir.path().join("config.toml");
+    save(&settings, "");
+    let w = TestWarden::backend(backend, dir.path())
+        .config(cfg)
+        .settings(&settings)
+        .start();
+    let mut ev = w.subscribe();
+    let mut first = ask("left", "Hi.", 2);
+    first.model = Some("smol".into());
+    assert!(collect(w.submit(first).unwrap()).await.done);
+    assert_eq!(w.status().model.as_deref(), Some("smol"));
+
+    // The model leaves, and comes back under another id.
+    std::os::unix::fs::symlink(&smol, dir.path().join("again")).unwrap();
+    std::fs::remove_file(dir.path().join("smol")).unwrap();
+    event_or_fail(
+        &mut ev,
+        "the model that left unloaded",
+        |e| matches!(e, WardenEvent::Unloaded { model, .. } if model == "smol"),
+    )
+    .await;
+    let mut gone = ask("left", "Hi.", 2);
+    gone.model = Some("smol".into());
+    let e = w.submit(gone).expect_err("a model that left is not served");
+    assert_eq!(e.code(), "model_not_found");
+    let mut back = ask("again", "Hi.", 2);
+    back.model = Some("again".into());
+    let t = collect(w.submit(back).unwrap()).await;
+    assert!(t.done, "{t:?}");
+    assert_eq!(w.status().model.as_deref(), Some("again"));
     w.shutdown().await;
 }
