@@ -266,6 +266,15 @@ impl<'de, S: Deserialize<'de>, O: Deserialize<'de>> Deserialize<'de> for StrOrMa
     }
 }
 
+/// `field` is present (`Some`), else the violation that says `param` is
+/// required: the rules' check of what a type requires.
+pub fn need<T>(field: &Option<T>, param: impl FnOnce() -> String) -> Result<(), Violation> {
+    match field {
+        Some(_) => Ok(()),
+        None => Err(Violation::required(param())),
+    }
+}
+
 /// For `#[serde(default, deserialize_with = "typed::present")]`: a field
 /// where absent (`None`) and `null` (`Some(None)`) differ (an assistant
 /// message's content may be null beside tool calls; absent it must name

@@ -15,7 +15,7 @@
 
 use serde::Deserialize;
 
-use crate::http::typed::{Count, Object, StrOr, Text};
+use crate::http::typed::{Count, Object, StrOr, Text, need};
 use crate::law::request::Violation;
 
 /// The fields every Messages route reads (the turn and its token counter).
@@ -136,14 +136,6 @@ pub(super) struct Read {
     pub has_answer: bool,
     /// Some block is an image (a tool result's included).
     pub images: bool,
-}
-
-/// `param` is present (`Some`), else the violation that says it is required.
-fn need<T>(field: &Option<T>, param: impl FnOnce() -> String) -> Result<(), Violation> {
-    match field {
-        Some(_) => Ok(()),
-        None => Err(Violation::required(param())),
-    }
 }
 
 impl Body {

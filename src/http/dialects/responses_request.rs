@@ -12,7 +12,7 @@
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-use crate::http::typed::{Array, Count, Object, StrOr, Text};
+use crate::http::typed::{Array, Count, Object, StrOr, Text, need};
 use crate::law::request::Violation;
 
 /// The fields every Responses route reads (the turn and its counter).
@@ -150,11 +150,6 @@ pub(super) struct Read {
     pub untyped_answers: Vec<usize>,
     /// `text.format`'s type, when one is asked for.
     pub format: Option<FormatKind>,
-}
-
-/// `param` is present, else the violation that says it is required.
-fn need<T>(field: &Option<T>, param: impl FnOnce() -> String) -> Result<(), Violation> {
-    field.as_ref().map(|_| ()).ok_or_else(|| Violation::required(param()))
 }
 
 impl Body<'_> {
