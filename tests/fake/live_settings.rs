@@ -36,25 +36,50 @@ fn last_ctx(fake: &FakeLlama, model: &str) -> Option<String> {
     argv.iter().position(|a| a == "-c").map(|i| argv[i + 1].clone())
 }
 
+/// One test's directory: `models/` with a heavy fake model of each of
+/// `ids`, and `config.toml` holding `settings`.
+struct Site {
+    _dir: tempfile::TempDir,
+    models: std::path::PathBuf,
+    settings: std::path::PathBuf,
+}
+
+fn site(ids: &[&str], settings: &str) -> Site {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("models");
+    std::fs::create_dir(&models).unwrap();
+    for id in ids {
+        heavy_model(&models, id, json!({}));
+    }
+    let path = dir.path().join("config.toml");
+    save(&path, settings);
+    Site {
+        _dir: dir,
+        models,
+        settings: path,
+    }
+}
+
+/// The in-process fake, answering four tokens.
+fn four_tokens() -> Arc<FakeLlama> {
+    Arc::new(FakeLlama::new(ChildScript {
+        tokens: 4,
+        ..ChildScript::default()
+    }))
+}
+
 async fn applied(ev: &mut tokio::sync::broadcast::Receiver<WardenEvent>, what: &str) -> WardenEvent {
     event_or_fail(ev, what, |e| matches!(e, WardenEvent::SettingsApplied { .. })).await
 }
 
 #[actix_rt::test]
 async fn a_live_edit_adds_a_model_changes_a_window_at_the_next_load_and_a_broken_file_keeps_the_last_good() {
-    let dir = tempfile::tempdir().unwrap();
-    let models = dir.path().join("models");
-    std::fs::create_dir(&models).unwrap();
-    heavy_model(&models, "m", json!({}));
-    let settings = dir.path().join("config.toml");
-    save(&settings, "[models.m]\nctx = 4096\n");
-    let fake = Arc::new(FakeLlama::new(ChildScript {
-        tokens: 4,
-        ..ChildScript::default()
-    }));
-    let w = TestWarden::in_process(&fake, &models)
+    let site = site(&["m"], "[models.m]\nctx = 4096\n");
+    let (models, settings) = (&site.models, &site.settings);
+    let fake = four_tokens();
+    let w = TestWarden::in_process(&fake, models)
         .config(watched())
-        .settings(&settings)
+        .settings(settings)
         .default_model("m")
         .start();
     let mut ev = w.subscribe();
@@ -63,9 +88,9 @@ async fn a_live_edit_adds_a_model_changes_a_window_at_the_next_load_and_a_broken
     assert_eq!(last_ctx(&fake, "m").as_deref(), Some("4096"));
 
     // The edit: m's window, and a model that appears with an alias.
-    heavy_model(&models, "n", json!({}));
+    heavy_model(models, "n", json!({}));
     save(
-        &settings,
+        settings,
         "[models.m]\nctx = 2048\n\n[models.n]\naliases = [\"helper\"]\n",
     );
     // The watch may meet the new model file before the settings file is
@@ -96,7 +121,7 @@ async fn a_live_edit_adds_a_model_changes_a_window_at_the_next_load_and_a_broken
 
     // A broken file: said with its line and column, the last good settings
     // keep serving (n still there, m's window still 2048 at a load).
-    save(&settings, "[models.m]\nctx = 2048\nparallel = \"many\"\n");
+    save(settings, "[models.m]\nctx = 2048\nparallel = \"many\"\n");
     let e = event_or_fail(&mut ev, "the refusal", |e| {
         matches!(e, WardenEvent::SettingsRefused { .. })
     })
@@ -114,7 +139,7 @@ async fn a_live_edit_adds_a_model_changes_a_window_at_the_next_load_and_a_broken
     assert_eq!(s.context_tokens, Some(2048), "the last good window");
 
     // Mended: the error clears.
-    save(&settings, "[models.m]\nctx = 2048\n");
+    save(settings, "[models.m]\nctx = 2048\n");
     applied(&mut ev, "the mended file applied").await;
     assert_eq!(w.status().settings.unwrap().error, None);
     w.shutdown().await;
@@ -125,21 +150,14 @@ async fn a_live_edit_adds_a_model_changes_a_window_at_the_next_load_and_a_broken
 /// applies, and no refusal reached the log, the status or the events.
 #[actix_rt::test]
 async fn a_file_read_mid_write_is_read_again_before_a_refusal_is_said() {
-    let dir = tempfile::tempdir().unwrap();
-    let models = dir.path().join("models");
-    std::fs::create_dir(&models).unwrap();
-    heavy_model(&models, "m", json!({}));
-    let settings = dir.path().join("config.toml");
     // One line, so that any first half of it is not TOML.
-    save(&settings, "models = { m = { ctx = 4096 } }\n");
-    let fake = Arc::new(FakeLlama::new(ChildScript {
-        tokens: 4,
-        ..ChildScript::default()
-    }));
+    let site = site(&["m"], "models = { m = { ctx = 4096 } }\n");
+    let (models, settings) = (&site.models, &site.settings);
+    let fake = four_tokens();
     let tear = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let w = TestWarden::in_process(&fake, &models)
+    let w = TestWarden::in_process(&fake, models)
         .config(watched())
-        .settings(&settings)
+        .settings(settings)
         .tearing(&tear)
         .default_model("m")
         .start();
@@ -147,7 +165,7 @@ async fn a_file_read_mid_write_is_read_again_before_a_refusal_is_said() {
     // The next reading sees half a file (the old one or the new one,
     // whichever the watch meets), then the edit lands.
     tear.store(true, std::sync::atomic::Ordering::SeqCst);
-    save(&settings, "models = { m = { ctx = 2048 } }\n");
+    save(settings, "models = { m = { ctx = 2048 } }\n");
     let e = event_or_fail(&mut ev, "the edit's verdict", |e| {
         matches!(
             e,
@@ -171,21 +189,16 @@ async fn a_file_read_mid_write_is_read_again_before_a_refusal_is_said() {
 
 #[actix_rt::test]
 async fn a_model_that_leaves_finishes_its_streaming_turn_whole_then_unloads() {
-    let dir = tempfile::tempdir().unwrap();
-    let models = dir.path().join("models");
-    std::fs::create_dir(&models).unwrap();
-    heavy_model(&models, "m", json!({}));
-    heavy_model(&models, "keep", json!({}));
-    let settings = dir.path().join("config.toml");
-    save(&settings, "");
+    let site = site(&["m", "keep"], "");
+    let (models, settings) = (&site.models, &site.settings);
     let fake = Arc::new(FakeLlama::new(ChildScript {
         tokens: 30,
         token_delay: Duration::from_millis(20),
         ..ChildScript::default()
     }));
-    let w = TestWarden::in_process(&fake, &models)
+    let w = TestWarden::in_process(&fake, models)
         .config(watched())
-        .settings(&settings)
+        .settings(settings)
         .default_model("keep")
         .start();
     let mut ev = w.subscribe();
@@ -235,23 +248,15 @@ async fn a_model_that_leaves_finishes_its_streaming_turn_whole_then_unloads() {
 /// is refused, and the file is not touched then.
 #[actix_rt::test]
 async fn an_ollama_copy_is_an_alias_in_the_settings_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let models = dir.path().join("models");
-    std::fs::create_dir(&models).unwrap();
-    heavy_model(&models, "m", json!({}));
-    heavy_model(&models, "other", json!({}));
-    let settings = dir.path().join("config.toml");
-    save(&settings, "# my settings\n[models.m]\nctx = 4096\n");
-    let fake = Arc::new(FakeLlama::new(ChildScript {
-        tokens: 4,
-        ..ChildScript::default()
-    }));
-    let w = TestWarden::in_process(&fake, &models)
+    let site = site(&["m", "other"], "# my settings\n[models.m]\nctx = 4096\n");
+    let (models, settings) = (&site.models, &site.settings);
+    let fake = four_tokens();
+    let w = TestWarden::in_process(&fake, models)
         .config(WardenConfig {
             watch_period: Duration::ZERO,
             ..watched()
         })
-        .settings(&settings)
+        .settings(settings)
         .default_model("m")
         .start();
     let base = serve_http(&w);
@@ -262,7 +267,7 @@ async fn an_ollama_copy_is_an_alias_in_the_settings_file() {
     )
     .await;
     assert_eq!(s, 200, "{v}");
-    let text = std::fs::read_to_string(&settings).unwrap();
+    let text = std::fs::read_to_string(settings).unwrap();
     assert_eq!(
         text,
         "# my settings\n[models.m]\nctx = 4096\naliases = [\"assistant\"]\n"
@@ -273,7 +278,7 @@ async fn an_ollama_copy_is_an_alias_in_the_settings_file() {
     // Again: nothing more is written.
     let (s, _) = post(&base, "/api/copy", json!({"source": "m", "destination": "assistant"})).await;
     assert_eq!(s, 200);
-    assert_eq!(std::fs::read_to_string(&settings).unwrap(), text);
+    assert_eq!(std::fs::read_to_string(settings).unwrap(), text);
     // Taken by another model, or an unknown source: refused, file as it was.
     let (s, v) = post(
         &base,
@@ -286,6 +291,6 @@ async fn an_ollama_copy_is_an_alias_in_the_settings_file() {
     assert_eq!((s, v["code"].as_str()), (404, Some("model_not_found")), "{v}");
     let (s, v) = post(&base, "/api/copy", json!({"source": "m"})).await;
     assert_eq!((s, v["param"].as_str()), (400, Some("destination")), "{v}");
-    assert_eq!(std::fs::read_to_string(&settings).unwrap(), text);
+    assert_eq!(std::fs::read_to_string(settings).unwrap(), text);
     w.shutdown().await;
 }
