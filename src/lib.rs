@@ -90,7 +90,9 @@
 //!    atomic handler and published at the end of every handler (`publish`:
 //!    the status is `snapshot()`, a function of the core) and at named
 //!    points (`enter`): `load`, `spawn`, `retire`, `turn`, `turn_end`, `relay`,
-//!    `outbox`, `door`, `kv` and `kv_check`, `brake` (the sample: which
+//!    `outbox`, `door`, `kv`, `kv_check` and `compact` (idle conversations
+//!    moved out of the shared pool before a turn, by `law::compact`, over
+//!    the rates the child showed), `brake` (the sample: which
 //!    gauge, the pacing, the carries) and `brake_act` (the law's action
 //!    carried out), `prefix` (the MLX cache's resets said), `workers` (a
 //!    lost RPC worker), `reap`, `supervise` (a handler that panics answers

@@ -106,7 +106,7 @@ function renderResidents() {
     const until = r.idle_deadline_ms == null ? "never" : `in ${duration(r.idle_deadline_ms - Date.now())}`;
     const cells = [r.model, r.kind || "–", r.state, r.context_tokens ? r.context_tokens.toLocaleString() : "–",
       r.footprint_bytes != null ? bytes(r.footprint_bytes) : "–",
-      r.slots ? `${r.busy_slots} / ${r.slots}` : "–", String(r.queue_depth), until];
+      r.slots ? `${r.busy_slots} / ${r.slots}` : "–", poolNote(r.pool), String(r.queue_depth), until];
     for (const c of cells) {
       const td = document.createElement("td");
       td.textContent = c;
@@ -115,6 +115,17 @@ function renderResidents() {
     body.appendChild(tr);
   }
   $("residents-empty").style.display = list.length ? "none" : "";
+}
+
+// A resident's shared KV pool: the cells idle conversations hold beside
+// those running turns reserved, and what was moved to disk to keep it
+// compact (every decoded token attends the cells in use).
+function poolNote(p) {
+  if (!p) return "–";
+  let note = `idle ${p.idle_cells.toLocaleString()} · running ${p.busy_cells.toLocaleString()}`;
+  if (p.moved) note += ` · ${p.moved} moved to disk (${p.moved_cells.toLocaleString()} cells)`;
+  else if (!p.compacting) note += " · kept in place";
+  return note;
 }
 
 // The live child's slots: busy of all, each busy one's conversation and
@@ -300,6 +311,7 @@ function describe(kind, e) {
     case "client_stalled": return `turn ${e.seq}: client stopped reading (${e.waited_ms} ms)`;
     case "reap_checked": return e.reaped ? "idle reap" : null;
     case "brake": return `memory brake ${e.action} at ${e.level} (${e.point}), window ${e.window_from ?? "?"} → ${e.window_to ?? "unloaded"}`;
+    case "pool_compacted": return `${e.model}: an idle conversation's ${e.cells.toLocaleString()} cells moved to disk (slot ${e.slot}): keeping them would cost the turns ahead ~${e.keep_ms} ms, the move ~${e.move_ms} ms`;
     case "prefix_reset": return `prefix cache reset (${e.reason})`;
     case "notice": return `notice: ${e.notice.t}${e.notice.reason ? ` (${e.notice.reason})` : ""}`;
     case "settings_applied": {

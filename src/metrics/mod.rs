@@ -79,6 +79,11 @@ struct Reason {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelOnly {
+    model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LevelAction {
     level: &'static str,
     action: &'static str,
@@ -101,6 +106,10 @@ pub struct Metrics {
     restarts: Family<Reason, Counter>,
     brake_actions: Family<LevelAction, Counter>,
     client_stalls: Counter,
+    /// Idle conversations saved and erased to keep a model's pool compact.
+    pool_compactions: Family<ModelOnly, Counter>,
+    /// The cells those held.
+    pool_compacted_cells: Family<ModelOnly, Counter>,
     /// The last child's end: its model and why (restart detection).
     last_end: Mutex<Option<(String, &'static str)>>,
 }
@@ -165,6 +174,16 @@ impl Default for Metrics {
                 &mut r,
                 "warden_client_stalls",
                 "Clients whose connection was closed because they stopped reading their answer",
+            ),
+            pool_compactions: counter(
+                &mut r,
+                "warden_pool_compactions",
+                "Idle conversations saved to the KV store and erased from a model's shared pool so the turns beside them attend fewer cells, by model",
+            ),
+            pool_compacted_cells: counter(
+                &mut r,
+                "warden_pool_compacted_cells",
+                "The cells those idle conversations held, by model",
             ),
             last_end: Mutex::new(None),
             registry: r,
@@ -276,6 +295,13 @@ impl Metrics {
             }
             WardenEvent::ClientStalled { .. } => {
                 self.client_stalls.inc();
+            }
+            WardenEvent::PoolCompacted { model, cells, .. } => {
+                let labels = ModelOnly { model: model.clone() };
+                self.pool_compactions.get_or_create(&labels).inc();
+                self.pool_compacted_cells
+                    .get_or_create(&labels)
+                    .inc_by(u64::from(*cells));
             }
             _ => {}
         }

@@ -104,6 +104,33 @@ fn events_move_the_counters() {
     }
 }
 
+/// Each idle conversation the law moved out of a model's pool counts once
+/// for that model, with the cells it held.
+#[test]
+fn compactions_count_per_model_with_their_cells() {
+    let m = Metrics::default();
+    let moved = |model: &str, cells: u32| WardenEvent::PoolCompacted {
+        model: model.into(),
+        slot: 0,
+        conversation: "c".into(),
+        cells,
+        keep_ms: 200,
+        move_ms: 80,
+    };
+    m.observe(&moved("a", 2000));
+    m.observe(&moved("a", 1500));
+    m.observe(&moved("b", 700));
+    let s = scrape(&m);
+    for (series, want) in [
+        ("warden_pool_compactions_total{model=\"a\"}", Some(2.0)),
+        ("warden_pool_compacted_cells_total{model=\"a\"}", Some(3500.0)),
+        ("warden_pool_compactions_total{model=\"b\"}", Some(1.0)),
+        ("warden_pool_compacted_cells_total{model=\"c\"}", None),
+    ] {
+        assert_eq!(value(&s, series), want, "{series}");
+    }
+}
+
 /// A fresh warden lists every route's completed turns at 0, histograms with
 /// their `+Inf` bucket, the unloaded model at 0, and no absent gauge.
 #[test]

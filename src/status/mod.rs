@@ -122,6 +122,10 @@ pub struct EngineStatus {
     /// The live child's slots (#35): one per conversation it can serve at
     /// once; empty without a child.
     pub slots: Vec<SlotStatus>,
+    /// The live child's shared KV pool (#43): the cells idle conversations
+    /// hold beside those running turns reserve, and what the law moved to
+    /// disk to keep it compact; `None` without a child.
+    pub pool: Option<PoolStatus>,
     /// Turns waiting in the engine for a slot, for room in the KV pool, or
     /// for a memory action to finish.
     pub waiting_turns: usize,
@@ -199,6 +203,37 @@ pub struct SlotStatus {
     pub reserved_tokens: Option<u32>,
 }
 
+/// The live child's shared KV pool in `/warden/status` (#43).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolStatus {
+    /// Its cells (the allocated window).
+    pub window: Option<u32>,
+    /// Cells idle conversations hold, by the child's count: every decoded
+    /// token of a running turn attends them.
+    pub idle_cells: u32,
+    /// Cells running turns reserved (prompt plus answer bound).
+    pub busy_cells: u32,
+    /// Whether idle conversations are moved to disk when they cost the
+    /// running turns more than a move (off with `WARDEN_KV_SAVE=0`, or for
+    /// a model whose saves do not restore).
+    pub compacting: bool,
+    /// Idle conversations the law moved to disk for the turns beside them.
+    pub moved: u64,
+    /// Cells those held.
+    pub moved_cells: u64,
+    /// The decode time one attended cell adds to a token, ns: this child's
+    /// fit when `decode_measured`, else the prior.
+    pub cell_decode_ns: u64,
+    /// Whether `cell_decode_ns` is fitted from this model's lone turns.
+    pub decode_measured: bool,
+    /// Time to save one cell to the store, ns (measured once one was).
+    pub save_ns_per_cell: u64,
+    /// Time to restore one cell, ns (measured once one was).
+    pub restore_ns_per_cell: u64,
+    /// How long this model's answers run (tokens, the child's counts).
+    pub typical_answer_tokens: u32,
+}
+
 /// One resident model in `/warden/status`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ResidentView {
@@ -229,6 +264,8 @@ pub struct ResidentView {
     pub slots: usize,
     /// Those a turn runs on now.
     pub busy_slots: usize,
+    /// Its shared KV pool (`None`: no child).
+    pub pool: Option<PoolStatus>,
 }
 
 /// Whether the loaded model's conversation cache is kept across the
@@ -389,6 +426,22 @@ pub enum WardenEvent {
         window_from: Option<u32>,
         /// The window after.
         window_to: Option<u32>,
+    },
+    /// An idle conversation was moved to the KV store and erased from the
+    /// shared pool, so the turns beside it attend fewer cells (#43).
+    PoolCompacted {
+        /// The model id.
+        model: String,
+        /// The slot it left.
+        slot: u32,
+        /// Its key.
+        conversation: String,
+        /// The cells it held.
+        cells: u32,
+        /// What keeping it would have cost the turns ahead, ms.
+        keep_ms: u64,
+        /// What the move costs, now and at its likely return, ms.
+        move_ms: u64,
     },
     /// The MLX prefix cache was reset (after a barrier when `barrier`).
     PrefixReset {

@@ -130,6 +130,7 @@ impl Slot {
             turns: s.turns,
             slots: s.slots.len(),
             busy_slots: s.slots.iter().filter(|x| x.busy).count(),
+            pool: s.pool.clone(),
         })
     }
 }

@@ -85,3 +85,68 @@ async fn an_unanswered_restore_keeps_the_save_and_a_refused_one_removes_it() {
         w.shutdown().await;
     }
 }
+
+/// A long conversation held idle, then another's turn with a long answer
+/// ahead, on a model whose cells are heavy: the law moves the idle one to
+/// disk before the new turn starts, saved first and only then erased. When
+/// the child cannot save it (a full disk), it is not erased: it stays in
+/// its slot with its cells counted, and nothing else happens to it.
+#[actix_rt::test]
+async fn compaction_saves_before_it_erases_and_a_failed_save_keeps_the_conversation() {
+    for save_fails in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let kv = tempfile::tempdir().unwrap();
+        heavy_model(dir.path(), "m", serde_json::json!({}));
+        let fake = Arc::new(FakeLlama::new(Script {
+            save_fails,
+            ..Script::default()
+        }));
+        let cfg = WardenConfig {
+            kv_save_dir: Some(kv.path().to_path_buf()),
+            ..test_config()
+        };
+        let w = TestWarden::in_process(&fake, dir.path()).config(cfg).start();
+        let mut events = w.subscribe();
+        let held = collect(w.submit(long_turn().conversation(Some("held".into()))).unwrap()).await;
+        assert!(held.done, "{held:?}");
+        let held_tokens = |st: &llm_warden::status::EngineStatus| {
+            st.slots
+                .iter()
+                .find(|s| s.conversation.as_deref() == Some("held"))
+                .map(|s| s.tokens)
+        };
+        let before = held_tokens(&w.status()).expect("the held conversation has its slot");
+        let next = collect(
+            w.submit(chat(None, 2048, true).conversation(Some("next".into())))
+                .unwrap(),
+        )
+        .await;
+        assert!(next.done && next.error.is_none(), "save_fails {save_fails}: {next:?}");
+        let mut moved = Vec::new();
+        while let Ok(e) = events.try_recv() {
+            if let llm_warden::status::WardenEvent::PoolCompacted { conversation, .. } = e {
+                moved.push(conversation);
+            }
+        }
+        let st = w.status();
+        let holds = held_tokens(&st);
+        let pool = st.pool.expect("a live child has a pool");
+        if save_fails {
+            assert_eq!(fake.slot_actions(), vec!["save"], "no erase after a failed save");
+            assert!(moved.is_empty(), "{moved:?}");
+            assert!(
+                holds == Some(before),
+                "the conversation stays, counted: {:?}",
+                st.slots
+            );
+            assert_eq!((pool.moved, pool.idle_cells >= before), (0, true), "{pool:?}");
+        } else {
+            assert_eq!(fake.slot_actions(), vec!["save", "erase"], "saved, then erased");
+            assert_eq!(moved, vec!["held".to_string()]);
+            assert_eq!(holds, None, "{:?}", st.slots);
+            assert_eq!(saved(&w), vec!["held".to_string()]);
+            assert_eq!(pool.moved, 1, "{pool:?}");
+        }
+        w.shutdown().await;
+    }
+}

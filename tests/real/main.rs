@@ -12,6 +12,7 @@ mod anthropic_client;
 mod backpressure;
 mod cgroup;
 mod cli;
+mod compact;
 mod cors;
 mod dialects_real;
 mod embedding_model;

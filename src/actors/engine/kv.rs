@@ -68,12 +68,28 @@ pub struct SlotHeld {
     pub unchecked_restore: Option<(u32, u32)>,
 }
 
+/// How a save went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Saved {
+    /// Written and kept in the store.
+    Kept,
+    /// Nothing to save: no conversation, too short to be worth it, saves
+    /// off, or a model whose saves the next child could not use.
+    Nothing,
+    /// Tried and failed (the child's refusal, no answer, or the store's).
+    Failed,
+}
+
 /// The KV controller: the store (`None` when saves are off or the engine's
 /// child has no slot files, mlx_vlm.server) and the view of it the status
-/// shows, which nothing else writes.
+/// shows, which nothing else writes; and what keeps the shared pool
+/// compact (`compact`): the rates each model's child has shown and what
+/// the law moved to disk.
 #[derive(Debug)]
 pub struct Kv {
     store: Option<KvStore>,
+    /// Per model: its rates as measured, and what compaction moved.
+    pub(super) pools: std::collections::HashMap<String, super::compact::PoolMeter>,
     /// The store as status shows it, refreshed after each change of the
     /// store (not derived at each publish: reading it is a directory scan
     /// and a JSON parse per save, and every handler publishes). One cell
@@ -88,6 +104,7 @@ impl Kv {
     pub(crate) fn open(cfg: &WardenConfig, backend: &Backend, view: SharedStoreView) -> Self {
         let kv = Self {
             store: open_store(cfg, backend),
+            pools: Default::default(),
             view,
         };
         kv.refresh();
@@ -119,7 +136,7 @@ impl Kv {
 
     /// Saves every slot of `child` that holds a conversation (the child is
     /// about to stop); `why` names the interruption in the log.
-    pub(crate) async fn save_all(&self, child: &mut LiveChild, why: &'static str) {
+    pub(crate) async fn save_all(&mut self, child: &mut LiveChild, why: &'static str) {
         for i in 0..child.slots.len() {
             self.save(child, i, why).await;
         }
@@ -128,62 +145,77 @@ impl Kv {
     /// Sends slot `slot`'s conversation to disk and clears its cells, so a
     /// turn beside it fits the shared pool (`law::slots::admit`). A clear
     /// that fails is said: the pool then holds more than the law counted.
-    pub(crate) async fn evict(&self, child: &mut LiveChild, slot: usize) {
+    pub(crate) async fn evict(&mut self, child: &mut LiveChild, slot: usize) {
         self.save(child, slot, "room for another conversation").await;
-        match slot_action(child, slot, "erase", None).await {
-            Ok(_) => {
-                let s = child.slots.get_mut(slot);
-                s.held = None;
-                s.anonymous_tokens = 0;
-            }
-            Err(e) => tracing::warn!(slot, "kv: slot {slot} could not be cleared ({e}); the next turns may find the pool fuller than counted"),
-        }
+        erase(child, slot).await;
     }
 
     /// Saves `child`'s slot `slot` for the conversation it holds, when
     /// there is one worth saving; `why` names the interruption in the log.
-    pub(crate) async fn save(&self, child: &mut LiveChild, slot: usize, why: &'static str) {
-        let Some(store) = self.store.as_ref() else { return };
+    /// The slot forgets its conversation either way (the child is about to
+    /// stop, or another turn takes the slot).
+    pub(crate) async fn save(&mut self, child: &mut LiveChild, slot: usize, why: &'static str) -> Saved {
+        if self.store.is_none() {
+            return Saved::Nothing;
+        }
         let Some(held) = child.slots.get_mut(slot).held.take() else {
-            return;
+            return Saved::Nothing;
         };
         // A save the next child could not use is not written at all.
         if !kept(child) || !kv_save::worth_saving(held.tokens) {
-            return;
+            return Saved::Nothing;
         }
+        let saved = self.write(child, slot, held, why).await;
+        self.refresh();
+        saved
+    }
+
+    /// Writes `held`, the conversation of `child`'s slot `slot`, to the
+    /// store.
+    async fn write(&mut self, child: &LiveChild, slot: usize, held: SlotHeld, why: &'static str) -> Saved {
+        let Some(store) = self.store.as_ref() else {
+            return Saved::Nothing;
+        };
         let SlotHeld {
             conversation,
             answer_tokens,
             ..
         } = held;
         let Some((name, identity)) = save_name(child, &conversation) else {
-            return;
+            return Saved::Failed;
         };
         let (model, model_path) = (child.model_id().to_string(), child.plan.entry.path.clone());
         let held_conversation = conversation.clone();
-        match slot_action(child, slot, "save", Some(&KvStore::temp_file(&name))).await {
+        match slot_action(child, slot, SlotAction::Save, Some(&KvStore::temp_file(&name))).await {
             Ok(v) => {
+                let n_saved = v["n_saved"].as_u64().unwrap_or(0) as u32;
+                let ms = v["timings"]["save_ms"].as_f64().unwrap_or(0.0);
                 let record = SaveRecord {
                     name: name.clone(),
                     model,
                     model_path,
                     model_identity: identity,
                     conversation,
-                    tokens: v["n_saved"].as_u64().unwrap_or(0) as u32,
+                    tokens: n_saved,
                     answer_tokens,
                     bytes: 0,
                     saved_at_ms: 0,
                 };
                 match store.commit(record) {
-                    Ok(r) => tracing::info!(
-                        tokens = r.tokens,
-                        bytes = r.bytes,
-                        ms = v["timings"]["save_ms"].as_f64().unwrap_or(0.0),
-                        "kv: saved the conversation's cache before the {why}"
-                    ),
+                    Ok(r) => {
+                        tracing::info!(
+                            tokens = r.tokens,
+                            bytes = r.bytes,
+                            ms,
+                            "kv: saved the conversation's cache before the {why}"
+                        );
+                        self.meter(child).saved(n_saved, ms);
+                        Saved::Kept
+                    }
                     Err(e) => {
                         tracing::warn!("kv: the save before the {why} could not be kept ({e})");
                         store.remove(&name);
+                        Saved::Failed
                     }
                 }
             }
@@ -195,16 +227,16 @@ impl Kv {
                     "kv: the save before the {why} failed ({e}); what it held past the conversation's earlier save, if any, will be re-read"
                 );
                 store.remove_temp(&name);
+                Saved::Failed
             }
         }
-        self.refresh();
     }
 
     /// Before a generating turn: `child`'s slot `slot` changes hands to
     /// `conversation` (`None`: a turn with no conversation, a raw
     /// completion). The previous owner's KV is saved, and `conversation`'s
     /// save restored.
-    pub(crate) async fn claim(&self, child: &mut LiveChild, slot: usize, conversation: Option<&str>, tokens: u32) {
+    pub(crate) async fn claim(&mut self, child: &mut LiveChild, slot: usize, conversation: Option<&str>, tokens: u32) {
         if let Some(held) = child
             .slots
             .get_mut(slot)
@@ -236,7 +268,7 @@ impl Kv {
 
     /// Restores `conversation`'s save into `child`'s slot when it fits the
     /// window; the tokens restored and the answer tokens they end with.
-    async fn restore(&self, child: &LiveChild, slot: usize, conversation: &str) -> Option<(u32, u32)> {
+    async fn restore(&mut self, child: &LiveChild, slot: usize, conversation: &str) -> Option<(u32, u32)> {
         let store = self.store.as_ref()?;
         let (name, _) = save_name(child, conversation)?;
         let record = store.find(&name)?;
@@ -260,14 +292,12 @@ impl Kv {
             store.remove(&name);
             return None;
         }
-        match slot_action(child, slot, "restore", Some(&KvStore::data_file(&name))).await {
+        match slot_action(child, slot, SlotAction::Restore, Some(&KvStore::data_file(&name))).await {
             Ok(v) => {
                 let n = v["n_restored"].as_u64().unwrap_or(0) as u32;
-                tracing::info!(
-                    tokens = n,
-                    ms = v["timings"]["restore_ms"].as_f64().unwrap_or(0.0),
-                    "kv: restored the conversation's cache"
-                );
+                let ms = v["timings"]["restore_ms"].as_f64().unwrap_or(0.0);
+                tracing::info!(tokens = n, ms, "kv: restored the conversation's cache");
+                self.meter(child).restored(n, ms);
                 Some((n, record.answer_tokens))
             }
             Err(SlotFailure::Refused(e)) => {
@@ -313,11 +343,52 @@ fn open_store(cfg: &WardenConfig, backend: &Backend) -> Option<KvStore> {
     }
 }
 
+/// What llama-server's `/slots/N?action=` does to a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlotAction {
+    /// Writes its cells to a file in `--slot-save-path`.
+    Save,
+    /// Reads a file's cells into it.
+    Restore,
+    /// Frees its cells (`seq_rm`: the allocator's head moves down to the
+    /// lowest cell freed, so the next cells placed land there).
+    Erase,
+}
+
+impl SlotAction {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Save => "save",
+            Self::Restore => "restore",
+            Self::Erase => "erase",
+        }
+    }
+}
+
+/// Clears `child`'s slot `slot` (its conversation saved first, or not
+/// worth keeping); the slot then holds nothing. One that fails is said:
+/// the pool then holds more than the law counted. Whether it was cleared.
+pub(crate) async fn erase(child: &mut LiveChild, slot: usize) -> bool {
+    match slot_action(child, slot, SlotAction::Erase, None).await {
+        Ok(_) => {
+            let s = child.slots.get_mut(slot);
+            s.held = None;
+            s.anonymous_tokens = 0;
+            true
+        }
+        Err(e) => {
+            tracing::warn!(slot, "kv: slot {slot} could not be cleared ({e}); the next turns may find the pool fuller than counted");
+            false
+        }
+    }
+}
+
 /// One slot action on slot `slot` of `child`, bounded; its JSON answer.
 /// Sent as a turn is (`send_retrying`): a pooled connection the child had
 /// just closed is tried once more on a fresh one, so a save or a restore
 /// is never lost to the connection it happened to get.
-async fn slot_action(child: &LiveChild, slot: usize, action: &str, file: Option<&str>) -> Result<Value, SlotFailure> {
+async fn slot_action(child: &LiveChild, slot: usize, action: SlotAction, file: Option<&str>) -> Result<Value, SlotFailure> {
+    let action = action.as_str();
     let body = Bytes::from(file.map_or_else(|| "{}".to_string(), |f| json!({ "filename": f }).to_string()));
     let unanswered = |e: reqwest::Error| SlotFailure::Unanswered(e.without_url().to_string());
     let send = async {
@@ -353,6 +424,6 @@ pub(crate) fn keep(child: &LiveChild) -> Keep {
 }
 
 /// Whether `child`'s saves can be used again.
-fn kept(child: &LiveChild) -> bool {
+pub(super) fn kept(child: &LiveChild) -> bool {
     !matches!(keep(child), Keep::Not(_))
 }

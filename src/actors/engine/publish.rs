@@ -73,6 +73,7 @@ impl EngineCore {
             kind: c.map(|c| crate::law::types::ModelKind::of(c.plan.facts.as_deref())),
             held_bytes: c.and_then(|c| c.footprint_bytes()),
             slots: c.map(|c| c.slots.status()).unwrap_or_default(),
+            pool: c.map(|c| self.kv.pool_view(c)),
             waiting_turns: self.intake.waiting_turns(),
             pinned: c.is_some_and(|c| self.cfg().pinned(c.model_id())),
             residents: Vec::new(),

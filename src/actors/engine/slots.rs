@@ -6,6 +6,8 @@
 //! disk); the KV controller (`kv`) writes `held`; the turn's admission and
 //! end write `busy`. One table per child: it goes with the child.
 
+use tokio::time::Instant;
+
 use super::kv::SlotHeld;
 use crate::law::slots::SlotView;
 use crate::status::SlotStatus;
@@ -17,6 +19,14 @@ pub struct Busy {
     pub seq: u64,
     /// Its prompt and answer bound, counted against the pool until it ends.
     pub reserved: u32,
+    /// Its answer bound (what compaction expects it may still decode).
+    pub bound: u32,
+    /// No other turn ran on the child at any time beside it: its decode
+    /// rate is then its own, a sample of what the attended cells cost.
+    pub alone: bool,
+    /// The cells the other slots held when it started (the idle ones it
+    /// attended beside its own).
+    pub beside: u32,
 }
 
 /// One slot.
@@ -32,6 +42,8 @@ pub struct Slot {
     pub anonymous_tokens: u32,
     /// When it was last taken, on the table's own clock.
     pub used: u64,
+    /// When its last turn ended (how likely its conversation comes back).
+    pub ended_at: Option<Instant>,
     /// The text its last request began with (its messages, or its prompt):
     /// how much a new request shares with its cells is read from it.
     pub text: Option<String>,
@@ -96,24 +108,55 @@ impl Slots {
     }
 
     /// A turn of a request beginning with `text` starts on slot `i`,
-    /// reserving `reserved` tokens.
-    pub fn start(&mut self, i: usize, seq: u64, reserved: u32, text: Option<String>) {
+    /// reserving `reserved` tokens for an answer bounded at `bound`.
+    pub fn start(&mut self, i: usize, seq: u64, reserved: u32, bound: u32, text: Option<String>) {
         self.clock += 1;
+        let alone = self.slots.iter().all(|s| s.busy.is_none());
+        let beside = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, s)| s.tokens())
+            .fold(0u32, u32::saturating_add);
+        for b in self.slots.iter_mut().filter_map(|s| s.busy.as_mut()) {
+            b.alone = false;
+        }
         let s = &mut self.slots[i];
         s.used = self.clock;
-        s.busy = Some(Busy { seq, reserved });
+        s.busy = Some(Busy {
+            seq,
+            reserved,
+            bound,
+            alone,
+            beside,
+        });
         s.text = text;
     }
 
-    /// The turn `seq` ended: its slot, freed (`None`: it ran on no slot of
-    /// this child).
-    pub fn end(&mut self, seq: u64) -> Option<usize> {
+    /// The turn `seq` ended at `now`: its slot, freed, and what it was
+    /// (`None`: it ran on no slot of this child).
+    pub fn end(&mut self, seq: u64, now: Instant) -> Option<(usize, Busy)> {
         let i = self
             .slots
             .iter()
             .position(|s| s.busy.as_ref().is_some_and(|b| b.seq == seq))?;
-        self.slots[i].busy = None;
-        Some(i)
+        let s = &mut self.slots[i];
+        s.ended_at = Some(now);
+        s.busy.take().map(|b| (i, b))
+    }
+
+    /// Every slot, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Slot> {
+        self.slots.iter()
+    }
+
+    /// The pool's cells held by idle slots and reserved by running turns.
+    pub fn cells(&self) -> (u32, u32) {
+        self.slots.iter().fold((0u32, 0u32), |(idle, busy), s| match &s.busy {
+            Some(b) => (idle, busy.saturating_add(b.reserved)),
+            None => (idle.saturating_add(s.tokens()), busy),
+        })
     }
 
     /// The status's view of each slot.
@@ -151,13 +194,16 @@ mod tests {
     #[test]
     fn start_and_end_follow_the_turn() {
         let mut t = Slots::new(3);
-        t.start(2, 7, 300, None);
-        t.start(0, 8, 100, None);
+        t.start(2, 7, 300, 200, None);
+        t.start(0, 8, 100, 50, None);
         assert_eq!(t.views(None).iter().filter(|v| v.busy).count(), 2);
         let v = t.views(None);
         assert_eq!((v[2].busy, v[2].tokens, v[0].used > v[2].used), (true, 300, true));
-        assert_eq!(t.end(7), Some(2));
-        assert_eq!(t.end(7), None);
+        assert_eq!(t.cells(), (0, 400));
+        let now = Instant::now();
+        assert_eq!(t.end(7, now).map(|(i, b)| (i, b.bound)), Some((2, 200)));
+        assert_eq!(t.get(2).ended_at, Some(now));
+        assert_eq!(t.end(7, now).map(|(i, _)| i), None);
         assert_eq!(t.views(None).iter().filter(|v| v.busy).count(), 1);
         assert!(!t.views(None)[2].busy);
     }
@@ -177,6 +223,26 @@ mod tests {
         let v = t.views(None);
         assert_eq!((v[0].tokens, v[0].holds, v[1].tokens, v[1].holds), (900, Some("c"), 40, None));
         assert_eq!(Slots::new(0).len(), 1);
+    }
+
+    /// A turn is alone while no other ran beside it at any moment; it
+    /// counts the cells the other slots held when it started.
+    #[test]
+    fn a_turn_is_alone_until_another_runs_beside_it() {
+        let mut t = Slots::new(3);
+        t.get_mut(1).anonymous_tokens = 700;
+        t.start(0, 1, 100, 64, None);
+        assert_eq!(t.cells(), (700, 100));
+        t.start(2, 2, 100, 64, None);
+        let now = Instant::now();
+        let (_, first) = t.end(1, now).unwrap();
+        let (_, second) = t.end(2, now).unwrap();
+        assert_eq!((first.alone, first.beside), (false, 700));
+        // why: the first still ran when the second started
+        assert_eq!((second.alone, second.beside), (false, 700));
+        t.start(0, 3, 100, 64, None);
+        let (_, third) = t.end(3, now).unwrap();
+        assert_eq!((third.alone, third.beside), (true, 700));
     }
 
     /// What a slot shares with a request is their common beginning, over

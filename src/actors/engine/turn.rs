@@ -98,7 +98,11 @@ struct Seat {
     slot: usize,
     bound: u32,
     reserve: u32,
+    /// Idle slots cleared for room (`law::slots::admit`).
     evict: Vec<usize>,
+    /// Idle conversations moved to disk to keep the pool compact
+    /// (`law::compact`), the costliest to keep first.
+    compact: Vec<crate::law::compact::Weighed>,
     /// The request's estimated prompt tokens and its text, read once here
     /// and carried to the slot.
     prompt: u32,
@@ -282,14 +286,19 @@ impl EngineCore {
         };
         let requested = crate::law::request::requested_bound(&w.request.body);
         match slots::admit(pool, &views, slot, prompt, requested) {
-            Admit::Run { bound, reserve, evict } => Some(Seat {
-                slot,
-                bound,
-                reserve,
-                evict,
-                prompt,
-                text,
-            }),
+            Admit::Run { bound, reserve, evict } => {
+                let turn = super::compact::Admitted { slot, bound, prompt };
+                let compact = self.kv.compaction(c, turn, &evict, tokio::time::Instant::now());
+                Some(Seat {
+                    slot,
+                    bound,
+                    reserve,
+                    evict,
+                    compact,
+                    prompt,
+                    text,
+                })
+            }
             Admit::Wait => None,
         }
     }
@@ -301,7 +310,9 @@ impl EngineCore {
     }
 
     /// A generating turn on its seat: idle conversations in its way go to
-    /// disk, its bound goes in the one field the child obeys, its slot
+    /// disk (for room, then to keep the pool compact: both before its
+    /// prompt reaches the child, so its cells land at the bottom of the
+    /// pool), its bound goes in the one field the child obeys, its slot
     /// changes hands (the previous owner's KV saved, its own restored), and
     /// its relay is made.
     async fn admit_generation(&mut self, w: Waiting, seat: Seat) -> Option<RelayJob> {
@@ -334,10 +345,19 @@ impl EngineCore {
         for i in seat.evict {
             self.kv.evict(c, i).await;
         }
+        let outlets = &self.outlets;
+        for w in seat.compact {
+            self.kv
+                .compact(c, w, |e| {
+                    outlets.metrics.observe(&e);
+                    let _ = outlets.events_tx.send(e);
+                })
+                .await;
+        }
         // Until the child's own count arrives with the answer, the slot
         // holds about the prompt.
         self.kv.claim(c, seat.slot, owner.as_deref(), seat.prompt).await;
-        c.slots.start(seat.slot, seq, seat.reserve, seat.text);
+        c.slots.start(seat.slot, seq, seat.reserve, seat.bound, seat.text);
         let line = self.relay_line();
         Some(RelayJob {
             line,

@@ -66,8 +66,9 @@ impl EngineCore {
             let abandoned = matches!(relayed, Ok(Relayed::Abandoned));
             c.engine
                 .after_turn(abandoned, matches!(relayed, Ok(Relayed::Completed { .. })));
-            if let Some(slot) = c.slots.end(seq) {
+            if let Some((slot, busy)) = c.slots.end(seq, tokio::time::Instant::now()) {
                 super::kv_check::counted(c, slot, counts);
+                self.kv.turn_counted(c, &busy, counts);
             }
         }
         let ended = ended(relayed);
@@ -123,16 +124,18 @@ impl EngineCore {
         // The turn's end is published before its last events reach the
         // client, so its next look at the status sees what the turn left
         // (a respawn or an unload at its end, its keep-alive, its count).
+        // Its queue place frees then too: a client that read its answer's
+        // end and asked the queue's depth once saw this turn still counted
+        // (a real test read 1 on a fresh machine: the count lagged the
+        // reply, no turn leaked).
         self.usage.turn_done();
+        drop(ticket);
         self.publish();
         if stateful {
             self.deliver_brake_notice(&mut out).await;
         }
         finish.send(&mut out).await;
         let outcome = self.stall_outcome(&out, seq).unwrap_or(outcome);
-        // The queue place frees before the end is announced, so an observer
-        // of the end never sees the turn still counted.
-        drop(ticket);
         self.emit(WardenEvent::TurnEnded {
             seq,
             route,

@@ -92,8 +92,9 @@ fn slot_path(path: &str) -> Option<(u32, &str)> {
 
 /// `/slots/N?action=save|restore` with `{"filename"}` in `--slot-save-path`,
 /// and `erase`, answered in llama-server's shape: a save writes the slots'
-/// token count (the fake keeps one count for all slots), a restore reads it
-/// back (or refuses, or hangs, as scripted), an erase clears it. Like
+/// token count (the fake keeps one count for all slots; or fails, as
+/// scripted), a restore reads it back (or refuses, or hangs, as scripted),
+/// an erase clears it. Like
 /// llama-server, none without `--slot-save-path`.
 async fn slot_action(req: &Request, wr: &mut OwnedWriteHalf, child: &Child, slot: u32, action: &str) -> std::io::Result<bool> {
     use std::sync::atomic::Ordering;
@@ -115,6 +116,10 @@ async fn slot_action(req: &Request, wr: &mut OwnedWriteHalf, child: &Child, slot
     let path = dir.join(&file);
     let refused = || json!({"error": {"code": 400, "message": "Unable to restore slot", "type": "invalid_request_error"}});
     match (action, child.script.restore) {
+        ("save", _) if child.script.save_fails => {
+            let e = json!({"error": {"code": 500, "message": "failed to save slot", "type": "server_error"}});
+            http::write_json(wr, 500, &e, close).await?;
+        }
         ("save", _) => {
             let n = child.slot_tokens.load(Ordering::Acquire);
             std::fs::write(&path, format!("{n:>64}"))?;

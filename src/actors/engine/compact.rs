@@ -1,0 +1,191 @@
+//! Carrying out `law::compact` (#43): before a generating turn's prompt
+//! reaches the child, the idle conversations whose cells would cost the
+//! turns ahead more than a move to disk are saved and erased, so the
+//! admitted turn's cells land at the bottom of the pool and its every token
+//! attends only what is in use. What the law weighs is measured here, per
+//! model (`PoolMeter`, over `law::compact_meter`): each slot action's own
+//! timing, each turn's answer, and the decode rate of turns that ran alone
+//! against the cells they attended. Part of the KV controller (`Kv`); the
+//! core calls it inside the atomic handlers (`turn`, `turn_end`).
+//!
+//! Nothing held is lost: a conversation is erased only after its save was
+//! kept by the store; a save that fails leaves it in its slot, counted.
+
+use tokio::time::Instant;
+
+use super::core::{Kv, LiveChild};
+use super::counts::ChildCounts;
+use super::kv::Saved;
+use super::slots::Busy;
+use crate::law::compact::{self, Ahead, Candidate, Weighed};
+use crate::law::compact_meter::Meter;
+use crate::law::kv_save;
+use crate::status::{PoolStatus, WardenEvent};
+
+/// One model's pool as the KV controller measures and compacts it.
+#[derive(Debug, Clone)]
+pub struct PoolMeter {
+    /// Its child's rates as shown so far.
+    pub meter: Meter,
+    /// Conversations the law moved to disk.
+    pub moved: u64,
+    /// Cells those held.
+    pub moved_cells: u64,
+}
+
+/// A turn about to start, as compaction weighs what is ahead of it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Admitted {
+    /// The slot it takes.
+    pub slot: usize,
+    /// Its answer bound.
+    pub bound: u32,
+    /// Its prompt, estimated.
+    pub prompt: u32,
+}
+
+impl Kv {
+    /// `child`'s model's meter (a new one at the priors for its KV shape).
+    pub(super) fn meter(&mut self, child: &LiveChild) -> &mut Meter {
+        &mut self.pool(child).meter
+    }
+
+    fn pool(&mut self, child: &LiveChild) -> &mut PoolMeter {
+        let kv_per_cell = child.plan.shape.map_or(0, |s| s.kv_per_token);
+        self.pools
+            .entry(child.model_id().to_string())
+            .or_insert_with(|| PoolMeter {
+                meter: Meter::new(kv_per_cell),
+                moved: 0,
+                moved_cells: 0,
+            })
+    }
+
+    /// The idle conversations the law moves to disk before `turn` starts
+    /// on `child`, beside the slots `evicting` already clears for room;
+    /// empty when saves are off or the model's saves do not restore.
+    pub(crate) fn compaction(&self, child: &LiveChild, turn: Admitted, evicting: &[usize], now: Instant) -> Vec<Weighed> {
+        if !self.is_on() || !super::kv::kept(child) {
+            return Vec::new();
+        }
+        let kv_per_cell = child.plan.shape.map_or(0, |s| s.kv_per_token);
+        let reading = self
+            .pools
+            .get(child.model_id())
+            .map_or_else(|| Meter::new(kv_per_cell).reading(), |p| p.meter.reading());
+        let typical = reading.typical_answer;
+        let mut tokens = u64::from(compact::expected_answer(turn.bound, typical));
+        let mut running = 0;
+        let mut candidates = Vec::new();
+        for (i, s) in child.slots.iter().enumerate() {
+            if let Some(b) = &s.busy {
+                // A running turn is, on average, halfway through its answer.
+                tokens += u64::from(compact::expected_answer(b.bound, typical) / 2);
+                running += 1;
+                continue;
+            }
+            if i == turn.slot || evicting.contains(&i) {
+                continue;
+            }
+            let cells = s.tokens();
+            candidates.push(Candidate {
+                slot: i,
+                cells,
+                idle_ms: s.ended_at.map_or(u64::MAX, |t| now.saturating_duration_since(t).as_millis() as u64),
+                busy: false,
+                keeps: s.held.is_some() && kv_save::worth_saving(cells),
+            });
+        }
+        // The prompt's part the slot does not hold yet is placed too.
+        let own = child.slots.get(turn.slot).tokens();
+        let ahead = Ahead {
+            tokens,
+            running,
+            placing: u64::from(turn.prompt.saturating_sub(own)) + tokens,
+        };
+        compact::plan(reading.rates, ahead, &candidates, turn.slot)
+    }
+
+    /// Moves one idle conversation the law chose to disk: saved, then
+    /// erased. A save that fails leaves it where it is, counted.
+    pub(crate) async fn compact(&mut self, child: &mut LiveChild, w: Weighed, emit: impl Fn(WardenEvent)) {
+        let Some(held) = child.slots.get(w.slot).held.clone() else {
+            return;
+        };
+        if child.slots.get(w.slot).busy.is_some() {
+            return;
+        }
+        match self.save(child, w.slot, "compaction of the pool").await {
+            Saved::Kept => {}
+            Saved::Nothing | Saved::Failed => {
+                // Still in the pool: the slot keeps it, and its cells count.
+                child.slots.get_mut(w.slot).held = Some(held);
+                return;
+            }
+        }
+        if !super::kv::erase(child, w.slot).await {
+            // Its cells are still in the slot (and its save on disk).
+            child.slots.get_mut(w.slot).held = Some(held);
+            return;
+        }
+        tracing::info!(
+            slot = w.slot,
+            conversation = %held.conversation,
+            cells = held.tokens,
+            keep_ms = w.keep_ms.round(),
+            move_ms = w.move_ms.round(),
+            "kv: moved an idle conversation's {} cells to disk: keeping them would cost the turns ahead ~{:.0} ms, the move ~{:.0} ms",
+            held.tokens,
+            w.keep_ms,
+            w.move_ms
+        );
+        let pool = self.pool(child);
+        pool.moved += 1;
+        pool.moved_cells += u64::from(held.tokens);
+        emit(WardenEvent::PoolCompacted {
+            model: child.model_id().to_string(),
+            slot: w.slot as u32,
+            conversation: held.conversation,
+            cells: held.tokens,
+            keep_ms: w.keep_ms.round() as u64,
+            move_ms: w.move_ms.round() as u64,
+        });
+    }
+
+    /// A generating turn ended on `child`: its answer's length, and, when it
+    /// ran alone, its decode rate against the cells it attended.
+    pub(crate) fn turn_counted(&mut self, child: &LiveChild, busy: &Busy, counts: Option<ChildCounts>) {
+        let Some(c) = counts else { return };
+        let meter = self.meter(child);
+        meter.answered(c.predicted_n);
+        if let (true, Some(ms)) = (busy.alone, c.predicted_ms) {
+            // Its own context: its prompt and, on average, half its answer.
+            let own = c
+                .cache_n
+                .saturating_add(c.prompt_n)
+                .saturating_add(c.predicted_n / 2);
+            meter.lone_turn(busy.beside, own, c.predicted_n, ms);
+        }
+    }
+
+    /// The status's view of `child`'s pool.
+    pub(crate) fn pool_view(&self, child: &LiveChild) -> PoolStatus {
+        let (idle_cells, busy_cells) = child.slots.cells();
+        let kv_per_cell = child.plan.shape.map_or(0, |s| s.kv_per_token);
+        let pool = self.pools.get(child.model_id());
+        let reading = pool.map_or_else(|| Meter::new(kv_per_cell).reading(), |p| p.meter.reading());
+        PoolStatus {
+            window: child.allocated,
+            idle_cells,
+            busy_cells,
+            compacting: self.is_on() && super::kv::kept(child),
+            moved: pool.map_or(0, |p| p.moved),
+            moved_cells: pool.map_or(0, |p| p.moved_cells),
+            cell_decode_ns: reading.rates.cell_decode_ns.round() as u64,
+            decode_measured: reading.decode_measured,
+            save_ns_per_cell: reading.rates.save_ns_per_cell.round() as u64,
+            restore_ns_per_cell: reading.rates.restore_ns_per_cell.round() as u64,
+            typical_answer_tokens: reading.typical_answer,
+        }
+    }
+}
