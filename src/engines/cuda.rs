@@ -108,6 +108,10 @@ pub struct CudaChild {
     pub brake_off: Option<String>,
     /// The Shared GPU memory baseline (spill platforms).
     pub spill_baseline: Option<u64>,
+    /// Whether Flash Attention runs, as llama.cpp said at load (else the
+    /// static proof): the one source of the healthy Shared level, for the
+    /// baseline and every sample alike.
+    pub flash_attention: Option<bool>,
     /// The spill gauge it is read with (spill platforms only).
     pub gauge: Option<vram::SpillGauge>,
     /// The unreadable-gauge WARNING was given (re-armed by a good reading).

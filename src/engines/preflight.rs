@@ -8,12 +8,19 @@ use crate::error::EngineError;
 use crate::law::select::{self, Platform};
 use crate::status::EngineKind;
 
-/// What the platform looks like to selection, read once at start.
-fn platform() -> Platform {
+/// What the platform looks like to selection, read once at start: NVML's
+/// device count (`count`) only when it could choose the engine
+/// (`select::needs_gpu_probe`: never with `WARDEN_FORCE_CPU`).
+fn platform(cfg: &WardenConfig, count: impl FnOnce() -> u32) -> Platform {
+    let (os, arm) = (std::env::consts::OS, std::env::consts::ARCH == "aarch64");
     Platform {
-        os: std::env::consts::OS,
-        arm: std::env::consts::ARCH == "aarch64",
-        nvidia_devices: crate::engines::cuda::nvml::device_count(),
+        os,
+        arm,
+        nvidia_devices: if select::needs_gpu_probe(os, arm, cfg.engine, cfg.force_cpu) {
+            count()
+        } else {
+            0
+        },
     }
 }
 
@@ -37,7 +44,11 @@ fn cuda_preflight(cfg: &WardenConfig) -> Result<Backend, String> {
 /// The backend this machine runs, and the notice that says why it is not
 /// the one asked for, when it is not.
 pub fn choose(cfg: &WardenConfig) -> Result<(Backend, Option<String>), EngineError> {
-    let selection = select::select(platform(), cfg.engine, cfg.force_cpu);
+    let selection = select::select(
+        platform(cfg, crate::engines::cuda::nvml::device_count),
+        cfg.engine,
+        cfg.force_cpu,
+    );
     if let Some(n) = &selection.note {
         tracing::warn!("{n}");
     }
@@ -55,4 +66,23 @@ pub fn choose(cfg: &WardenConfig) -> Result<(Backend, Option<String>), EngineErr
         kind => super::build(cfg, kind)?,
     };
     Ok((backend, note))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `WARDEN_FORCE_CPU=1` never asks NVML; `auto` on Linux does.
+    #[test]
+    fn force_cpu_never_probes_the_gpu() {
+        let forced = WardenConfig {
+            force_cpu: true,
+            ..WardenConfig::default()
+        };
+        let p = platform(&forced, || panic!("NVML was asked with WARDEN_FORCE_CPU=1"));
+        assert_eq!(p.nvidia_devices, 0);
+        if cfg!(target_os = "linux") {
+            assert_eq!(platform(&WardenConfig::default(), || 3).nvidia_devices, 3);
+        }
+    }
 }

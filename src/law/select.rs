@@ -29,6 +29,20 @@ pub struct Selection {
     pub note: Option<String>,
 }
 
+/// Whether selection needs NVML's device count at all: not when the CPU is
+/// forced (the spec: forcing the CPU bypasses GPU detection entirely: a
+/// person whose NVIDIA driver is broken, the very reason to force it, must
+/// not be stopped or slowed by it), not when another engine is asked for,
+/// and not on Apple Silicon, where `auto` is MLX.
+pub fn needs_gpu_probe(os: &str, arm: bool, pref: EnginePreference, force_cpu: bool) -> bool {
+    match pref {
+        _ if force_cpu => false,
+        EnginePreference::Cpu | EnginePreference::Mlx => false,
+        EnginePreference::Cuda => true,
+        EnginePreference::Auto => !(os == "macos" && arm),
+    }
+}
+
 /// Chooses the engine.
 pub fn select(p: Platform, pref: EnginePreference, force_cpu: bool) -> Selection {
     let plain = |kind| Selection { kind, note: None };
@@ -103,5 +117,29 @@ mod tests {
             assert_eq!(select(p, pref, force).kind, want, "row {i}");
         }
         assert!(select(cpu, P::Cuda, false).note.is_some());
+    }
+
+    /// NVML is asked only when its answer could choose CUDA.
+    #[test]
+    fn the_gpu_is_probed_only_when_it_could_be_chosen() {
+        let rows = [
+            // why: WARDEN_FORCE_CPU bypasses GPU detection entirely
+            ("linux", false, P::Auto, true, false),
+            ("linux", false, P::Cuda, true, false),
+            ("windows", false, P::Auto, true, false),
+            // why: auto on Linux or Windows may find a device
+            ("linux", false, P::Auto, false, true),
+            ("windows", false, P::Auto, false, true),
+            // why: cuda asked must see whether a device is there
+            ("linux", false, P::Cuda, false, true),
+            // why: another engine asked needs no device count
+            ("linux", false, P::Cpu, false, false),
+            ("linux", false, P::Mlx, false, false),
+            // why: Apple Silicon's auto is MLX
+            ("macos", true, P::Auto, false, false),
+        ];
+        for (i, (os, arm, pref, force, want)) in rows.into_iter().enumerate() {
+            assert_eq!(needs_gpu_probe(os, arm, pref, force), want, "row {i}");
+        }
     }
 }

@@ -187,6 +187,30 @@ async fn critical_spill_shrinks_then_unloads() {
     w.shutdown().await;
 }
 
+/// llama.cpp turned Flash Attention off at load: the healthy Shared level
+/// is the non-FA one (2 KiB per token) for the baseline and for every
+/// sample alike, so vram-critical still reads critical (with the static
+/// proof's 1 KiB in the samples it read 16 MiB under the tier: a warning)
+/// and the turn's end shrinks and respawns.
+#[actix_rt::test]
+async fn the_healthy_level_follows_the_flash_attention_llama_cpp_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("argv.log");
+    heavy_model(dir.path(), "m", json!({"argv_log": log, "flash_attention_off": true}));
+    let w = cuda_warden(dir.path(), spill_cfg(ForcedPressure::VramCritical));
+    let t = collect(w.submit(chat(None, 2, true)).unwrap()).await;
+    assert_eq!(
+        t.notices.last(),
+        Some(&Notice::MemoryWarning { reason: "acted" }),
+        "{:?}",
+        t.notices
+    );
+    let s = spawns(&log);
+    assert_eq!(s.len(), 2, "a critical spill respawns at the turn's end: {s:?}");
+    assert_eq!((flag(&s[1].0, "-c"), flag(&s[1].0, "-ngl")), (Some("8192"), Some("-2")));
+    w.shutdown().await;
+}
+
 /// vram-warning: the shrink is decided at the turn's end (paging evidence:
 /// a spill at a tier) and applied by an `-ngl -2` respawn at idle.
 #[actix_rt::test]

@@ -323,3 +323,51 @@ async fn a_turn_in_flight_is_never_stopped_for_another_model() {
     assert_eq!(w.status().model.as_deref(), Some("a"));
     w.shutdown().await;
 }
+
+/// The idle-reload record (the spec's `_idle_unload`): a turn after an
+/// idle unload is told the model reloads for `idle`; any other unload
+/// since (a load, then a manual unload) clears the record, so the next
+/// turn is told nothing.
+#[actix_rt::test]
+async fn an_idle_reload_is_announced_only_after_the_last_unload_was_idle() {
+    use llm_warden::warden::KeepAlive;
+    let announced = |t: &Turn| t.notices.contains(&llm_warden::Notice::MemoryReload { reason: "idle" });
+    let turn = || {
+        chat(None, 2, true).options(llm_warden::TurnOptions {
+            stateful: true,
+            announce_idle_reload: true,
+        })
+    };
+    for manual_unload_between in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        model_file(dir.path(), "m");
+        let w = TestWarden::fake(dir.path()).config(test_config()).start();
+        // A turn that asks keep_alive 0 unloads as the idle reap does.
+        let first = collect(
+            w.submit(turn().keep_alive(Some(KeepAlive::For(Duration::ZERO))))
+                .unwrap(),
+        )
+        .await;
+        assert!(first.done && !announced(&first), "{first:?}");
+        poll_until(
+            "the idle unload",
+            Duration::from_secs(30),
+            || w.status().model.is_none(),
+            || format!("{:?}", w.status().state),
+        )
+        .await;
+        if manual_unload_between {
+            w.load(None, None).await.unwrap();
+            assert!(w.unload().await.unwrap());
+        }
+        let next = collect(w.submit(turn()).unwrap()).await;
+        assert!(next.done, "{next:?}");
+        assert_eq!(
+            announced(&next),
+            !manual_unload_between,
+            "manual unload between: {manual_unload_between}; notices {:?}",
+            next.notices
+        );
+        w.shutdown().await;
+    }
+}

@@ -122,6 +122,12 @@ impl EngineCore {
     /// status without the model.
     pub(crate) fn gone(&mut self, model: &str, why: Retire, freed_bytes: Option<u64>) {
         self.brake.child_gone();
+        // The idle-reload record is the last unload's: any other unload
+        // clears it (the spec's `cleanup()`), so a reap, a load, then an
+        // unload never announces an idle reload; the reap sets it after.
+        if why != Retire::Idle {
+            self.usage.reaped(None);
+        }
         // A brake action held for the running turns goes with the child.
         self.intake.forget_brake();
         self.publish();

@@ -123,6 +123,9 @@ fn failed_load(child: &Child, host: &str, port: u16) -> Option<ExitInfo> {
     if let Some(o) = &s.offloaded {
         child.say(&format!("load_tensors: offloaded {o} layers to GPU"));
     }
+    if s.flash_attention_off {
+        child.say("llama_context: Flash Attention not supported, set to disabled");
+    }
     if let Some(sig) = s.signal_on_load {
         return Some(ExitInfo {
             code: None,

@@ -90,14 +90,20 @@ pub struct Script {
     pub props_ctx: Option<u32>,
     /// `/props` answers 500.
     pub props_fail: bool,
-    /// What `/slots/0?action=restore` does (save always writes the file).
+    /// What `/slots/0?action=restore` does.
     pub restore: SlotRestore,
+    /// `/slots/N?action=save` answers 500 "failed to save slot" (a full
+    /// disk) instead of writing the file.
+    pub save_fails: bool,
     /// Prints llama.cpp's line for this failure while loading and exits 1.
     pub exit_on_load: Option<Failure>,
     /// The same, only when started with this `-c`.
     pub exit_on_ctx: Vec<(u32, Failure)>,
     /// Prints llama.cpp's `offloaded N/M layers to GPU` with this `N/M`.
     pub offloaded: Option<String>,
+    /// Prints llama.cpp's line that Flash Attention was turned off at load
+    /// (`Flash Attention not supported, set to disabled`).
+    pub flash_attention_off: bool,
     /// Dies of this signal while loading (a binary built for another CPU
     /// dies so on its first computation).
     pub signal_on_load: Option<i32>,
@@ -164,9 +170,11 @@ impl Default for Script {
             props_ctx: None,
             props_fail: false,
             restore: SlotRestore::Restores,
+            save_fails: false,
             exit_on_load: None,
             exit_on_ctx: Vec::new(),
             offloaded: None,
+            flash_attention_off: false,
             signal_on_load: None,
             signal_after: None,
         }

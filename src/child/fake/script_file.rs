@@ -11,6 +11,7 @@
 //! | `exit_on_load` | prints llama.cpp's line for `corrupt`, `not_gguf`, `port_taken`, `oom` or `cuda_oom`, exits 1 |
 //! | `exit_on_ctx` | `{"N": failure}`: the same, only when started with `-c N` |
 //! | `offloaded` | `"N/M"`: prints `offloaded N/M layers to GPU` |
+//! | `flash_attention_off` | `true`: prints that Flash Attention was turned off at load |
 //! | `signal_on_load` | dies of this signal (`SIGILL`, `SIGSEGV`, `SIGBUS`, `SIGABRT`) while loading |
 //! | `signal_after` | `{"signal": NAME, "tokens": N}`: dies of it before token N |
 //! | `tokens` | tokens per answer (8), capped by the request's bound |
@@ -41,6 +42,8 @@ pub struct ScriptFile {
     #[serde(default)]
     exit_on_ctx: BTreeMap<String, Failure>,
     offloaded: Option<String>,
+    #[serde(default)]
+    flash_attention_off: bool,
     signal_on_load: Option<String>,
     signal_after: Option<SignalAfter>,
     tokens: Option<u32>,
@@ -97,6 +100,7 @@ impl ScriptFile {
             exit_on_load: self.exit_on_load,
             exit_on_ctx,
             offloaded: self.offloaded.clone(),
+            flash_attention_off: self.flash_attention_off,
             signal_on_load: self.signal_on_load.as_deref().map(signal).transpose()?,
             signal_after: match &self.signal_after {
                 Some(a) => Some((signal(&a.signal)?, a.tokens)),

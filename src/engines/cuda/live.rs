@@ -39,6 +39,7 @@ impl CudaEngine {
         };
         let kept = child.output.kept();
         let fa = cuda::flash_attention(spawn.flash_attention, &kept);
+        state.flash_attention = Some(fa.runs);
         if fa.wrong_slope {
             tracing::warn!(
                 "[CUDA_Engine] llama.cpp disabled Flash Attention for {}: the window was sized on the Flash-Attention slope (1 KiB per token), not the larger non-FA scores",
@@ -131,6 +132,8 @@ pub(crate) fn brake_input(c: ChildView<'_>, state: &CudaChild, cfg: &WardenConfi
     };
     let (shape, allocated) = (c.plan.shape?, c.allocated?);
     state.spill_baseline?;
+    // The state llama.cpp logged at load, as the baseline was stamped with.
+    let flash_attention = state.flash_attention.unwrap_or(spawn.flash_attention);
     Some(BrakeInput::Llama {
         facts: WindowFacts {
             allocated,
@@ -141,7 +144,7 @@ pub(crate) fn brake_input(c: ChildView<'_>, state: &CudaChild, cfg: &WardenConfi
             pinned: cfg.ctx_pin_for(&c.plan.entry.id).is_some(),
         },
         gauge: Gauge::Spill {
-            healthy: cuda::healthy_shared_bytes(allocated, spawn.flash_attention),
+            healthy: cuda::healthy_shared_bytes(allocated, flash_attention),
         },
     })
 }

@@ -1,9 +1,10 @@
 //! The GPU spill gauge behind one trait: on Windows, PDH's
 //! `\GPU Process Memory(pid_<pid>_luid_..._phys_<n>)\Dedicated Usage` and
 //! `Shared Usage` (English counter names, gauges), read on the adapter that
-//! holds most of the child's memory (`main_adapter`: another adapter's
-//! instance, an integrated GPU the process touched, is not this child's
-//! spill). NVML has no per-process memory under WDDM, and Linux has no
+//! holds most of the child's *dedicated* memory, as the spec says
+//! (`main_adapter`: another adapter's instance, an integrated GPU the
+//! process touched, is not this child's spill, however much Shared it
+//! shows). NVML has no per-process memory under WDDM, and Linux has no
 //! spill at all (an allocation that does not fit fails), so elsewhere there
 //! is no provider.
 
@@ -33,8 +34,11 @@ pub fn adapter_of(instance: &str) -> Option<&str> {
     Some(&instance[at..])
 }
 
-/// The usage on the adapter holding most of the child's memory (Dedicated
-/// plus Shared), from each counter's instances; `None` without any.
+/// The usage on the adapter holding most of the child's dedicated memory
+/// (the discrete card on an Optimus laptop, whose integrated adapter may
+/// show more Shared), ties broken by Shared (an integrated adapter alone
+/// has no dedicated memory), from each counter's instances; `None` without
+/// any.
 #[cfg_attr(not(windows), allow(dead_code))]
 pub fn main_adapter(dedicated: &[(String, u64)], shared: &[(String, u64)]) -> Option<AdapterUsage> {
     let mut by: Vec<(&str, AdapterUsage)> = Vec::new();
@@ -53,7 +57,7 @@ pub fn main_adapter(dedicated: &[(String, u64)], shared: &[(String, u64)]) -> Op
         }
     }
     by.into_iter()
-        .max_by_key(|(_, u)| u.dedicated + u.shared)
+        .max_by_key(|(_, u)| (u.dedicated, u.shared))
         .map(|(_, u)| u)
 }
 
@@ -126,8 +130,8 @@ mod tests {
     use super::*;
 
     /// Instance names as PDH lists them for a process on a laptop with an
-    /// integrated and a discrete GPU: the discrete one (most memory) wins,
-    /// its Dedicated and Shared read together.
+    /// integrated and a discrete GPU: the discrete one (most dedicated
+    /// memory) wins, its Dedicated and Shared read together.
     #[test]
     fn the_adapter_holding_most_is_the_child_s() {
         let igpu = "pid_4242_luid_0x00000000_0x0000B2C1_phys_0";
@@ -144,6 +148,12 @@ mod tests {
             }),
             "not the sum over adapters (500 MiB of Shared), the discrete card's 300"
         );
+        // why: the discrete card holds the child's dedicated memory even
+        // when the integrated adapter shows more Shared (by Dedicated +
+        // Shared, 2 GiB of iGPU Shared would have won over 1.5 GiB)
+        let dedicated = [(igpu.to_string(), 0), (dgpu.to_string(), 1 << 30)];
+        let shared = [(igpu.to_string(), 2 << 30), (dgpu.to_string(), 512 << 20)];
+        assert_eq!(main_adapter(&dedicated, &shared).map(|u| u.dedicated), Some(1 << 30));
         // why: an integrated GPU alone: its Shared is all there is
         let only = [(igpu.to_string(), 1 << 30)];
         assert_eq!(main_adapter(&[], &only).map(|u| u.shared), Some(1 << 30));
