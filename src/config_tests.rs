@@ -90,3 +90,14 @@ fn max_resident_counts() {
         assert_eq!(e.name, "WARDEN_MAX_RESIDENT", "{v}");
     }
 }
+
+/// A brake respawn is given the spec's 30 s to be ready
+/// (LLAMA_RESPAWN_PROBE_TIMEOUT_S), unless a test shortens it.
+#[test]
+fn a_brake_respawn_waits_thirty_seconds_for_readiness() {
+    assert_eq!(cfg(&[]).unwrap().respawn_timeout, Duration::from_secs(30));
+    assert_eq!(
+        cfg(&[("WARDEN_RESPAWN_TIMEOUT_S", "2")]).unwrap().respawn_timeout,
+        Duration::from_secs(2)
+    );
+}

@@ -8,11 +8,14 @@
 //! | CUDA | `llama-server -ngl -1 -fitt 1024` | 27200-27299 | `law::window::cuda` |
 //! | MLX | `python mlx_runner.py` (mlx_vlm.server) | 27300-27399 | trained, memory bound by PATCH |
 //!
+//! `contract_tests` asserts the table's fixed facts.
 //! `preflight` decides which of them runs here (selection and the CUDA
 //! pre-flight).
 //! `plan` plans every spawn: it gathers the readings `law::plan` decides
 //! from (loads, `inspect` and `/v1/models` alike).
 
+#[cfg(test)]
+mod contract_tests;
 pub mod cpu;
 pub mod cuda;
 pub mod env;
