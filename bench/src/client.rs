@@ -114,6 +114,11 @@ impl Turn {
         Some(ms(self.first_token? - self.sent))
     }
 
+    /// The whole turn: sent to `[DONE]` (or the body's end).
+    pub fn whole_ms(&self) -> Option<f64> {
+        Some(ms(self.done? - self.sent))
+    }
+
     /// Tokens per second from the first to the last token.
     pub fn client_tps(&self) -> Option<f64> {
         let span = (self.last_token? - self.first_token?).as_secs_f64();

@@ -29,6 +29,9 @@
 //! 12. `rpc`: a split over loopback RPC workers.
 //! 13. `concurrency`: 1, 4 and 8 clients at once on one model, against
 //!     llama-server's own defaults (4 slots over one pool).
+//! 14. `lone`: one person's conversations one after another: a lone stream
+//!     after N held conversations, and a return, against llama-server with
+//!     one slot and with its own defaults.
 //!
 //! Noise (`quiet`): each round waits for a quiet machine and is measured
 //! again when other processes took CPU during it.
@@ -46,6 +49,7 @@ mod cold;
 mod concurrency;
 mod gguf;
 mod kv;
+mod lone;
 mod memory;
 mod pairs;
 mod phases;
@@ -93,11 +97,11 @@ struct Args {
     /// `WARDEN_RAM_OVERRIDE_GB` of the brake phase.
     #[arg(long, default_value = "0.65")]
     brake_ram_gb: String,
-    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc,concurrency.
+    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc,concurrency,lone.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc,concurrency"
+        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc,concurrency,lone"
     )]
     phases: Vec<String>,
     /// The llm-warden binary (default: next to this one).
@@ -206,6 +210,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     run.residents().await;
     run.rpc().await;
     run.concurrency().await;
+    run.lone().await;
     run.report(&out_dir, &start)
 }
 

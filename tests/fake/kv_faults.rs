@@ -134,11 +134,7 @@ async fn compaction_saves_before_it_erases_and_a_failed_save_keeps_the_conversat
         if save_fails {
             assert_eq!(fake.slot_actions(), vec!["save"], "no erase after a failed save");
             assert!(moved.is_empty(), "{moved:?}");
-            assert!(
-                holds == Some(before),
-                "the conversation stays, counted: {:?}",
-                st.slots
-            );
+            assert!(holds == Some(before), "the conversation stays, counted: {:?}", st.slots);
             assert_eq!((pool.moved, pool.idle_cells >= before), (0, true), "{pool:?}");
         } else {
             assert_eq!(fake.slot_actions(), vec!["save", "erase"], "saved, then erased");

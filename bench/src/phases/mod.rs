@@ -17,7 +17,7 @@ use crate::chart::{self, Series};
 use crate::client;
 use crate::procs::{Direct, WardenProc};
 use crate::report::{self, Headline, Line, Raw, Start};
-use crate::{Args, Setup, brake, cold, concurrency, gguf, kv, memory, residents, rpc, stats, status};
+use crate::{Args, Setup, brake, cold, concurrency, gguf, kv, lone, memory, residents, rpc, stats, status};
 
 /// What every phase shares, and what the phases found so far.
 pub struct Run<'a> {
@@ -250,6 +250,20 @@ impl<'a> Run<'a> {
         eprintln!("== concurrency: 1, 4 and 8 clients at once, warden vs llama-server's own slots ({rounds} rounds)");
         let r = concurrency::run(&self.http, &self.setup, rounds, a.max_tokens, &mut self.raw).await;
         if let Some(l) = self.keep("concurrency", r) {
+            self.lines.extend(l);
+        }
+    }
+
+    pub async fn lone(&mut self) {
+        if !self.on("lone") {
+            return;
+        }
+        let rounds = self.args.rounds.min(3);
+        eprintln!(
+            "== lone: a stream alone after held conversations, and a return, warden vs llama-server with one slot and with its defaults ({rounds} rounds)"
+        );
+        let r = lone::run(&self.http, &self.setup, rounds, &mut self.raw).await;
+        if let Some(l) = self.keep("lone", r) {
             self.lines.extend(l);
         }
     }

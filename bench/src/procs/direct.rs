@@ -66,6 +66,48 @@ impl Direct {
         })
     }
 
+    /// Starts `server` on `model` as a person would start it by hand, with
+    /// nothing of the warden's fixed flags: `-m MODEL --alias ID -c ctx
+    /// -ngl 0` and `flags` (`&[]`: llama-server's own defaults, 4 slots over
+    /// one pool with its idle slots cached in host memory), the key in the
+    /// environment as for the others.
+    pub fn spawn_plain(server: &Path, model: &Path, id: &str, ctx: u32, flags: &[&str]) -> anyhow::Result<Self> {
+        let port = free_port()?;
+        let key = ApiKey::mint();
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "-m".into(),
+            model.as_os_str().to_owned(),
+            "--alias".into(),
+            id.into(),
+            "-c".into(),
+            ctx.to_string().into(),
+            "-ngl".into(),
+            "0".into(),
+            "--no-webui".into(),
+            "--host".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            port.to_string().into(),
+        ];
+        args.extend(flags.iter().map(Into::into));
+        let log = std::env::temp_dir().join(format!("warden-bench-llama-{port}.log"));
+        let out = std::fs::File::create(&log)?;
+        let mut cmd = Command::new(server);
+        cmd.args(&args)
+            .env_clear()
+            .envs(env::inherited())
+            .env("LLAMA_API_KEY", key.expose())
+            .stdout(out.try_clone()?)
+            .stderr(out);
+        let proc = Proc::spawn(cmd, libc::SIGKILL).with_context(|| format!("starting {}", server.display()))?;
+        Ok(Self {
+            proc,
+            base: format!("http://127.0.0.1:{port}"),
+            key,
+            log,
+        })
+    }
+
     /// Polls `/health` every `poll` until 200; returns when it answered.
     pub async fn wait_healthy(&mut self, http: &reqwest::Client, poll: Duration) -> anyhow::Result<Instant> {
         let deadline = Instant::now() + Duration::from_secs(120);
