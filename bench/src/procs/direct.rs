@@ -1,6 +1,7 @@
 //! [`Direct`]: llama-server started by the harness itself, the warden's
 //! child's argv and environment without the warden (see the parent module).
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -29,41 +30,19 @@ impl Direct {
     pub fn spawn(server: &Path, model: &Path, id: &str, ctx: u32) -> anyhow::Result<Self> {
         let port = free_port()?;
         let key = ApiKey::mint();
-        let args = vec![
-            "-m".into(),
-            model.as_os_str().to_owned(),
-            "--alias".into(),
-            id.into(),
-            "-c".into(),
-            ctx.to_string().into(),
-            "-ngl".into(),
-            "0".into(),
-            // llama-server's own `-np auto` (4 slots over one pool), which
-            // is also the warden's default: the same argv as its child.
+        let mut args = by_hand(model, id, ctx);
+        // llama-server's own `-np auto` (4 slots over one pool), which is
+        // also the warden's default: the same argv as its child.
+        let slots = llm_warden::law::slots::AUTO_SLOTS;
+        args.extend([
             "-np".into(),
-            llm_warden::law::slots::AUTO_SLOTS.to_string().into(),
+            slots.to_string().into(),
             "--kv-unified".into(),
             "--threads-http".into(),
-            llama::child_http_threads(llm_warden::law::slots::AUTO_SLOTS)
-                .to_string()
-                .into(),
-        ];
+            llama::child_http_threads(slots).to_string().into(),
+        ]);
         let spec = llama::spawn_spec(server, args, port, &key, env::inherited());
-        let log = std::env::temp_dir().join(format!("warden-bench-llama-{port}.log"));
-        let out = std::fs::File::create(&log)?;
-        let mut cmd = Command::new(&spec.program);
-        cmd.args(&spec.args)
-            .env_clear()
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdout(out.try_clone()?)
-            .stderr(out);
-        let proc = Proc::spawn(cmd, libc::SIGKILL).with_context(|| format!("starting {}", server.display()))?;
-        Ok(Self {
-            proc,
-            base: format!("http://127.0.0.1:{port}"),
-            key,
-            log,
-        })
+        Self::start(&spec.program, &spec.args, spec.env, port, key)
     }
 
     /// Starts `server` on `model` as a person would start it by hand, with
@@ -74,32 +53,33 @@ impl Direct {
     pub fn spawn_plain(server: &Path, model: &Path, id: &str, ctx: u32, flags: &[&str]) -> anyhow::Result<Self> {
         let port = free_port()?;
         let key = ApiKey::mint();
-        let mut args: Vec<std::ffi::OsString> = vec![
-            "-m".into(),
-            model.as_os_str().to_owned(),
-            "--alias".into(),
-            id.into(),
-            "-c".into(),
-            ctx.to_string().into(),
-            "-ngl".into(),
-            "0".into(),
-            "--no-webui".into(),
-            "--host".into(),
-            "127.0.0.1".into(),
-            "--port".into(),
-            port.to_string().into(),
-        ];
+        let mut args = by_hand(model, id, ctx);
+        args.extend(["--no-webui", "--host", "127.0.0.1", "--port"].map(Into::into));
+        args.push(port.to_string().into());
         args.extend(flags.iter().map(Into::into));
+        let mut env = env::inherited();
+        env.push(("LLAMA_API_KEY".into(), key.expose().into()));
+        Self::start(server, &args, env, port, key)
+    }
+
+    /// Runs `program` with `args` and exactly `env`, its output in a log of
+    /// its own.
+    fn start(
+        program: &Path,
+        args: &[OsString],
+        env: Vec<(OsString, OsString)>,
+        port: u16,
+        key: ApiKey,
+    ) -> anyhow::Result<Self> {
         let log = std::env::temp_dir().join(format!("warden-bench-llama-{port}.log"));
         let out = std::fs::File::create(&log)?;
-        let mut cmd = Command::new(server);
-        cmd.args(&args)
+        let mut cmd = Command::new(program);
+        cmd.args(args)
             .env_clear()
-            .envs(env::inherited())
-            .env("LLAMA_API_KEY", key.expose())
+            .envs(env)
             .stdout(out.try_clone()?)
             .stderr(out);
-        let proc = Proc::spawn(cmd, libc::SIGKILL).with_context(|| format!("starting {}", server.display()))?;
+        let proc = Proc::spawn(cmd, libc::SIGKILL).with_context(|| format!("starting {}", program.display()))?;
         Ok(Self {
             proc,
             base: format!("http://127.0.0.1:{port}"),
@@ -160,4 +140,18 @@ impl Direct {
         let _ = std::fs::remove_file(&self.log);
         d
     }
+}
+
+/// What a person types first: the model, its alias, the window, no GPU.
+fn by_hand(model: &Path, id: &str, ctx: u32) -> Vec<OsString> {
+    vec![
+        "-m".into(),
+        model.as_os_str().to_owned(),
+        "--alias".into(),
+        id.into(),
+        "-c".into(),
+        ctx.to_string().into(),
+        "-ngl".into(),
+        "0".into(),
+    ]
 }
