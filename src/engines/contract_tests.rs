@@ -5,37 +5,17 @@
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::sync::Arc;
 
 use super::SpawnPlan;
 use super::cpu::CpuEngine;
 use super::llama::{self, Flavour};
 use super::mlx::{MlxEngine, MlxFacts};
 use super::plan::EnginePlan;
-use crate::catalog::{ModelEntry, ModelFormat};
 use crate::config::WardenConfig;
 use crate::secret::ApiKey;
 
 fn plan(engine: EnginePlan) -> SpawnPlan {
-    SpawnPlan {
-        entry: Arc::new(ModelEntry {
-            id: "m".into(),
-            format: ModelFormat::Gguf,
-            path: "/m/m.gguf".into(),
-            mmproj: None,
-        }),
-        shape: None,
-        facts: None,
-        window: crate::law::window::Window::Pinned { ctx: 8192 },
-        budget_bytes: None,
-        ram: None,
-        cap: None,
-        beside_bytes: 0,
-        slots: 1,
-        swa: crate::law::kv::SwaCache::Full,
-        extra_args: Vec::new(),
-        engine,
-    }
+    SpawnPlan::for_tests(None, engine)
 }
 
 fn strings(v: &[OsString]) -> Vec<String> {

@@ -278,28 +278,10 @@ mod tests {
     /// A sliding-window model's child gets `--swa-full`, no other does.
     #[test]
     fn swa_full_only_for_sliding_models() {
-        use crate::catalog::{ModelEntry, ModelFormat};
         use crate::gguf::ModelFacts;
         use crate::law::kv::tests::{gemma3, smollm2};
-        use std::sync::Arc;
-        let plan = |facts: Option<ModelFacts>| super::super::SpawnPlan {
-            entry: Arc::new(ModelEntry {
-                id: "m".into(),
-                format: ModelFormat::Gguf,
-                path: "/m/m.gguf".into(),
-                mmproj: None,
-            }),
-            shape: None,
-            facts: facts.map(Arc::new),
-            window: crate::law::window::Window::Pinned { ctx: 8192 },
-            budget_bytes: None,
-            ram: None,
-            cap: None,
-            beside_bytes: 0,
-            slots: 1,
-            swa: crate::law::kv::SwaCache::Full,
-            extra_args: Vec::new(),
-            engine: crate::engines::plan::EnginePlan::Cpu { rpc: None },
+        let plan = |facts: Option<ModelFacts>| {
+            super::super::SpawnPlan::for_tests(facts, crate::engines::plan::EnginePlan::Cpu { rpc: None })
         };
         let has = |facts| model_args(&plan(facts)).iter().any(|a| a == "--swa-full");
         let mamba = ModelFacts {

@@ -74,6 +74,31 @@ pub enum EnginePlan {
 }
 
 impl SpawnPlan {
+    /// A plan for tests of an engine's argv and environment: model `m` at
+    /// `/m/m.gguf`, an 8192-token window pinned, one slot.
+    #[cfg(test)]
+    pub(crate) fn for_tests(facts: Option<ModelFacts>, engine: EnginePlan) -> Self {
+        Self {
+            entry: Arc::new(ModelEntry {
+                id: "m".into(),
+                format: crate::catalog::ModelFormat::Gguf,
+                path: "/m/m.gguf".into(),
+                mmproj: None,
+            }),
+            shape: None,
+            facts: facts.map(Arc::new),
+            window: crate::law::window::Window::Pinned { ctx: 8192 },
+            budget_bytes: None,
+            ram: None,
+            cap: None,
+            beside_bytes: 0,
+            slots: 1,
+            swa: crate::law::kv::SwaCache::Full,
+            extra_args: Vec::new(),
+            engine,
+        }
+    }
+
     /// The split over RPC workers (CPU engine).
     pub fn rpc(&self) -> Option<&rpc::RpcPlan> {
         match &self.engine {
