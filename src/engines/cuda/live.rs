@@ -205,3 +205,107 @@ pub(crate) fn retry_at_floor(plan: &SpawnPlan, raw: &str, cfg: &WardenConfig) ->
         crate::law::caps::WINDOW_FLOOR_TOKENS,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::vram::{AdapterUsage, SpillGauge, VramProvider};
+    use super::*;
+    use std::collections::VecDeque;
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    /// What PDH answers, one scripted reading per sample: `true` a good
+    /// reading, `false` an unreadable one (PDH refused, no instance).
+    struct Scripted(VecDeque<bool>);
+
+    impl VramProvider for Scripted {
+        fn usage(&mut self, _pid: u32) -> Result<AdapterUsage, String> {
+            match self.0.pop_front().expect("one scripted reading per sample") {
+                true => Ok(AdapterUsage {
+                    dedicated: 6 << 30,
+                    shared: 200 << 20,
+                }),
+                false => Err("no GPU Process Memory instance for pid 42".into()),
+            }
+        }
+    }
+
+    /// The formatted log lines, written where the test can read them.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Samples a child whose gauge answers `script`, in order; returns
+    /// which samples gave the brake a reading and the WARNING lines said.
+    fn sample(script: &[bool]) -> (Vec<bool>, Vec<String>) {
+        let log = Captured::default();
+        let to = log.clone();
+        // This thread only: the other tests' lines stay out of `log`.
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || to.clone())
+            .finish();
+        let mut child = CudaChild {
+            spill_baseline: Some(150 << 20),
+            gauge: Some(SpillGauge::with_provider(Box::new(Scripted(script.iter().copied().collect())))),
+            ..CudaChild::default()
+        };
+        let read = tracing::subscriber::with_default(subscriber, || {
+            script
+                .iter()
+                .map(|_| child.read_spill(42, 136 << 20).is_some())
+                .collect()
+        });
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        let warnings = text.lines().filter(|l| l.contains("WARN")).map(str::to_string).collect();
+        (read, warnings)
+    }
+
+    /// An unreadable spill gauge is one WARNING per episode (a run of
+    /// unreadable samples), re-armed by the next good reading, and no
+    /// unreadable sample gives the brake a reading.
+    #[test]
+    fn an_unreadable_spill_gauge_warns_once_per_episode() {
+        let (good, bad) = (true, false);
+        let rows: &[(&[bool], usize)] = &[
+            // why: the brief's sequence: two episodes, the good reading
+            // between them re-arms the WARNING
+            (&[bad, bad, good, bad], 2),
+            // why: one long episode is one WARNING, not one per sample
+            (&[bad, bad, bad, bad], 1),
+            // why: a gauge that reads says nothing
+            (&[good, good, good], 0),
+            // why: an episode that opens after good readings still warns
+            (&[good, bad, bad], 1),
+            // why: each good reading re-arms: three episodes, three lines
+            (&[bad, good, bad, good, good, bad, bad], 3),
+        ];
+        for (i, (script, expected)) in rows.iter().enumerate() {
+            let (read, warnings) = sample(script);
+            assert_eq!(
+                warnings.len(),
+                *expected,
+                "row {i} ({script:?}): {expected} WARNINGs expected, got {warnings:#?}"
+            );
+            assert_eq!(read, script.to_vec(), "row {i}: only a good reading reaches the brake");
+            for w in &warnings {
+                assert!(
+                    w.contains(
+                        "GPU spill gauge unreadable (no GPU Process Memory instance for pid 42); the memory brake is off while it stays unreadable"
+                    ),
+                    "row {i}: the spec's wording, with why: {w}"
+                );
+            }
+        }
+    }
+}

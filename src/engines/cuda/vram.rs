@@ -99,6 +99,16 @@ impl SpillGauge {
         }
     }
 
+    /// A gauge over `provider` instead of this platform's, so a test on
+    /// Linux can script what Windows' PDH would answer.
+    #[cfg(test)]
+    pub(crate) fn with_provider(provider: Box<dyn VramProvider>) -> Self {
+        Self {
+            provider: Some(provider),
+            forced: None,
+        }
+    }
+
     /// The child's Shared GPU memory. The seam's tiers sit at `healthy`
     /// (`law::cuda::healthy_shared_bytes`) plus the tier, so the spill is
     /// exactly at the tier at any window.
