@@ -19,6 +19,7 @@ mod kv_faults;
 mod live_settings;
 mod load;
 mod mlx_bound;
+mod mlx_runner;
 mod settings_file;
 mod slots_actor;
 mod stores;
