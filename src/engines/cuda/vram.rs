@@ -61,6 +61,41 @@ pub fn main_adapter(dedicated: &[(String, u64)], shared: &[(String, u64)]) -> Op
         .map(|(_, u)| u)
 }
 
+/// The counter path PDH expands to the child's instances, one per adapter:
+/// the `_` after the pid keeps `pid_123_...` out of `pid_12_*`.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub fn process_counter_path(pid: u32, counter: &str) -> String {
+    format!("\\GPU Process Memory(pid_{pid}_*)\\{counter}")
+}
+
+/// Whether a `GPU Process Memory` instance is `pid`'s: its name starts
+/// with `pid_<pid>_`.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub fn is_instance_of(instance: &str, pid: u32) -> bool {
+    instance
+        .strip_prefix("pid_")
+        .and_then(|rest| rest.strip_prefix(pid.to_string().as_str()))
+        .is_some_and(|rest| rest.starts_with('_'))
+}
+
+/// The child's usage from each counter's instances as PDH formats them
+/// (`PDH_FMT_LARGE`: name and signed bytes): the instances of `pid` alone,
+/// a negative value read as zero, on `main_adapter`. The path's wildcard
+/// already selects `pid`'s instances; they are checked again here because
+/// that glob is PDH's, run only on Windows, and another process's memory
+/// read as this child's spill would brake the wrong child.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub fn process_usage(pid: u32, dedicated: &[(String, i64)], shared: &[(String, i64)]) -> Option<AdapterUsage> {
+    let of_pid = |items: &[(String, i64)]| -> Vec<(String, u64)> {
+        items
+            .iter()
+            .filter(|(name, _)| is_instance_of(name, pid))
+            .map(|(name, v)| (name.clone(), u64::try_from(*v).unwrap_or(0)))
+            .collect()
+    };
+    main_adapter(&of_pid(dedicated), &of_pid(shared))
+}
+
 /// This platform's gauge, if it has one.
 pub fn default_provider() -> Option<Box<dyn VramProvider>> {
     #[cfg(windows)]
@@ -168,5 +203,86 @@ mod tests {
         let only = [(igpu.to_string(), 1 << 30)];
         assert_eq!(main_adapter(&[], &only).map(|u| u.shared), Some(1 << 30));
         assert_eq!(main_adapter(&[], &[]), None);
+    }
+
+    /// The counter path PDH is given: the child's instances and no
+    /// other pid's whose digits start the same.
+    #[test]
+    fn the_counter_path() {
+        assert_eq!(
+            process_counter_path(1234, "Dedicated Usage"),
+            r"\GPU Process Memory(pid_1234_*)\Dedicated Usage"
+        );
+        // why: without the `_`, pid_12* would also match pid_123's instances
+        assert_eq!(process_counter_path(12, "Shared Usage"), r"\GPU Process Memory(pid_12_*)\Shared Usage");
+    }
+
+    /// Which instance names are the child's, from names as PDH lists them
+    /// under `\GPU Process Memory(*)`.
+    #[test]
+    fn instances_of_the_child() {
+        let rows = [
+            ("pid_1234_luid_0x00000000_0x0000D1F2_phys_0", 1234, true),
+            // why: another process whose pid starts with the child's digits
+            ("pid_12345_luid_0x00000000_0x0000D1F2_phys_0", 1234, false),
+            ("pid_123_luid_0x00000000_0x0000D1F2_phys_0", 12, false),
+            // why: a pid that ends the child's digits is not the child either
+            ("pid_234_luid_0x00000000_0x0000D1F2_phys_0", 1234, false),
+            // why: `\GPU Adapter Memory(*)`'s instance: an adapter, no process
+            ("luid_0x00000000_0x0000D1F2_phys_0", 1234, false),
+            // why: garbage and truncated names are no one's
+            ("pid_1234", 1234, false),
+            ("pid_", 0, false),
+            ("", 1234, false),
+            ("PID_1234_luid_0x00000000_0x0000D1F2_phys_0", 1234, false),
+            ("pid_0_luid_0x00000000_0x0000D1F2_phys_0", 0, true),
+        ];
+        for (i, (name, pid, want)) in rows.into_iter().enumerate() {
+            assert_eq!(is_instance_of(name, pid), want, "row {i}: {name} of pid {pid}");
+        }
+    }
+
+    /// The child's usage from both counters' instances as PDH returns
+    /// them for the wildcard path, on an Optimus laptop (integrated adapter
+    /// 0x0000B2C1, discrete 0x0000D1F2).
+    #[test]
+    fn usage_from_recorded_instances() {
+        let item = |name: &str, v: i64| (name.to_string(), v);
+        let (igpu, dgpu) = (
+            "pid_1234_luid_0x00000000_0x0000B2C1_phys_0",
+            "pid_1234_luid_0x00000000_0x0000D1F2_phys_0",
+        );
+        let other = "pid_12345_luid_0x00000000_0x0000D1F2_phys_0";
+        let usage = |dedicated, shared| Some(AdapterUsage { dedicated, shared });
+        #[allow(clippy::type_complexity)] // table rows are wide tuples on purpose
+        let rows: [(Vec<(String, i64)>, Vec<(String, i64)>, Option<AdapterUsage>); 6] = [
+            // why: the recorded reading: 6 GiB on the card, 300 MiB spilled,
+            // the integrated adapter's 200 MiB of Shared not the child's spill
+            (
+                vec![item(igpu, 0), item(dgpu, 6_442_450_944)],
+                vec![item(igpu, 209_715_200), item(dgpu, 314_572_800)],
+                usage(6_442_450_944, 314_572_800),
+            ),
+            // why: pid 12345's 8 GiB on the same card is not the child's, had
+            // PDH's wildcard let it through
+            (
+                vec![item(dgpu, 1 << 30), item(other, 8 << 30)],
+                vec![item(dgpu, 0), item(other, 4 << 30)],
+                usage(1 << 30, 0),
+            ),
+            // why: a negative formatted value is garbage: zero, not a wrapped huge spill
+            (vec![item(dgpu, 1 << 30)], vec![item(dgpu, -1)], usage(1 << 30, 0)),
+            // why: an instance name without its adapter is skipped
+            (vec![item("pid_1234", 5 << 30), item(dgpu, 1 << 30)], vec![], usage(1 << 30, 0)),
+            // why: only another process's instances: the child has none
+            (vec![item(other, 1 << 30)], vec![item(other, 1 << 30)], None),
+            // why: no instance at all (the child has not touched a GPU yet)
+            (vec![], vec![], None),
+        ];
+        for (i, (dedicated, shared, want)) in rows.into_iter().enumerate() {
+            assert_eq!(process_usage(1234, &dedicated, &shared), want, "row {i}");
+        }
+        // why: the adapter key is `\GPU Adapter Memory(*)`'s own instance name
+        assert_eq!(adapter_of(dgpu), adapter_of("luid_0x00000000_0x0000D1F2_phys_0"));
     }
 }

@@ -1,7 +1,9 @@
 //! The Windows GPU memory of the child through PDH: `\GPU Process
 //! Memory(pid_<pid>_*)\Dedicated Usage` and `Shared Usage`, one instance
-//! per adapter, read on the adapter that holds most of the child's memory
-//! (`vram::main_adapter`, tested on Linux with recorded instance names).
+//! per adapter, read on the adapter that holds most of the child's memory.
+//! What is made of PDH's answer (the path, the child's instances, the
+//! adapter: `vram::process_counter_path`, `vram::process_usage`) is tested
+//! on Linux with recorded instance names; this file is the calls alone.
 //! Type-checked here (`scripts/cross-check.sh`); never run on Windows.
 
 use windows_sys::Win32::System::Performance::{
@@ -26,14 +28,15 @@ impl VramProvider for PdhVram {
     fn usage(&mut self, pid: u32) -> Result<super::vram::AdapterUsage, String> {
         let dedicated = instances(pid, "Dedicated Usage")?;
         let shared = instances(pid, "Shared Usage")?;
-        super::vram::main_adapter(&dedicated, &shared).ok_or_else(|| "the child has no GPU Process Memory instance".into())
+        super::vram::process_usage(pid, &dedicated, &shared).ok_or_else(|| "the child has no GPU Process Memory instance".into())
     }
 }
 
 /// `\GPU Process Memory(pid_<pid>_*)\<counter>` per instance: its name
-/// (`pid_<pid>_luid_<high>_<low>_phys_<n>`: one per adapter) and bytes.
-fn instances(pid: u32, counter_name: &str) -> Result<Vec<(String, u64)>, String> {
-    let path = wide(&format!("\\GPU Process Memory(pid_{pid}_*)\\{counter_name}"));
+/// (`pid_<pid>_luid_<high>_<low>_phys_<n>`: one per adapter) and bytes, as
+/// PDH formats them (signed).
+fn instances(pid: u32, counter_name: &str) -> Result<Vec<(String, i64)>, String> {
+    let path = wide(&super::vram::process_counter_path(pid, counter_name));
     // SAFETY: every handle is created and closed here; buffers are sized
     // by PDH's own first call, and each item's name points into that buffer.
     unsafe {
@@ -68,7 +71,7 @@ fn instances(pid: u32, counter_name: &str) -> Result<Vec<(String, u64)>, String>
                     len += 1;
                 }
                 let name = String::from_utf16_lossy(std::slice::from_raw_parts(item.szName, len));
-                out.push((name, item.FmtValue.Anonymous.largeValue.max(0) as u64));
+                out.push((name, item.FmtValue.Anonymous.largeValue));
             }
             Ok(out)
         })();
