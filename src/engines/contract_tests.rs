@@ -5,6 +5,7 @@
 
 use std::ffi::OsString;
 use std::path::Path;
+use std::time::Duration;
 
 use super::SpawnPlan;
 use super::cpu::CpuEngine;
@@ -55,8 +56,9 @@ fn the_cpu_child_offloads_nothing() {
 
 /// The MLX child runs one sequence (`MLX_VLM_MAX_NUM_SEQS=1`: a barrier
 /// request proves the child idle), its prefix-cache pool sized on the
-/// trained window in 16-token blocks (it fills lazily), and its key only
-/// in the environment.
+/// trained window in 16-token blocks (it fills lazily; mlx-vlm's own
+/// default when the model names no trained window), it outwaits the
+/// warden's watchdog per token, and its key is only in the environment.
 #[test]
 fn the_mlx_child_runs_one_sequence_with_a_pool_of_the_trained_window() {
     let e = MlxEngine {
@@ -66,20 +68,24 @@ fn the_mlx_child_runs_one_sequence_with_a_pool_of_the_trained_window() {
     };
     let key = ApiKey::mint();
     let rows = [
-        // why: 8192 / 16
-        (Some(8192), "512"),
+        // (facts' trained window, APC_NUM_BLOCKS, MLX_VLM_TOKEN_QUEUE_TIMEOUT, why)
+        // why: 8192 / 16; the default watchdog leaves mlx-vlm's 600 s
+        (Some(Some(8192)), Some("512"), "600"),
         // why: a partial block is a block
-        (Some(8200), "513"),
-        // why: no readable config.json: the 4096 the facts default to
-        (None, "256"),
+        (Some(Some(8200)), Some("513"), "600"),
+        // why: no trained window: no pool size of the warden's, 3660 s a token
+        (Some(None), None, "3660"),
+        // why: no readable config.json: the same
+        (None, None, "3660"),
     ];
-    for (trained, blocks) in rows {
+    for (trained, blocks, wait) in rows {
         let facts = trained.map(|trained| MlxFacts {
             trained,
             kv_per_token: 1,
             weights_bytes: 1,
         });
-        let spec = e.spawn_spec(&plan(EnginePlan::Mlx { facts }), 27301, &key);
+        let token_wait = crate::law::mlx::token_wait(trained.flatten(), Duration::from_secs(300));
+        let spec = e.spawn_spec(&plan(EnginePlan::Mlx { facts, token_wait }), 27301, &key);
         let env = |k: &str| {
             spec.env
                 .iter()
@@ -87,7 +93,8 @@ fn the_mlx_child_runs_one_sequence_with_a_pool_of_the_trained_window() {
                 .map(|(_, v)| v.to_string_lossy().into_owned())
         };
         assert_eq!(env("MLX_VLM_MAX_NUM_SEQS").as_deref(), Some("1"));
-        assert_eq!(env("APC_NUM_BLOCKS").as_deref(), Some(blocks), "{trained:?}");
+        assert_eq!(env("APC_NUM_BLOCKS").as_deref(), blocks, "{trained:?}");
+        assert_eq!(env("MLX_VLM_TOKEN_QUEUE_TIMEOUT").as_deref(), Some(wait), "{trained:?}");
         assert_eq!(env("MLX_VLM_SERVER_API_KEY").as_deref(), Some(key.expose()));
         let args = strings(&spec.args);
         assert!(args.windows(2).any(|w| w == ["--host", "127.0.0.1"]), "{args:?}");

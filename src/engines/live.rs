@@ -119,20 +119,23 @@ impl ChildState {
     }
 
     /// A turn's request is about to go to the child: its size, estimated
-    /// (body bytes / 4 plus its own bound), which the MLX brake's
-    /// useful-shrink test reads at the turn's end.
+    /// (body bytes / 4 plus its own bound), kept as the in-flight estimate.
     pub fn note_request(&mut self, tokens: u32) {
         if let Self::Mlx(m) = self {
-            m.last_request_tokens = tokens;
+            m.in_flight_tokens = tokens;
         }
     }
 
     /// What a generating turn left in the child: on MLX, a conversation's
-    /// KV in the prefix cache, and whether its request may still be in the
-    /// batch (abandoned) or has proved the batch empty (completed). The
-    /// llama.cpp engines keep nothing here (their slot is `kv`'s).
-    pub fn after_turn(&mut self, abandoned: bool, completed: bool) {
+    /// KV in the prefix cache, whether its request may still be in the
+    /// batch (abandoned) or has proved the batch empty (completed), and the
+    /// request's size for the brake's useful-shrink test: `measured`, the
+    /// tokens the child counted (`timings`), else the in-flight estimate
+    /// (an abandoned, failed or uncounted turn). The llama.cpp engines keep
+    /// nothing here (their slot is `kv`'s).
+    pub fn after_turn(&mut self, abandoned: bool, completed: bool, measured: Option<u32>) {
         if let Self::Mlx(m) = self {
+            m.last_request_tokens = measured.unwrap_or(m.in_flight_tokens);
             m.cache.fresh = false;
             if abandoned {
                 m.cache.abandoned = true;
@@ -193,5 +196,36 @@ impl ChildState {
             (None, Some(m), Some(base)) => Some(base + u64::from(bound) * m.kv_per_token),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The brake's request size: measured when the child counted the turn,
+    /// else the estimate sent with it; each turn replaces the last.
+    #[test]
+    fn a_turns_size_is_measured_else_its_in_flight_estimate() {
+        let mut s = ChildState::new(EngineKind::Mlx);
+        let size = |s: &ChildState| s.mlx().unwrap().last_request_tokens;
+        // (estimate at send, abandoned, completed, measured, size after, why)
+        let rows = [
+            (900, false, true, Some(1200), 1200), // why: counted by the child: its count
+            (700, true, false, None, 700),        // why: abandoned, uncounted: the estimate
+            (500, false, false, None, 500),       // why: failed: the estimate
+            (800, false, true, None, 800),        // why: completed without timings: the estimate
+            (300, false, true, Some(40), 40),     // why: a measured size replaces a larger estimate
+        ];
+        for (i, (sent, abandoned, completed, measured, want)) in rows.into_iter().enumerate() {
+            s.note_request(sent);
+            s.after_turn(abandoned, completed, measured);
+            assert_eq!(size(&s), want, "row {i}");
+        }
+        // why: the llama.cpp engines keep no size (nothing panics either)
+        let mut cpu = ChildState::new(EngineKind::Cpu);
+        cpu.note_request(10);
+        cpu.after_turn(false, true, Some(10));
+        assert!(cpu.mlx().is_none());
     }
 }

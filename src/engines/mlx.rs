@@ -10,13 +10,16 @@
 //! - `MLX_VLM_MAX_NUM_SEQS=1`: one sequence, so a barrier request proves a
 //!   cancelled one has left the batch (the spec's prefix-cache reasoning);
 //! - `APC_ENABLED=1` with `APC_NUM_BLOCKS` sized on the trained window (the
-//!   pool fills lazily) and `APC_DISK_ENABLED=0`: the prefix cache holds one
+//!   pool fills lazily; mlx-vlm's own default without one) and
+//!   `APC_DISK_ENABLED=0`: the prefix cache holds one
 //!   conversation in memory, owned by `PrefixCacheActor`; mlx-vlm's default
 //!   20 GB disk tier would outlive every reset;
+//! - `MLX_VLM_TOKEN_QUEUE_TIMEOUT`: the child outwaits the warden's
+//!   watchdog (`law::mlx::token_wait`; 3660 s without a trained window);
 //! - `HF_HUB_OFFLINE=1`, `MLX_VLM_CACHE_HOME` in the warden's cache.
 //!
-//! The window: the trained window (`max_position_embeddings`), bounded by
-//! memory through `PATCH /v1/settings {"max_kv_size": N}` (see
+//! The window: the trained window (`max_position_embeddings`; a model
+//! without one has the memory ceiling alone), bounded by memory through `PATCH /v1/settings {"max_kv_size": N}` (see
 //! `actors::engine::mlx_bound`).
 
 pub mod live;
@@ -61,8 +64,9 @@ pub struct MlxEngine {
 /// What the warden reads from an MLX model directory's `config.json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct MlxFacts {
-    /// `max_position_embeddings`.
-    pub trained: u32,
+    /// `max_position_embeddings`, when `config.json` names it (`None`: the
+    /// window is bounded by memory alone, `law::mlx::memory_bound`).
+    pub trained: Option<u32>,
     /// KV bytes per token: layers x KV heads x head dim x 2 (K and V) x the
     /// element size of the model's dtype (mlx-vlm keeps the cache in it).
     pub kv_per_token: u64,
@@ -111,14 +115,20 @@ impl MlxEngine {
             "--port".into(),
             port.to_string().into(),
         ];
-        let trained = plan.mlx().map_or(4096, |f| f.trained) as u64;
+        let trained = plan.mlx().and_then(|f| f.trained);
         let mut env = super::env::inherited();
+        if let Some(t) = trained {
+            let blocks = u64::from(t).div_ceil(APC_BLOCK_TOKENS);
+            env.push(("APC_NUM_BLOCKS".into(), blocks.to_string().into()));
+        }
+        if let Some(wait) = plan.mlx_token_wait() {
+            env.push(("MLX_VLM_TOKEN_QUEUE_TIMEOUT".into(), wait.as_secs().to_string().into()));
+        }
         for (k, v) in [
             ("MLX_VLM_SERVER_API_KEY", key.expose().to_string()),
             ("MLX_VLM_MAX_NUM_SEQS", "1".into()),
             ("APC_ENABLED", "1".into()),
             ("APC_DISK_ENABLED", "0".into()),
-            ("APC_NUM_BLOCKS", trained.div_ceil(APC_BLOCK_TOKENS).to_string()),
             ("HF_HUB_OFFLINE", "1".into()),
             ("PYTHONUNBUFFERED", "1".into()),
             ("MLX_VLM_CACHE_HOME", self.cache_home.display().to_string()),
@@ -190,7 +200,7 @@ pub fn read_facts(dir: &Path) -> Option<MlxFacts> {
         .filter_map(|e| e.metadata().ok().map(|m| m.len()))
         .sum();
     Some(MlxFacts {
-        trained: num("max_position_embeddings").unwrap_or(4096).min(u32::MAX as u64) as u32,
+        trained: num("max_position_embeddings").map(|n| n.min(u32::MAX as u64) as u32),
         kv_per_token: layers * kv_heads * head_dim * 2 * elem,
         weights_bytes,
     })
@@ -302,19 +312,20 @@ mod tests {
         assert_eq!(
             f,
             MlxFacts {
-                trained: 8192,
+                trained: Some(8192),
                 kv_per_token: 46_080,
                 weights_bytes: 1000
             }
         );
-        // why: head_dim defaults to hidden / heads; bf16 is 2 B
+        // why: head_dim defaults to hidden / heads; bf16 is 2 B;
         std::fs::write(
             dir.path().join("config.json"),
             r#"{"num_hidden_layers":2,"num_attention_heads":4,"hidden_size":64,"torch_dtype":"bfloat16"}"#,
         )
         .unwrap();
         let f = read_facts(dir.path()).unwrap();
-        assert_eq!((f.trained, f.kv_per_token), (4096, 2 * 4 * 16 * 2 * 2));
+        // why: no max_position_embeddings: no trained window (memory bounds it)
+        assert_eq!((f.trained, f.kv_per_token), (None, 2 * 4 * 16 * 2 * 2));
     }
 
     #[test]
@@ -343,7 +354,12 @@ pub struct MlxChild {
     pub memory_bound: Option<u32>,
     /// What its prefix cache holds (`law::prefix::plan_reset`).
     pub cache: crate::law::prefix::ChildCache,
-    /// The size of the last turn's request, estimated (the brake's
-    /// useful-shrink test): its body bytes / 4 plus its own bound.
+    /// The size of the last turn's request (the brake's useful-shrink
+    /// test): measured, the tokens the child's `timings` counted (cached,
+    /// read and generated), else the in-flight estimate.
     pub last_request_tokens: u32,
+    /// The in-flight estimate of the request now with the child: its body
+    /// bytes / 4 plus its own bound (what an abandoned or uncounted turn
+    /// leaves as its size).
+    pub in_flight_tokens: u32,
 }

@@ -158,10 +158,11 @@ impl Backend {
     }
 
     /// The allocated window as the child reports it (`/props` n_ctx; an MLX
-    /// child runs its trained window until memory bounds it).
+    /// child runs its trained window until memory bounds it, and one whose
+    /// model names none has no window until the bound gives it one).
     pub async fn read_window(&self, client: &ChildClient, plan: &SpawnPlan) -> Result<Option<u32>, String> {
         match self {
-            Self::Mlx(_) => Ok(plan.mlx().map(|f| f.trained)),
+            Self::Mlx(_) => Ok(plan.mlx().and_then(|f| f.trained)),
             Self::Cpu(_) | Self::Cuda(_) => {
                 let props = client
                     .get_json("/props", PROPS_TIMEOUT)

@@ -70,6 +70,8 @@ pub enum EnginePlan {
     Mlx {
         /// The model's facts (`config.json`), when readable.
         facts: Option<MlxFacts>,
+        /// How long the child waits for each token (`law::mlx::token_wait`).
+        token_wait: std::time::Duration,
     },
 }
 
@@ -134,7 +136,15 @@ impl SpawnPlan {
     /// An MLX model's facts.
     pub fn mlx(&self) -> Option<MlxFacts> {
         match &self.engine {
-            EnginePlan::Mlx { facts } => *facts,
+            EnginePlan::Mlx { facts, .. } => *facts,
+            _ => None,
+        }
+    }
+
+    /// How long an MLX child waits for each token (`law::mlx::token_wait`).
+    pub fn mlx_token_wait(&self) -> Option<std::time::Duration> {
+        match &self.engine {
+            EnginePlan::Mlx { token_wait, .. } => Some(*token_wait),
             _ => None,
         }
     }
@@ -170,10 +180,10 @@ impl SpawnPlan {
             ),
             (Window::Pinned { ctx }, _) => format!("window={ctx} (pinned by WARDEN_CTX)"),
             _ => match self.mlx() {
-                Some(f) => format!(
-                    "trained window {} (bounded by memory once the child's base footprint is measured)",
-                    f.trained
-                ),
+                Some(MlxFacts { trained: Some(t), .. }) => {
+                    format!("trained window {t} (bounded by memory once the child's base footprint is measured)")
+                }
+                Some(_) => "no trained window in config.json (bounded by memory once the child's base footprint is measured)".to_string(),
                 None => "no -c (window left to llama-server)".to_string(),
             },
         }
@@ -306,9 +316,14 @@ pub fn plan_on(
             spawn: p.cuda,
             user_visible: cfg.cuda_visible_devices.clone(),
         },
-        Site::Mlx => EnginePlan::Mlx {
-            facts: mlx::read_facts(&entry.path),
-        },
+        Site::Mlx => {
+            let facts = mlx::read_facts(&entry.path);
+            let trained = facts.and_then(|f| f.trained);
+            EnginePlan::Mlx {
+                facts,
+                token_wait: crate::law::mlx::token_wait(trained, cfg.first_token_timeout),
+            }
+        }
     };
     SpawnPlan {
         slots,

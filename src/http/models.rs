@@ -108,12 +108,13 @@ pub fn model_json(
 }
 
 /// A plan as `/v1/models` shows it: the window (an MLX child runs its
-/// trained window until memory bounds it), what it was sized on, and the
-/// CUDA placement.
+/// trained window until memory bounds it; one without a trained window has
+/// none until its child measured the ceiling: null), what it was sized on,
+/// and the CUDA placement.
 fn plan_json(p: &SpawnPlan) -> serde_json::Value {
     json!({
         "window": p.window,
-        "context_tokens": p.window.ctx().or(p.mlx().map(|f| f.trained)),
+        "context_tokens": p.window.ctx().or(p.mlx().and_then(|f| f.trained)),
         "memory_bound": p.window.memory_bound().is_some(),
         "budget_bytes": p.budget_bytes,
         "ram_bytes": p.ram.map(|r| r.bytes),

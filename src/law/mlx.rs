@@ -26,9 +26,13 @@
 //!   costs the next turn a re-read of its conversation; a second one without
 //!   a turn between gives nothing back). A release says nothing.
 //! - **A useful shrink**: halving the bound (grid, floor 4096) is useful only
-//!   when the last turn's largest request is above the new bound's
-//!   compaction threshold (80 % by default): a conversation shorter than that
-//!   holds no KV a smaller bound would free.
+//!   when the last turn's request is above the new bound's compaction
+//!   threshold (80 %): a conversation shorter than that holds no KV a
+//!   smaller bound would free. The request's size is the one the child
+//!   measured (its `timings`: cached, read and generated tokens), else the
+//!   estimate sent with it (an abandoned or uncounted turn). The threshold
+//!   is the default one always: the warden keeps no conversation of its own
+//!   (its clients compact theirs), so none has a threshold to read.
 //! - **External**: pressure with less than 256 MiB a release could give back
 //!   and no useful shrink left is not the conversation's: the `external`
 //!   notice (never over `acted`, never on a seeded child).
@@ -36,6 +40,8 @@
 //!   release, else shrink, now (both are live, so nothing waits for idle).
 //!   While away: critical releases or shrinks once and arms; the next
 //!   critical unloads. Growth as the CPU brake's.
+
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -53,6 +59,12 @@ pub const RELEASE_WORTH_BYTES: u64 = 64 * 1024 * 1024;
 pub const EXTERNAL_RELEASE_BYTES: u64 = 256 * 1024 * 1024;
 /// The default compaction threshold (share of the window).
 pub const DEFAULT_COMPACTION_THRESHOLD: f64 = 0.8;
+/// mlx-vlm 0.7.10's own per-token wait (`DEFAULT_TOKEN_QUEUE_TIMEOUT`).
+pub const MLX_VLM_TOKEN_WAIT: Duration = Duration::from_secs(600);
+/// The per-token wait of a child spawned without a trained window.
+pub const UNTRAINED_TOKEN_WAIT: Duration = Duration::from_secs(3660);
+/// How much longer the child waits than the warden's watchdog.
+pub const TOKEN_WAIT_MARGIN: Duration = Duration::from_secs(60);
 
 /// What the MLX budget is taken from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -93,10 +105,36 @@ pub fn tokens_at_ceiling(b: MemoryBudget) -> u32 {
 }
 
 /// The bound to send: `kv_bound(trained, min(ceiling, cap))`; `None` when
-/// memory does not bind (the trained window fits).
-pub fn memory_bound(trained: u32, ceiling: u32, cap: Option<u32>) -> Option<u32> {
+/// memory does not bind (the trained window fits). A model whose
+/// `config.json` names no trained window is always bounded: mlx-vlm would
+/// let its cache grow without limit, so the ceiling (floored) is its only
+/// window.
+pub fn memory_bound(trained: Option<u32>, ceiling: u32, cap: Option<u32>) -> Option<u32> {
     let limit = cap.map_or(ceiling, |c| c.min(ceiling));
-    (limit < trained).then(|| super::window::kv_bound(trained, limit))
+    match trained {
+        Some(t) if limit >= t => None,
+        _ => Some(super::window::kv_bound(trained, limit)),
+    }
+}
+
+/// How long the MLX child waits for each next token before it fails the
+/// request itself (mlx-vlm's `MLX_VLM_TOKEN_QUEUE_TIMEOUT`, 600 s by
+/// default in 0.7.10). The warden's own watchdog must fire first, so that a
+/// stuck read ends as the warden's verdict (a hung child, restarted) rather
+/// than as a generic error from the child: never under
+/// `first_token_timeout + 60 s`. A child spawned without a trained window
+/// waits at least 3660 s (the spec's: the first-token watchdog's absolute
+/// maximum plus 60 s), as its window is bounded by memory alone and a
+/// prompt at any ceiling the bound can give must be read whole. The value
+/// is the child's from its spawn: a live change of the watchdog reaches the
+/// next child.
+pub fn token_wait(trained: Option<u32>, first_token_timeout: Duration) -> Duration {
+    let floor = if trained.is_some() {
+        MLX_VLM_TOKEN_WAIT
+    } else {
+        UNTRAINED_TOKEN_WAIT
+    };
+    floor.max(first_token_timeout + TOKEN_WAIT_MARGIN)
 }
 
 /// One MLX sample's readings.
@@ -115,8 +153,10 @@ pub struct MlxReadings {
 pub struct MlxFacts {
     /// The working window (the bound the child enforces, else the trained).
     pub window: u32,
-    /// The trained window (growth's upper bound).
-    pub trained: u32,
+    /// Growth's upper bound: the trained window, else (a model without
+    /// one) the memory ceiling: such a child keeps its last bound, as it
+    /// cannot be given an unbounded window back.
+    pub uncapped: u32,
     /// KV bytes per token.
     pub kv_per_token: u64,
     /// The memory total.
@@ -220,7 +260,7 @@ fn calm_step(point: Point, n: BrakeState, f: &MlxFacts) -> (MlxAction, BrakeStat
         allocated: f.window,
         kv_per_token: f.kv_per_token,
         ram_bytes: f.ram_bytes,
-        uncapped: f.trained,
+        uncapped: f.uncapped,
         pinned: f.pinned,
     };
     let (a, next) = brake::calm_step(point, n, &facts);

@@ -8,7 +8,7 @@ const GIB: u64 = 1024 * MIB;
 fn facts(window: u32, last_request: u32) -> MlxFacts {
     MlxFacts {
         window,
-        trained: 8192,
+        uncapped: 8192,
         kv_per_token: 46_080,
         ram_bytes: 24 * GIB,
         last_request_tokens: last_request,
@@ -55,15 +55,33 @@ fn ceiling_and_bound() {
     assert!(WorkingSet::Metal(115_448_720_916).budget_bytes() > WorkingSet::Ram(128 * GIB).budget_bytes());
     let rows = [
         // (trained, ceiling, cap, bound, why)
-        (8192, 1034, None, Some(4096)),         // why: under the floor: lifted to 4096
-        (8192, 6000, None, Some(6000)),         // why: the ceiling binds
-        (8192, 20_000, None, None),             // why: the trained window fits: no bound
-        (8192, 20_000, Some(5120), Some(5120)), // why: a brake cap binds alone
-        (8192, 6000, Some(5120), Some(5120)),   // why: the smaller of the two
-        (4096, 1000, None, Some(4096)),         // why: trained at the floor: the trained window
+        (Some(8192), 1034, None, Some(4096)),         // why: under the floor: lifted to 4096
+        (Some(8192), 6000, None, Some(6000)),         // why: the ceiling binds
+        (Some(8192), 20_000, None, None),             // why: the trained window fits: no bound
+        (Some(8192), 20_000, Some(5120), Some(5120)), // why: a brake cap binds alone
+        (Some(8192), 6000, Some(5120), Some(5120)),   // why: the smaller of the two
+        (Some(4096), 1000, None, Some(4096)),         // why: trained at the floor: the trained window
+        (None, 20_000, None, Some(20_000)),           // why: no trained window: the ceiling always binds
+        (None, 1000, None, Some(4096)),               // why: ... floored
+        (None, 20_000, Some(5120), Some(5120)),       // why: ... or the brake's cap under it
     ];
     for (i, (trained, ceiling, cap, want)) in rows.into_iter().enumerate() {
         assert_eq!(memory_bound(trained, ceiling, cap), want, "row {i}");
+    }
+}
+
+#[test]
+fn the_child_outwaits_the_watchdog() {
+    let s = Duration::from_secs;
+    let rows = [
+        // (trained, first_token_timeout, wait, why)
+        (Some(8192), s(300), s(600)),  // why: the default watchdog: mlx-vlm's own 600 s
+        (Some(8192), s(900), s(960)),  // why: a longer watchdog: 60 s beyond it
+        (None, s(300), s(3660)),       // why: no trained window: the spec's 3660 s
+        (None, s(3650), s(3710)),      // why: ... or 60 s beyond a longer watchdog
+    ];
+    for (i, (trained, ftt, want)) in rows.into_iter().enumerate() {
+        assert_eq!(token_wait(trained, ftt), want, "row {i}");
     }
 }
 

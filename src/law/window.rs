@@ -241,8 +241,10 @@ pub fn postload_excess(shape: &ModelShape, window: u32, anon_bytes: Option<u64>)
     })
 }
 
-/// The working window (MLX): `min(allocated, memory ceiling)`.
-#[cfg(test)]
+/// The working window (MLX): `min(allocated, memory ceiling)`, the window a
+/// conversation plans against (turn admission, the brake's facts). Either
+/// side may be unknown: an unmeasured base leaves the allocated window, a
+/// model without a trained window (and no bound applied) the ceiling.
 pub fn working_window(allocated: Option<u32>, ceiling: Option<u32>) -> Option<u32> {
     match (allocated, ceiling) {
         (Some(a), Some(c)) => Some(a.min(c)),
@@ -251,9 +253,10 @@ pub fn working_window(allocated: Option<u32>, ceiling: Option<u32>) -> Option<u3
 }
 
 /// The bound sent to an MLX child: `limit` never below the 4096 floor and
-/// never above the trained window.
-pub fn kv_bound(trained: u32, limit: u32) -> u32 {
-    limit.max(WINDOW_FLOOR_TOKENS).min(trained)
+/// never above the trained window (`None`: a model whose `config.json`
+/// names none, bounded by the floor alone).
+pub fn kv_bound(trained: Option<u32>, limit: u32) -> u32 {
+    limit.max(WINDOW_FLOOR_TOKENS).min(trained.unwrap_or(u32::MAX))
 }
 
 #[cfg(test)]

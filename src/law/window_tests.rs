@@ -214,13 +214,16 @@ fn footprint_postload_working_window_and_kv_bound() {
     }
     let bounds = [
         // why: a limit under the floor is lifted to it
-        (32_768, 1000, 4096),
+        (Some(32_768), 1000, 4096),
         // why: never above the trained window
-        (8192, 50_000, 8192),
+        (Some(8192), 50_000, 8192),
         // why: in between, the limit itself
-        (32_768, 10_000, 10_000),
+        (Some(32_768), 10_000, 10_000),
         // why: a trained window at or under the floor is the bound
-        (2048, 1000, 2048),
+        (Some(2048), 1000, 2048),
+        // why: no trained window: the limit, floored, is the bound
+        (None, 1000, 4096),
+        (None, 50_000, 50_000),
     ];
     for (i, (trained, limit, want)) in bounds.into_iter().enumerate() {
         assert_eq!(kv_bound(trained, limit), want, "kv_bound row {i}");

@@ -2,8 +2,10 @@
 //! CPU, serving the real SmolLM2 converted from its GGUF (`build-llama.sh
 //! mlx`): load and a coherent streamed answer; the memory bound applied and
 //! read back from the child; a prefix-cache reset with a barrier after an
-//! abandoned turn; a release under forced pressure; a reload with one
-//! engine for every model.
+//! abandoned turn; a release under forced pressure, and lasting critical
+//! pressure at idle unloading the model, with the brake's log lines; a
+//! model whose config.json names no trained window, bounded by memory
+//! alone; a reload with one engine for every model.
 
 use crate::support;
 
@@ -156,8 +158,16 @@ async fn reset_with_a_barrier_after_an_abandoned_turn() {
     w.shutdown().await;
 }
 
+/// The captured log's lines written since `from` (a length of
+/// `captured_log()` taken before): this test's alone, as the real tests run
+/// one at a time.
+fn log_since(from: usize) -> Vec<String> {
+    captured_log()[from..].lines().map(str::to_string).collect()
+}
+
 /// Forced critical pressure after a long turn: the turn's end releases
-/// (reset + one-token request) and the child gives memory back.
+/// (reset + one-token request) and the child gives memory back; the brake
+/// says so at INFO.
 #[actix_rt::test]
 #[ignore = "needs the MLX environment and the converted SmolLM2 (./build-llama.sh mlx); ./test.sh runs it"]
 async fn forced_pressure_releases_memory() {
@@ -165,6 +175,8 @@ async fn forced_pressure_releases_memory() {
         force_pressure: Some(ForcedPressure::Critical),
         ..test_config()
     };
+    capture_log();
+    let from = captured_log().len();
     let w = mlx_warden(cfg);
     let mut ev = w.subscribe();
     assert!(collect(w.submit(ask("long", "Hi.", 2)).unwrap()).await.done);
@@ -189,6 +201,108 @@ async fn forced_pressure_releases_memory() {
             .iter()
             .all(|n| !matches!(n, llm_warden::Notice::MemoryWarning { reason: "acted" })),
         "a release says nothing"
+    );
+    let lines = log_since(from);
+    assert!(
+        lines.iter().any(|l| l.contains(" INFO ")
+            && l.contains("[MLX_Engine] Memory brake: point=turn_end, level=critical, action=release, window=")
+            && l.contains("excess_mib=")),
+        "the release's INFO line: {lines:#?}"
+    );
+    w.shutdown().await;
+}
+
+/// Lasting critical pressure while idle: the brake acts once and arms,
+/// then unloads the model, said as a WARNING; the next message reloads it.
+#[actix_rt::test]
+#[ignore = "needs the MLX environment and the converted SmolLM2 (./build-llama.sh mlx); ./test.sh runs it"]
+async fn lasting_critical_pressure_at_idle_unloads_with_a_warning() {
+    let cfg = WardenConfig {
+        force_pressure: Some(ForcedPressure::Critical),
+        brake_tick: std::time::Duration::from_millis(200),
+        ..test_config()
+    };
+    capture_log();
+    let from = captured_log().len();
+    let w = mlx_warden(cfg);
+    let mut ev = w.subscribe();
+    assert!(collect(w.submit(ask("away", "Hi.", 2)).unwrap()).await.done);
+    event_or_fail(&mut ev, "the brake's unload", |e| {
+        matches!(
+            e,
+            WardenEvent::Unloaded {
+                reason: llm_warden::status::UnloadReason::Brake,
+                ..
+            }
+        )
+    })
+    .await;
+    // The line follows the unload's event.
+    let said = "[MLX_Engine] Memory brake: point=idle, level=critical, action=unload, window=";
+    poll_until(
+        "the unload's line",
+        std::time::Duration::from_secs(30),
+        || log_since(from).iter().any(|l| l.contains(said)),
+        || log_since(from).join("\n"),
+    )
+    .await;
+    let lines = log_since(from);
+    let unload = lines.iter().find(|l| l.contains(said)).expect("found above");
+    assert!(unload.contains(" WARN "), "an unload is a WARNING: {unload}");
+    assert!(unload.contains("the model reloads at the next message"), "{unload}");
+    assert_eq!(w.status().child_pid, None, "{unload}");
+    w.shutdown().await;
+}
+
+/// A model whose config.json names no trained window
+/// (`max_position_embeddings`): the ceiling alone bounds it, applied and
+/// read back from the child, which waits 3660 s a token and keeps
+/// mlx-vlm's own prefix-cache pool size.
+#[actix_rt::test]
+#[ignore = "needs the MLX environment and the converted SmolLM2 (./build-llama.sh mlx); ./test.sh runs it"]
+async fn a_model_without_a_trained_window_is_bounded_by_memory_alone() {
+    let cfg = WardenConfig {
+        ram_override_bytes: Some(2 << 30),
+        ..test_config()
+    };
+    capture_log();
+    let from = captured_log().len();
+    let (backend, converted) = mlx_setup(&cfg);
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("untrained");
+    std::fs::create_dir(&model).unwrap();
+    let smol = converted.join("SmolLM2-135M-Instruct");
+    for f in std::fs::read_dir(&smol).unwrap() {
+        let f = f.unwrap();
+        if f.file_name() != "config.json" {
+            std::os::unix::fs::symlink(f.path(), model.join(f.file_name())).unwrap();
+        }
+    }
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(smol.join("config.json")).unwrap()).unwrap();
+    config.as_object_mut().unwrap().remove("max_position_embeddings");
+    std::fs::write(model.join("config.json"), config.to_string()).unwrap();
+    let w = TestWarden::backend(backend, dir.path()).config(cfg).start();
+    let mut r = ask("untrained", "What is the capital of France?", 16);
+    r.body.insert("temperature".into(), serde_json::json!(0));
+    let t = collect(w.submit(r).unwrap()).await;
+    assert!(t.done, "{t:?}");
+    assert!(t.text().contains("Paris"), "{}", t.text());
+    let s = w.status();
+    let bound = s.memory_bound_tokens.expect("no trained window: memory bounds it");
+    assert!(bound >= 4096, "bound {bound}");
+    assert_eq!(s.context_tokens, Some(bound));
+    let (pid, port) = (s.child_pid.unwrap(), s.port.unwrap());
+    assert_eq!(child_max_kv_size(pid, port).await, Some(bound as u64));
+    assert_eq!(env_of(pid, "MLX_VLM_TOKEN_QUEUE_TIMEOUT").as_deref(), Some("3660"));
+    assert_eq!(env_of(pid, "APC_NUM_BLOCKS"), None);
+    let lines = log_since(from);
+    assert!(
+        lines.iter().any(
+            |l| l.contains("[MLX_Engine] Window bounded by memory: trained=unknown, ceiling=")
+                && l.contains(&format!("bound={bound}"))
+        ),
+        "{lines:#?}"
     );
     w.shutdown().await;
 }

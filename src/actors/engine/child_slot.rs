@@ -64,6 +64,15 @@ impl LiveChild {
         )
     }
 
+    /// The window a turn is admitted against: the working window,
+    /// `min(allocated, memory ceiling)` (`law::window::working_window`). Only
+    /// an MLX child has a ceiling; it also covers a bound the child did not
+    /// take (or a model with no trained window whose bound failed).
+    pub fn working_window(&self) -> Option<u32> {
+        let ceiling = self.engine.mlx().and_then(|m| m.ceiling);
+        crate::law::window::working_window(self.allocated, ceiling)
+    }
+
     /// The read-only face an engine's hook is lent.
     pub(crate) fn view(&self) -> ChildView<'_> {
         self.parts_ref().0

@@ -168,6 +168,9 @@ impl EngineCore {
                 }
                 Some(n)
             }
+            // An MLX model that names no trained window: its window is the
+            // memory bound, applied right after this.
+            Ok(None) if plan.mlx().is_some() => None,
             Ok(None) | Err(_) => {
                 tracing::warn!(model = %plan.entry.id, "could not read the child's window from /props; keeping {requested:?}");
                 requested

@@ -281,7 +281,7 @@ impl EngineCore {
             views[slot].shared
         );
         let pool = Pool {
-            window: c.allocated.unwrap_or(crate::law::request::UNKNOWN_WINDOW_BOUND),
+            window: c.working_window().unwrap_or(crate::law::request::UNKNOWN_WINDOW_BOUND),
             slots: c.slots.len() as u32,
         };
         let requested = crate::law::request::requested_bound(&w.request.body);

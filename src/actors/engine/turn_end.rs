@@ -64,8 +64,9 @@ impl EngineCore {
                 _ => None,
             };
             let abandoned = matches!(relayed, Ok(Relayed::Abandoned));
+            let completed = matches!(relayed, Ok(Relayed::Completed { .. }));
             c.engine
-                .after_turn(abandoned, matches!(relayed, Ok(Relayed::Completed { .. })));
+                .after_turn(abandoned, completed, counts.map(|n| n.slot_tokens()));
             if let Some((slot, busy)) = c.slots.end(seq, tokio::time::Instant::now()) {
                 super::kv_check::counted(c, slot, counts);
                 self.kv.turn_counted(c, &busy, counts);

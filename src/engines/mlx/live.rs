@@ -48,26 +48,25 @@ async fn measure_and_bound(child: ChildView<'_>, cap: Option<u32>, state: &mut M
         kv_per_token: facts.kv_per_token,
     });
     state.ceiling = Some(ceiling);
-    if facts.trained <= WINDOW_FLOOR_TOKENS {
+    if let Some(t) = facts.trained.filter(|&t| t <= WINDOW_FLOOR_TOKENS) {
         // The child enforces it since its spawn; recorded all the same.
-        state.memory_bound = Some(facts.trained);
+        state.memory_bound = Some(t);
         return None;
     }
     let bound = mlx_law::memory_bound(facts.trained, ceiling, cap)?;
     let cap_note = cap.map_or(String::new(), |c| format!(", brake_cap={c}"));
+    let trained = facts.trained.map_or_else(|| "unknown".to_string(), |t| t.to_string());
     match super::apply_bound(child.client, bound).await {
         Ok(BoundAnswer::Applied(b)) => {
             tracing::info!(
-                "[MLX_Engine] Window bounded by memory: trained={}, ceiling={ceiling}, bound={b}{cap_note}",
-                facts.trained
+                "[MLX_Engine] Window bounded by memory: trained={trained}, ceiling={ceiling}, bound={b}{cap_note}"
             );
             state.memory_bound = Some(b);
             Some(b)
         }
         Ok(BoundAnswer::Enforces(n)) if n == bound => {
             tracing::warn!(
-                "[MLX_Engine] the memory bound's answer was lost; the child's settings show it applied: trained={}, ceiling={ceiling}, bound={n}{cap_note}",
-                facts.trained
+                "[MLX_Engine] the memory bound's answer was lost; the child's settings show it applied: trained={trained}, ceiling={ceiling}, bound={n}{cap_note}"
             );
             state.memory_bound = Some(n);
             Some(n)
@@ -108,13 +107,19 @@ fn metal_working_set() -> Option<u64> {
 }
 
 /// The MLX brake's sample plan: `None` when the base footprint was never
-/// measured (no bound, no brake).
+/// measured (no bound, no brake). It plans against the working window,
+/// `min(allocated, ceiling)`: a bound the child did not take still leaves
+/// the ceiling to plan against. Growth stops at the trained window, or at
+/// the ceiling for a model without one (it keeps its last bound).
 pub(crate) fn brake_input(c: ChildView<'_>, state: &MlxChild, cfg: &WardenConfig) -> Option<BrakeInput> {
     let (f, ram, base_bytes) = (c.plan.mlx()?, c.plan.ram?, state.base_bytes?);
+    let allocated = c.allocated.or(f.trained);
+    let window = crate::law::window::working_window(allocated, state.ceiling)?;
+    let uncapped = f.trained.or(state.ceiling)?;
     Some(BrakeInput::Mlx {
         facts: MlxFacts {
-            window: c.allocated.unwrap_or(f.trained),
-            trained: f.trained,
+            window,
+            uncapped,
             kv_per_token: f.kv_per_token,
             ram_bytes: ram.bytes,
             last_request_tokens: state.last_request_tokens,
@@ -168,13 +173,16 @@ impl MlxChild {
     }
 
     /// Sends a shrink's or growth's bound to the child (capped by the memory
-    /// ceiling, floored, never above the trained window).
+    /// ceiling, floored, never above the trained window). Once memory no
+    /// longer binds (the trained window sent back) no memory bound is
+    /// recorded; a model without a trained window is bounded by memory
+    /// always (its growth stops at the ceiling), so its bound stays one.
     async fn bound(&mut self, child: ChildView<'_>, cap: u32) -> Acted {
-        let trained = child.plan.mlx().map_or(cap, |f| f.trained);
+        let trained = child.plan.mlx().and_then(|f| f.trained);
         let bound = crate::law::window::kv_bound(trained, cap.min(self.ceiling.unwrap_or(u32::MAX)));
         let why = match super::apply_bound(child.client, bound).await {
             Ok(BoundAnswer::Applied(b)) | Ok(BoundAnswer::Enforces(b)) if b == bound => {
-                self.memory_bound = Some(b);
+                self.memory_bound = recorded_bound(trained, b);
                 return Acted::Bounded(b);
             }
             Ok(BoundAnswer::Enforces(n)) => format!("it enforces {n}"),
@@ -204,6 +212,16 @@ impl MlxChild {
     }
 }
 
+/// The memory bound recorded for an applied bound `b`: none once it is the
+/// trained window again (memory no longer binds), unless that window is at
+/// the floor (recorded all the same, as at load).
+fn recorded_bound(trained: Option<u32>, b: u32) -> Option<u32> {
+    match trained {
+        Some(t) if b >= t && t > WINDOW_FLOOR_TOKENS => None,
+        _ => Some(b),
+    }
+}
+
 /// The lowest footprint over `RELEASE_SETTLE`.
 async fn lowest_footprint(pid: u32) -> Option<u64> {
     let until = Instant::now() + RELEASE_SETTLE;
@@ -216,4 +234,23 @@ async fn lowest_footprint(pid: u32) -> Option<u64> {
         };
     }
     lowest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recorded_bound;
+
+    #[test]
+    fn the_trained_window_sent_back_is_no_memory_bound() {
+        let rows = [
+            // (trained, applied, recorded, why)
+            (Some(8192), 6000, Some(6000)), // why: under the trained window: memory binds
+            (Some(8192), 8192, None),       // why: the trained window back: memory no longer binds
+            (Some(4096), 4096, Some(4096)), // why: a trained window at the floor: recorded, as at load
+            (None, 20_000, Some(20_000)),   // why: no trained window: the ceiling always binds
+        ];
+        for (i, (trained, b, want)) in rows.into_iter().enumerate() {
+            assert_eq!(recorded_bound(trained, b), want, "row {i}");
+        }
+    }
 }
