@@ -62,6 +62,21 @@ impl Server {
         Ok(Self { base, key })
     }
 
+    /// The server at `base`, asked with `key`.
+    pub fn at(base: String, key: Option<String>) -> Self {
+        Self { base, key }
+    }
+
+    /// Its base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The key it is asked with.
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
     /// `GET path`'s JSON.
     pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
         let req = http_client().get(self.url(path)).timeout(READ_TIMEOUT);

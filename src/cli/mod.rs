@@ -1,5 +1,5 @@
 //! The `llm-warden` binary, as a module of the library (`cli::main`): `serve` (the HTTP server), `chat` (a streamed
-//! answer in the terminal), `inspect` (a model's facts and the window the
+//! answer in the terminal), `run` (a conversation in the terminal), `inspect` (a model's facts and the window the
 //! warden would give it here), and for a running server `status` (its whole
 //! snapshot), `ps` (what is loaded), `load`, `unload`, `reload` and `models`; and
 //! `worker` (this machine's devices lent to a warden through llama.cpp's
@@ -9,7 +9,8 @@
 //! The binary's subcommands, one file each, and what they share.
 //!
 //! - `serve` runs the server; `chat` asks it (or an in-process warden) one
-//!   question; `inspect` reads a model file, no server involved.
+//!   question and `run` holds a conversation with it, both through `turns`;
+//!   `inspect` reads a model file, no server involved.
 //! - The client subcommands `status`, `ps`, `load`, `unload`, `reload` and `models`
 //!   call a running server through `client` (which server, the key, errors
 //!   that say what to do) and print with `table` (pure formatting, tested
@@ -25,9 +26,11 @@ pub(crate) mod load;
 pub(crate) mod models;
 pub(crate) mod ps;
 pub(crate) mod reload;
+pub(crate) mod run;
 pub(crate) mod serve;
 pub(crate) mod status;
 pub(crate) mod table;
+pub(crate) mod turns;
 pub(crate) mod unload;
 pub(crate) mod worker;
 
@@ -54,6 +57,9 @@ enum Command {
     /// Ask one question and stream the answer (to a running server, or to one
     /// started in-process).
     Chat(self::chat::ChatArgs),
+    /// Hold a conversation with a model in the terminal (history kept while
+    /// it runs; `/?` lists the commands).
+    Run(self::run::RunArgs),
     /// Show a model's facts and the window the warden would choose here.
     Inspect(self::inspect::InspectArgs),
     /// Show a running server's whole status.
@@ -82,11 +88,15 @@ enum Command {
 /// The `llm-warden` binary's whole `main`: parse, run, map the error.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    self::init_tracing();
+    // A conversation in the terminal shows the answer, not the log: the
+    // warden's INFO lines only when RUST_LOG asks for them.
+    let quiet = matches!(cli.command, Command::Chat(_) | Command::Run(_));
+    self::init_tracing(if quiet { "warn" } else { "warn,llm_warden=info" });
     let result = actix_web::rt::System::new().block_on(async move {
         match cli.command {
             Command::Serve(a) => self::serve::run(a).await,
             Command::Chat(a) => self::chat::run(a).await,
+            Command::Run(a) => self::run::run(a).await,
             Command::Inspect(a) => self::inspect::run(a).await,
             Command::Status(a) => self::status::run(a).await,
             Command::Ps(a) => self::ps::run(a).await,
@@ -112,14 +122,15 @@ pub(crate) const DEFAULT_MODEL_ID: &str = "SmolLM2-135M-Instruct.Q4_1";
 /// Its MLX conversion (`build-llama.sh mlx`), the MLX engine's default.
 pub(crate) const DEFAULT_MLX_MODEL_ID: &str = "SmolLM2-135M-Instruct";
 
-/// `RUST_LOG` decides; by default the warden's own INFO lines and warnings
-/// from the rest. The child's output is at DEBUG under `crate::child`.
+/// `RUST_LOG` decides; else `default` (the warden's own INFO lines and
+/// warnings from the rest, or warnings alone for a conversation in the
+/// terminal). The child's output is at DEBUG under `crate::child`.
 /// Colour only when standard error is a terminal and `NO_COLOR` is unset:
 /// `./run.sh > log` and a service's journal get plain text.
-pub(crate) fn init_tracing() {
+pub(crate) fn init_tracing(default: &str) {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,llm_warden=info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let no_color = std::env::var_os("NO_COLOR");
     tracing_subscriber::fmt()
         .with_env_filter(filter)
