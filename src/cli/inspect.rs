@@ -87,15 +87,18 @@ pub async fn run(a: InspectArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The model `a.model` names (a path or a catalog id); `Err` is the exit
+/// The model `a.model` names (a path, a catalog id or an alias); `Err` is the exit
 /// of a directory that holds no GGUF model.
 fn entry_of(a: &InspectArgs, cfg: &WardenConfig) -> anyhow::Result<Result<ModelEntry, ExitCode>> {
     let path = PathBuf::from(&a.model);
     let entry = if path.exists() {
         catalog::entry_for(&path)
     } else {
-        let dir = a.models_dir.clone().unwrap_or_else(|| cfg.models_dir());
-        catalog::Catalog::scan(&dir).get(&a.model).map(|e| (*e).clone())
+        // The catalog a server would have: the directory, other tools'
+        // stores and the settings file's aliases.
+        super::build_catalog(cfg, a.models_dir.clone(), None, true)?
+            .get(&a.model)
+            .map(|e| (*e).clone())
     };
     Ok(match entry {
         Some(e) if e.format == ModelFormat::Mlx => {
@@ -127,7 +130,7 @@ fn fail(json_out: bool, code: &str, message: &str) -> ExitCode {
     if json_out {
         println!("{}", json!({"error": {"code": code, "message": message}}));
     } else {
-        eprintln!("error ({code}): {message}");
+        eprintln!("llm-warden: error: {message} ({code})");
     }
     ExitCode::from(2)
 }

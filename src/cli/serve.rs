@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::catalog::ModelFormat;
 use crate::status::SettingsProblem;
 use crate::{Warden, WardenConfig, server};
 use anyhow::Context;
@@ -93,6 +94,24 @@ impl Reading {
     }
 }
 
+/// Why the default model's file can never load (missing, not a GGUF,
+/// truncated: its header's code), said where the mistake is made rather
+/// than at the first request. A header the warden cannot size but
+/// llama-server may still run is no reason.
+fn broken_default(e: &crate::catalog::ModelEntry) -> Option<String> {
+    if e.format != ModelFormat::Gguf {
+        return None;
+    }
+    match crate::gguf::read_model_facts(&e.path) {
+        Err(err) if crate::law::header::is_fatal(err.code()) => Some(format!(
+            "the default model '{}' cannot load: {err} ({})",
+            e.id,
+            err.code()
+        )),
+        _ => None,
+    }
+}
+
 pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let reading = Reading {
         config: a.config,
@@ -102,6 +121,17 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         model: a.model,
     };
     let (cfg, catalog) = reading.read()?;
+    // The model `--model` names refuses the start when no load could take
+    // it; a default the warden chose itself is only warned of (the others
+    // still serve).
+    let wanted = catalog.default_entry().filter(|_| reading.model.is_some());
+    if let Some(e) = catalog.default_entry() {
+        match (broken_default(&e), wanted.is_some()) {
+            (Some(why), true) => anyhow::bail!("{why}; name another with --model (llm-warden models lists them)"),
+            (Some(why), false) => tracing::warn!("{why}; requests that name no model will fail until it is replaced"),
+            (None, _) => {}
+        }
+    }
     if let Some(f) = &cfg.settings_file {
         tracing::info!("settings from {}", f.display());
     }
@@ -126,6 +156,25 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let warden = Warden::builder(cfg, catalog)
         .reload_from(move || reading.reread())
         .start()?;
+    if let Some(e) = &wanted
+        && warden.catalog().get(&e.id).is_none()
+    {
+        warden.shutdown().await;
+        anyhow::bail!(
+            "the default model '{}' is {}, which the {} engine does not run: name another with --model (llm-warden models lists them){}",
+            e.id,
+            match e.format {
+                ModelFormat::Gguf => "a GGUF file",
+                ModelFormat::Mlx => "an MLX model directory",
+            },
+            warden.engine_kind().name(),
+            if e.format == ModelFormat::Mlx {
+                ", or run the MLX engine (WARDEN_ENGINE=mlx)"
+            } else {
+                ""
+            }
+        );
+    }
     reload_on_hangup(&warden);
     let bound = server::bind(warden.clone(), &a.host, a.port).with_context(|| format!("could not bind {}", a.host))?;
     let base = format!("http://{}:{}", a.host, bound.port);
@@ -135,7 +184,11 @@ pub async fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         let w = warden.clone();
         actix_web::rt::spawn(async move {
             match w.load(None, None).await {
-                Ok(s) => tracing::info!(model = ?s.model, context_tokens = ?s.context_tokens, "preloaded"),
+                Ok(s) => tracing::info!(
+                    model = %s.model.as_deref().unwrap_or("-"),
+                    context_tokens = s.context_tokens,
+                    "preloaded"
+                ),
                 Err(e) => tracing::error!(code = %e.code(), "preload failed: {e}"),
             }
         });

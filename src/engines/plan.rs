@@ -170,8 +170,8 @@ impl SpawnPlan {
                 },
                 Some(s),
             ) => format!(
-                "window={ctx} (trained={:?}, kv_bytes_per_token={}, weights={} MiB, ram={} MiB from {}, budget={} MiB, memory_bound={memory_bound})",
-                s.trained,
+                "window={ctx} (trained={}, kv_bytes_per_token={}, weights={} MiB, ram={} MiB from {}, budget={} MiB, memory_bound={memory_bound})",
+                s.trained.map_or_else(|| "unknown".to_string(), |t| t.to_string()),
                 s.kv_per_token,
                 s.weights_bytes >> 20,
                 self.ram.map_or(0, |r| r.bytes >> 20),

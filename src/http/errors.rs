@@ -11,29 +11,25 @@ pub fn error_response(e: &ApiError) -> HttpResponse {
     HttpResponse::build(StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)).json(e.to_body())
 }
 
-/// The error response of `route`; a 5xx is also one WARNING line naming
-/// the route, the code and the turn's `seq` (none when it was refused
-/// before it was numbered).
+/// The error response of `route`, logged (`log_error_sent`).
 pub fn answer_error(route: Route, seq: Option<u64>, e: &ApiError) -> HttpResponse {
-    log_server_error(route, seq, e, "answered");
+    log_error_sent(route, seq, e, "answered");
     error_response(e)
 }
 
-/// The one WARNING of a 5xx the warden sends (`how`: "answered", or "ended
-/// the stream with" for an error event after the status line went out).
-pub fn log_server_error(route: Route, seq: Option<u64>, e: &ApiError, how: &str) {
+/// The log line of an error the warden sends (`how`: "answered", or "ended
+/// the stream with" for an error event after the status line went out),
+/// naming the route, the code and the turn's `seq` (none when it was
+/// refused before it was numbered): a 5xx is a WARNING; a 4xx an INFO
+/// line, so that the server's log says why a request was refused (a
+/// missing model, a file that is not a GGUF) while the client's mistake
+/// stays the client's to fix.
+pub fn log_error_sent(route: Route, seq: Option<u64>, e: &ApiError, how: &str) {
+    let path = route.path();
     if e.status >= 500 {
-        tracing::warn!(
-            route = route.path(),
-            code = %e.code,
-            status = e.status,
-            seq = ?seq,
-            "{how} {} {} on {}: {}",
-            e.status,
-            e.code,
-            route.path(),
-            e.message
-        );
+        tracing::warn!(route = %path, code = %e.code, status = e.status, seq, "{how} {} {} on {path}: {}", e.status, e.code, e.message);
+    } else if e.status >= 400 {
+        tracing::info!(route = %path, code = %e.code, status = e.status, seq, "{how} {} {} on {path}: {}", e.status, e.code, e.message);
     }
 }
 

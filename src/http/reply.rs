@@ -18,7 +18,7 @@ use actix_web::{HttpRequest, HttpResponse};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::errors::{error_response, log_server_error};
+use super::errors::{error_response, log_error_sent};
 use super::stall;
 use crate::error::{ApiError, GenerationError, WardenError};
 use crate::law::route::Route;
@@ -76,10 +76,10 @@ pub fn refused_in(warden: &Warden, route: Route, e: &ApiError, wire: &impl Wire)
     answer(wire, route, None, e)
 }
 
-/// `e` as `wire`'s error response; a 5xx is also one WARNING line naming the
-/// route, the code and the turn's `seq` (`errors::log_server_error`).
+/// `e` as `wire`'s error response, logged with the route, the code and the
+/// turn's `seq` (`errors::log_error_sent`).
 fn answer(wire: &impl Wire, route: Route, seq: Option<u64>, e: &ApiError) -> HttpResponse {
-    log_server_error(route, seq, e, "answered");
+    log_error_sent(route, seq, e, "answered");
     wire.refusal(e)
 }
 
@@ -205,7 +205,7 @@ fn stream_response<W: Wire>(
                 // Nothing follows an error: end after it.
                 TurnEvent::Error(e) => {
                     let e = e.to_api();
-                    log_server_error(route, Some(seq), &e, "ended the stream with");
+                    log_error_sent(route, Some(seq), &e, "ended the stream with");
                     (Some(wire.error(&e)), None)
                 }
                 // A whole body cannot come inside a stream; end cleanly if it did.

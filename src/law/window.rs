@@ -241,6 +241,19 @@ pub fn postload_excess(shape: &ModelShape, window: u32, anon_bytes: Option<u64>)
     })
 }
 
+/// A pinned window (`WARDEN_CTX`, a model's `ctx`) beyond the model's
+/// trained window: `Some((pin, trained))`, which the load warns of (the
+/// child is given the pin, as asked: answers past the trained window are
+/// the model's guess, and its KV costs the pin's memory). `None` for a
+/// window the law sized (never above the trained one) or a model with no
+/// trained window in its header.
+pub fn pinned_beyond_trained(window: Window, trained: Option<u32>) -> Option<(u32, u32)> {
+    match (window, trained) {
+        (Window::Pinned { ctx }, Some(t)) if ctx > t => Some((ctx, t)),
+        _ => None,
+    }
+}
+
 /// The working window (MLX): `min(allocated, memory ceiling)`, the window a
 /// conversation plans against (turn admission, the brake's facts). Either
 /// side may be unknown: an unmeasured base leaves the allocated window, a

@@ -254,3 +254,24 @@ fn postload_excess_rows() {
         assert_eq!(postload_excess(&s, 4096, anon), want, "row {i}");
     }
 }
+
+#[test]
+fn a_pin_beyond_the_trained_window_is_named() {
+    let sized = Window::Sized {
+        ctx: 8192,
+        memory_bound: false,
+        budget_bytes: 0,
+    };
+    let rows = [
+        // (window, trained, warned, why)
+        (Window::Pinned { ctx: 100_000 }, Some(8192), Some((100_000, 8192))), // why: the pin passes the trained window
+        (Window::Pinned { ctx: 8192 }, Some(8192), None),                     // why: at the trained window: fine
+        (Window::Pinned { ctx: 4096 }, Some(8192), None),                     // why: under it: fine
+        (Window::Pinned { ctx: 100_000 }, None, None),                        // why: no trained window to pass
+        (sized, Some(4096), None),                                            // why: the law never sizes past it
+        (Window::Unsized, Some(8192), None),
+    ];
+    for (i, (w, trained, want)) in rows.into_iter().enumerate() {
+        assert_eq!(pinned_beyond_trained(w, trained), want, "row {i}");
+    }
+}

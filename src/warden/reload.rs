@@ -283,9 +283,9 @@ impl Warden {
         }
         if changed {
             tracing::info!(
-                added = ?applied.added,
-                removed = ?applied.removed,
-                changed = ?applied.changed,
+                added = %applied.added.join(", "),
+                removed = %applied.removed.join(", "),
+                changed = %applied.changed.join(", "),
                 "settings applied"
             );
         }

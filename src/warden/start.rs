@@ -354,8 +354,9 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
     let history = Arc::new(History::new(config.ui_sample));
     history::start(&history, status_rx.clone(), latest);
     tracing::info!(
-        engine = kind.tag(),
+        engine = %kind.name(),
         models = catalog.entries().len(),
+        default_model = %catalog.default_id().unwrap_or_else(|| "none".into()),
         engines = residency.slots().len(),
         "warden started"
     );

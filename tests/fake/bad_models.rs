@@ -119,3 +119,63 @@ fn serve_refuses_a_directory_without_a_model() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("holds no model"), "{err}");
 }
+
+/// `serve --model` naming a file no load could take (not a GGUF, an MLX
+/// directory on the CPU engine) refuses the start with the reason and what
+/// to do, instead of starting and failing the first request; a default the
+/// warden chose itself is only warned of, and the start goes on.
+#[test]
+fn serve_refuses_a_named_model_that_cannot_load() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.gguf"), "just some text, not a model").unwrap();
+    let mlx = dir.path().join("mlxm");
+    std::fs::create_dir(&mlx).unwrap();
+    std::fs::write(mlx.join("config.json"), "{}").unwrap();
+    std::fs::write(mlx.join("model.safetensors"), "x").unwrap();
+    let serve = |model: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_llm-warden"))
+            .args(["serve", "--port", "0", "--models-dir"])
+            .arg(dir.path())
+            .args(["--model", model])
+            .env("WARDEN_LLAMA_SERVER", fake_server())
+            .env_remove("WARDEN_ENGINE")
+            .env("WARDEN_FORCE_CPU", "1")
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let rows = [
+        // (model, what the refusal says, why)
+        // why: a text file named .gguf: its header's code, at the start
+        ("notes", "the default model 'notes' cannot load"),
+        // why: the same named by its path
+        (&*dir.path().join("notes.gguf").display().to_string(), "(not_gguf)"),
+        // why: an MLX directory the CPU engine does not run
+        ("mlxm", "is an MLX model directory, which the cpu engine does not run"),
+    ];
+    for (i, (model, said)) in rows.iter().enumerate() {
+        let (ok, err) = serve(model);
+        assert!(!ok, "row {i}: started with {model}");
+        assert!(err.contains(said) && err.contains("--model"), "row {i}: {err}");
+    }
+}
+
+/// `inspect` finds a model by the alias the settings file gives it, as a
+/// request would name it.
+#[test]
+fn inspect_takes_an_alias() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "m", serde_json::json!({}));
+    let settings = dir.path().join("config.toml");
+    std::fs::write(&settings, "[models.m]\naliases = [\"smol\"]\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_llm-warden"))
+        .args(["inspect", "--json", "smol", "--models-dir"])
+        .arg(dir.path())
+        .env("WARDEN_CONFIG", &settings)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(text.contains("m.gguf"), "{v}");
+}

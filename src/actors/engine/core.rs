@@ -171,7 +171,7 @@ impl EngineCore {
         let (c, info) = self.child.take_dead()?;
         let code = classify_exit(&c, info);
         tracing::warn!(
-            engine = self.backend.kind().tag(),
+            engine = %self.backend.kind().name(),
             model = c.model_id(),
             pid = c.process.pid(),
             code = code.as_str(),

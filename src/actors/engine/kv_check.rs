@@ -47,7 +47,7 @@ pub(crate) fn counted(child: &mut LiveChild, slot: usize, counts: Option<ChildCo
             saved_tokens = restored,
             reread_tokens = t.prompt_n,
             reused_tokens = t.cache_n,
-            reason = miss.reason(),
+            reason = %miss.reason(),
             "kv: the restored cache of conversation {conversation:?} was not reused: {restored} tokens restored, {} re-read by the model server; {}",
             t.prompt_n,
             miss.reason()

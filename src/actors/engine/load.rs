@@ -40,16 +40,22 @@ impl EngineCore {
     /// Loads `entry` with no child running.
     async fn load(&mut self, entry: Arc<ModelEntry>, events: Option<&mut Outbox>) -> Result<(), ModelLoadError> {
         if !self.backend.accepts(entry.format) {
-            return Err(ModelLoadError::WrongFormat {
+            let e = ModelLoadError::WrongFormat {
                 id: entry.id.clone(),
                 format: match entry.format {
                     ModelFormat::Gguf => "GGUF",
                     ModelFormat::Mlx => "MLX",
                 },
                 engine: self.backend.kind().tag(),
-            });
+            };
+            return Err(self.load_failed(&entry.id, e));
         }
-        let facts = self.read_facts(&entry).await?;
+        // A file refused before any spawn (not a GGUF, truncated) is a
+        // failed load like any other: published and logged.
+        let facts = match self.read_facts(&entry).await {
+            Ok(f) => f,
+            Err(e) => return Err(self.load_failed(&entry.id, e)),
+        };
         // The unload's carry, else the window memory, seeds this spawn: its
         // cap folds into the window.
         let seed = self.brake.seed(&entry.id);
@@ -87,7 +93,7 @@ impl EngineCore {
         match result {
             Ok(child) => {
                 if seed.seeded {
-                    tracing::info!(model = %entry.id, cap = ?seed.cap, "reloaded with the memory brake's cap (the unload's episode continues)");
+                    tracing::info!(model = %entry.id, cap = seed.cap, "reloaded with the memory brake's cap (the unload's episode continues)");
                 }
                 self.brake.started(seed);
                 self.install(child);
@@ -115,7 +121,7 @@ impl EngineCore {
             model: id.to_string(),
             code: e.code(),
         });
-        tracing::error!(engine = self.backend.kind().tag(), model = %id, code = %e.code(), "load failed: {e}");
+        tracing::error!(engine = %self.backend.kind().name(), model = %id, code = %e.code(), "load failed: {e}");
         e
     }
 
@@ -154,6 +160,13 @@ impl EngineCore {
     fn log_plan(&self, plan: &SpawnPlan) {
         let tag = self.backend.kind().tag();
         tracing::info!("[{tag}] Loading {}: {}", plan.entry.id, plan.window_line());
+        let trained = plan.shape.and_then(|s| s.trained);
+        if let Some((pin, trained)) = crate::law::window::pinned_beyond_trained(plan.window, trained) {
+            tracing::warn!(
+                model = %plan.entry.id,
+                "the pinned window of {pin} tokens (WARDEN_CTX, or the model's ctx setting) is beyond the {trained} the model was trained for: past {trained} tokens its answers degrade, and the window's memory is spent all the same"
+            );
+        }
     }
 
     /// The allocated window: `/props` when it answers, else the `-c` given
@@ -172,7 +185,7 @@ impl EngineCore {
             // memory bound, applied right after this.
             Ok(None) if plan.mlx().is_some() => None,
             Ok(None) | Err(_) => {
-                tracing::warn!(model = %plan.entry.id, "could not read the child's window from /props; keeping {requested:?}");
+                tracing::warn!(model = %plan.entry.id, "could not read the child's window from /props; keeping {}", requested.map_or("the window unknown".to_string(), |n| format!("{n} tokens")));
                 requested
             }
         }

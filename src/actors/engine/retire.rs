@@ -105,7 +105,7 @@ impl EngineCore {
         let freed_bytes = c.footprint_bytes().filter(|_| why == Retire::Evicted);
         let Stopped { child, raw, exit } = self.child.stop(why.grace(self.cfg().stop_grace)).await?;
         tracing::info!(
-            engine = self.backend.kind().tag(),
+            engine = %self.backend.kind().name(),
             model = %child.model_id(),
             pid = child.process.pid(),
             reason = %why.reason(),

@@ -166,11 +166,11 @@ impl EngineCore {
         }
         let load_ms = s.at.elapsed().as_millis() as u64;
         tracing::info!(
-            engine = self.backend.kind().tag(),
+            engine = %self.backend.kind().name(),
             model = %child.model_id(),
             pid = child.process.pid(),
             port = child.port.port(),
-            context_tokens = ?child.allocated,
+            context_tokens = child.allocated,
             load_ms,
             "model ready"
         );

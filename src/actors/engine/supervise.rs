@@ -89,7 +89,7 @@ impl EngineCore {
         self.settle_admission();
         if let Some(c) = self.child.get() {
             tracing::warn!(
-                engine = self.backend.kind().tag(),
+                engine = %self.backend.kind().name(),
                 model = c.model_id(),
                 "stopping the model server after the engine's panic ({why})"
             );

@@ -191,7 +191,7 @@ impl EngineCore {
     /// to every other turn that ran on it).
     async fn hung(&mut self, stage: &'static str, after: Duration) -> GenerationError {
         tracing::warn!(
-            engine = self.backend.kind().tag(),
+            engine = %self.backend.kind().name(),
             "the model server sent nothing for {after:?} ({stage}); stopping it"
         );
         let pid = self.child.get().map(|c| c.process.pid());

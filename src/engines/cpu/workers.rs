@@ -129,10 +129,10 @@ impl WorkersLink {
             let names: Vec<String> = r.left_out.iter().map(|l| format!("{} ({})", l.addr, l.why)).collect();
             tracing::warn!(
                 model = %plan.entry.id,
-                "loading without {}: window {:?} (all workers would give {:?})",
+                "loading without {}: window {} (all workers would give {})",
                 names.join(", "),
-                plan.window.ctx(),
-                r.full_window
+                plan.window.ctx().map_or("unsized".to_string(), |n| n.to_string()),
+                r.full_window.map_or("no larger one".to_string(), |n| n.to_string())
             );
         }
         Ok(plan)
@@ -208,7 +208,7 @@ pub fn workers_link(
     let ours = crate::rpc::build::of_binary(&cpu.server);
     tracing::info!(
         workers = %config.workers.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
-        build = ?ours.llama_cpp,
+        build = %ours.llama_cpp.as_deref().unwrap_or("unknown"),
         "splitting models over RPC workers"
     );
     let link = WorkersLink {
