@@ -11,6 +11,9 @@
 //!   is `ModelFacts::fill_in_middle`.
 //! - MLX: a `config.json` with a `vision_config` reads images, with an
 //!   `audio_config` audio; mlx_vlm.server has no infill route.
+//! - A chat template: a generating GGUF without `tokenizer.chat_template`
+//!   lacks one (`Warden::capabilities` folds in a template its settings
+//!   name, and the model then serves chat).
 //!
 //! A header that cannot be read gives no capability beyond text: the load
 //! itself reports the broken file with its own code.
@@ -62,6 +65,9 @@ pub fn read(entry: &ModelEntry) -> Capabilities {
                 fim: facts.as_ref().is_some_and(|f| f.fill_in_middle),
                 kind,
                 reranks: embeds && facts.as_ref().is_some_and(|f| f.pooling == Some(Pooling::Rank)),
+                // An unreadable header is not read as "no template": the
+                // load reports the file.
+                lacks_chat_template: !embeds && facts.as_ref().is_some_and(|f| !f.has_chat_template),
             }
         }
         ModelFormat::Mlx => {

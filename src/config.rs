@@ -356,6 +356,14 @@ impl WardenConfig {
         self.models.get(model).is_some_and(|m| m.pinned)
     }
 
+    /// Whether `model`'s settings name a chat template (a file, or one of
+    /// llama.cpp's built-in names) for its child to render chats with.
+    pub fn names_chat_template(&self, model: &str) -> bool {
+        self.models
+            .get(model)
+            .is_some_and(|m| m.chat_template_file.is_some() || m.chat_template.is_some())
+    }
+
     /// The llama-server arguments `model`'s settings add: its chat template
     /// file and its own `args` (the owned flags were refused at parse).
     pub fn extra_args(&self, model: &str) -> Vec<String> {
@@ -366,6 +374,10 @@ impl WardenConfig {
         if let Some(t) = &m.chat_template_file {
             a.push("--chat-template-file".to_string());
             a.push(t.display().to_string());
+        }
+        if let Some(name) = &m.chat_template {
+            a.push("--chat-template".to_string());
+            a.push(name.clone());
         }
         a.extend(m.args.iter().cloned());
         a

@@ -97,6 +97,9 @@ pub struct ModelSettings {
     /// A Jinja chat template file the child renders chats with instead of
     /// the GGUF's (`--chat-template-file`).
     pub chat_template_file: Option<PathBuf>,
+    /// One of llama.cpp's built-in chat templates by name (`--chat-template
+    /// NAME`, `LLAMA_CHAT_TEMPLATES`), for a model whose GGUF has none.
+    pub chat_template: Option<String>,
     /// More llama-server arguments; a flag the warden owns is refused by
     /// name (`OWNED_FLAGS`).
     #[serde(default)]
@@ -237,6 +240,65 @@ pub const OWNED_FLAGS: &[(&[&str], &str)] = &[
         "the memory law assumes llama.cpp's batch",
     ),
     (&["--chat-template-file"], "set `chat_template_file` instead"),
+    (&["--chat-template"], "set `chat_template` instead"),
+];
+
+/// The chat templates llama.cpp b10883 has built in, by the names
+/// `--chat-template` takes (`LLM_CHAT_TEMPLATES`, src/llama-chat.cpp).
+pub const LLAMA_CHAT_TEMPLATES: &[&str] = &[
+    "chatml",
+    "llama2",
+    "llama2-sys",
+    "llama2-sys-bos",
+    "llama2-sys-strip",
+    "mistral-v1",
+    "mistral-v3",
+    "mistral-v3-tekken",
+    "mistral-v7",
+    "mistral-v7-tekken",
+    "phi3",
+    "phi4",
+    "falcon3",
+    "zephyr",
+    "monarch",
+    "gemma",
+    "orion",
+    "openchat",
+    "vicuna",
+    "vicuna-orca",
+    "deepseek",
+    "deepseek2",
+    "deepseek3",
+    "deepseek-ocr",
+    "command-r",
+    "llama3",
+    "chatglm3",
+    "chatglm4",
+    "glmedge",
+    "minicpm",
+    "exaone3",
+    "exaone4",
+    "exaone-moe",
+    "rwkv-world",
+    "granite",
+    "granite-4.0",
+    "granite-4.1",
+    "gigachat",
+    "megrez",
+    "yandex",
+    "bailing",
+    "bailing-think",
+    "bailing2",
+    "llama4",
+    "smolvlm",
+    "hunyuan-moe",
+    "gpt-oss",
+    "hunyuan-dense",
+    "hunyuan-vl",
+    "kimi-k2",
+    "grok-2",
+    "pangu-embedded",
+    "solar-open",
 ];
 
 /// Why `arg` (a flag, or `--flag=value`) is refused, if it is.
@@ -337,6 +399,27 @@ pub fn parse(text: &str) -> Result<SettingsFile, FileError> {
     }
     let models = toml::from_str::<Models>(text).map_err(|e| toml_error(text, &e))?.models;
     for (id, m) in &models {
+        if let Some(name) = &m.chat_template {
+            let at = text.find(&format!("\"{name}\"")).unwrap_or(0);
+            let (line, column) = position(text, at);
+            let refuse = |message: String| FileError {
+                path: None,
+                line,
+                column,
+                message,
+            };
+            if m.chat_template_file.is_some() {
+                return Err(refuse(format!(
+                    "models.\"{id}\": chat_template and chat_template_file both name a template; keep one"
+                )));
+            }
+            if !LLAMA_CHAT_TEMPLATES.contains(&name.as_str()) {
+                return Err(refuse(format!(
+                    "models.\"{id}\".chat_template: `{name}` is not one of llama.cpp's built-in templates ({}); for another, write it to a file and set chat_template_file",
+                    LLAMA_CHAT_TEMPLATES.join(", ")
+                )));
+            }
+        }
         for a in &m.args {
             if let Some((flag, why)) = refused(a) {
                 let at = text.find(&format!("\"{a}\"")).unwrap_or(0);
@@ -573,7 +656,19 @@ idle_timeout_s = 30
             e.message.contains("`--ctx-size=99` is refused: the warden owns -c"),
             "{e}"
         );
+        let e = parse("[models.m]\nchat_template = \"gemmaa\"\n").unwrap_err();
+        assert_eq!((e.line, e.column), (2, 17), "{e}");
+        assert!(
+            e.message
+                .contains("`gemmaa` is not one of llama.cpp's built-in templates"),
+            "{e}"
+        );
+        let e = parse("[models.m]\nchat_template = \"gemma\"\nchat_template_file = \"t.jinja\"\n").unwrap_err();
+        assert!(e.message.contains("keep one"), "{e}");
+        let f = parse("[models.m]\nchat_template = \"gemma\"\n").unwrap();
+        assert_eq!(f.models["m"].chat_template.as_deref(), Some("gemma"));
         for (arg, owned) in [
+            ("--chat-template", true),
             ("-c", true),
             ("--port", true),
             ("-np", true),

@@ -367,6 +367,10 @@ impl WardenError {
             Self::EnginePanicked(_) => "engine_panicked".into(),
             Self::EngineUnavailable => "engine_unavailable".into(),
             Self::ChildTimeout { .. } => "upstream_timeout".into(),
+            Self::WrongKind {
+                kind: crate::law::types::ModelKind::Completion,
+                ..
+            } => "no_chat_template".into(),
             Self::WrongKind { .. } => "wrong_model_kind".into(),
             Self::Load(e) => e.code(),
             // A child's own refusal is coded by what its body says; the one

@@ -33,6 +33,9 @@ pub struct Capabilities {
     pub kind: super::types::ModelKind,
     /// An embedding model whose pooling is `rank`: it serves `/v1/rerank`.
     pub reranks: bool,
+    /// A generating model whose GGUF holds no chat template (its settings
+    /// may still name one: `ModelKind::served`).
+    pub lacks_chat_template: bool,
 }
 
 impl Needs {

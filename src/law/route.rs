@@ -149,6 +149,7 @@ impl Route {
             Self::Tokenize | Self::Detokenize => true,
             Self::Embeddings => kind == ModelKind::Embedding,
             Self::Rerank => kind == ModelKind::Embedding && reranks,
+            Self::Completions | Self::Infill => matches!(kind, ModelKind::Chat | ModelKind::Completion),
             _ => kind == ModelKind::Chat,
         }
     }
@@ -332,7 +333,7 @@ mod tests {
     #[rustfmt::skip]
     #[test]
     fn each_kind_of_model_serves_its_own_routes() {
-        use ModelKind::{Chat, Embedding};
+        use ModelKind::{Chat, Completion, Embedding};
         let rows = [
             // why: a chat model generates, in every dialect
             (Route::Chat, Chat, false, true),
@@ -353,6 +354,16 @@ mod tests {
             // why: every model has a vocabulary
             (Route::Tokenize, Embedding, false, true),
             (Route::Detokenize, Chat, false, true),
+            (Route::Tokenize, Completion, false, true),
+            // why: a model without a chat template completes raw text only
+            (Route::Completions, Completion, false, true),
+            (Route::Infill, Completion, false, true),
+            (Route::Chat, Completion, false, false),
+            (Route::Messages, Completion, false, false),
+            (Route::Responses, Completion, false, false),
+            (Route::ChatInputTokens, Completion, false, false),
+            (Route::ApplyTemplate, Completion, false, false),
+            (Route::Embeddings, Completion, false, false),
         ];
         for (i, (r, kind, reranks, want)) in rows.into_iter().enumerate() {
             assert_eq!(r.serves(kind, reranks), want, "row {i}: {r:?} on {kind:?}");

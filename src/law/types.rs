@@ -89,7 +89,10 @@ pub struct RamTotal {
 }
 
 /// What a model serves: a chat model generates; an embedding model (its
-/// GGUF header declares a pooling type) encodes.
+/// GGUF header declares a pooling type) encodes; a generating model with no
+/// chat template (its GGUF has none, its settings name none) serves raw
+/// completions only: llama-server would render its chats with a template
+/// it was never trained on (ChatML), and the answer is noise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelKind {
@@ -98,6 +101,9 @@ pub enum ModelKind {
     Chat,
     /// Embeddings (and rerank where the model supports it).
     Embedding,
+    /// Raw completions (and infill): a generating model without a chat
+    /// template (`ModelKind::served`).
+    Completion,
 }
 
 impl ModelKind {
@@ -108,6 +114,22 @@ impl ModelKind {
             Self::Embedding
         } else {
             Self::Chat
+        }
+    }
+
+    /// The kind a model with these header facts serves as, its settings
+    /// naming a chat template or not (`template_named`).
+    pub fn served_of(facts: Option<&crate::gguf::ModelFacts>, template_named: bool) -> Self {
+        Self::of(facts).served(facts.is_some_and(|f| !f.has_chat_template) && !template_named)
+    }
+
+    /// The kind a model of kind `self` serves as: a chat model without a
+    /// chat template (`lacks_template`: its GGUF has none and its settings
+    /// name none) serves completions only.
+    pub fn served(self, lacks_template: bool) -> Self {
+        match self {
+            Self::Chat if lacks_template => Self::Completion,
+            k => k,
         }
     }
 
@@ -124,6 +146,9 @@ impl ModelKind {
             Self::Embedding => format!(
                 "an embedding model, which serves /v1/embeddings but not {route}; name a chat model for this route"
             ),
+            Self::Completion => format!(
+                "a model without a chat template (its GGUF has none: a base model, or one converted without it), which serves /v1/completions but not {route}; for chat, name a template in its settings: chat_template = \"chatml\" (or another of llama.cpp's built-in names), or chat_template_file"
+            ),
         }
     }
 
@@ -132,6 +157,7 @@ impl ModelKind {
         match self {
             Self::Chat => "chat",
             Self::Embedding => "embedding",
+            Self::Completion => "completion",
         }
     }
 }

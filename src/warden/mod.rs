@@ -185,7 +185,17 @@ impl Warden {
             Some(id) => catalog.get(id)?,
             None => catalog.default_entry()?,
         };
-        Some((entry.id.clone(), self.inner.capabilities.of(&entry)))
+        Some((entry.id.clone(), self.caps_of(&entry)))
+    }
+
+    /// `entry`'s capabilities, its kind as served: a chat model whose GGUF
+    /// has no chat template serves completions only unless its settings
+    /// name one (`ModelKind::served`).
+    fn caps_of(&self, entry: &Arc<crate::catalog::ModelEntry>) -> crate::capabilities::Capabilities {
+        let mut caps = self.inner.capabilities.of(entry);
+        let named = self.inner.config.get().names_chat_template(&entry.id);
+        caps.kind = caps.kind.served(caps.lacks_chat_template && !named);
+        caps
     }
 
     /// The configuration now (a reload may replace it: this snapshot
@@ -250,7 +260,7 @@ impl Warden {
         }
         // A chat request to an embedding model, or the reverse, is the
         // client's mistake: said before it waits in the queue or loads.
-        let caps = self.inner.capabilities.of(&entry);
+        let caps = self.caps_of(&entry);
         if !req.route.serves(caps.kind, caps.reranks) {
             return Err(refused(WardenError::WrongKind {
                 model: entry.id.clone(),

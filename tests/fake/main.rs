@@ -20,6 +20,7 @@ mod live_settings;
 mod load;
 mod mlx_bound;
 mod mlx_runner;
+mod no_template;
 mod run_cli;
 mod settings_file;
 mod slots_actor;

@@ -48,6 +48,7 @@ fn real_warden(model: &Path, kv: &Path) -> (Warden, tempfile::TempDir) {
     let cfg = WardenConfig {
         kv_save_dir: Some(kv.to_path_buf()),
         parallel: llm_warden::config::Parallel::Fixed(1),
+        models: gemma_chat_models(&["m"]),
         ..test_config()
     };
     let w = TestWarden::real_cpu(server, dir.path())
@@ -173,6 +174,7 @@ async fn a_sliding_window_conversation_survives_a_brake_respawn() {
     // 1 GiB the plan would choose the small cache instead (the test below).
     let cfg = WardenConfig {
         ram_override_bytes: Some(2 << 30),
+        models: gemma_chat_models(&["m"]),
         ..forced_critical(WardenConfig {
             kv_save_dir: Some(kv.path().to_path_buf()),
             ..test_config()
@@ -331,6 +333,7 @@ async fn a_sliding_model_short_of_memory_runs_its_small_cache_and_says_so() {
     let cfg = WardenConfig {
         kv_save_dir: Some(kv.path().to_path_buf()),
         ram_override_bytes: Some(1 << 30),
+        models: gemma_chat_models(&["m"]),
         ..test_config()
     };
     let w = TestWarden::real_cpu(server, dir.path())

@@ -25,6 +25,7 @@ mod kv_swa;
 mod live_settings;
 mod llama_build;
 mod metrics;
+mod no_template;
 mod ollama_client;
 mod openai_client;
 mod orphans;

@@ -46,7 +46,14 @@ fn models_dir() -> tempfile::TempDir {
     ] {
         std::os::unix::fs::symlink(real_model(file), dir.path().join(format!("{id}.gguf"))).unwrap();
     }
+    std::fs::write(settings_of(dir.path()), gemma_chat_settings(&["gemma", "gemma-b"])).unwrap();
     dir
+}
+
+/// The settings file beside the models: Gemma's chat template
+/// (`GEMMA3_TEMPLATE`).
+fn settings_of(models: &std::path::Path) -> std::path::PathBuf {
+    models.join("settings.toml")
 }
 
 /// `llm-warden serve` in `group` over `models`, its KV saves in `kv`, the
@@ -59,7 +66,13 @@ async fn warden_in(
     real_llama_server();
     let args = format!("--models-dir {} --model smollm2", models.display());
     let kv = kv.display().to_string();
-    spawn_warden_in_group(group, &args, &[("WARDEN_KV_SAVE_DIR", &kv)]).await
+    let settings = settings_of(models).display().to_string();
+    spawn_warden_in_group(
+        group,
+        &args,
+        &[("WARDEN_KV_SAVE_DIR", &kv), ("WARDEN_CONFIG", &settings)],
+    )
+    .await
 }
 
 /// Every event of `/warden/events` from now on, gathered in the background.
@@ -295,6 +308,7 @@ async fn turns_for_two_models_overlap_in_time() {
     let models = models_dir();
     let w = TestWarden::real_cpu(real_llama_server(), models.path())
         .default_model("smollm2")
+        .settings(&settings_of(models.path()))
         .start();
     w.load(Some("smollm2".into()), None).await.unwrap();
     w.load(Some("gemma".into()), None).await.unwrap();

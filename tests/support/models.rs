@@ -58,12 +58,18 @@ pub fn write_gguf(path: &Path, kvs: &[Kv], tensor_elems: u64) {
     std::fs::File::create(path).unwrap().write_all(&b).unwrap();
 }
 
-/// A llama-shaped GGUF: 2 layers, 2 KV heads, head dim 16, trained `ctx`.
+/// The chat template the fake chat models carry (a chat model's GGUF has
+/// one; without it the warden serves the model completions only).
+pub const FAKE_CHAT_TEMPLATE: &str = "{% for m in messages %}{{ m.content }}{% endfor %}";
+
+/// A llama-shaped GGUF: 2 layers, 2 KV heads, head dim 16, trained `ctx`,
+/// a chat template.
 pub fn write_llama_gguf(path: &Path, ctx: u32) {
     write_gguf(
         path,
         &[
             Kv::Str("general.architecture", "llama".into()),
+            Kv::Str("tokenizer.chat_template", FAKE_CHAT_TEMPLATE.into()),
             Kv::U32("llama.block_count", 2),
             Kv::U32("llama.context_length", ctx),
             Kv::U32("llama.embedding_length", 64),
@@ -99,6 +105,7 @@ pub fn heavy_model(dir: &Path, id: &str, script: serde_json::Value) {
         &p,
         &[
             Kv::Str("general.architecture", "llama".into()),
+            Kv::Str("tokenizer.chat_template", FAKE_CHAT_TEMPLATE.into()),
             Kv::U32("llama.block_count", 32),
             Kv::U32("llama.context_length", 16384),
             Kv::U32("llama.embedding_length", 4096),

@@ -45,6 +45,34 @@ pub fn real_model(file: &str) -> PathBuf {
 pub const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// The Gemma file name.
 pub const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
+
+/// The chat template the tests name for Gemma 3 270M, whose GGUF has none
+/// (so the warden serves it completions only unless its settings name
+/// one): ChatML, the template llama-server rendered its chats with before
+/// the warden refused them. These tests measure the KV and the residents,
+/// not the answers, and keep the prompts they always had.
+pub const GEMMA3_TEMPLATE: &str = "chatml";
+
+/// A settings file's text giving each of `ids` (Gemma 3 under those ids)
+/// `GEMMA3_TEMPLATE`.
+pub fn gemma_chat_settings(ids: &[&str]) -> String {
+    ids.iter()
+        .map(|id| format!("[models.\"{id}\"]\nchat_template = \"{GEMMA3_TEMPLATE}\"\n"))
+        .collect()
+}
+
+/// The same as `WardenConfig::models`, for a warden built in-process.
+pub fn gemma_chat_models(ids: &[&str]) -> std::collections::BTreeMap<String, llm_warden::config::ModelSettings> {
+    ids.iter()
+        .map(|id| {
+            let m = llm_warden::config::ModelSettings {
+                chat_template: Some(GEMMA3_TEMPLATE.into()),
+                ..Default::default()
+            };
+            (id.to_string(), m)
+        })
+        .collect()
+}
 /// The embedding model's file name (all-MiniLM-L6-v2, converted by
 /// scripts/st_to_gguf.py).
 pub const MINILM: &str = "all-MiniLM-L6-v2.F16.gguf";

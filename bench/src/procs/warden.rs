@@ -25,7 +25,15 @@ pub struct WardenProc {
     pub base: String,
     /// Its stderr lines so far (bounded).
     pub log: Arc<Mutex<Vec<LogLine>>>,
+    /// The settings file it reads (`GEMMA_SETTINGS`), removed with it.
+    _settings: tempfile::TempPath,
 }
+
+/// The settings the harness's warden runs with: Gemma 3 270M's GGUF has no
+/// chat template, so the warden serves it completions only unless one is
+/// named; the bench names ChatML, the template llama-server driven
+/// directly falls back to, so both sides render the same prompts.
+const GEMMA_SETTINGS: &str = "[models.\"gemma-3-270m-q4_k_m\"]\nchat_template = \"chatml\"\n";
 
 /// Lines of warden log kept (the harness reads a handful).
 const LOG_KEEP: usize = 20_000;
@@ -48,8 +56,11 @@ impl WardenProc {
         preload: bool,
         envs: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
+        let settings = tempfile::Builder::new().suffix(".toml").tempfile()?.into_temp_path();
+        std::fs::write(&settings, GEMMA_SETTINGS)?;
         let mut cmd = Command::new(bin);
         cmd.args(["serve", "--port", "0", "--model"]).arg(model);
+        cmd.env("WARDEN_CONFIG", &settings);
         if preload {
             cmd.arg("--preload");
         }
@@ -92,7 +103,12 @@ impl WardenProc {
             bail!("the warden did not start listening; its log ends with: {tail:?}");
         };
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Ok(Self { proc, base, log })
+        Ok(Self {
+            proc,
+            base,
+            log,
+            _settings: settings,
+        })
     }
 
     /// `GET /warden/status` (registers the child pid it names).

@@ -70,7 +70,10 @@ impl EngineCore {
             gpu: c.and_then(|c| c.plan.gpu_label()),
             offload: c.and_then(|c| c.engine.offload()),
             workers: self.workers_status(),
-            kind: c.map(|c| crate::law::types::ModelKind::of(c.plan.facts.as_deref())),
+            kind: c.map(|c| {
+                let named = self.cfg().names_chat_template(c.model_id());
+                crate::law::types::ModelKind::served_of(c.plan.facts.as_deref(), named)
+            }),
             held_bytes: c.and_then(|c| c.footprint_bytes()),
             slots: c.map(|c| c.slots.status()).unwrap_or_default(),
             pool: c.map(|c| self.kv.pool_view(c)),

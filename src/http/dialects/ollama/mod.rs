@@ -182,7 +182,18 @@ async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
         }
     };
     let keep_alive = keep_alive(keep_alive_value(body.get("keep_alive"))?, http)?;
-    let translated = translate(api, &body)?;
+    // A model without a chat template generates from the prompt as given,
+    // as Ollama's own `{{ .Prompt }}` template does.
+    let untemplated = warden
+        .capabilities(model.as_deref())
+        .is_some_and(|(_, c)| c.kind == crate::law::types::ModelKind::Completion);
+    let translated = if api == Api::Generate && untemplated && !body.contains_key("raw") {
+        let mut raw = body.clone();
+        raw.insert("raw".into(), Value::Bool(true));
+        translate(api, &raw)?
+    } else {
+        translate(api, &body)?
+    };
     Ok(Asked {
         model,
         name,
