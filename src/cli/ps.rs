@@ -3,6 +3,8 @@
 //! kind, its state, its window (and what bounds it), its memory, when the
 //! idle reaper will unload it, whether its conversations survive a reload
 //! (`KV`), its slots (busy of all: the conversations it serves at once)
+//! (memory: `WEIGHTS+KV`, what the warden counts it as holding, weights,
+//! KV and compute at its window, the same quantity in every row)
 //! and its queue. The first row is the status's top level (the
 //! most recently used resident, with every field); the others come from
 //! `residents`, which carries less (`-` where it does not say). Fields a
@@ -56,7 +58,7 @@ const HEADERS: [&str; 13] = [
     "WINDOW",
     "TRAINED",
     "MEM-BOUND",
-    "FOOTPRINT",
+    "WEIGHTS+KV",
     "UNLOADS",
     "KEEP-ALIVE",
     "KV",
@@ -77,7 +79,11 @@ pub fn format_ps(s: &Value, models: Option<&Value>, now_ms: u64) -> String {
         cell(s.get("context_tokens")),
         trained(s, models),
         cell(s.get("memory_bound_tokens")),
-        bytes_cell(s.get("footprint_bytes")),
+        // One quantity for every row: what the warden counts each model as
+        // holding (weights, KV and compute at its window), which admission
+        // and eviction weigh; the status's own footprint_bytes is the
+        // child's measured memory, which grows as its window fills.
+        bytes_cell(s.get("held_bytes").or(s.get("footprint_bytes"))),
         deadline(s.get("idle_deadline_ms"), loaded, now_ms),
         keep_alive(s),
         kv(s),
@@ -229,10 +235,12 @@ mod tests {
                        "idle_deadline_ms": null, "kv_keep": null, "queue_depth": 0, "max_queue": 256}),
                 vec!["-", "-", "cpu", "idle", "-", "-", "-", "-", "-", "-", "-", "-", "0/256"],
             ),
-            // why: loaded, every new field present
+            // why: loaded, every new field present; the memory column is the
+            // law's count (held_bytes), not the child's measured footprint
             (
                 json!({"engine": "cpu", "state": "ready", "model": "SmolLM2", "kind": "chat", "context_tokens": 8192,
-                       "trained_window": 8192, "memory_bound_tokens": null, "footprint_bytes": 1_288_490_189u64,
+                       "trained_window": 8192, "memory_bound_tokens": null, "held_bytes": 1_288_490_189u64,
+                       "footprint_bytes": 212_000_000u64,
                        "idle_deadline_ms": NOW + 252_000, "keep_alive": "5m", "queue_depth": 1, "max_queue": 256,
                        "kv_keep": {"kept": true, "how": "plain", "reason": null},
                        "slots": [{"busy": true}, {"busy": false}, {"busy": false}, {"busy": false}]}),

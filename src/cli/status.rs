@@ -1,6 +1,9 @@
-//! `llm-warden status`: a running server's whole `/warden/status`, one
-//! field a line (nested ones dotted: `brake.level`), or its JSON (`--json`).
-//! `ps` is the short view of the same snapshot.
+//! `llm-warden status`: a running server's `/warden/status` for a person:
+//! a short summary by default (the engine, each resident with its window
+//! and why, its memory, slots and reap; the brake; what waits; the KV
+//! saves; the settings), every field one a line with `--all` (nested ones
+//! dotted: `brake.level`), or its JSON (`--json`). `ps` is the table of
+//! the same snapshot's residents.
 
 use std::process::ExitCode;
 
@@ -8,11 +11,14 @@ use clap::Args;
 use serde_json::Value;
 
 use super::client::{Server, ServerArgs};
-use super::table::{self, cell};
+use super::table::{self, NONE, bytes_cell, cell, human_bytes};
 
 /// `status`'s options.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
+    /// Every field, one a line (nested ones dotted), instead of the summary.
+    #[arg(long)]
+    all: bool,
     #[command(flatten)]
     server: ServerArgs,
 }
@@ -22,10 +28,170 @@ pub async fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
     let v = server.get("/warden/status").await?;
     if a.server.json {
         println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
+    } else if a.all {
         print!("{}", format_status(&v));
+    } else {
+        print!("{}", summary(&v, super::ps::unix_now_ms()));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The status for a person, seen at `now_ms`: a line for the engine, one
+/// per resident (most recently used first), then memory, what waits, the
+/// KV saves and the settings, each only when it has something to say.
+pub fn summary(v: &Value, now_ms: u64) -> String {
+    let n = |k: &str| v.get(k).and_then(Value::as_u64);
+    let mut out = Vec::new();
+    let residents: Vec<&Value> = v
+        .get("residents")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    // Each resident counts its own turns; the top level is one of them.
+    let turns = if residents.is_empty() {
+        n("turns").unwrap_or(0)
+    } else {
+        residents
+            .iter()
+            .filter_map(|r| r.get("turns").and_then(Value::as_u64))
+            .sum()
+    };
+    let loaded = if residents.is_empty() {
+        usize::from(v.get("model").is_some_and(|m| !m.is_null()))
+    } else {
+        residents.len()
+    };
+    out.push(format!(
+        "{} engine, {}, {} turns served",
+        cell(v.get("engine")),
+        match loaded {
+            0 => "no model loaded".to_string(),
+            1 => "1 model loaded".to_string(),
+            k => format!("{k} models loaded"),
+        },
+        turns
+    ));
+    if residents.is_empty() && loaded == 1 {
+        out.push(resident_line(v, v, now_ms));
+    }
+    for r in &residents {
+        // The top level is the most recently used resident, with more said.
+        let whole = if r.get("model") == v.get("model") { v } else { r };
+        out.push(resident_line(whole, r, now_ms));
+    }
+    let brake = v.get("brake");
+    let mut memory = match brake.and_then(|b| b.get("level")).filter(|l| !l.is_null()) {
+        Some(l) => format!("memory: pressure {}", cell(Some(l))),
+        None => "memory: no pressure reading yet".to_string(),
+    };
+    if let (Some(budget), Some(total)) = (n("memory_budget_bytes"), n("memory_total_bytes")) {
+        memory.push_str(&format!(
+            ", windows sized within {} of {}",
+            human_bytes(budget),
+            human_bytes(total)
+        ));
+    }
+    match brake.and_then(|b| b.get("last_action")).filter(|a| !a.is_null()) {
+        Some(a) => memory.push_str(&format!("; the brake's last action: {}", cell(Some(a)))),
+        None if brake.and_then(|b| b.get("enabled")) == Some(&Value::Bool(false)) => {
+            let why = brake
+                .and_then(|b| b.get("off_reason"))
+                .map_or(NONE.into(), |r| cell(Some(r)));
+            memory.push_str(&format!("; the brake is off ({why})"));
+        }
+        None => {}
+    }
+    out.push(memory);
+    let waiting = n("waiting_turns").unwrap_or(0);
+    if let (Some(depth), Some(max)) = (n("queue_depth"), n("max_queue")) {
+        out.push(format!(
+            "queue: {depth} turns waiting or running (at most {max}), {waiting} waiting for room"
+        ));
+    }
+    if let Some(kv) = v.get("kv_saves").filter(|k| k.is_object()) {
+        let count = kv.get("count").and_then(Value::as_u64).unwrap_or(0);
+        out.push(format!(
+            "kept conversations: {count} saved, {} of {}",
+            bytes_cell(kv.get("bytes")),
+            bytes_cell(kv.get("cap_bytes"))
+        ));
+    }
+    if let Some(st) = v.get("settings").filter(|s| s.is_object()) {
+        let file = st
+            .get("file")
+            .filter(|f| !f.is_null())
+            .map_or_else(|| "no settings file".to_string(), |f| cell(Some(f)));
+        let problem = st.get("error").filter(|p| !p.is_null());
+        out.push(match problem {
+            Some(p) => format!(
+                "settings: {file}: refused, the last good ones stay ({})",
+                p.get("message").map_or_else(|| cell(Some(p)), |m| cell(Some(m)))
+            ),
+            None => format!("settings: {file}"),
+        });
+    }
+    out.push("(every field: llm-warden status --all; the JSON: --json)".into());
+    out.join("\n") + "\n"
+}
+
+/// One resident's line: its id, kind, state, window and why, memory,
+/// slots and reap. `whole` says more than `r` for the top-level resident.
+fn resident_line(whole: &Value, r: &Value, now_ms: u64) -> String {
+    let head = format!(
+        "  {} ({}, {})",
+        cell(r.get("model")),
+        cell(r.get("kind")),
+        cell(r.get("state"))
+    );
+    let mut parts = Vec::new();
+    if let Some(w) = r.get("context_tokens").and_then(Value::as_u64) {
+        let why = if whole.get("memory_bound_tokens").and_then(Value::as_u64) == Some(w) {
+            " (bounded by memory)"
+        } else if whole.get("declared_ceiling").is_some_and(|c| !c.is_null()) {
+            " (pinned by WARDEN_CTX)"
+        } else {
+            ""
+        };
+        parts.push(format!("window {w} tokens{why}"));
+    }
+    if let Some(b) = whole
+        .get("held_bytes")
+        .or(r.get("footprint_bytes"))
+        .and_then(Value::as_u64)
+    {
+        parts.push(format!("holds {}", human_bytes(b)));
+    }
+    match (r.get("busy_slots"), r.get("slots")) {
+        (Some(b), Some(s)) if s.as_u64().is_some_and(|s| s > 0) => parts.push(format!(
+            "{}/{} conversations at once busy",
+            cell(Some(b)),
+            cell(Some(s))
+        )),
+        _ => {
+            if let Some(all) = whole.get("slots").and_then(Value::as_array).filter(|a| !a.is_empty()) {
+                let busy = all.iter().filter(|x| x.get("busy") == Some(&Value::Bool(true))).count();
+                parts.push(format!("{busy}/{} conversations at once busy", all.len()));
+            }
+        }
+    }
+    match r.get("idle_deadline_ms") {
+        Some(Value::Number(d)) => {
+            if let Some(d) = d.as_u64() {
+                parts.push(format!("unloads {}", table::human_until(d, now_ms)));
+            }
+        }
+        Some(Value::Null) => parts.push("never unloaded when idle".into()),
+        _ => {}
+    }
+    if whole.get("pinned") == Some(&Value::Bool(true)) {
+        parts.push("pinned".into());
+    }
+    if parts.is_empty() {
+        head
+    } else {
+        format!("{head}: {}", parts.join(", "))
+    }
 }
 
 /// Every field as an aligned `name  value` line, by name.
@@ -58,6 +224,49 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// The summary says what a person asks first, each line only when it
+    /// has something to say.
+    #[test]
+    fn summaries() {
+        const NOW: u64 = 1_700_000_000_000;
+        let idle = json!({"engine": "cpu", "state": "idle", "model": null, "turns": 0,
+                          "brake": {"enabled": true, "level": null, "last_action": null},
+                          "settings": {"file": null, "error": null},
+                          "queue_depth": 0, "max_queue": 256, "waiting_turns": 0, "residents": []});
+        assert_eq!(
+            summary(&idle, NOW),
+            "cpu engine, no model loaded, 0 turns served\n\
+             memory: no pressure reading yet\n\
+             queue: 0 turns waiting or running (at most 256), 0 waiting for room\n\
+             settings: no settings file\n\
+             (every field: llm-warden status --all; the JSON: --json)\n"
+        );
+        let two = json!({"engine": "cpu", "state": "generating", "model": "smol", "turns": 12,
+            "context_tokens": 6144, "memory_bound_tokens": 6144, "held_bytes": 212_860_928u64,
+            "slots": [{"busy": true}, {"busy": false}], "pinned": true,
+            "memory_budget_bytes": 18_253_611_008u64, "memory_total_bytes": 24_338_148_352u64,
+            "brake": {"enabled": true, "level": "warning", "last_action": "shrink"},
+            "queue_depth": 1, "max_queue": 256, "waiting_turns": 0,
+            "kv_saves": {"count": 3, "bytes": 12_582_912u64, "cap_bytes": 2_147_483_648u64},
+            "settings": {"file": "/c/config.toml", "error": {"message": "line 2: unknown key `x`"}},
+            "residents": [
+                {"model": "smol", "kind": "chat", "state": "generating", "context_tokens": 6144, "turns": 9,
+                 "footprint_bytes": 212_860_928u64, "idle_deadline_ms": null, "slots": 2, "busy_slots": 1},
+                {"model": "gemma", "kind": "completion", "state": "ready", "context_tokens": 32768, "turns": 3,
+                 "footprint_bytes": 1_158_676_480u64, "idle_deadline_ms": NOW + 252_000, "slots": 4, "busy_slots": 0}]});
+        let want = "\
+cpu engine, 2 models loaded, 12 turns served
+  smol (chat, generating): window 6144 tokens (bounded by memory), holds 203 MiB, 1/2 conversations at once busy, never unloaded when idle, pinned
+  gemma (completion, ready): window 32768 tokens, holds 1.1 GiB, 0/4 conversations at once busy, unloads in 4m 12s
+memory: pressure warning, windows sized within 17.0 GiB of 22.7 GiB; the brake's last action: shrink
+queue: 1 turns waiting or running (at most 256), 0 waiting for room
+kept conversations: 3 saved, 12.0 MiB of 2.0 GiB
+settings: /c/config.toml: refused, the last good ones stay (line 2: unknown key `x`)
+(every field: llm-warden status --all; the JSON: --json)
+";
+        assert_eq!(summary(&two, NOW), want);
+    }
 
     /// Nested objects become dotted names; nulls and empty objects read `-`
     /// and `{}`; arrays stay compact JSON.

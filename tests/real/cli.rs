@@ -130,7 +130,14 @@ async fn ps_load_models_unload_show_what_the_server_holds() {
     let row = ps_row(&cli(&base, Via::Env, key, &["ps"]).await);
     assert_eq!((row[0].as_str(), row[3].as_str()), ("-", "idle"), "unloaded: {row:?}");
 
+    // The summary for a person; every field with --all.
     let r = cli(&base, Via::Env, key, &["status"]).await;
+    assert!(
+        r.ok && r.stdout.starts_with("cpu engine, no model loaded, "),
+        "{}",
+        r.stdout
+    );
+    let r = cli(&base, Via::Env, key, &["status", "--all"]).await;
     assert!(
         r.ok && r.stdout.lines().any(|l| l.starts_with("state") && l.ends_with("idle")),
         "{}",
