@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use crate::law::quant::{self, Candidate};
 
+pub mod pull;
 pub mod stores;
 
 pub use stores::{Layers, Source, Unusable};

@@ -83,6 +83,16 @@ pub struct Stores {
     pub llama_cache: Option<PathBuf>,
 }
 
+/// The Hugging Face hub cache, by the hub's own variables: `$HF_HUB_CACHE`,
+/// else `$HF_HOME/hub`, else `~/.cache/huggingface/hub` (where `pull`
+/// writes, and the store reads).
+pub fn hub_cache(var: &impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let set = |k: &str| var(k).filter(|v| !v.trim().is_empty()).map(PathBuf::from);
+    set("HF_HUB_CACHE")
+        .or_else(|| set("HF_HOME").map(|h| h.join("hub")))
+        .or_else(|| set("HOME").map(|h| h.join(".cache/huggingface/hub")))
+}
+
 impl Stores {
     /// Where each store is, by its tool's own variables (`var`), `None`
     /// when `switches` turns it off (`WARDEN_STORE_OLLAMA=0`, `_HF`,
@@ -101,13 +111,7 @@ impl Stores {
             ollama: on("WARDEN_STORE_OLLAMA")
                 .then(|| set("OLLAMA_MODELS").or_else(|| under(".ollama/models")))
                 .flatten(),
-            hugging_face: on("WARDEN_STORE_HF")
-                .then(|| {
-                    set("HF_HUB_CACHE")
-                        .or_else(|| set("HF_HOME").map(|h| h.join("hub")))
-                        .or_else(|| under(".cache/huggingface/hub"))
-                })
-                .flatten(),
+            hugging_face: on("WARDEN_STORE_HF").then(|| hub_cache(&var)).flatten(),
             lm_studio: on("WARDEN_STORE_LMSTUDIO")
                 .then(|| {
                     let new = under(".lmstudio/models");

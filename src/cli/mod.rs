@@ -1,5 +1,6 @@
 //! The `llm-warden` binary, as a module of the library (`cli::main`): `serve` (the HTTP server), `chat` (a streamed
-//! answer in the terminal), `run` (a conversation in the terminal), `inspect` (a model's facts and the window the
+//! answer in the terminal), `run` (a conversation in the terminal), `pull` (a
+//! GGUF from the Hugging Face hub), `inspect` (a model's facts and the window the
 //! warden would give it here), and for a running server `status` (its whole
 //! snapshot), `ps` (what is loaded), `load`, `unload`, `reload` and `models`; and
 //! `worker` (this machine's devices lent to a warden through llama.cpp's
@@ -25,6 +26,7 @@ pub(crate) mod inspect_workers;
 pub(crate) mod load;
 pub(crate) mod models;
 pub(crate) mod ps;
+pub(crate) mod pull;
 pub(crate) mod reload;
 pub(crate) mod run;
 pub(crate) mod serve;
@@ -60,6 +62,9 @@ enum Command {
     /// Hold a conversation with a model in the terminal (history kept while
     /// it runs; `/?` lists the commands).
     Run(self::run::RunArgs),
+    /// Fetch a GGUF model from the Hugging Face hub into its cache (ORG/NAME
+    /// or ORG/NAME:QUANT), resuming a pull cut short.
+    Pull(self::pull::PullArgs),
     /// Show a model's facts and the window the warden would choose here.
     Inspect(self::inspect::InspectArgs),
     /// Show a running server's whole status.
@@ -97,6 +102,7 @@ pub fn main() -> ExitCode {
             Command::Serve(a) => self::serve::run(a).await,
             Command::Chat(a) => self::chat::run(a).await,
             Command::Run(a) => self::run::run(a).await,
+            Command::Pull(a) => self::pull::run(a).await,
             Command::Inspect(a) => self::inspect::run(a).await,
             Command::Status(a) => self::status::run(a).await,
             Command::Ps(a) => self::ps::run(a).await,

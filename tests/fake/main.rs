@@ -21,6 +21,7 @@ mod load;
 mod mlx_bound;
 mod mlx_runner;
 mod no_template;
+mod pull;
 mod run_cli;
 mod settings_file;
 mod slots_actor;

@@ -5,10 +5,12 @@
 //! and may lack (`real`), serving over HTTP (`serve`), processes seen from
 //! outside (`procs`), a scripted pressure view for the brake (`pressure`), a bounded poll for what no event says (`wait`), the
 //! warden's log lines captured (`logs`), and
-//! the RPC split, worker and browser rigs.
+//! the RPC split, worker and browser rigs, and a stand-in for the Hugging
+//! Face hub (`hub`).
 #![allow(dead_code, unused_imports)]
 
 pub mod conversation;
+pub mod hub;
 pub mod logs;
 pub mod models;
 pub mod pressure;

@@ -1,0 +1,192 @@
+//! `llm-warden pull` against a local stand-in for the Hugging Face hub
+//! (`HF_ENDPOINT`; no machine here reaches the hub): the quant the law
+//! picks, written into the hub's cache layout where the warden's catalog
+//! (and any tool that reads the cache) finds it; a named quant; a quant or
+//! a repository that is not there; a gated repository and `HF_TOKEN`; a
+//! pull cut short that resumes where it stopped.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use support::hub::{FakeHub, HubRepo};
+use support::*;
+
+const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// A valid GGUF of about `mib` MiB, as bytes.
+fn gguf_bytes(dir: &Path, name: &str, mib: u64) -> Arc<Vec<u8>> {
+    let p = dir.join(name);
+    write_gguf(
+        &p,
+        &[
+            Kv::Str("general.architecture", "llama".into()),
+            Kv::Str("tokenizer.chat_template", FAKE_CHAT_TEMPLATE.into()),
+            Kv::U32("llama.block_count", 2),
+            Kv::U32("llama.context_length", 8192),
+            Kv::U32("llama.embedding_length", 64),
+            Kv::U32("llama.attention.head_count", 4),
+            Kv::U32("llama.attention.head_count_kv", 2),
+        ],
+        mib * 1024 * 1024 / 4,
+    );
+    Arc::new(std::fs::read(p).unwrap())
+}
+
+/// The hub: `acme/tiny-GGUF` (a 25 MiB Q4_K_M, a 1 MiB Q8_0, a README)
+/// and `acme/gated-GGUF`, which wants the token `tok`.
+fn hub(scratch: &Path) -> (FakeHub, Arc<Vec<u8>>) {
+    let q4 = gguf_bytes(scratch, "q4.gguf", 25);
+    let q8 = gguf_bytes(scratch, "q8.gguf", 1);
+    let tiny = HubRepo {
+        sha: SHA.into(),
+        files: BTreeMap::from([
+            ("README.md".to_string(), Arc::new(b"# tiny".to_vec())),
+            ("tiny-Q4_K_M.gguf".to_string(), q4.clone()),
+            ("tiny-Q8_0.gguf".to_string(), q8.clone()),
+        ]),
+        token: None,
+    };
+    let gated = HubRepo {
+        sha: SHA.into(),
+        files: BTreeMap::from([("g-Q8_0.gguf".to_string(), q8)]),
+        token: Some("tok".into()),
+    };
+    let repos = BTreeMap::from([
+        ("acme/tiny-GGUF".to_string(), tiny),
+        ("acme/gated-GGUF".to_string(), gated),
+    ]);
+    (FakeHub::start(repos), q4)
+}
+
+/// Runs `llm-warden args...` with the hub at `hub`, its cache under `home`.
+async fn cli(hub: &FakeHub, home: &Path, args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-warden"))
+        .args(args)
+        .env("HF_ENDPOINT", &hub.base)
+        .env("HF_HOME", home)
+        .env_remove("HF_HUB_CACHE")
+        .env_remove("HF_TOKEN")
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    eprintln!("$ llm-warden {}\n{stdout}{stderr}", args.join(" "));
+    (out.status.success(), stdout, stderr)
+}
+
+/// The file `pull` leaves in the snapshot of `acme/tiny-GGUF`.
+fn snapshot(home: &Path, repo: &str, file: &str) -> std::path::PathBuf {
+    home.join(format!(
+        "hub/models--{}/snapshots/{SHA}/{file}",
+        repo.replace('/', "--")
+    ))
+}
+
+#[actix_rt::test]
+async fn pull_fetches_the_quant_this_machine_fits_into_the_hub_cache() {
+    let scratch = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (hub, q4) = hub(scratch.path());
+    let (ok, out, err) = cli(&hub, home.path(), &["pull", "acme/tiny-GGUF"], &[]).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with("pulled acme/tiny-GGUF (tiny-Q4_K_M.gguf, 25.0 MiB)"),
+        "{out}"
+    );
+    assert!(out.contains("llm-warden run acme/tiny-GGUF"), "{out}");
+    let got = snapshot(home.path(), "acme/tiny-GGUF", "tiny-Q4_K_M.gguf");
+    assert_eq!(std::fs::read(&got).unwrap(), *q4, "the file whole");
+    let main = home.path().join("hub/models--acme--tiny-GGUF/refs/main");
+    assert_eq!(std::fs::read_to_string(main).unwrap(), SHA);
+    // The catalog reads the hub's cache: the model is there by its repo id.
+    let (ok, out, err) = cli(&hub, home.path(), &["inspect", "--json", "acme/tiny-GGUF"], &[]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("tiny-Q4_K_M.gguf"), "{out}");
+    // A named quant, in Ollama's spelling.
+    let (ok, out, err) = cli(&hub, home.path(), &["pull", "hf.co/acme/tiny-GGUF:q8_0"], &[]).await;
+    assert!(
+        ok && out.starts_with("pulled acme/tiny-GGUF (tiny-Q8_0.gguf"),
+        "{out}{err}"
+    );
+    assert!(snapshot(home.path(), "acme/tiny-GGUF", "tiny-Q8_0.gguf").is_file());
+    // The catalog serves the repository's Q4_K_M first: said, not hidden.
+    assert!(out.contains("also holds tiny-Q4_K_M.gguf"), "{out}");
+}
+
+#[actix_rt::test]
+async fn pull_says_what_is_missing_and_what_to_do() {
+    let scratch = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (hub, _) = hub(scratch.path());
+    /// (arguments, variables, what the refusal says)
+    type Row<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let rows: &[Row] = &[
+        // why: a quant the repository does not have: the ones it has
+        (
+            &["pull", "acme/tiny-GGUF:Q2_K"],
+            &[],
+            "acme/tiny-GGUF has no Q2_K file (it has: Q4_K_M, Q8_0)",
+        ),
+        (&["pull", "acme/nothing"], &[], "no repository acme/nothing on"),
+        // why: gated: the variable to set
+        (
+            &["pull", "acme/gated-GGUF"],
+            &[],
+            "needs a token with access to it: set HF_TOKEN",
+        ),
+        (&["pull", "acme/gated-GGUF"], &[("HF_TOKEN", "wrong")], "set HF_TOKEN"),
+        // why: not a hub name at all
+        (&["pull", "llama3.2"], &[], "write ORG/NAME or ORG/NAME:QUANT"),
+    ];
+    for (i, (args, env, said)) in rows.iter().enumerate() {
+        let (ok, _, err) = cli(&hub, home.path(), args, env).await;
+        assert!(!ok && err.contains(said), "row {i}: {err}");
+        assert!(
+            err.starts_with("pulling") || err.starts_with("llm-warden: error:"),
+            "row {i}: {err}"
+        );
+    }
+    let (ok, out, err) = cli(&hub, home.path(), &["pull", "acme/gated-GGUF"], &[("HF_TOKEN", "tok")]).await;
+    assert!(
+        ok && out.starts_with("pulled acme/gated-GGUF (g-Q8_0.gguf"),
+        "{out}{err}"
+    );
+}
+
+/// A pull cut short (the hub fails the second 10 MB chunk) keeps what it
+/// had; the next pull asks only for the rest.
+#[actix_rt::test]
+async fn a_pull_cut_short_resumes_where_it_stopped() {
+    let scratch = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (hub, q4) = hub(scratch.path());
+    hub.fail_once_from(10_000_000);
+    let (ok, _, err) = cli(&hub, home.path(), &["pull", "acme/tiny-GGUF:Q4_K_M"], &[]).await;
+    assert!(
+        !ok && err.contains("the same pull again resumes"),
+        "the hub failed it: {err}"
+    );
+    assert!(!snapshot(home.path(), "acme/tiny-GGUF", "tiny-Q4_K_M.gguf").exists());
+    let before = hub.ranges().len();
+    let (ok, _, err) = cli(&hub, home.path(), &["pull", "acme/tiny-GGUF:Q4_K_M"], &[]).await;
+    assert!(ok, "{err}");
+    let data: Vec<(u64, u64)> = hub.ranges()[before..]
+        .iter()
+        .filter(|(f, s, e)| f == "tiny-Q4_K_M.gguf" && e > s)
+        .map(|(_, s, e)| (*s, *e))
+        .collect();
+    assert_eq!(
+        data.first().map(|r| r.0),
+        Some(10_000_000),
+        "resumed at the first chunk not kept: {data:?}"
+    );
+    let got = snapshot(home.path(), "acme/tiny-GGUF", "tiny-Q4_K_M.gguf");
+    assert_eq!(std::fs::read(got).unwrap(), *q4, "the file whole after the resume");
+}
