@@ -17,6 +17,7 @@
 
 use std::path::PathBuf;
 
+pub use hf_hub::api::tokio::Progress;
 use hf_hub::api::tokio::{Api, ApiBuilder, ApiError};
 use hf_hub::{Cache, Repo, RepoType};
 
@@ -58,6 +59,35 @@ pub fn parse(name: &str) -> Result<Wanted, String> {
             "'{name}' is not a hub model name: write ORG/NAME or ORG/NAME:QUANT (e.g. bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M)"
         )),
     }
+}
+
+/// Why a pull failed, with a sentence that says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct PullError {
+    /// What kind of failure.
+    pub kind: Failed,
+    /// The sentence.
+    pub message: String,
+}
+
+/// The kinds of a failed pull.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failed {
+    /// No such repository, or no such quant in it.
+    NotThere,
+    /// The repository wants a token this pull lacks.
+    NeedsToken,
+    /// No model file fits this machine (a quant may be named).
+    DoesNotFit,
+    /// The repository holds no GGUF model.
+    NoModel,
+    /// The hub or the transfer failed (the same pull resumes).
+    Hub,
+}
+
+fn failed(kind: Failed, message: String) -> PullError {
+    PullError { kind, message }
 }
 
 /// What a pull fetched.
@@ -103,15 +133,29 @@ impl Puller {
         Ok(Self { api, endpoint })
     }
 
-    /// Fetches what `want` names, the quant chosen against `ram_bytes`.
-    pub async fn pull(&self, want: &Wanted, ram_bytes: u64) -> Result<Pulled, String> {
+    /// Fetches what `want` names, the quant chosen against `ram_bytes`,
+    /// showing the client's own progress bars when it was built with them.
+    pub async fn pull(&self, want: &Wanted, ram_bytes: u64) -> Result<Pulled, PullError> {
+        self.pull_with(want, ram_bytes, None::<()>).await
+    }
+
+    /// As `pull`, each file's bytes told to `progress` as they come.
+    pub async fn pull_with<P: Progress + Clone + Send + Sync + 'static>(
+        &self,
+        want: &Wanted,
+        ram_bytes: u64,
+        progress: Option<P>,
+    ) -> Result<Pulled, PullError> {
         let repo = self.api.repo(Repo::new(want.repo.clone(), RepoType::Model));
         let info = repo.info().await.map_err(|e| self.said(&want.repo, e))?;
         let families = families(info.siblings.iter().map(|s| s.rfilename.as_str()));
         if families.is_empty() {
-            return Err(format!(
-                "{} on {} holds no GGUF file (the warden runs GGUF models: look for a repository named ...-GGUF)",
-                want.repo, self.endpoint
+            return Err(failed(
+                Failed::NoModel,
+                format!(
+                    "{} on {} holds no GGUF file (the warden runs GGUF models: look for a repository named ...-GGUF)",
+                    want.repo, self.endpoint
+                ),
             ));
         }
         let mut candidates = Vec::with_capacity(families.len());
@@ -134,7 +178,11 @@ impl Puller {
         let family = &families[chosen];
         let mut first = None;
         for part in &family.parts {
-            let path = repo.download(part).await.map_err(|e| self.said(&want.repo, e))?;
+            let got = match &progress {
+                Some(p) => repo.download_with_progress(part, p.clone()).await,
+                None => repo.download(part).await,
+            };
+            let path = got.map_err(|e| self.said(&want.repo, e))?;
             first.get_or_insert(path);
         }
         let path = first.expect("a family has a part");
@@ -147,20 +195,29 @@ impl Puller {
     }
 
     /// A hub error as a sentence that says what to do.
-    fn said(&self, repo: &str, e: ApiError) -> String {
+    fn said(&self, repo: &str, e: ApiError) -> PullError {
         let status = match &e {
             ApiError::RequestError(r) => r.status().map(|s| s.as_u16()),
             _ => None,
         };
         match status {
-            Some(401 | 403) => format!(
-                "{repo} on {} needs a token with access to it: set HF_TOKEN (a gated model must also be accepted on its page)",
-                self.endpoint
+            Some(401 | 403) => failed(
+                Failed::NeedsToken,
+                format!(
+                    "{repo} on {} needs a token with access to it: set HF_TOKEN (a gated model must also be accepted on its page)",
+                    self.endpoint
+                ),
             ),
-            Some(404) => format!("no repository {repo} on {} (check the name)", self.endpoint),
-            _ => format!(
-                "could not fetch {repo} from {}: {e}; the same pull again resumes where this one stopped",
-                self.endpoint
+            Some(404) => failed(
+                Failed::NotThere,
+                format!("no repository {repo} on {} (check the name)", self.endpoint),
+            ),
+            _ => failed(
+                Failed::Hub,
+                format!(
+                    "could not fetch {repo} from {}: {e}; the same pull again resumes where this one stopped",
+                    self.endpoint
+                ),
             ),
         }
     }
@@ -186,7 +243,7 @@ fn shadowing(path: &std::path::Path) -> Option<String> {
 }
 
 /// The quant to fetch: the one named, else what fits `ram_bytes`.
-fn choose(candidates: &[Candidate], want: &Wanted, ram_bytes: u64) -> Result<usize, String> {
+fn choose(candidates: &[Candidate], want: &Wanted, ram_bytes: u64) -> Result<usize, PullError> {
     let tags = || {
         candidates
             .iter()
@@ -196,18 +253,28 @@ fn choose(candidates: &[Candidate], want: &Wanted, ram_bytes: u64) -> Result<usi
             .join(", ")
     };
     match &want.quant {
-        Some(tag) => quant::with_tag(candidates, tag)
-            .ok_or_else(|| format!("{} has no {tag} file (it has: {})", want.repo, tags())),
+        Some(tag) => quant::with_tag(candidates, tag).ok_or_else(|| {
+            failed(
+                Failed::NotThere,
+                format!("{} has no {tag} file (it has: {})", want.repo, tags()),
+            )
+        }),
         None => quant::pull_choice(candidates, quant::pull_budget(ram_bytes)).map_err(|smallest| match smallest {
-            Some(i) => format!(
-                "no file of {} fits this machine ({} of RAM; the smallest, {}, takes {} MiB): name a quant to fetch it anyway (it has: {})",
-                want.repo,
-                human_gib(ram_bytes),
-                candidates[i].name,
-                candidates[i].size >> 20,
-                tags()
+            Some(i) => failed(
+                Failed::DoesNotFit,
+                format!(
+                    "no file of {} fits this machine ({} of RAM; the smallest, {}, takes {} MiB): name a quant to fetch it anyway (it has: {})",
+                    want.repo,
+                    human_gib(ram_bytes),
+                    candidates[i].name,
+                    candidates[i].size >> 20,
+                    tags()
+                ),
             ),
-            None => format!("{} holds only projector files (mmproj), no model", want.repo),
+            None => failed(
+                Failed::NoModel,
+                format!("{} holds only projector files (mmproj), no model", want.repo),
+            ),
         }),
     }
 }
@@ -321,12 +388,12 @@ mod tests {
             quant: Some("Q2_K".into()),
         };
         let e = choose(&files, &want, 1 << 34).unwrap_err();
-        assert_eq!(e, "acme/t has no Q2_K file (it has: Q4_K_M, Q8_0)");
+        assert_eq!(e.kind, Failed::NotThere);
+        assert_eq!(e.message, "acme/t has no Q2_K file (it has: Q4_K_M, Q8_0)");
         let none_fit = Wanted { quant: None, ..want };
         let e = choose(&[c("t-Q8_0.gguf", 8 << 30)], &none_fit, 2 << 30).unwrap_err();
-        assert!(
-            e.starts_with("no file of acme/t fits this machine (2.0 GiB of RAM; the smallest, t-Q8_0.gguf"),
-            "{e}"
-        );
+        assert_eq!(e.kind, Failed::DoesNotFit);
+        let said = "no file of acme/t fits this machine (2.0 GiB of RAM; the smallest, t-Q8_0.gguf";
+        assert!(e.message.starts_with(said), "{e}");
     }
 }

@@ -29,7 +29,7 @@ pub async fn run(a: PullArgs) -> anyhow::Result<ExitCode> {
         .context("no home directory to keep the hub's cache in: set HF_HOME")?;
     let puller = Puller::new(cache.clone(), std::io::stderr().is_terminal()).map_err(anyhow::Error::msg)?;
     eprintln!("pulling {}…", a.name.trim());
-    let pulled = puller.pull(&want, ram).await.map_err(anyhow::Error::msg)?;
+    let pulled = puller.pull(&want, ram).await?;
     let file = pulled
         .path
         .file_name()

@@ -107,14 +107,9 @@ fn ollama(cfg: &mut web::ServiceConfig) {
         .route("/api/version", web::get().to(info::version))
         .route("/api/embed", web::post().to(o::embed::embed))
         .route("/api/embeddings", web::post().to(o::embed::embed))
-        .route("/api/copy", web::post().to(o::copy::copy));
-    for path in [
-        "/api/pull",
-        "/api/push",
-        "/api/create",
-        "/api/delete",
-        "/api/blobs/{digest}",
-    ] {
+        .route("/api/copy", web::post().to(o::copy::copy))
+        .route("/api/pull", web::post().to(o::pull::pull));
+    for path in ["/api/push", "/api/create", "/api/delete", "/api/blobs/{digest}"] {
         cfg.route(path, web::route().to(info::manage));
     }
 }

@@ -190,3 +190,72 @@ async fn a_pull_cut_short_resumes_where_it_stopped() {
     let got = snapshot(home.path(), "acme/tiny-GGUF", "tiny-Q4_K_M.gguf");
     assert_eq!(std::fs::read(got).unwrap(), *q4, "the file whole after the resume");
 }
+
+/// Ollama's `/api/pull` on `llm-warden serve`: NDJSON progress as Ollama
+/// streams it, `success` once the file is whole, and the model served at
+/// once; unstreamed, a missing quant is a 404 saying which ones there are.
+#[actix_rt::test]
+async fn ollamas_api_pull_streams_progress_and_serves_the_model_at_success() {
+    let scratch = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let models = tempfile::tempdir().unwrap();
+    let (hub, q4) = hub(scratch.path());
+    let server = fake_server().display().to_string();
+    let home_dir = home.path().display().to_string();
+    let models_dir = models.path().display().to_string();
+    let (_warden, base) = spawn_warden_binary_with(
+        &["--models-dir", &models_dir],
+        &[
+            ("HF_ENDPOINT", &hub.base),
+            ("HF_HOME", &home_dir),
+            ("WARDEN_LLAMA_SERVER", &server),
+        ],
+    )
+    .await;
+    let text = reqwest::Client::new()
+        .post(format!("{base}/api/pull"))
+        .json(&serde_json::json!({"model": "hf.co/acme/tiny-GGUF"}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(
+        lines.first().map(|l| &l["status"]),
+        Some(&"pulling manifest".into()),
+        "{text}"
+    );
+    assert_eq!(lines.last().map(|l| &l["status"]), Some(&"success".into()), "{text}");
+    let progress: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["status"] == "pulling tiny-Q4_K_M.gguf")
+        .collect();
+    let last = progress.last().unwrap_or_else(|| panic!("progress lines: {text}"));
+    assert_eq!(
+        (last["total"].as_u64(), last["completed"].as_u64()),
+        (Some(q4.len() as u64), Some(q4.len() as u64)),
+        "{text}"
+    );
+    let listed = json_of(reqwest::Client::new().get(format!("{base}/v1/models"))).await;
+    assert!(
+        listed["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == "acme/tiny-GGUF"),
+        "served at success: {listed}"
+    );
+    let (status, v) = post(
+        &base,
+        "/api/pull",
+        serde_json::json!({"model": "acme/tiny-GGUF:Q2_K", "stream": false}),
+    )
+    .await;
+    assert_eq!(status, 404, "{v}");
+    assert!(
+        v["error"].as_str().is_some_and(|e| e.contains("has no Q2_K file")),
+        "{v}"
+    );
+}

@@ -2,7 +2,7 @@
 //! /api/ps` (the running model), `POST /api/show` (one model's facts),
 //! `GET /api/version`, `GET`/`HEAD /` (how clients detect a server), and
 //! clear refusals for what this server does not do: the model management
-//! routes (`/api/pull`, `/api/push`, `/api/create`, `/api/delete`,
+//! routes (`/api/push`, `/api/create`, `/api/delete`,
 //! `/api/blobs/...`). The embeddings are `embed`'s; `/api/copy` is
 //! `copy`'s (an alias in the settings file).
 //!
@@ -272,9 +272,6 @@ fn modelfile(path: &std::path::Path, template: &str, parameters: &str) -> String
 /// What a model management route is told to do instead.
 fn instead(path: &str) -> &'static str {
     match path.trim_start_matches("/api/") {
-        "pull" => {
-            "llm-warden does not pull models: put a .gguf file in its models directory (llm-warden serve --models-dir DIR); GET /api/tags lists it within 2 s"
-        }
         "push" => "llm-warden has no registry to push to: copy the .gguf file itself",
         "delete" => {
             "llm-warden does not delete models: remove the file from its models directory; the model leaves within 2 s, once its turns end"
@@ -285,7 +282,7 @@ fn instead(path: &str) -> &'static str {
     }
 }
 
-/// `/api/pull`, `/api/push`, `/api/create`, `/api/delete`,
+/// `/api/push`, `/api/create`, `/api/delete`,
 /// `/api/blobs/...`: a 501 saying what to do instead.
 pub async fn manage(http: HttpRequest) -> HttpResponse {
     error_response(&ApiError {

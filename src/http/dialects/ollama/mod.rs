@@ -18,6 +18,7 @@
 pub mod copy;
 pub mod embed;
 pub mod info;
+pub mod pull;
 pub mod reply;
 pub mod translate;
 pub mod wire;
