@@ -281,6 +281,11 @@ impl Catalog {
             .collect()
     }
 
+    /// Every alias the catalog knows.
+    pub fn alias_names(&self) -> impl Iterator<Item = String> + '_ {
+        self.aliases.keys().cloned()
+    }
+
     /// The default entry: the one set, else the first entry.
     pub fn default_entry(&self) -> Option<Arc<ModelEntry>> {
         match &self.default_id {

@@ -355,14 +355,14 @@ pub struct FileError {
 }
 
 /// The 1-based line and column of byte `at` in `text`.
-fn position(text: &str, at: usize) -> (usize, usize) {
+pub(crate) fn position(text: &str, at: usize) -> (usize, usize) {
     let before = &text[..at.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, column)
 }
 
-fn toml_error(text: &str, e: &toml::de::Error) -> FileError {
+pub(crate) fn toml_error(text: &str, e: &toml::de::Error) -> FileError {
     let (line, column) = e.span().map_or((1, 1), |s| position(text, s.start));
     FileError {
         path: None,
@@ -374,7 +374,7 @@ fn toml_error(text: &str, e: &toml::de::Error) -> FileError {
 
 /// A value as the environment would give it: numbers and words as
 /// written, a boolean as `1` / `0`, a list of words joined by commas.
-fn as_variable(v: &toml::Value) -> Option<String> {
+pub(crate) fn as_variable(v: &toml::Value) -> Option<String> {
     Some(match v {
         toml::Value::String(s) => s.clone(),
         toml::Value::Integer(i) => i.to_string(),
@@ -389,6 +389,49 @@ fn as_variable(v: &toml::Value) -> Option<String> {
     })
 }
 
+/// What a start refuses in model `id`'s settings `m` (positions found in
+/// `text`): a chat template both named and filed, or not one of
+/// llama.cpp's; an argument the warden owns. Every one, in that order.
+pub(crate) fn model_refusals(id: &str, m: &ModelSettings, text: &str) -> Vec<FileError> {
+    let at = |needle: &str, message: String| {
+        let (line, column) = position(text, text.find(needle).unwrap_or(0));
+        FileError {
+            path: None,
+            line,
+            column,
+            message,
+        }
+    };
+    let mut out = Vec::new();
+    if let Some(name) = &m.chat_template {
+        let quoted = format!("\"{name}\"");
+        if m.chat_template_file.is_some() {
+            out.push(at(
+                &quoted,
+                format!("models.\"{id}\": chat_template and chat_template_file both name a template; keep one"),
+            ));
+        }
+        if !LLAMA_CHAT_TEMPLATES.contains(&name.as_str()) {
+            out.push(at(
+                &quoted,
+                format!(
+                    "models.\"{id}\".chat_template: `{name}` is not one of llama.cpp's built-in templates ({}); for another, write it to a file and set chat_template_file",
+                    LLAMA_CHAT_TEMPLATES.join(", ")
+                ),
+            ));
+        }
+    }
+    for a in &m.args {
+        if let Some((flag, why)) = refused(a) {
+            out.push(at(
+                &format!("\"{a}\""),
+                format!("models.\"{id}\".args: `{a}` is refused: the warden owns {flag} ({why})"),
+            ));
+        }
+    }
+    out
+}
+
 /// Parses a settings file's text.
 pub fn parse(text: &str) -> Result<SettingsFile, FileError> {
     let top: BTreeMap<String, toml::Spanned<toml::Value>> = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
@@ -399,38 +442,8 @@ pub fn parse(text: &str) -> Result<SettingsFile, FileError> {
     }
     let models = toml::from_str::<Models>(text).map_err(|e| toml_error(text, &e))?.models;
     for (id, m) in &models {
-        if let Some(name) = &m.chat_template {
-            let at = text.find(&format!("\"{name}\"")).unwrap_or(0);
-            let (line, column) = position(text, at);
-            let refuse = |message: String| FileError {
-                path: None,
-                line,
-                column,
-                message,
-            };
-            if m.chat_template_file.is_some() {
-                return Err(refuse(format!(
-                    "models.\"{id}\": chat_template and chat_template_file both name a template; keep one"
-                )));
-            }
-            if !LLAMA_CHAT_TEMPLATES.contains(&name.as_str()) {
-                return Err(refuse(format!(
-                    "models.\"{id}\".chat_template: `{name}` is not one of llama.cpp's built-in templates ({}); for another, write it to a file and set chat_template_file",
-                    LLAMA_CHAT_TEMPLATES.join(", ")
-                )));
-            }
-        }
-        for a in &m.args {
-            if let Some((flag, why)) = refused(a) {
-                let at = text.find(&format!("\"{a}\"")).unwrap_or(0);
-                let (line, column) = position(text, at);
-                return Err(FileError {
-                    path: None,
-                    line,
-                    column,
-                    message: format!("models.\"{id}\".args: `{a}` is refused: the warden owns {flag} ({why})"),
-                });
-            }
+        if let Some(e) = model_refusals(id, m, text).into_iter().next() {
+            return Err(e);
         }
     }
     let mut variables = BTreeMap::new();

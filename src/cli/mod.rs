@@ -21,6 +21,7 @@
 pub(crate) mod chat;
 pub(crate) mod client;
 pub(crate) mod config;
+pub(crate) mod config_check;
 pub(crate) mod inspect;
 pub(crate) mod inspect_workers;
 pub(crate) mod load;

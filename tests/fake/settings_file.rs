@@ -134,9 +134,32 @@ fn config_check_says_where_a_file_is_wrong() {
     assert_eq!(no.status.code(), Some(1));
     let err = String::from_utf8_lossy(&no.stderr);
     assert!(
-        err.contains("bad.toml: line 3, column 1") && err.contains("unknown field `extra_args`"),
+        err.contains("bad.toml: line 3, column 14") && err.contains("unknown setting `extra_args`"),
         "{err}"
     );
+    // Every problem, not only the first, each where it is.
+    let many = dir.path().join("many.toml");
+    std::fs::write(
+        &many,
+        "parralel = 2
+idle_timeout_s = \"ten minutes\"
+[models.m]
+pined = true
+",
+    )
+    .unwrap();
+    let no = run(&many);
+    assert_eq!(no.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&no.stderr);
+    for said in [
+        "many.toml: line 1, column 12: unknown key `parralel` (did you mean `parallel`?)",
+        "many.toml: line 2, column 18: idle_timeout_s = \"ten minutes\" is not valid",
+        "many.toml: line 4, column 9: models.\"m\": unknown setting `pined` (did you mean `pinned`?)",
+        "many.toml: line 3, column 1: warning: models.\"m\": no model 'm' in the catalog",
+        "3 errors a start would refuse, 1 warning",
+    ] {
+        assert!(err.contains(said), "{said:?} missing from:\n{err}");
+    }
 }
 
 /// `pinned` keeps a model through the idle reap (and says so in the

@@ -8,8 +8,10 @@
 //! manifest`, then for each file `pulling FILE` with `digest`, `total` and
 //! `completed` (at most every `EVERY`, and when it ends), then `success`;
 //! a failure after the first line is an `{"error": ...}` line.
-//! `"stream": false` answers once. A name of Ollama's own registry
-//! (`llama3.2`) is refused with what to do instead.
+//! `"stream": false` answers once. A model the warden already serves (its
+//! id, an alias, `name:latest`) answers `success` at once, as Ollama does
+//! for a model it has; a name of Ollama's own registry (`llama3.2`) is
+//! refused with what to do instead.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +56,19 @@ impl Progress for Tell {
 
 /// `POST /api/pull`.
 pub async fn pull(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
+    // A model the warden already serves is there, as Ollama answers a
+    // pull of a model it has: clients pull before they use a model.
+    if let Ok((name, stream)) = named(&body)
+        && super::catalog_id(&warden, &name).is_ok()
+    {
+        return if stream {
+            let lines = [json!({"status": "pulling manifest"}), json!({"status": "success"})];
+            let body: Vec<u8> = lines.iter().flat_map(|l| line(l).to_vec()).collect();
+            HttpResponse::Ok().content_type("application/x-ndjson").body(body)
+        } else {
+            HttpResponse::Ok().json(json!({"status": "success"}))
+        };
+    }
     let (want, stream) = match read(&body) {
         Ok(v) => v,
         Err(e) => return error_response(&e),
@@ -128,8 +143,8 @@ pub async fn pull(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
     HttpResponse::Ok().content_type("application/x-ndjson").streaming(lines)
 }
 
-/// The body's model and whether to stream.
-fn read(body: &[u8]) -> Result<(Wanted, bool), ApiError> {
+/// The body's model name and whether to stream.
+fn named(body: &[u8]) -> Result<(String, bool), ApiError> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::invalid("invalid_json", format!("the request body is not valid JSON: {e}"), None))?;
     let name = ["model", "name"]
@@ -138,6 +153,16 @@ fn read(body: &[u8]) -> Result<(Wanted, bool), ApiError> {
         .map(str::trim)
         .filter(|n| !n.is_empty())
         .ok_or_else(|| ApiError::invalid("invalid_value", "'model' must name the model to pull", Some("model")))?;
+    Ok((
+        name.to_string(),
+        v.get("stream").and_then(Value::as_bool).unwrap_or(true),
+    ))
+}
+
+/// The body's hub model and whether to stream.
+fn read(body: &[u8]) -> Result<(Wanted, bool), ApiError> {
+    let (name, stream) = named(body)?;
+    let name = name.as_str();
     let want = parse(name).map_err(|_| {
         ApiError::invalid(
             "invalid_value",
@@ -147,7 +172,6 @@ fn read(body: &[u8]) -> Result<(Wanted, bool), ApiError> {
             Some("model"),
         )
     })?;
-    let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(true);
     Ok((want, stream))
 }
 
