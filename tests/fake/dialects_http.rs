@@ -274,7 +274,7 @@ async fn detection_refusals_and_shapes_before_a_handler() {
     assert!(v["version"].as_str().is_some_and(|s| s.split('.').count() == 3), "{v}");
     // A pull names a Hugging Face model; one of Ollama's registry is refused
     // with what to do (tests/fake/pull.rs pulls one).
-    let (s, v) = post(&base, "/api/pull", json!({"model": "m"})).await;
+    let (s, v) = post(&base, "/api/pull", json!({"model": "llama3.2"})).await;
     assert_eq!(s, 400, "{v}");
     assert!(v["error"].as_str().is_some_and(|e| e.contains("hf.co/ORG/NAME")), "{v}");
     for (path, says) in [("/api/create", "Modelfile"), ("/api/push", "registry")] {

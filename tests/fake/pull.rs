@@ -177,15 +177,17 @@ async fn a_pull_cut_short_resumes_where_it_stopped() {
     let before = hub.ranges().len();
     let (ok, _, err) = cli(&hub, home.path(), &["pull", "acme/tiny-GGUF:Q4_K_M"], &[]).await;
     assert!(ok, "{err}");
+    // The data asked for since: the first 10 MB never again (the failed
+    // pull's last piece may still arrive among them: its process asked
+    // before it ended).
     let data: Vec<(u64, u64)> = hub.ranges()[before..]
         .iter()
         .filter(|(f, s, e)| f == "tiny-Q4_K_M.gguf" && e > s)
         .map(|(_, s, e)| (*s, *e))
         .collect();
-    assert_eq!(
-        data.first().map(|r| r.0),
-        Some(10_000_000),
-        "resumed at the first chunk not kept: {data:?}"
+    assert!(
+        data.iter().all(|r| r.0 >= 10_000_000) && data.iter().any(|r| r.0 == 10_000_000),
+        "resumed at the first piece not kept: {data:?}"
     );
     let got = snapshot(home.path(), "acme/tiny-GGUF", "tiny-Q4_K_M.gguf");
     assert_eq!(std::fs::read(got).unwrap(), *q4, "the file whole after the resume");
