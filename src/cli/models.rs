@@ -1,6 +1,8 @@
 //! `llm-warden models`: the models a running server offers (`/v1/models`),
-//! with the header facts it read for each (`http::models`): trained window,
-//! KV bytes per token, weights size, and which is loaded or the default.
+//! with what each serves (`chat`, `completion`, `embedding`) and the other
+//! names it answers to, the header facts it read for each (`http::models`):
+//! trained window, KV bytes per token, weights size, and which is loaded or
+//! the default.
 
 use std::process::ExitCode;
 
@@ -28,8 +30,8 @@ pub async fn run(a: ModelsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-const HEADERS: [&str; 9] = [
-    "ID", "SOURCE", "FORMAT", "ARCH", "QUANT", "TRAINED", "KV/TOKEN", "SIZE", "NOTE",
+const HEADERS: [&str; 11] = [
+    "ID", "KIND", "ALIASES", "SOURCE", "FORMAT", "ARCH", "QUANT", "TRAINED", "KV/TOKEN", "SIZE", "NOTE",
 ];
 
 /// The list as a table, one model a row; then the models of other tools'
@@ -52,8 +54,21 @@ pub fn format_models(list: &Value) -> String {
 fn model_row(m: &Value) -> Vec<String> {
     let facts = m.get("facts");
     let fact = |k: &str| facts.and_then(|f| f.get(k));
+    let aliases: Vec<&str> = m
+        .get("aliases")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
     vec![
         cell(m.get("id")),
+        cell(m.get("kind")),
+        if aliases.is_empty() {
+            NONE.into()
+        } else {
+            aliases.join(",")
+        },
         cell(m.get("source")),
         cell(m.get("format")),
         cell(fact("architecture")),
@@ -94,20 +109,22 @@ mod tests {
     fn models_table() {
         let list = json!({"object": "list", "data": [
             // why: a GGUF with facts, the default and loaded
-            {"id": "SmolLM2-135M-Instruct.Q4_1", "source": "warden", "format": "gguf", "loaded": true, "default": true,
+            {"id": "SmolLM2-135M-Instruct.Q4_1", "kind": "chat", "aliases": ["smol", "gpt-4o-mini"],
+             "source": "warden", "format": "gguf", "loaded": true, "default": true,
              "facts": {"architecture": "llama", "file_type": "Q4_1", "trained_window": 8192,
                        "kv_bytes_per_token": 92160, "weights_bytes": 103_079_215u64}},
             // why: an MLX directory has no GGUF facts: dashes
-            {"id": "smollm2:135m", "source": "ollama", "format": "mlx", "loaded": false, "default": false},
+            {"id": "smollm2:135m", "kind": "completion", "aliases": [], "source": "ollama", "format": "mlx",
+             "loaded": false, "default": false},
             // why: a broken header says so instead of hiding the model
             {"id": "broken", "format": "gguf", "loaded": false, "default": false,
              "facts": {"error": {"code": "truncated_file", "message": "..."}}},
         ], "unusable": [{"id": "llava:7b", "source": "ollama", "path": "/x", "reason": "not_gguf (...)"}]});
         let want = "\
-ID                          SOURCE  FORMAT  ARCH   QUANT  TRAINED  KV/TOKEN  SIZE      NOTE
-SmolLM2-135M-Instruct.Q4_1  warden  gguf    llama  Q4_1   8192     90.0 KiB  98.3 MiB  default, loaded
-smollm2:135m                ollama  mlx     -      -      -        -         -         -
-broken                      -       gguf    -      -      -        -         -         unreadable: truncated_file
+ID                          KIND        ALIASES           SOURCE  FORMAT  ARCH   QUANT  TRAINED  KV/TOKEN  SIZE      NOTE
+SmolLM2-135M-Instruct.Q4_1  chat        smol,gpt-4o-mini  warden  gguf    llama  Q4_1   8192     90.0 KiB  98.3 MiB  default, loaded
+smollm2:135m                completion  -                 ollama  mlx     -      -      -        -         -         -
+broken                      -           -                 -       gguf    -      -      -        -         -         unreadable: truncated_file
 cannot run: llava:7b (ollama): not_gguf (...)
 ";
         assert_eq!(format_models(&list), want);

@@ -19,7 +19,8 @@ pub struct WorkerArgs {
     /// The status endpoint's port (0: any free one; the URL is printed).
     #[arg(long, default_value_t = DEFAULT_STATUS_PORT)]
     port: u16,
-    /// rpc-server's port, the one the warden's `--rpc` names.
+    /// rpc-server's port, the one the warden's `serve --worker HOST:PORT`
+    /// (or `WARDEN_WORKERS`) names.
     #[arg(long, default_value_t = DEFAULT_RPC_PORT)]
     rpc_port: u16,
     /// CPU threads rpc-server computes with (its own default: 1).

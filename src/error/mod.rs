@@ -297,7 +297,9 @@ pub enum GenerationError {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum WardenError {
     /// The request names a model the catalog does not hold.
-    #[error("The model '{0}' does not exist; GET /v1/models lists the models this warden serves")]
+    #[error(
+        "The model '{0}' does not exist; `llm-warden models`, GET /v1/models and Ollama's GET /api/tags list the models this warden serves"
+    )]
     ModelNotFound(String),
     /// No model was named and none is the default.
     #[error("no model is configured: pass --model or put a GGUF in the models directory")]

@@ -10,6 +10,7 @@ mod support;
 
 mod bad_models;
 mod brake_actor;
+mod cli_docs;
 mod cuda_engine;
 mod dialects_http;
 mod engine_actor;

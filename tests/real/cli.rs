@@ -122,7 +122,7 @@ async fn ps_load_models_unload_show_what_the_server_holds() {
 
     let r = cli(&base, Via::Flag, key, &["unload"]).await;
     assert!(
-        r.ok && r.stdout.starts_with("unloaded the model"),
+        r.ok && r.stdout.starts_with(&format!("unloaded {MODEL} (")),
         "{}{}",
         r.stdout,
         r.stderr
