@@ -169,6 +169,18 @@ impl Report {
         self.plan.ram.expect("every plan reads the RAM total")
     }
 
+    /// Why the window is what it is (`window_reason`).
+    fn why(&self) -> String {
+        window_reason(&WindowWhy {
+            window: self.plan.window,
+            trained: self.shape().trained,
+            budget_bytes: self.plan.budget_bytes,
+            kv_per_token: self.shape().kv_per_token,
+            cuda: self.plan.cuda().is_some(),
+            slots: self.plan.slots,
+        })
+    }
+
     fn to_json(&self) -> serde_json::Value {
         let f = &self.facts;
         let (shape, ram, w) = (self.shape(), self.ram(), self.plan.window);
@@ -194,6 +206,8 @@ impl Report {
             "window": w,
             "context_tokens": w.ctx(),
             "memory_bound": w.memory_bound().is_some(),
+            "window_reason": self.why(),
+            "slots": self.plan.slots,
             "predicted_footprint_bytes": self.footprint(),
         });
         if let Some(c) = self.plan.cuda() {
@@ -273,6 +287,7 @@ impl Report {
             }
         }
         rows.push(("window chosen here", window));
+        rows.push(("why", self.why()));
         rows.push((
             "memory-bound",
             if w.memory_bound().is_some() { "yes" } else { "no" }.into(),
@@ -280,6 +295,61 @@ impl Report {
         rows.push(("predicted footprint", self.footprint().map_or("-".into(), mib)));
         rows
     }
+}
+
+/// What the window's reasoning is read from.
+struct WindowWhy {
+    window: window::Window,
+    trained: Option<u32>,
+    budget_bytes: Option<i64>,
+    kv_per_token: u64,
+    cuda: bool,
+    slots: u32,
+}
+
+/// Why the window is what it is, for a person: the trained window, what
+/// memory alone would allow (the CPU law's budget over each token's KV and
+/// compute), which bound won, and the conversations that share it.
+fn window_reason(w: &WindowWhy) -> String {
+    let per_token = w.kv_per_token + window::FA_COMPUTE_BYTES_PER_TOKEN;
+    let memory_allows = w
+        .budget_bytes
+        .filter(|_| !w.cuda)
+        .map(|b| (b.max(0) as u64 / per_token.max(1)).min(u64::from(u32::MAX)));
+    let trained = w.trained.map_or("unknown".to_string(), |t| t.to_string());
+    let mut why = match w.window {
+        window::Window::Pinned { ctx } => match w.trained {
+            Some(t) if ctx > t => format!(
+                "pinned (WARDEN_CTX or the model's ctx setting), beyond the trained window of {t}: past it the answers degrade"
+            ),
+            _ => "pinned (WARDEN_CTX or the model's ctx setting)".to_string(),
+        },
+        window::Window::Sized {
+            memory_bound: false, ..
+        } => match memory_allows {
+            Some(m) => format!("the trained window ({trained}) bounds it; memory alone would allow about {m} tokens"),
+            None => format!("the trained window ({trained}) bounds it; memory allows more"),
+        },
+        window::Window::Sized {
+            ctx,
+            memory_bound: true,
+            ..
+        } => match memory_allows {
+            Some(m) if u64::from(ctx) > m => format!(
+                "memory bounds it below the floor (about {m} tokens fit the budget): the model loads at the {ctx}-token floor all the same; the trained window is {trained}"
+            ),
+            Some(m) => format!("memory bounds it: about {m} tokens fit the budget; the trained window is {trained}"),
+            None => format!("memory bounds it; the trained window is {trained}"),
+        },
+        window::Window::Unsized => "llama-server sizes it at load (--fit)".to_string(),
+    };
+    if w.slots > 1 && w.window.ctx().is_some() {
+        why.push_str(&format!(
+            "; {} conversations at once share it (WARDEN_PARALLEL), each up to the whole window",
+            w.slots
+        ));
+    }
+    why
 }
 
 /// The sliding-window row: what the law now does with the window. A model
@@ -322,6 +392,51 @@ mod tests {
     use super::*;
     use crate::engines::{self, GpuSource, Site};
     use crate::law::cuda::GpuDevice;
+
+    /// The window's reason names the bound that won and what memory alone
+    /// would allow.
+    #[test]
+    fn the_window_says_why() {
+        let why = |window, trained, budget: Option<i64>, slots| {
+            window_reason(&WindowWhy {
+                window,
+                trained,
+                budget_bytes: budget,
+                kv_per_token: 23_040,
+                cuda: false,
+                slots,
+            })
+        };
+        let sized = |ctx, memory_bound| window::Window::Sized {
+            ctx,
+            memory_bound,
+            budget_bytes: 0,
+        };
+        const MIB: i64 = 1 << 20;
+        let rows = [
+            // why: 17,729 MiB / (23,040 + 1,024) B = 772,531 tokens: the trained 8192 wins
+            (
+                why(sized(8192, false), Some(8192), Some(17_729 * MIB), 4),
+                "the trained window (8192) bounds it; memory alone would allow about 772531 tokens; 4 conversations at once share it (WARDEN_PARALLEL), each up to the whole window",
+            ),
+            // why: a negative budget (0.3 GB of RAM): the floor, said
+            (
+                why(sized(4096, true), Some(8192), Some(-267 * MIB), 1),
+                "memory bounds it below the floor (about 0 tokens fit the budget): the model loads at the 4096-token floor all the same; the trained window is 8192",
+            ),
+            (
+                why(sized(6144, true), Some(32_768), Some(150 * MIB), 1),
+                "memory bounds it: about 6536 tokens fit the budget; the trained window is 32768",
+            ),
+            (
+                why(window::Window::Pinned { ctx: 100_000 }, Some(8192), None, 1),
+                "pinned (WARDEN_CTX or the model's ctx setting), beyond the trained window of 8192: past it the answers degrade",
+            ),
+        ];
+        for (i, (got, want)) in rows.iter().enumerate() {
+            assert_eq!(got, want, "row {i}");
+        }
+    }
 
     /// The sliding row says what the law does: exact with `--swa-full`, the
     /// small cache's own formula where memory chose it, an over-estimate
