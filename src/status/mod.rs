@@ -77,7 +77,8 @@ pub struct EngineStatus {
     pub child_pid: Option<u32>,
     /// The child's port on 127.0.0.1.
     pub port: Option<u16>,
-    /// When the child became ready (Unix seconds).
+    /// When the child became ready (Unix milliseconds, as every instant of
+    /// the status).
     pub loaded_since: Option<u64>,
     /// When the last turn ended (Unix milliseconds).
     pub last_used: Option<u64>,

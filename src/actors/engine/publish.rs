@@ -47,7 +47,7 @@ impl EngineCore {
             memory_bound_footprint_bytes: memory_bound.and_then(|b| c?.engine.footprint_at(&c?.plan, b)),
             child_pid: c.map(|c| c.process.pid()),
             port: c.map(|c| c.port.port()),
-            loaded_since: c.and_then(|c| unix_secs(c.loaded_since)),
+            loaded_since: c.and_then(|c| unix_millis(c.loaded_since)),
             last_used: self.usage.last().and_then(|u| unix_millis(u.wall)),
             turns: self.usage.turns(),
             idle_timeout_s: c.and(idle_timeout).map(|d| d.as_secs_f64()),
@@ -127,10 +127,6 @@ impl EngineCore {
                 .map_or(self.cfg().idle_timeout, |m| self.cfg().idle_timeout_for(m)),
         )
     }
-}
-
-fn unix_secs(t: SystemTime) -> Option<u64> {
-    t.duration_since(SystemTime::UNIX_EPOCH).ok().map(|d| d.as_secs())
 }
 
 pub(super) fn unix_millis(t: SystemTime) -> Option<u64> {
