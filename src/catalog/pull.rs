@@ -8,7 +8,8 @@
 //!   `https://huggingface.co/` before it as Ollama and the hub write it.
 //! - The file: the quant named (`law::quant::with_tag`), else the one the
 //!   law picks among those that fit this machine (`law::quant::pull_choice`);
-//!   a split family is fetched whole.
+//!   a split family is fetched whole, and a vision model's projector
+//!   (`mmproj`, its f16, else its smallest) with it.
 //! - The hub: `HF_ENDPOINT` (a mirror, or a test's local server), the token
 //!   `HF_TOKEN`, else the hub's token file.
 //! - Resumable: `hf-hub` writes each file in 10 MB chunks to a `.sync.part`
@@ -175,9 +176,13 @@ impl Puller {
             });
         }
         let chosen = choose(&candidates, want, ram_bytes)?;
-        let family = &families[chosen];
+        // A vision model's projector comes with it (the store loads the
+        // snapshot's mmproj beside the model): its f16, else its smallest.
+        let projector = projector(&candidates);
+        let mut parts: Vec<&String> = families[chosen].parts.iter().collect();
+        parts.extend(projector.map(|i| &families[i].parts[0]));
         let mut first = None;
-        for part in &family.parts {
+        for part in parts {
             let got = match &progress {
                 Some(p) => repo.download_with_progress(part, p.clone()).await,
                 None => repo.download(part).await,
@@ -221,6 +226,19 @@ impl Puller {
             ),
         }
     }
+}
+
+/// The projector to fetch beside the model, if the repository has one:
+/// the f16 one, else the smallest.
+fn projector(candidates: &[Candidate]) -> Option<usize> {
+    let mmproj: Vec<usize> = (0..candidates.len())
+        .filter(|&i| quant::is_mmproj(&candidates[i].name))
+        .collect();
+    mmproj
+        .iter()
+        .copied()
+        .find(|&i| quant::tag_of(&candidates[i].name).eq_ignore_ascii_case("f16"))
+        .or_else(|| mmproj.into_iter().min_by_key(|&i| candidates[i].size))
 }
 
 /// The model file of `path`'s snapshot the catalog serves instead of it
@@ -374,6 +392,22 @@ mod tests {
             .map(|f| f.parts.iter().map(String::as_str).collect())
             .collect();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn the_projector_is_its_f16_else_its_smallest() {
+        let c = |n: &str, s: u64| Candidate {
+            name: n.into(),
+            size: s,
+        };
+        let files = [
+            c("m-Q4_K_M.gguf", 10),
+            c("mmproj-m-Q8_0.gguf", 2),
+            c("mmproj-m-f16.gguf", 4),
+        ];
+        assert_eq!(projector(&files), Some(2));
+        assert_eq!(projector(&files[..2]), Some(1));
+        assert_eq!(projector(&files[..1]), None);
     }
 
     #[test]

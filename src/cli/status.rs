@@ -194,6 +194,9 @@ fn resident_line(whole: &Value, r: &Value, now_ms: u64) -> String {
     }
 }
 
+/// A list of records longer than this is shown by its count in `--all`.
+const LONG_LIST: usize = 3;
+
 /// Every field as an aligned `name  value` line, by name.
 pub fn format_status(v: &Value) -> String {
     let mut rows = Vec::new();
@@ -215,6 +218,12 @@ fn flatten(prefix: &str, v: &Value, out: &mut Vec<Vec<String>>) {
                 flatten(&name, child, out);
             }
         }
+        // A long list of records (the KV saves) would be one line of
+        // kilobytes: its count, and where the records are.
+        Value::Array(items) if items.len() > LONG_LIST && items.iter().all(Value::is_object) => out.push(vec![
+            prefix.to_string(),
+            format!("{} entries (--json shows each)", items.len()),
+        ]),
         other => out.push(vec![prefix.to_string(), cell(Some(other))]),
     }
 }
@@ -273,7 +282,8 @@ settings: /c/config.toml: refused, the last good ones stay (line 2: unknown key 
     #[test]
     fn status_lines() {
         let v = json!({"engine": "cpu", "model": null, "brake": {"level": "normal", "window": 8192},
-                       "gpu": {}, "notes": ["a"]});
+                       "gpu": {}, "notes": ["a"],
+                       "saves": [{"n": 1}, {"n": 2}, {"n": 3}, {"n": 4}]});
         let want = "\
 brake.level   normal
 brake.window  8192
@@ -281,6 +291,7 @@ engine        cpu
 gpu           {}
 model         -
 notes         [\"a\"]
+saves         4 entries (--json shows each)
 ";
         assert_eq!(format_status(&v), want);
     }

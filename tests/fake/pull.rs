@@ -35,7 +35,8 @@ fn gguf_bytes(dir: &Path, name: &str, mib: u64) -> Arc<Vec<u8>> {
     Arc::new(std::fs::read(p).unwrap())
 }
 
-/// The hub: `acme/tiny-GGUF` (a 25 MiB Q4_K_M, a 1 MiB Q8_0, a README)
+/// The hub: `acme/tiny-GGUF` (a 25 MiB Q4_K_M, a 1 MiB Q8_0, a projector,
+/// a README)
 /// and `acme/gated-GGUF`, which wants the token `tok`.
 fn hub(scratch: &Path) -> (FakeHub, Arc<Vec<u8>>) {
     let q4 = gguf_bytes(scratch, "q4.gguf", 25);
@@ -46,6 +47,7 @@ fn hub(scratch: &Path) -> (FakeHub, Arc<Vec<u8>>) {
             ("README.md".to_string(), Arc::new(b"# tiny".to_vec())),
             ("tiny-Q4_K_M.gguf".to_string(), q4.clone()),
             ("tiny-Q8_0.gguf".to_string(), q8.clone()),
+            ("mmproj-tiny-f16.gguf".to_string(), q8.clone()),
         ]),
         token: None,
     };
@@ -103,6 +105,8 @@ async fn pull_fetches_the_quant_this_machine_fits_into_the_hub_cache() {
     assert!(out.contains("llm-warden run acme/tiny-GGUF"), "{out}");
     let got = snapshot(home.path(), "acme/tiny-GGUF", "tiny-Q4_K_M.gguf");
     assert_eq!(std::fs::read(&got).unwrap(), *q4, "the file whole");
+    // The projector comes with the model.
+    assert!(snapshot(home.path(), "acme/tiny-GGUF", "mmproj-tiny-f16.gguf").is_file());
     let main = home.path().join("hub/models--acme--tiny-GGUF/refs/main");
     assert_eq!(std::fs::read_to_string(main).unwrap(), SHA);
     // The catalog reads the hub's cache: the model is there by its repo id.
