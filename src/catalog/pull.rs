@@ -112,6 +112,14 @@ pub struct Puller {
 }
 
 impl Puller {
+    /// A client writing into the hub cache the environment names
+    /// (`stores::hub_cache`: where the store reads), and that cache.
+    pub fn from_env(progress: bool) -> Result<(Self, PathBuf), String> {
+        let cache = super::stores::hub_cache(&|k| std::env::var(k).ok())
+            .ok_or("no home directory to keep the hub's cache in: set HF_HOME")?;
+        Ok((Self::new(cache.clone(), progress)?, cache))
+    }
+
     /// A client of the hub `HF_ENDPOINT` names (else the hub) writing into
     /// `cache` (`stores::hub_cache`), with `HF_TOKEN` (else the hub's token
     /// file), showing progress bars when `progress`.
@@ -242,22 +250,12 @@ fn projector(candidates: &[Candidate]) -> Option<usize> {
 }
 
 /// The model file of `path`'s snapshot the catalog serves instead of it
-/// (`law::quant::pick` over the snapshot), if another.
+/// (the store reads a snapshot as any model directory: `catalog::entry_for`),
+/// if another.
 fn shadowing(path: &std::path::Path) -> Option<String> {
-    let dir = path.parent()?;
-    let files: Vec<Candidate> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".gguf") && super::split_part(n).is_none_or(|(_, i, _)| i == 1))
-        .map(|name| Candidate {
-            size: std::fs::metadata(dir.join(&name)).map_or(0, |m| m.len()),
-            name,
-        })
-        .collect();
-    let served = &files[quant::pick(&files)?].name;
-    let ours = path.file_name()?.to_string_lossy();
-    (served.as_str() != ours).then(|| served.clone())
+    let served = super::entry_for(path.parent()?)?.path;
+    let served = served.file_name()?.to_string_lossy().into_owned();
+    (served != path.file_name()?.to_string_lossy()).then_some(served)
 }
 
 /// The quant to fetch: the one named, else what fits `ram_bytes`.

@@ -33,12 +33,14 @@ pub fn run(c: ConfigCommand) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    // The catalog the ids are checked against: the default models
-    // directory, the stores and the file's own aliases.
-    let base = file::parse(&text)
+    // The file as a start reads it: its refusal past the text (a template
+    // file that is not there) is said below; its configuration gives the
+    // catalog the ids are checked against (the default models directory,
+    // the stores and the file's own aliases).
+    let loaded = file::load(&path)
         .map_err(crate::config::SettingsError::from)
-        .and_then(|f| WardenConfig::from_sources(|_| None, Some((f, path.clone()))))
-        .unwrap_or_default();
+        .and_then(|f| WardenConfig::from_sources(|_| None, Some((f, path.clone()))));
+    let base = loaded.as_ref().ok().cloned().unwrap_or_default();
     let ids: Vec<String> = super::build_catalog(&base, None, None, true)
         .map(|c| {
             c.entries()
@@ -52,9 +54,7 @@ pub fn run(c: ConfigCommand) -> anyhow::Result<ExitCode> {
     // What a start checks past the text (a template file that is not
     // there), once the text itself is clean.
     if findings.iter().all(|f| !f.error)
-        && let Err(e) = file::load(&path)
-            .map_err(crate::config::SettingsError::from)
-            .and_then(|f| WardenConfig::from_sources(|_| None, Some((f, path.clone()))))
+        && let Err(e) = &loaded
     {
         eprintln!("{e}");
         return Ok(ExitCode::FAILURE);

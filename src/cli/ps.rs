@@ -154,7 +154,7 @@ pub fn keep_alive(s: &Value) -> String {
 /// `idle_deadline_ms`: null with a model loaded means the reaper never
 /// takes it (keep-alive forever, or no idle timeout); with none loaded
 /// there is nothing to take.
-fn deadline(v: Option<&Value>, loaded: bool, now_ms: u64) -> String {
+pub(super) fn deadline(v: Option<&Value>, loaded: bool, now_ms: u64) -> String {
     match v {
         Some(Value::Number(n)) => n
             .as_u64()
@@ -179,7 +179,7 @@ fn kv(s: &Value) -> String {
 
 /// Busy slots over all of the live child's (`-` without a child, or from
 /// a server that does not say).
-fn slots(s: &Value) -> String {
+pub(super) fn slots(s: &Value) -> String {
     match s.get("slots").and_then(Value::as_array) {
         Some(all) if !all.is_empty() => {
             let busy = all.iter().filter(|x| x.get("busy") == Some(&Value::Bool(true))).count();
@@ -190,7 +190,7 @@ fn slots(s: &Value) -> String {
 }
 
 /// A resident's busy slots over its slots.
-fn resident_slots(r: &Value) -> String {
+pub(super) fn resident_slots(r: &Value) -> String {
     match (r.get("busy_slots"), r.get("slots")) {
         (Some(b), Some(n)) if n.as_u64().is_some_and(|n| n > 0) => format!("{}/{}", cell(Some(b)), cell(Some(n))),
         _ => NONE.into(),

@@ -6,7 +6,6 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Args;
 
 use super::table::human_bytes;
@@ -25,9 +24,7 @@ pub async fn run(a: PullArgs) -> anyhow::Result<ExitCode> {
     let want = parse(&a.name).map_err(anyhow::Error::msg)?;
     let cfg = WardenConfig::load(None)?;
     let ram = crate::sensors::ram::ram_total(cfg.ram_override_bytes).bytes;
-    let cache = crate::catalog::stores::hub_cache(&|k| std::env::var(k).ok())
-        .context("no home directory to keep the hub's cache in: set HF_HOME")?;
-    let puller = Puller::new(cache.clone(), std::io::stderr().is_terminal()).map_err(anyhow::Error::msg)?;
+    let (puller, cache) = Puller::from_env(std::io::stderr().is_terminal()).map_err(anyhow::Error::msg)?;
     eprintln!("pulling {}…", a.name.trim());
     let pulled = puller.pull(&want, ram).await?;
     let file = pulled

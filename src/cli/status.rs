@@ -162,27 +162,18 @@ fn resident_line(whole: &Value, r: &Value, now_ms: u64) -> String {
     {
         parts.push(format!("holds {}", human_bytes(b)));
     }
-    match (r.get("busy_slots"), r.get("slots")) {
-        (Some(b), Some(s)) if s.as_u64().is_some_and(|s| s > 0) => parts.push(format!(
-            "{}/{} conversations at once busy",
-            cell(Some(b)),
-            cell(Some(s))
-        )),
-        _ => {
-            if let Some(all) = whole.get("slots").and_then(Value::as_array).filter(|a| !a.is_empty()) {
-                let busy = all.iter().filter(|x| x.get("busy") == Some(&Value::Bool(true))).count();
-                parts.push(format!("{busy}/{} conversations at once busy", all.len()));
-            }
-        }
+    // The cells `ps` shows, in words.
+    let busy = match super::ps::resident_slots(r) {
+        s if s == NONE => super::ps::slots(whole),
+        s => s,
+    };
+    if busy != NONE {
+        parts.push(format!("{busy} conversations at once busy"));
     }
-    match r.get("idle_deadline_ms") {
-        Some(Value::Number(d)) => {
-            if let Some(d) = d.as_u64() {
-                parts.push(format!("unloads {}", table::human_until(d, now_ms)));
-            }
-        }
-        Some(Value::Null) => parts.push("never unloaded when idle".into()),
-        _ => {}
+    match super::ps::deadline(r.get("idle_deadline_ms"), true, now_ms).as_str() {
+        NONE => {}
+        "never" => parts.push("never unloaded when idle".into()),
+        when => parts.push(format!("unloads {when}")),
     }
     if whole.get("pinned") == Some(&Value::Bool(true)) {
         parts.push("pinned".into());

@@ -78,9 +78,9 @@ pub fn with_tag(files: &[Candidate], tag: &str) -> Option<usize> {
 /// left out): what a refusal lists.
 pub fn tag_of(name: &str) -> &str {
     let stem = name.strip_suffix(".gguf").unwrap_or(name);
-    let stem = match stem.rfind("-of-") {
-        Some(i) if stem[..i].rfind('-').is_some() => &stem[..stem[..i].rfind('-').unwrap_or(i)],
-        _ => stem,
+    let stem = match stem.rfind("-of-").and_then(|i| stem[..i].rfind('-')) {
+        Some(j) => &stem[..j],
+        None => stem,
     };
     stem.rsplit(['-', '.']).next().unwrap_or(stem)
 }

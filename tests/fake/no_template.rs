@@ -14,18 +14,7 @@ use support::*;
 
 /// A llama-shaped GGUF like the fake chat models, without a chat template.
 fn untemplated(dir: &std::path::Path, id: &str) {
-    write_gguf(
-        &dir.join(format!("{id}.gguf")),
-        &[
-            Kv::Str("general.architecture", "llama".into()),
-            Kv::U32("llama.block_count", 2),
-            Kv::U32("llama.context_length", 8192),
-            Kv::U32("llama.embedding_length", 64),
-            Kv::U32("llama.attention.head_count", 4),
-            Kv::U32("llama.attention.head_count_kv", 2),
-        ],
-        64,
-    );
+    write_small_llama(&dir.join(format!("{id}.gguf")), 8192, false, 64);
 }
 
 /// The `kind` `/v1/models` lists for `id`.

@@ -19,19 +19,7 @@ const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 /// A valid GGUF of about `mib` MiB, as bytes.
 fn gguf_bytes(dir: &Path, name: &str, mib: u64) -> Arc<Vec<u8>> {
     let p = dir.join(name);
-    write_gguf(
-        &p,
-        &[
-            Kv::Str("general.architecture", "llama".into()),
-            Kv::Str("tokenizer.chat_template", FAKE_CHAT_TEMPLATE.into()),
-            Kv::U32("llama.block_count", 2),
-            Kv::U32("llama.context_length", 8192),
-            Kv::U32("llama.embedding_length", 64),
-            Kv::U32("llama.attention.head_count", 4),
-            Kv::U32("llama.attention.head_count_kv", 2),
-        ],
-        mib * 1024 * 1024 / 4,
-    );
+    write_small_llama(&p, 8192, true, mib * 1024 * 1024 / 4);
     Arc::new(std::fs::read(p).unwrap())
 }
 

@@ -206,12 +206,7 @@ async fn chat_honours_warden_url() {
     assert!(!ran.stderr.contains("starting one"), "{}", ran.stderr);
     assert_eq!(conversations(&fake).len(), 1);
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let nowhere = format!("http://127.0.0.1:{port}");
+    let nowhere = format!("http://127.0.0.1:{}", support::workers::free_port());
     let child = start(&["chat", "hi"], &[("WARDEN_URL", &nowhere)], "");
     let ran = finish(child, "llm-warden chat hi (nowhere)").await;
     assert!(!ran.ok);

@@ -65,19 +65,24 @@ pub const FAKE_CHAT_TEMPLATE: &str = "{% for m in messages %}{{ m.content }}{% e
 /// A llama-shaped GGUF: 2 layers, 2 KV heads, head dim 16, trained `ctx`,
 /// a chat template.
 pub fn write_llama_gguf(path: &Path, ctx: u32) {
-    write_gguf(
-        path,
-        &[
-            Kv::Str("general.architecture", "llama".into()),
-            Kv::Str("tokenizer.chat_template", FAKE_CHAT_TEMPLATE.into()),
-            Kv::U32("llama.block_count", 2),
-            Kv::U32("llama.context_length", ctx),
-            Kv::U32("llama.embedding_length", 64),
-            Kv::U32("llama.attention.head_count", 4),
-            Kv::U32("llama.attention.head_count_kv", 2),
-        ],
-        64,
-    );
+    write_small_llama(path, ctx, true, 64);
+}
+
+/// As `write_llama_gguf`, with a chat template or none, and a tensor of
+/// `tensor_elems` f32 elements (the file's size).
+pub fn write_small_llama(path: &Path, ctx: u32, template: bool, tensor_elems: u64) {
+    let mut kvs = vec![Kv::Str("general.architecture", "llama".into())];
+    if template {
+        kvs.push(Kv::Str("tokenizer.chat_template", FAKE_CHAT_TEMPLATE.into()));
+    }
+    kvs.extend([
+        Kv::U32("llama.block_count", 2),
+        Kv::U32("llama.context_length", ctx),
+        Kv::U32("llama.embedding_length", 64),
+        Kv::U32("llama.attention.head_count", 4),
+        Kv::U32("llama.attention.head_count_kv", 2),
+    ]);
+    write_gguf(path, &kvs, tensor_elems);
 }
 
 /// The fake llama-server as a process (`child::fake::process`; its script

@@ -72,6 +72,8 @@ pub fn error_response(e: &ApiError) -> HttpResponse {
 
 /// What an Ollama request asked for, read.
 struct Asked {
+    /// The model's id and capabilities (`None`: no such entry).
+    caps: Option<(String, crate::capabilities::Capabilities)>,
     /// The catalog id (`None`: the default).
     model: Option<String>,
     /// The name the reply echoes: the client's, else the default's id.
@@ -95,7 +97,7 @@ async fn turn(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
         return load_only(warden, api, asked, started).await;
     }
     let t = asked.translated;
-    let (route, body, conversation, options) = match checked(warden, &t, asked.model.as_deref()) {
+    let (route, body, conversation, options) = match checked(&t, asked.caps) {
         Ok(c) => c,
         Err(e) => return refused(warden, route, &e),
     };
@@ -117,9 +119,8 @@ type Checked = (Route, Map<String, Value>, Option<String>, TurnOptions);
 /// The translated body through the rules of the route it takes, and what
 /// it asks of its model (`model`, or the default): images need a projector
 /// that reads them, a suffix fill-in-the-middle tokens.
-fn checked(warden: &Warden, t: &Translated, model: Option<&str>) -> Result<Checked, ApiError> {
+fn checked(t: &Translated, caps: Option<(String, crate::capabilities::Capabilities)>) -> Result<Checked, ApiError> {
     let bytes = serde_json::to_vec(&t.body).expect("a JSON map serializes");
-    let caps = warden.capabilities(model);
     if t.target == Target::Chat {
         let r = chat_request(&bytes)?;
         if let Some((id, caps)) = caps
@@ -183,19 +184,14 @@ async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
         }
     };
     let keep_alive = keep_alive(keep_alive_value(body.get("keep_alive"))?, http)?;
-    // A model without a chat template generates from the prompt as given,
-    // as Ollama's own `{{ .Prompt }}` template does.
-    let untemplated = warden
-        .capabilities(model.as_deref())
-        .is_some_and(|(_, c)| c.kind == crate::law::types::ModelKind::Completion);
-    let translated = if api == Api::Generate && untemplated && !body.contains_key("raw") {
-        let mut raw = body.clone();
-        raw.insert("raw".into(), Value::Bool(true));
-        translate(api, &raw)?
-    } else {
-        translate(api, &body)?
-    };
+    // Read once: the translation and the checks both ask it.
+    let caps = warden.capabilities(model.as_deref());
+    let templated = caps
+        .as_ref()
+        .is_none_or(|(_, c)| c.kind != crate::law::types::ModelKind::Completion);
+    let translated = translate(api, &body, templated)?;
     Ok(Asked {
+        caps,
         model,
         name,
         stream,
@@ -204,10 +200,10 @@ async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
     })
 }
 
-fn translate(api: Api, body: &Map<String, Value>) -> Result<Translated, ApiError> {
+fn translate(api: Api, body: &Map<String, Value>, templated: bool) -> Result<Translated, ApiError> {
     let t = match api {
         Api::Chat => ollama::chat(body),
-        Api::Generate => ollama::generate(body),
+        Api::Generate => ollama::generate(body, templated),
     };
     t.map_err(ApiError::from)
 }

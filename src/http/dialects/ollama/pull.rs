@@ -73,8 +73,8 @@ pub async fn pull(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
         Ok(v) => v,
         Err(e) => return error_response(&e),
     };
-    let puller = match hub_puller() {
-        Ok(p) => Arc::new(p),
+    let puller = match Puller::from_env(false) {
+        Ok((p, _)) => Arc::new(p),
         Err(e) => {
             return error_response(&refusal(PullError {
                 kind: Failed::Hub,
@@ -173,13 +173,6 @@ fn read(body: &[u8]) -> Result<(Wanted, bool), ApiError> {
         )
     })?;
     Ok((want, stream))
-}
-
-/// The client for the hub this server's environment names.
-fn hub_puller() -> Result<Puller, String> {
-    let cache = crate::catalog::stores::hub_cache(&|k| std::env::var(k).ok())
-        .ok_or("no home directory to keep the hub's cache in: set HF_HOME for the server")?;
-    Puller::new(cache, false)
 }
 
 /// A failed pull, unstreamed, as an error response.

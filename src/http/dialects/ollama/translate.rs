@@ -475,8 +475,10 @@ pub fn chat(req: &Map<String, Value>) -> Result<Translated, Refusal> {
     })
 }
 
-/// An `/api/generate` body.
-pub fn generate(req: &Map<String, Value>) -> Result<Translated, Refusal> {
+/// An `/api/generate` body; `templated`: the model has a chat template (one
+/// without generates from the prompt as given unless `raw` says otherwise,
+/// as Ollama's own `{{ .Prompt }}` template does).
+pub fn generate(req: &Map<String, Value>, templated: bool) -> Result<Translated, Refusal> {
     let req: GenerateIn = decode(req)?;
     let prompt = req.prompt.unwrap_or("");
     let suffix = req.suffix.filter(|s| !s.is_empty());
@@ -487,7 +489,7 @@ pub fn generate(req: &Map<String, Value>) -> Result<Translated, Refusal> {
             "a custom 'template' is not supported (the model's own chat template applies); send 'raw': true with a prompt you formatted yourself",
         ));
     }
-    let raw = req.raw.unwrap_or(false);
+    let raw = req.raw.unwrap_or(!templated);
     let (prompt_content, images) = content(prompt, req.images.as_deref(), "images")?;
     let target = match (suffix, raw) {
         (Some(_), _) => Target::Infill,

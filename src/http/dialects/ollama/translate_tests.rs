@@ -120,12 +120,12 @@ fn generate_bodies_choose_their_route() {
         ),
     ];
     for (i, (ollama, target, want)) in rows.into_iter().enumerate() {
-        let t = generate(&obj(ollama)).unwrap_or_else(|e| panic!("row {i}: {e:?}"));
+        let t = generate(&obj(ollama), true).unwrap_or_else(|e| panic!("row {i}: {e:?}"));
         assert_eq!((t.target, Value::Object(t.body)), (target, want), "row {i}");
         assert!(!t.load_only, "row {i}");
     }
     // why: an empty prompt only loads the model
-    assert!(generate(&obj(json!({"prompt": ""}))).unwrap().load_only);
+    assert!(generate(&obj(json!({"prompt": ""})), true).unwrap().load_only);
 }
 
 #[test]
@@ -212,7 +212,7 @@ fn bodies_that_cannot_be_honoured_name_the_field() {
         let got = if is_chat {
             chat(&obj(body))
         } else {
-            generate(&obj(body))
+            generate(&obj(body), true)
         };
         let e = got.expect_err(&format!("row {i} should be refused"));
         assert_eq!(e.param, param, "row {i}: {}", e.message);
