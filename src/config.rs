@@ -69,6 +69,10 @@ pub struct WardenConfig {
     /// `WARDEN_LOAD_TIMEOUT_S`: a child not ready after this is stopped and
     /// reported `load_timeout`. Long enough for a big model from a slow disk.
     pub load_timeout: Duration,
+    /// `WARDEN_STARVATION_LIMIT_S`: the longest a model's load waits for
+    /// another model's turns before that model yields its memory
+    /// (`law::schedule`; never less than two switches). 30 s.
+    pub starvation_limit: Duration,
     /// The readiness bound of a brake respawn (the spec's 30 s,
     /// LLAMA_RESPAWN_PROBE_TIMEOUT_S); `WARDEN_RESPAWN_TIMEOUT_S` for tests.
     pub respawn_timeout: Duration,
@@ -241,6 +245,7 @@ impl Default for WardenConfig {
             brake_tick: crate::law::brake::BRAKE_IDLE_INTERVAL,
             sensor_period: Duration::from_millis(250),
             load_timeout: Duration::from_secs(300),
+            starvation_limit: crate::law::schedule::STARVATION_LIMIT_DEFAULT,
             respawn_timeout: Duration::from_secs(30),
             first_token_timeout: Duration::from_secs(300),
             stall_timeout: Duration::from_secs(60),
@@ -349,6 +354,15 @@ impl WardenConfig {
     /// `model`'s pinned window: its own, else `WARDEN_CTX`.
     pub fn ctx_pin_for(&self, model: &str) -> Option<u32> {
         self.models.get(model).and_then(|m| m.ctx).or(self.ctx_pin)
+    }
+
+    /// `model`'s weight against the others when they take turns in memory
+    /// (`law::schedule`): its own setting, else 1.
+    pub fn weight(&self, model: &str) -> f64 {
+        self.models
+            .get(model)
+            .and_then(|m| m.weight)
+            .unwrap_or(crate::law::schedule::WEIGHT_DEFAULT)
     }
 
     /// Whether `model` is pinned: never evicted for another, never reaped.

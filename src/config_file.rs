@@ -13,6 +13,7 @@
 //! parallel = 1                # conversations at once (or "auto")
 //! ctx = 4096                  # a pinned window
 //! idle_timeout_s = 60         # its idle unload
+//! weight = 2                  # its waits count double when models take turns
 //! ```
 //!
 //! Precedence, written once: the command line, then the environment, then
@@ -58,6 +59,7 @@ pub const VARIABLES: &[&str] = &[
     "WARDEN_REQUEST_TIMEOUT_S",
     "WARDEN_RESPAWN_TIMEOUT_S",
     "WARDEN_STALL_TIMEOUT_S",
+    "WARDEN_STARVATION_LIMIT_S",
     "WARDEN_STORE_HF",
     "WARDEN_STORE_LLAMA_CACHE",
     "WARDEN_STORE_LMSTUDIO",
@@ -89,6 +91,10 @@ pub struct ModelSettings {
     /// lasting critical pressure: the machine comes first).
     #[serde(default)]
     pub pinned: bool,
+    /// Its weight when models take turns in memory (`law::schedule`): its
+    /// waits count this many times against another model's (default 1).
+    #[serde(default, deserialize_with = "weight")]
+    pub weight: Option<f64>,
     /// Sampling defaults, applied where a request leaves the field out.
     #[serde(default)]
     pub sampling: Sampling,
@@ -328,6 +334,19 @@ fn parallel<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Parallel>, 
             "parallel must be \"auto\" or a count from 1 to 64, not {text:?}"
         ))
     })
+}
+
+/// A model's weight: a positive number (a zero or a negative weight would
+/// make a model wait for ever, which is what `pinned` says of the holder).
+fn weight<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let w = f64::deserialize(d)?;
+    if w.is_finite() && w > 0.0 {
+        Ok(Some(w))
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "weight must be a positive number, not {w}"
+        )))
+    }
 }
 
 /// A file read: the variables it sets and the models' settings.
@@ -632,6 +651,7 @@ idle_timeout_s = 30
             ("parallel = 4\n[models.m]\nctx = \"big\"\n", 3, 7, "invalid type"),
             ("[models.m]\nwindow = 4096\n", 2, 1, "unknown field `window`"),
             ("[models.m]\nparallel = 100\n", 2, 12, "a count from 1 to 64"),
+            ("[models.m]\nweight = 0\n", 2, 10, "weight must be a positive number"),
             ("parallel = \n", 1, 12, ""),
             ("engine = { kind = \"cpu\" }\n", 1, 10, "takes a number, a word"),
         ] {

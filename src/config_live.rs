@@ -127,6 +127,7 @@ pub fn merge(running: &WardenConfig, read: WardenConfig) -> Merged {
     c.parallel = read.parallel;
     c.idle_timeout = read.idle_timeout;
     c.load_timeout = read.load_timeout;
+    c.starvation_limit = read.starvation_limit;
     c.respawn_timeout = read.respawn_timeout;
     c.first_token_timeout = read.first_token_timeout;
     c.stall_timeout = read.stall_timeout;

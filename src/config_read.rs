@@ -33,6 +33,7 @@ impl WardenConfig {
             ("WARDEN_IDLE_TICK_S", &mut self.idle_tick),
             ("WARDEN_BRAKE_TICK_S", &mut self.brake_tick),
             ("WARDEN_LOAD_TIMEOUT_S", &mut self.load_timeout),
+            ("WARDEN_STARVATION_LIMIT_S", &mut self.starvation_limit),
             ("WARDEN_RESPAWN_TIMEOUT_S", &mut self.respawn_timeout),
             ("WARDEN_FIRST_TOKEN_TIMEOUT_S", &mut self.first_token_timeout),
             ("WARDEN_STALL_TIMEOUT_S", &mut self.stall_timeout),

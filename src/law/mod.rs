@@ -14,6 +14,7 @@
 //! | `pressure` | the Linux pressure level and paging evidence |
 //! | `reap` | the idle reap |
 //! | `residents` | several models at once: admission beside the others, eviction, one brake over all |
+//! | `schedule` | which model goes next when not all fit: collation, the starvation limit, pins, weights, minimum residency |
 //! | `keep_alive` | a request's keep-alive, parsed, and the idle timeout in force |
 //! | `kv_save` | when a slot is saved, whether a save fits, the store's cap and eviction |
 //! | `civil` | Unix time as a UTC calendar date (the warden's own timestamps) |
@@ -67,6 +68,7 @@ pub mod slots;
 pub mod request_routes;
 pub mod residents;
 pub mod route;
+pub mod schedule;
 pub mod select;
 pub mod split;
 pub mod types;

@@ -133,6 +133,9 @@ pub struct EngineStatus {
     /// The loaded model is pinned (its settings): never evicted for another
     /// model, never reaped.
     pub pinned: bool,
+    /// The loaded model's weight when models take turns in memory (its
+    /// settings; 1 by default, 0 with no model).
+    pub weight: f64,
     /// Every resident model, most recently used first (the top-level fields
     /// above are the first one's). Empty on one engine's own snapshot; the
     /// warden's status fills it.
@@ -140,6 +143,46 @@ pub struct EngineStatus {
     /// The settings file and the stores as the last reload left them; the
     /// warden's status fills it (`None` on one engine's own snapshot).
     pub settings: Option<SettingsStatus>,
+    /// This engine's loads: what a switch to its model costs and how much
+    /// of the time went to loading (`law::schedule`).
+    pub loads: LoadsView,
+    /// Models whose load waits for memory other models' turns hold, in
+    /// the line's order, each with why and for how long at most (the
+    /// warden's status fills it; empty on one engine's own snapshot).
+    pub waiting_models: Vec<WaitingModel>,
+}
+
+/// A model's loads and yields (`law::schedule`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LoadsView {
+    /// Loads that succeeded since the start.
+    pub count: u64,
+    /// The last one, ms (spawn to ready): what a switch to it costs.
+    pub last_ms: Option<u64>,
+    /// All of them together, ms.
+    pub total_ms: u64,
+    /// Times it left the memory to a model waiting on its turns.
+    pub yields: u64,
+}
+
+/// A model whose load waits in the line (`law::schedule`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WaitingModel {
+    /// The model.
+    pub model: String,
+    /// How long its load has waited, ms.
+    pub waited_ms: u64,
+    /// The residents in a turn it waits for.
+    pub behind: Vec<String>,
+    /// Turns routed to it, waiting.
+    pub queue_depth: usize,
+    /// At most how much longer before it goes next, ms, plus the end of
+    /// the turns then running (`None`: not estimated yet, or never: a
+    /// pinned holder).
+    pub at_most_ms: Option<u64>,
+    /// Why it waits, as a sentence ("gemma waits: switching costs 1.8 s,
+    /// smol's turns go first, at most 12.0 s more").
+    pub why: String,
 }
 
 /// The settings as applied live (`warden::reload`), in `/warden/status`.
@@ -267,6 +310,8 @@ pub struct ResidentView {
     pub busy_slots: usize,
     /// Its shared KV pool (`None`: no child).
     pub pool: Option<PoolStatus>,
+    /// Its loads and yields.
+    pub loads: LoadsView,
 }
 
 /// Whether the loaded model's conversation cache is kept across the

@@ -36,6 +36,7 @@ use crate::actors::engine::{Door, Peers, SharedStoreView};
 use crate::actors::{EngineActor, IdleTimer, PrefixCacheActor};
 use crate::law::brake::{BrakeState, WindowFacts};
 use crate::law::residents::{self, Admission, Fit, Memory, Newcomer, Resident};
+use crate::law::schedule::{self, Holder, Next, Waiter};
 use crate::messages::{BrakeSample, Evict};
 use crate::queue::QueueGauge;
 use crate::status::{EngineState, EngineStatus, ResidentView};
@@ -131,6 +132,7 @@ impl Slot {
             slots: s.slots.len(),
             busy_slots: s.slots.iter().filter(|x| x.busy).count(),
             pool: s.pool.clone(),
+            loads: s.loads,
         })
     }
 }
@@ -153,6 +155,47 @@ pub(crate) struct Residency {
     kv_view: SharedStoreView,
     /// The settings as the last reload left them (`None`: no reloads).
     settings: RwLock<Option<crate::status::SettingsStatus>>,
+    /// Loads waiting for memory other models' turns hold (`law::schedule`).
+    line: Mutex<Line>,
+    /// Every load's end and length over the thrash window.
+    loads: Mutex<std::collections::VecDeque<(std::time::Instant, u64)>>,
+}
+
+/// The line of loads waiting for memory residents in a turn hold, and who
+/// yielded to whom.
+#[derive(Debug, Default)]
+struct Line {
+    places: Vec<Place>,
+    arrivals: u64,
+    /// A model that yielded, and the model its next load lets go first.
+    behind: std::collections::HashMap<String, String>,
+}
+
+/// One waiting load.
+#[derive(Debug, Clone)]
+struct Place {
+    model: String,
+    since: std::time::Instant,
+    /// Arrival order (ties of the line's order).
+    seq: u64,
+    /// The residents in a turn it waits for.
+    on: Vec<String>,
+    load_ms: u64,
+    weight: f64,
+    /// The last decision a holder took about it, as said to a person.
+    why: Option<String>,
+    at_most_ms: Option<u64>,
+}
+
+impl Place {
+    fn waiter(&self) -> Waiter {
+        Waiter {
+            model: self.model.clone(),
+            weight: self.weight,
+            waited_ms: self.since.elapsed().as_millis() as u64,
+            load_ms: self.load_ms,
+        }
+    }
 }
 
 impl Residency {
@@ -165,6 +208,8 @@ impl Residency {
             combined: watch::Sender::new(EngineStatus::default()),
             kv_view,
             settings: RwLock::new(None),
+            line: Mutex::new(Line::default()),
+            loads: Mutex::default(),
         })
     }
 
@@ -259,7 +304,39 @@ impl Residency {
         // The store as it is now, whichever engine changed it last.
         s.kv_saves = self.kv_view.read().unwrap_or_else(|p| p.into_inner()).clone();
         s.settings = self.settings();
+        s.waiting_models = self.waiting();
         s
+    }
+
+    /// The line as the status shows it, longest weighted wait first.
+    fn waiting(&self) -> Vec<crate::status::WaitingModel> {
+        let line = self.line.lock().unwrap_or_else(|p| p.into_inner());
+        let mut places = line.places.clone();
+        drop(line);
+        let mut out = Vec::new();
+        while !places.is_empty() {
+            let waiters: Vec<Waiter> = places.iter().map(Place::waiter).collect();
+            let order: Vec<(u64, &Waiter)> = places.iter().map(|p| p.seq).zip(&waiters).collect();
+            let Some(i) = schedule::first_in_line(&order) else {
+                break;
+            };
+            let p = places.remove(i);
+            let waited_ms = waiters[i].waited_ms;
+            let queue_depth = self.slot_of(&p.model).map_or(0, |s| s.queue.depth());
+            let why = p
+                .why
+                .clone()
+                .unwrap_or_else(|| format!("{} waits for a turn of {} to end", p.model, p.on.join(", ")));
+            out.push(crate::status::WaitingModel {
+                model: p.model,
+                waited_ms,
+                behind: p.on,
+                queue_depth,
+                at_most_ms: p.at_most_ms,
+                why,
+            });
+        }
+        out
     }
 
     /// Republishes the warden's status (an engine published).
@@ -352,6 +429,146 @@ impl Peers for Peerage {
         {
             s.reserved.store(0, Ordering::Release);
             r.republish();
+        }
+    }
+
+    fn wait_in_line(&self, me: &str, on: Vec<String>, load_ms: u64, weight: f64) {
+        let Some(r) = self.0.upgrade() else { return };
+        let mut line = r.line.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = line.places.iter_mut().find(|p| p.model == me) {
+            p.on = on;
+            p.load_ms = load_ms;
+            p.weight = weight;
+            return;
+        }
+        line.arrivals += 1;
+        let seq = line.arrivals;
+        line.places.push(Place {
+            model: me.to_string(),
+            since: std::time::Instant::now(),
+            seq,
+            on,
+            load_ms,
+            weight,
+            why: None,
+            at_most_ms: None,
+        });
+        drop(line);
+        // Seen at once in the status (a place is taken once per load).
+        r.republish();
+    }
+
+    fn leave_line(&self, me: &str) {
+        let Some(r) = self.0.upgrade() else { return };
+        let mut line = r.line.lock().unwrap_or_else(|p| p.into_inner());
+        let before = line.places.len();
+        line.places.retain(|p| p.model != me);
+        // Whoever let it go first goes on: its load went through, or gave up.
+        line.behind.retain(|_, first| first != me);
+        let changed = line.places.len() != before;
+        drop(line);
+        if changed {
+            // Wakes the loads waiting behind it.
+            r.republish();
+        }
+    }
+
+    fn yields_to(&self, holder: &Holder, limit: std::time::Duration) -> Option<(String, Next)> {
+        let r = self.0.upgrade()?;
+        let mut line = r.line.lock().unwrap_or_else(|p| p.into_inner());
+        let mut yes: Vec<(u64, Waiter, Next)> = Vec::new();
+        for p in line
+            .places
+            .iter_mut()
+            .filter(|p| p.model != holder.model && p.on.contains(&holder.model))
+        {
+            let w = p.waiter();
+            let n = schedule::next(holder, &w, limit);
+            p.why = Some(schedule::explain(&holder.model, &p.model, n));
+            p.at_most_ms = match n {
+                Next::Keep { in_ms, .. } => in_ms,
+                Next::Yield(_) => Some(0),
+            };
+            if n.yields() {
+                yes.push((p.seq, w, n));
+            }
+        }
+        let order: Vec<(u64, &Waiter)> = yes.iter().map(|(s, w, _)| (*s, w)).collect();
+        let first = schedule::first_in_line(&order)?;
+        let (_, w, n) = &yes[first];
+        Some((w.model.clone(), *n))
+    }
+
+    fn yielded(&self, me: &str, to: &str) {
+        if let Some(r) = self.0.upgrade() {
+            let mut line = r.line.lock().unwrap_or_else(|p| p.into_inner());
+            line.behind.insert(me.to_string(), to.to_string());
+        }
+    }
+
+    fn behind(&self, me: &str) -> Option<String> {
+        let r = self.0.upgrade()?;
+        let mut line = r.line.lock().unwrap_or_else(|p| p.into_inner());
+        let first = line.behind.get(me)?.clone();
+        if line.places.iter().any(|p| p.model == first) {
+            return Some(first);
+        }
+        line.behind.remove(me);
+        None
+    }
+
+    fn loaded(&self, _me: &str, ms: u64) -> u64 {
+        let Some(r) = self.0.upgrade() else { return ms };
+        let mut loads = r.loads.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        loads.push_back((now, ms));
+        let window = std::time::Duration::from_millis(schedule::THRASH_WINDOW_MS);
+        while loads.front().is_some_and(|(at, _)| now.duration_since(*at) > window) {
+            loads.pop_front();
+        }
+        loads.iter().map(|(_, ms)| ms).sum()
+    }
+
+    fn kept_in_grace(
+        &self,
+        me: &Waiter,
+        evict: &[String],
+        limit: std::time::Duration,
+    ) -> Option<(String, Next, std::time::Duration)> {
+        let r = self.0.upgrade()?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        for model in evict {
+            let Some(slot) = r.slot_of(model) else { continue };
+            let s = slot.status.borrow().clone();
+            let idle_ms = now.saturating_sub(s.last_used.or(s.loaded_since).unwrap_or(0));
+            if idle_ms >= schedule::IDLE_GRACE_MS {
+                continue;
+            }
+            let holder = Holder {
+                model: model.clone(),
+                pinned: s.pinned,
+                weight: s.weight,
+                resident_ms: now.saturating_sub(s.loaded_since.unwrap_or(now)),
+                reload_ms: schedule::load_cost_ms(s.loads.last_ms, s.held_bytes.unwrap_or(0)),
+                idle: false,
+            };
+            let n = schedule::next(&holder, me, limit);
+            if !n.yields() {
+                let left = std::time::Duration::from_millis(schedule::IDLE_GRACE_MS - idle_ms);
+                return Some((model.clone(), n, left));
+            }
+        }
+        None
+    }
+
+    fn changes(&self) -> watch::Receiver<EngineStatus> {
+        match self.0.upgrade() {
+            Some(r) => r.watch(),
+            // No residency: nothing will change; a receiver whose sender is
+            // gone answers at once, and the deadline bounds the wait.
+            None => watch::channel(EngineStatus::default()).1,
         }
     }
 }

@@ -39,6 +39,7 @@ mod residents;
 mod routes;
 mod rpc_netns;
 mod rpc_split;
+mod schedule;
 mod security;
 mod slots;
 mod stores;

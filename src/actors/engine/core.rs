@@ -104,6 +104,8 @@ pub struct EngineCore {
     /// The model whose load the residents' law admitted, until its child is
     /// published or the load failed (`room`: its reservation is given back).
     pub(crate) admitted: Option<String>,
+    /// The model this one yields its memory to, once said (`schedule`).
+    pub(crate) yielding: Option<String>,
     /// A test asked the next turn to panic once its model is loaded.
     #[cfg(feature = "testing")]
     pub(crate) panic_next_turn: bool,
@@ -131,6 +133,7 @@ impl EngineCore {
             intake: Default::default(),
             shut_down: false,
             admitted: None,
+            yielding: None,
             #[cfg(feature = "testing")]
             panic_next_turn: false,
         };

@@ -96,9 +96,11 @@ impl EngineCore {
                     tracing::info!(model = %entry.id, cap = seed.cap, "reloaded with the memory brake's cap (the unload's episode continues)");
                 }
                 self.brake.started(seed);
+                let load_ms = started.elapsed().as_millis() as u64;
+                self.usage.loaded(load_ms);
+                self.thrash_check(&entry.id, load_ms);
                 self.install(child);
                 if let Some(out) = events {
-                    let load_ms = started.elapsed().as_millis() as u64;
                     let _ = out
                         .send(TurnEvent::Notice(Notice::Loaded {
                             model: entry.id.clone(),

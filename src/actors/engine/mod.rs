@@ -67,6 +67,7 @@ mod prefix;
 mod publish;
 mod reap;
 mod room;
+mod schedule;
 pub(crate) mod relay;
 pub(crate) mod retire;
 mod slots;

@@ -79,8 +79,19 @@ impl EngineCore {
             pool: c.map(|c| self.kv.pool_view(c)),
             waiting_turns: self.intake.waiting_turns(),
             pinned: c.is_some_and(|c| self.cfg().pinned(c.model_id())),
+            weight: c.map_or(0.0, |c| self.cfg().weight(c.model_id())),
             residents: Vec::new(),
             settings: None,
+            loads: {
+                let l = self.usage.loads();
+                crate::status::LoadsView {
+                    count: l.count,
+                    last_ms: l.last_ms,
+                    total_ms: l.total_ms,
+                    yields: l.yields,
+                }
+            },
+            waiting_models: Vec::new(),
         }
     }
 

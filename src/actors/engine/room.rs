@@ -8,10 +8,17 @@
 //!   are evicted, least recently used first, each awaited (its KV saved,
 //!   its child stopped) before this child spawns, so two children never
 //!   overlap in memory the law did not grant. While residents in a turn
-//!   hold what it needs it waits, re-asking every `WAIT_STEP`, until the
-//!   load timeout; then 503 `model_does_not_fit` naming each resident.
-//!   The plan is then sized beside the residents that stay
+//!   hold what it needs it waits in the line of waiting loads
+//!   (`Peers::wait_in_line`), asking again whenever any engine publishes (a
+//!   turn's end, a child gone, a reservation settled: an event, not a
+//!   poll), until the load timeout; then 503 `model_does_not_fit` naming
+//!   each resident. The plan is then sized beside the residents that stay
 //!   (`law::plan::Readings::beside_bytes`).
+//! - **A busy resident yields to a load that waited long enough**
+//!   (`law::schedule`, carried out in `schedule`): at its next turn
+//!   admission it starts no new turn; when its running turns end it leaves
+//!   (its KV saved), its own turns queued in order; its next load lets the
+//!   model it yielded to go first (`Peers::behind`).
 //! - **An eviction is refused when a turn was routed here** since the
 //!   decision (`evict`): the asker's law runs again with this resident busy.
 //! - **The brake weighs every resident** (`brake_over_residents`): at a
@@ -30,22 +37,25 @@ use std::time::Duration;
 use actix::Recipient;
 use tokio::time::Instant;
 
+use tokio::sync::watch;
+
 use super::core::EngineCore;
 use crate::engines::SpawnPlan;
+use crate::law::schedule::{Holder, Next, Waiter};
+use crate::status::EngineStatus;
 use crate::error::ModelLoadError;
 use crate::law::brake::{BrakeDid, Point, Readings, WindowFacts};
 use crate::law::residents::{Admission, Memory, ModelKind, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
 use crate::messages::Evict;
 use crate::status::WardenEvent;
 
-/// How often a load waiting for a turn to end asks again. A turn's end is
-/// not signalled to a waiting load (the engines share no mailbox); a
-/// quarter second is small beside a load and costs one lock per step.
-pub const WAIT_STEP: Duration = Duration::from_millis(250);
-
-/// The pause before deciding again after an eviction was refused (a turn
-/// was routed to the resident since the decision, or it was already gone).
+/// The longest a refused eviction waits for a change before the law
+/// decides again (a turn was routed to the resident since the decision, or
+/// it was already gone: its turn's start or its stop publishes).
 const RETRY_STEP: Duration = Duration::from_millis(20);
+
+/// The least an eviction is given before the law decides again.
+const EVICT_FLOOR: Duration = Duration::from_millis(250);
 
 /// What an engine asks of the residency beside it (`warden::residency`
 /// answers; no lock is held across an await).
@@ -61,6 +71,54 @@ pub trait Peers: Send + Sync + std::fmt::Debug {
     fn others(&self, me: &str) -> Vec<Resident>;
     /// The load of `me` ended (its child is published, or it failed).
     fn settled(&self, me: &str);
+    /// `me`'s load waits for residents in a turn (`on`): it takes a place
+    /// in the line (kept from its first wait), weighed at `load_ms` and
+    /// `weight` (`law::schedule::Waiter`).
+    fn wait_in_line(&self, me: &str, on: Vec<String>, load_ms: u64, weight: f64);
+    /// `me`'s load left the line: it loads, or it was refused.
+    fn leave_line(&self, me: &str);
+    /// Whether `holder`, about to start a turn, yields to a load waiting on
+    /// it: the model it yields to and why (the law's decision for every
+    /// waiter is kept for the status).
+    fn yields_to(&self, holder: &Holder, limit: Duration) -> Option<(String, Next)>;
+    /// `me` yielded to `to`: its next load lets `to`'s go first.
+    fn yielded(&self, me: &str, to: &str);
+    /// The model `me`'s load lets go first, while that one still waits.
+    fn behind(&self, me: &str) -> Option<String>;
+    /// Of the idle residents an admission would evict for `me`, one that
+    /// went idle less than `law::schedule::IDLE_GRACE_MS` ago and that the
+    /// scheduler, weighing it as busy, keeps: its model, the law's
+    /// decision, and how long until its grace is over.
+    fn kept_in_grace(&self, me: &Waiter, evict: &[String], limit: Duration) -> Option<(String, Next, Duration)>;
+    /// Changes whenever any engine publishes: what a waiting load awaits.
+    fn changes(&self) -> watch::Receiver<EngineStatus>;
+    /// A load of `me` took `ms`: the time every model spent loading over
+    /// the last `law::schedule::THRASH_WINDOW_MS`, ms.
+    fn loaded(&self, me: &str, ms: u64) -> u64;
+}
+
+/// A load's place in the line, given up when the load stops waiting
+/// (loaded, refused, or its handler unwound).
+struct InLine<'a> {
+    peers: &'a dyn Peers,
+    model: &'a str,
+}
+
+impl Drop for InLine<'_> {
+    fn drop(&mut self) {
+        self.peers.leave_line(self.model);
+    }
+}
+
+/// Waits for any engine to publish, at most until `until` (a residency
+/// gone publishes nothing more: then until `until`).
+async fn next_change(changes: &mut watch::Receiver<EngineStatus>, until: Instant) {
+    let change = async {
+        if changes.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let _ = tokio::time::timeout_at(until, change).await;
 }
 
 impl EngineCore {
@@ -95,10 +153,45 @@ impl EngineCore {
     async fn admit_loop(&mut self, peers: &dyn Peers, mut new: Newcomer, memory: Memory) -> Result<u64, ModelLoadError> {
         let deadline = Instant::now() + self.cfg().load_timeout;
         let mut said = false;
+        // Subscribed before the first decision: a change after it is seen.
+        let mut changes = peers.changes();
+        let me = new.model.clone();
+        let _line = InLine { peers, model: &me };
+        let load_ms = crate::law::schedule::load_cost_ms(self.usage.loads().last_ms, new.weights_bytes);
+        let weight = self.cfg().weight(&new.model);
+        let began = Instant::now();
         loop {
             new.waited_out = Instant::now() >= deadline;
+            if !new.waited_out
+                && let Some(first) = peers.behind(&new.model)
+            {
+                if !said {
+                    said = true;
+                    tracing::info!(model = %new.model, "waiting: {first} goes first (this model yielded the memory to it)");
+                }
+                peers.wait_in_line(&new.model, vec![first], load_ms, weight);
+                next_change(&mut changes, deadline).await;
+                continue;
+            }
             match peers.admit(&new, memory) {
                 Admission::Load { evict, kept_bytes, .. } => {
+                    let me = Waiter {
+                        model: new.model.clone(),
+                        weight,
+                        waited_ms: began.elapsed().as_millis() as u64,
+                        load_ms,
+                    };
+                    let names: Vec<String> = evict.iter().map(|h| h.model.clone()).collect();
+                    if !new.waited_out
+                        && let Some((held, why, grace)) = peers.kept_in_grace(&me, &names, self.cfg().starvation_limit)
+                    {
+                        // Its client is sending back to back: weighed as busy.
+                        peers.settled(&new.model);
+                        tracing::debug!(model = %new.model, "{}", crate::law::schedule::explain(&held, &new.model, why));
+                        peers.wait_in_line(&new.model, vec![held], load_ms, weight);
+                        next_change(&mut changes, (Instant::now() + grace).min(deadline)).await;
+                        continue;
+                    }
                     let mut all_gone = true;
                     for held in evict {
                         let Some(engine) = peers.engine_of(&held.model) else { continue };
@@ -109,7 +202,7 @@ impl EngineCore {
                             held.model,
                             new.model
                         );
-                        let left = deadline.saturating_duration_since(Instant::now()).max(WAIT_STEP);
+                        let left = deadline.saturating_duration_since(Instant::now()).max(EVICT_FLOOR);
                         match tokio::time::timeout(left, engine.send(Evict)).await {
                             Ok(Ok(Some(_))) => {}
                             // Busy since the decision, already gone, or slow:
@@ -122,16 +215,18 @@ impl EngineCore {
                         return Ok(kept_bytes);
                     }
                     peers.settled(&new.model);
-                    // A breath before deciding again: the refusing resident's
-                    // turn or stop is under way.
-                    tokio::time::sleep(RETRY_STEP).await;
+                    // The refusing resident's turn or stop is under way: it
+                    // publishes when it lands.
+                    next_change(&mut changes, Instant::now() + RETRY_STEP).await;
                 }
                 Admission::Wait(short) => {
                     if !said {
                         said = true;
                         tracing::info!(model = %new.model, "waiting for a turn to end: {short}");
                     }
-                    tokio::time::sleep(WAIT_STEP).await;
+                    let on = short.residents.iter().filter(|r| r.in_turn).map(|r| r.model.clone()).collect();
+                    peers.wait_in_line(&new.model, on, load_ms, weight);
+                    next_change(&mut changes, deadline).await;
                 }
                 Admission::Refuse(short) => {
                     tracing::warn!(model = %new.model, "refused: {short}");

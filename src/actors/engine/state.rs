@@ -54,6 +54,22 @@ pub struct Usage {
     turns: u64,
     keep_alive: Option<(String, KeepAlive)>,
     reaped: Option<String>,
+    loads: Loads,
+}
+
+/// The model's loads and yields, which the scheduler across models weighs
+/// (`law::schedule`: a switch's cost is the model's own last load) and the
+/// status shows (time spent loading against serving).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Loads {
+    /// Loads that succeeded.
+    pub count: u64,
+    /// The last one's length, ms (spawn to ready).
+    pub last_ms: Option<u64>,
+    /// All of them, ms.
+    pub total_ms: u64,
+    /// Times it left the memory to another model waiting on its turns.
+    pub yields: u64,
 }
 
 impl Usage {
@@ -102,6 +118,23 @@ impl Usage {
     /// An idle reap unloaded `model` (left for the next turn to announce).
     pub fn reaped(&mut self, model: Option<String>) {
         self.reaped = model;
+    }
+
+    /// A load took `ms`.
+    pub fn loaded(&mut self, ms: u64) {
+        self.loads.count += 1;
+        self.loads.last_ms = Some(ms);
+        self.loads.total_ms = self.loads.total_ms.saturating_add(ms);
+    }
+
+    /// It left the memory to a waiting model.
+    pub fn yielded(&mut self) {
+        self.loads.yields += 1;
+    }
+
+    /// The loads so far.
+    pub fn loads(&self) -> Loads {
+        self.loads
     }
 
     /// The model an idle reap unloaded, consumed by the turn that reads it.

@@ -91,6 +91,9 @@ enum Admission {
     Ended,
     /// Not yet: back to the head of the queue.
     Wait(Waiting),
+    /// Not yet: this model yields its memory to the model named, once its
+    /// running turns end (`schedule`).
+    Yield(Waiting, String),
 }
 
 /// A slot and the law's admission to it.
@@ -148,6 +151,14 @@ impl EngineCore {
                     }
                     Admission::Ended => continue,
                     Admission::Wait(w) => Pending::Turn(w),
+                    Admission::Yield(w, to) if self.intake.running() == 0 => {
+                        // Nothing runs: it leaves now, and the turn loads
+                        // it again behind the model it yielded to.
+                        self.intake.push_front(Pending::Turn(w));
+                        self.yield_memory(&to).await;
+                        continue;
+                    }
+                    Admission::Yield(w, _) => Pending::Turn(w),
                 },
                 other if self.intake.running() == 0 && !self.intake.brake_held() => {
                     self.control(other).await;
@@ -219,6 +230,9 @@ impl EngineCore {
         let generating = w.request.route.generates();
         if self.intake.brake_held() {
             return Admission::Wait(w);
+        }
+        if let Some(to) = self.yields_to(&w.entry.id) {
+            return Admission::Yield(w, to);
         }
         if self.intake.running() > 0 {
             // A switch or a reload stops the child: it waits for the
