@@ -28,6 +28,11 @@ function duration(ms) {
   return `${Math.floor(m / 60)} h ${m % 60} min`;
 }
 
+// A span that may be under a second (a small model's load), in seconds.
+function secs(ms) {
+  return ms == null ? "–" : `${(ms / 1000).toFixed(1)} s`;
+}
+
 function clock(t) {
   return new Date(t).toLocaleTimeString([], { hour12: false });
 }
@@ -106,7 +111,7 @@ function renderResidents() {
     const until = r.idle_deadline_ms == null ? "never" : `in ${duration(r.idle_deadline_ms - Date.now())}`;
     const cells = [r.model, r.kind || "–", r.state, r.context_tokens ? r.context_tokens.toLocaleString() : "–",
       r.footprint_bytes != null ? bytes(r.footprint_bytes) : "–",
-      r.slots ? `${r.busy_slots} / ${r.slots}` : "–", poolNote(r.pool), String(r.queue_depth), until];
+      r.slots ? `${r.busy_slots} / ${r.slots}` : "–", poolNote(r.pool), String(r.queue_depth), loadsNote(r.loads), until];
     for (const c of cells) {
       const td = document.createElement("td");
       td.textContent = c;
@@ -115,6 +120,29 @@ function renderResidents() {
     body.appendChild(tr);
   }
   $("residents-empty").style.display = list.length ? "none" : "";
+  renderWaiting(s.waiting_models || []);
+}
+
+// A model's loads: how many, the last one's length (what a switch to it
+// costs), the time spent loading, and how often it yielded its memory.
+function loadsNote(l) {
+  if (!l || !l.count) return "–";
+  let note = `${l.count} · last ${secs(l.last_ms)} · ${secs(l.total_ms)} loading`;
+  if (l.yields) note += ` (${l.yields} yielded)`;
+  return note;
+}
+
+// Models whose load waits for another model's turns, in the line's order,
+// each with the scheduler's own sentence (why, and for how long at most).
+function renderWaiting(list) {
+  const ul = $("waiting");
+  while (ul.firstChild) ul.removeChild(ul.firstChild);
+  for (const w of list) {
+    const li = document.createElement("li");
+    li.dataset.model = w.model;
+    li.textContent = `${w.why} (waited ${secs(w.waited_ms)}, ${w.queue_depth} queued)`;
+    ul.appendChild(li);
+  }
 }
 
 // A resident's shared KV pool: the cells idle conversations hold beside
@@ -311,6 +339,7 @@ function describe(kind, e) {
     case "client_stalled": return `turn ${e.seq}: client stopped reading (${e.waited_ms} ms)`;
     case "reap_checked": return e.reaped ? "idle reap" : null;
     case "brake": return `memory brake ${e.action} at ${e.level} (${e.point}), window ${e.window_from ?? "?"} → ${e.window_to ?? "unloaded"}`;
+    case "yielded": return `${e.model} yielded the memory to ${e.to}: ${e.why}`;
     case "pool_compacted": return `${e.model}: an idle conversation's ${e.cells.toLocaleString()} cells moved to disk (slot ${e.slot}): keeping them would cost the turns ahead ~${e.keep_ms} ms, the move ~${e.move_ms} ms`;
     case "prefix_reset": return `prefix cache reset (${e.reason})`;
     case "notice": return `notice: ${e.notice.t}${e.notice.reason ? ` (${e.notice.reason})` : ""}`;

@@ -109,6 +109,11 @@ pub fn summary(v: &Value, now_ms: u64) -> String {
             "queue: {depth} turns waiting or running (at most {max}), {waiting} waiting for room"
         ));
     }
+    for w in v.get("waiting_models").and_then(Value::as_array).into_iter().flatten() {
+        let why = w.get("why").and_then(Value::as_str).unwrap_or("waits");
+        let waited = w.get("waited_ms").and_then(Value::as_u64).unwrap_or(0);
+        out.push(format!("waiting: {why} (waited {:.1} s)", waited as f64 / 1000.0));
+    }
     if let Some(kv) = v.get("kv_saves").filter(|k| k.is_object()) {
         let count = kv.get("count").and_then(Value::as_u64).unwrap_or(0);
         out.push(format!(
@@ -248,6 +253,7 @@ mod tests {
             "memory_budget_bytes": 18_253_611_008u64, "memory_total_bytes": 24_338_148_352u64,
             "brake": {"enabled": true, "level": "warning", "last_action": "shrink"},
             "queue_depth": 1, "max_queue": 256, "waiting_turns": 0,
+            "waiting_models": [{"model": "phi", "waited_ms": 1_250, "why": "phi waits: switching costs 1.8 s, smol's turns go first, at most 0.6 s more"}],
             "kv_saves": {"count": 3, "bytes": 12_582_912u64, "cap_bytes": 2_147_483_648u64},
             "settings": {"file": "/c/config.toml", "error": {"message": "line 2: unknown key `x`"}},
             "residents": [
@@ -261,6 +267,7 @@ cpu engine, 2 models loaded, 12 turns served
   gemma (completion, ready): window 32768 tokens, holds 1.1 GiB, 0/4 conversations at once busy, unloads in 4m 12s
 memory: pressure warning, windows sized within 17.0 GiB of 22.7 GiB; the brake's last action: shrink
 queue: 1 turns waiting or running (at most 256), 0 waiting for room
+waiting: phi waits: switching costs 1.8 s, smol's turns go first, at most 0.6 s more (waited 1.2 s)
 kept conversations: 3 saved, 12.0 MiB of 2.0 GiB
 settings: /c/config.toml: refused, the last good ones stay (line 2: unknown key `x`)
 (every field: llm-warden status --all; the JSON: --json)

@@ -110,6 +110,8 @@ pub struct Metrics {
     pool_compactions: Family<ModelOnly, Counter>,
     /// The cells those held.
     pool_compacted_cells: Family<ModelOnly, Counter>,
+    /// Times a model left the memory to another waiting on its turns.
+    yields: Family<ModelOnly, Counter>,
     /// The last child's end: its model and why (restart detection).
     last_end: Mutex<Option<(String, &'static str)>>,
 }
@@ -184,6 +186,11 @@ impl Default for Metrics {
                 &mut r,
                 "warden_pool_compacted_cells",
                 "The cells those idle conversations held, by model",
+            ),
+            yields: counter(
+                &mut r,
+                "warden_model_yields",
+                "Times a busy model left the memory to another model whose load waited on its turns (the scheduler across models), by the model that left",
             ),
             last_end: Mutex::new(None),
             registry: r,
@@ -295,6 +302,9 @@ impl Metrics {
             }
             WardenEvent::ClientStalled { .. } => {
                 self.client_stalls.inc();
+            }
+            WardenEvent::Yielded { model, .. } => {
+                self.yields.get_or_create(&ModelOnly { model: model.clone() }).inc();
             }
             WardenEvent::PoolCompacted { model, cells, .. } => {
                 let labels = ModelOnly { model: model.clone() };

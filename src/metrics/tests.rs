@@ -131,6 +131,22 @@ fn compactions_count_per_model_with_their_cells() {
     }
 }
 
+/// Each time a model yields its memory counts once for it.
+#[test]
+fn yields_count_per_model() {
+    let m = Metrics::default();
+    let y = |model: &str| WardenEvent::Yielded {
+        model: model.into(),
+        to: "other".into(),
+        why: "other goes next".into(),
+    };
+    m.observe(&y("a"));
+    m.observe(&y("a"));
+    let s = scrape(&m);
+    assert_eq!(value(&s, "warden_model_yields_total{model=\"a\"}"), Some(2.0));
+    assert_eq!(value(&s, "warden_model_yields_total{model=\"other\"}"), None);
+}
+
 /// A fresh warden lists every route's completed turns at 0, histograms with
 /// their `+Inf` bucket, the unloaded model at 0, and no absent gauge.
 #[test]

@@ -489,6 +489,16 @@ pub enum WardenEvent {
         /// What the move costs, now and at its likely return, ms.
         move_ms: u64,
     },
+    /// A model left the memory to another whose load waited on its turns
+    /// (`law::schedule`, #45); its own turns wait, in order, for its reload.
+    Yielded {
+        /// The model that left.
+        model: String,
+        /// The model it yielded to.
+        to: String,
+        /// Why, as the status says it.
+        why: String,
+    },
     /// The MLX prefix cache was reset (after a barrier when `barrier`).
     PrefixReset {
         /// `conversation_change`, `arena`, `compaction` or `memory`.

@@ -104,8 +104,9 @@ pub struct EngineCore {
     /// The model whose load the residents' law admitted, until its child is
     /// published or the load failed (`room`: its reservation is given back).
     pub(crate) admitted: Option<String>,
-    /// The model this one yields its memory to, once said (`schedule`).
-    pub(crate) yielding: Option<String>,
+    /// The model this one yields its memory to, and why, once said
+    /// (`schedule`).
+    pub(crate) yielding: Option<(String, String)>,
     /// A test asked the next turn to panic once its model is loaded.
     #[cfg(feature = "testing")]
     pub(crate) panic_next_turn: bool,

@@ -41,10 +41,10 @@ impl EngineCore {
         let holder = self.holder()?;
         let peers = self.outlets.peers.clone()?;
         let (to, why) = peers.yields_to(&holder, self.cfg().starvation_limit)?;
-        if self.yielding.as_deref() != Some(to.as_str()) {
+        if self.yielding.as_ref().is_none_or(|(m, _)| *m != to) {
             let says = schedule::explain(&holder.model, &to, why);
             tracing::info!(model = %holder.model, to = %to, "yielding the memory: {says}");
-            self.yielding = Some(to.clone());
+            self.yielding = Some((to.clone(), says));
         }
         Some(to)
     }
@@ -70,9 +70,15 @@ impl EngineCore {
     /// next load lets `to` go first.
     pub(crate) async fn yield_memory(&mut self, to: &str) {
         let Some(peers) = self.outlets.peers.clone() else { return };
-        peers.yielded(self.child.model_id().unwrap_or_default(), to);
+        let model = self.child.model_id().unwrap_or_default().to_string();
+        peers.yielded(&model, to);
         self.usage.yielded();
-        self.yielding = None;
+        let why = self.yielding.take().map_or_else(|| format!("{to} goes next"), |(_, says)| says);
+        self.emit(crate::status::WardenEvent::Yielded {
+            model,
+            to: to.to_string(),
+            why,
+        });
         self.retire(super::retire::Retire::Evicted).await;
     }
 }
