@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use crate::law::slots::Parallel;
+pub use crate::law::schedule::Policy as SchedulePolicy;
 pub use file::{FileError, ModelSettings, SettingsFile};
 
 #[path = "config_file.rs"]
@@ -73,6 +74,9 @@ pub struct WardenConfig {
     /// another model's turns before that model yields its memory
     /// (`law::schedule`; never less than two switches). 30 s.
     pub starvation_limit: Duration,
+    /// `WARDEN_SCHEDULE`: how models take turns in memory (`weighed`, the
+    /// default, or `arrival`: first come, first served).
+    pub schedule: SchedulePolicy,
     /// The readiness bound of a brake respawn (the spec's 30 s,
     /// LLAMA_RESPAWN_PROBE_TIMEOUT_S); `WARDEN_RESPAWN_TIMEOUT_S` for tests.
     pub respawn_timeout: Duration,
@@ -246,6 +250,7 @@ impl Default for WardenConfig {
             sensor_period: Duration::from_millis(250),
             load_timeout: Duration::from_secs(300),
             starvation_limit: crate::law::schedule::STARVATION_LIMIT_DEFAULT,
+            schedule: crate::law::schedule::Policy::Weighed,
             respawn_timeout: Duration::from_secs(30),
             first_token_timeout: Duration::from_secs(300),
             stall_timeout: Duration::from_secs(60),

@@ -128,6 +128,7 @@ pub fn merge(running: &WardenConfig, read: WardenConfig) -> Merged {
     c.idle_timeout = read.idle_timeout;
     c.load_timeout = read.load_timeout;
     c.starvation_limit = read.starvation_limit;
+    c.schedule = read.schedule;
     c.respawn_timeout = read.respawn_timeout;
     c.first_token_timeout = read.first_token_timeout;
     c.stall_timeout = read.stall_timeout;

@@ -72,6 +72,9 @@ impl WardenConfig {
                 "a count of 1 or more, or unset",
             )
         })?;
+        let raw = var("WARDEN_SCHEDULE");
+        self.schedule = crate::law::schedule::Policy::parse(raw.as_deref())
+            .map_err(|_| bad("WARDEN_SCHEDULE", raw.unwrap_or_default(), "`weighed` or `arrival`"))?;
         if let Some(n) = parse(var, "WARDEN_MAX_BODY_BYTES", "a byte count")? {
             self.max_body_bytes = n;
         }

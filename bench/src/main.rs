@@ -32,6 +32,9 @@
 //! 14. `lone`: one person's conversations one after another: a lone stream
 //!     after N held conversations, and a return, against llama-server with
 //!     one slot and with its own defaults.
+//! 15. `contention`: two models that cannot both be resident, clients per
+//!     model at different rates, the scheduler against first come, first
+//!     served.
 //!
 //! Noise (`quiet`): each round waits for a quiet machine and is measured
 //! again when other processes took CPU during it.
@@ -49,6 +52,7 @@ mod cold;
 mod concurrency;
 mod gguf;
 mod kv;
+mod contention;
 mod lone;
 mod memory;
 mod pairs;
@@ -97,11 +101,11 @@ struct Args {
     /// `WARDEN_RAM_OVERRIDE_GB` of the brake phase.
     #[arg(long, default_value = "0.65")]
     brake_ram_gb: String,
-    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc,concurrency,lone.
+    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc,concurrency,lone,contention.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc,concurrency,lone"
+        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc,concurrency,lone,contention"
     )]
     phases: Vec<String>,
     /// The llm-warden binary (default: next to this one).
@@ -211,6 +215,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     run.rpc().await;
     run.concurrency().await;
     run.lone().await;
+    run.contention().await;
     run.report(&out_dir, &start)
 }
 

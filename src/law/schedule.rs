@@ -84,6 +84,30 @@ pub const IDLE_GRACE_MS: u64 = 200;
 /// A model's weight unless its settings give one.
 pub const WEIGHT_DEFAULT: f64 = 1.0;
 
+/// How the models take turns in memory (`WARDEN_SCHEDULE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Policy {
+    /// The law of this module: collation while it pays, the starvation limit.
+    #[default]
+    Weighed,
+    /// First come, first served: a busy model yields as soon as another
+    /// model's load waits on it (what llama-swap and the warden before this
+    /// law approximate; the bench's baseline, and a choice for those who
+    /// want arrival order across models whatever the switches cost).
+    Arrival,
+}
+
+impl Policy {
+    /// `WARDEN_SCHEDULE`: `weighed` (or unset) or `arrival`.
+    pub fn parse(raw: Option<&str>) -> Result<Self, String> {
+        match raw.map(str::trim) {
+            None | Some("") | Some("weighed") => Ok(Self::Weighed),
+            Some("arrival") => Ok(Self::Arrival),
+            Some(other) => Err(format!("WARDEN_SCHEDULE={other:?}: expected `weighed` or `arrival`")),
+        }
+    }
+}
+
 /// What a switch to a model costs, ms: its last load when measured, else
 /// its weights over the prior disk rate plus the start.
 pub fn load_cost_ms(last_load_ms: Option<u64>, weights_bytes: u64) -> u64 {
@@ -133,6 +157,8 @@ pub enum Why {
     Collating { switch_ms: u64 },
     /// Loaded recently: it keeps the memory its minimum residency.
     JustLoaded { residency_ms: u64 },
+    /// First come, first served (`Policy::Arrival`): another model waits.
+    Arrival,
 }
 
 /// The decision for one holder and one waiter.
@@ -157,8 +183,9 @@ pub fn effective_limit_ms(limit: Duration, switch_ms: u64) -> u64 {
     (limit.as_millis() as u64).max(LIMIT_SWITCHES.saturating_mul(switch_ms))
 }
 
-/// Whether `holder` yields to `waiter` now (see the module docs).
-pub fn next(holder: &Holder, waiter: &Waiter, limit: Duration) -> Next {
+/// Whether `holder` yields to `waiter` now under `policy` (see the module
+/// docs).
+pub fn next(policy: Policy, holder: &Holder, waiter: &Waiter, limit: Duration) -> Next {
     if holder.pinned {
         return Next::Keep {
             in_ms: None,
@@ -167,6 +194,9 @@ pub fn next(holder: &Holder, waiter: &Waiter, limit: Duration) -> Next {
     }
     if holder.idle {
         return Next::Yield(Why::Idle);
+    }
+    if policy == Policy::Arrival {
+        return Next::Yield(Why::Arrival);
     }
     let switch_ms = waiter.load_ms.saturating_add(holder.reload_ms);
     let limit_ms = effective_limit_ms(limit, switch_ms);
@@ -232,6 +262,7 @@ pub fn explain(holder: &str, waiter: &str, n: Next) -> String {
             "{waiter} goes next: it waited the starvation limit ({}); {holder} ends its running turns",
             s(limit_ms)
         ),
+        Next::Yield(Why::Arrival) => format!("{waiter} goes next: first come, first served; {holder} ends its running turns"),
         Next::Yield(_) => format!("{waiter} goes next: it waited longer than switching costs; {holder} ends its running turns"),
         Next::Keep { in_ms, why } => {
             let more = in_ms.map_or_else(String::new, |ms| format!(", at most {} more", s(ms)));
@@ -244,7 +275,9 @@ pub fn explain(holder: &str, waiter: &str, n: Next) -> String {
                     "{waiter} waits: {holder} loaded recently and keeps the memory {}{more}",
                     s(residency_ms)
                 ),
-                Why::Idle | Why::Starved { .. } | Why::SwitchPays { .. } => format!("{waiter} waits for {holder}{more}"),
+                Why::Idle | Why::Starved { .. } | Why::SwitchPays { .. } | Why::Arrival => {
+                    format!("{waiter} waits for {holder}{more}")
+                }
             }
         }
     }

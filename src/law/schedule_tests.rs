@@ -92,7 +92,7 @@ fn the_holder_yields_when_the_wait_pays_for_the_switch() {
         (holder(1_000, 300), waiter(30_000, 300), Next::Yield(Why::Starved { limit_ms: 30_000 })),
     ];
     for (i, (h, w, want)) in rows.iter().enumerate() {
-        assert_eq!(next(h, w, LIMIT), *want, "row {i}");
+        assert_eq!(next(Policy::Weighed, h, w, LIMIT), *want, "row {i}");
     }
 }
 
@@ -104,17 +104,17 @@ fn weights_scale_the_wait_against_the_switch() {
         weight: 2.0,
         ..waiter(1_000, 1_000)
     };
-    assert_eq!(next(&h, &heavy, LIMIT), Next::Yield(Why::SwitchPays { switch_ms: 2_000 }));
+    assert_eq!(next(Policy::Weighed, &h, &heavy, LIMIT), Next::Yield(Why::SwitchPays { switch_ms: 2_000 }));
     // The same wait at weight 1 keeps collating.
-    assert!(!next(&h, &waiter(1_000, 1_000), LIMIT).yields());
+    assert!(!next(Policy::Weighed, &h, &waiter(1_000, 1_000), LIMIT).yields());
     // A holder of weight 4 makes a waiter of weight 1 wait 8 s...
     let heavy_holder = Holder { weight: 4.0, ..h.clone() };
-    assert!(!next(&heavy_holder, &waiter(7_999, 1_000), LIMIT).yields());
-    assert!(next(&heavy_holder, &waiter(8_000, 1_000), LIMIT).yields());
+    assert!(!next(Policy::Weighed, &heavy_holder, &waiter(7_999, 1_000), LIMIT).yields());
+    assert!(next(Policy::Weighed, &heavy_holder, &waiter(8_000, 1_000), LIMIT).yields());
     // ...but no weight outlasts the starvation limit.
     let huge = Holder { weight: 1e9, ..h };
     assert_eq!(
-        next(&huge, &waiter(30_000, 1_000), LIMIT),
+        next(Policy::Weighed, &huge, &waiter(30_000, 1_000), LIMIT),
         Next::Yield(Why::Starved { limit_ms: 30_000 })
     );
     // A weight that is not a positive number counts as the default.
@@ -122,7 +122,7 @@ fn weights_scale_the_wait_against_the_switch() {
         weight: f64::NAN,
         ..waiter(2_000, 1_000)
     };
-    assert!(next(&holder(60_000, 1_000), &odd, LIMIT).yields());
+    assert!(next(Policy::Weighed, &holder(60_000, 1_000), &odd, LIMIT).yields());
 }
 
 #[test]
@@ -145,7 +145,7 @@ fn a_keep_estimate_is_never_past_the_limit() {
         for resident in [0, 500, 5_000, 600_000] {
             for cost in [100, 1_000, 9_000] {
                 let w = waiter(waited, cost);
-                let n = next(&holder(resident, cost), &w, LIMIT);
+                let n = next(Policy::Weighed, &holder(resident, cost), &w, LIMIT);
                 let limit = effective_limit_ms(LIMIT, 2 * cost);
                 if let Next::Keep { in_ms: Some(ms), .. } = n {
                     assert!(ms > 0 && waited + ms <= limit, "{waited} {resident} {cost}: {n:?}");
@@ -205,7 +205,7 @@ fn thrashing_is_more_than_a_fifth_of_the_time_loading() {
 
 #[test]
 fn the_status_says_why_a_model_waits() {
-    let n = next(&holder(60_000, 900), &waiter(400, 900), LIMIT);
+    let n = next(Policy::Weighed, &holder(60_000, 900), &waiter(400, 900), LIMIT);
     assert_eq!(
         explain("smol", "gemma", n),
         "gemma waits: switching costs 1.8 s, smol's turns go first, at most 1.4 s more"
@@ -214,6 +214,28 @@ fn the_status_says_why_a_model_waits() {
         pinned: true,
         ..holder(1, 1)
     };
-    assert!(explain("smol", "gemma", next(&pinned, &waiter(1, 1), LIMIT)).contains("pinned"));
+    assert!(explain("smol", "gemma", next(Policy::Weighed, &pinned, &waiter(1, 1), LIMIT)).contains("pinned"));
     assert!(explain("smol", "gemma", Next::Yield(Why::Starved { limit_ms: 30_000 })).contains("30.0 s"));
+}
+
+#[test]
+fn first_come_first_served_yields_to_any_wait_but_a_pin() {
+    let a = Policy::Arrival;
+    assert_eq!(next(a, &holder(10, 60_000), &waiter(0, 60_000), LIMIT), Next::Yield(Why::Arrival));
+    let pinned = Holder {
+        pinned: true,
+        ..holder(10, 10)
+    };
+    assert!(!next(a, &pinned, &waiter(0, 10), LIMIT).yields());
+    // (raw, policy)
+    let rows = [
+        (None, Ok(Policy::Weighed)),
+        (Some(""), Ok(Policy::Weighed)),
+        (Some(" weighed "), Ok(Policy::Weighed)),
+        (Some("arrival"), Ok(Policy::Arrival)),
+    ];
+    for (raw, want) in rows {
+        assert_eq!(Policy::parse(raw), want, "{raw:?}");
+    }
+    assert!(Policy::parse(Some("fifo")).unwrap_err().contains("`weighed` or `arrival`"));
 }

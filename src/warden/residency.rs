@@ -473,7 +473,7 @@ impl Peers for Peerage {
         }
     }
 
-    fn yields_to(&self, holder: &Holder, limit: std::time::Duration) -> Option<(String, Next)> {
+    fn yields_to(&self, holder: &Holder, policy: schedule::Policy, limit: std::time::Duration) -> Option<(String, Next)> {
         let r = self.0.upgrade()?;
         let mut line = r.line.lock().unwrap_or_else(|p| p.into_inner());
         let mut yes: Vec<(u64, Waiter, Next)> = Vec::new();
@@ -483,7 +483,7 @@ impl Peers for Peerage {
             .filter(|p| p.model != holder.model && p.on.contains(&holder.model))
         {
             let w = p.waiter();
-            let n = schedule::next(holder, &w, limit);
+            let n = schedule::next(policy, holder, &w, limit);
             p.why = Some(schedule::explain(&holder.model, &p.model, n));
             p.at_most_ms = match n {
                 Next::Keep { in_ms, .. } => in_ms,
@@ -554,7 +554,7 @@ impl Peers for Peerage {
                 reload_ms: schedule::load_cost_ms(s.loads.last_ms, s.held_bytes.unwrap_or(0)),
                 idle: false,
             };
-            let n = schedule::next(&holder, me, limit);
+            let n = schedule::next(schedule::Policy::Weighed, &holder, me, limit);
             if !n.yields() {
                 let left = std::time::Duration::from_millis(schedule::IDLE_GRACE_MS - idle_ms);
                 return Some((model.clone(), n, left));

@@ -17,7 +17,7 @@ use crate::chart::{self, Series};
 use crate::client;
 use crate::procs::{Direct, WardenProc};
 use crate::report::{self, Headline, Line, Raw, Start};
-use crate::{Args, Setup, brake, cold, concurrency, gguf, kv, lone, memory, residents, rpc, stats, status};
+use crate::{Args, Setup, brake, cold, concurrency, contention, gguf, kv, lone, memory, residents, rpc, stats, status};
 
 /// What every phase shares, and what the phases found so far.
 pub struct Run<'a> {
@@ -264,6 +264,20 @@ impl<'a> Run<'a> {
         );
         let r = lone::run(&self.http, &self.setup, rounds, &mut self.raw).await;
         if let Some(l) = self.keep("lone", r) {
+            self.lines.extend(l);
+        }
+    }
+
+    pub async fn contention(&mut self) {
+        if !self.on("contention") {
+            return;
+        }
+        let rounds = self.args.rounds.min(3);
+        eprintln!(
+            "== contention: two models that cannot both be resident, the scheduler vs first come, first served ({rounds} rounds)"
+        );
+        let r = contention::run(&self.http, &self.setup, rounds, &mut self.raw).await;
+        if let Some(l) = self.keep("contention", r) {
             self.lines.extend(l);
         }
     }

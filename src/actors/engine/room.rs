@@ -41,7 +41,7 @@ use tokio::sync::watch;
 
 use super::core::EngineCore;
 use crate::engines::SpawnPlan;
-use crate::law::schedule::{Holder, Next, Waiter};
+use crate::law::schedule::{Holder, Next, Policy, Waiter};
 use crate::status::EngineStatus;
 use crate::error::ModelLoadError;
 use crate::law::brake::{BrakeDid, Point, Readings, WindowFacts};
@@ -80,7 +80,7 @@ pub trait Peers: Send + Sync + std::fmt::Debug {
     /// Whether `holder`, about to start a turn, yields to a load waiting on
     /// it: the model it yields to and why (the law's decision for every
     /// waiter is kept for the status).
-    fn yields_to(&self, holder: &Holder, limit: Duration) -> Option<(String, Next)>;
+    fn yields_to(&self, holder: &Holder, policy: Policy, limit: Duration) -> Option<(String, Next)>;
     /// `me` yielded to `to`: its next load lets `to`'s go first.
     fn yielded(&self, me: &str, to: &str);
     /// The model `me`'s load lets go first, while that one still waits.
@@ -183,6 +183,7 @@ impl EngineCore {
                     };
                     let names: Vec<String> = evict.iter().map(|h| h.model.clone()).collect();
                     if !new.waited_out
+                        && self.cfg().schedule == Policy::Weighed
                         && let Some((held, why, grace)) = peers.kept_in_grace(&me, &names, self.cfg().starvation_limit)
                     {
                         // Its client is sending back to back: weighed as busy.

@@ -40,7 +40,8 @@ impl EngineCore {
         }
         let holder = self.holder()?;
         let peers = self.outlets.peers.clone()?;
-        let (to, why) = peers.yields_to(&holder, self.cfg().starvation_limit)?;
+        let cfg = self.cfg();
+        let (to, why) = peers.yields_to(&holder, cfg.schedule, cfg.starvation_limit)?;
         if self.yielding.as_ref().is_none_or(|(m, _)| *m != to) {
             let says = schedule::explain(&holder.model, &to, why);
             tracing::info!(model = %holder.model, to = %to, "yielding the memory: {says}");
