@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use crate::law::slots::Parallel;
 pub use crate::law::schedule::Policy as SchedulePolicy;
+pub use crate::law::slots::Parallel;
 pub use file::{FileError, ModelSettings, SettingsFile};
 
 #[path = "config_file.rs"]

@@ -212,7 +212,9 @@ async fn bursty(http: &reqwest::Client, w: &WardenProc, main: &str, other: &str)
         for _ in 0..BURST {
             let (http, to, model) = (http.clone(), w.target(), other.to_string());
             n += 1;
-            bursts.push(tokio::spawn(async move { turn(&http, &to, &model, 1000 + n, SHORT_TOKENS).await }));
+            bursts.push(tokio::spawn(async move {
+                turn(&http, &to, &model, 1000 + n, SHORT_TOKENS).await
+            }));
         }
         tokio::time::sleep(BURST_EVERY).await;
     }
@@ -269,7 +271,9 @@ pub async fn run(http: &reqwest::Client, setup: &Setup, rounds: usize, raw: &mut
             ];
             let w = WardenProc::spawn(&setup.warden_bin, &setup.server, &main_p, true, &envs).await?;
             w.wait_ready(http).await?;
-            let got_round = round(http, &w, &main, &other).await.with_context(|| format!("{}, round {r}", side.tag()));
+            let got_round = round(http, &w, &main, &other)
+                .await
+                .with_context(|| format!("{}, round {r}", side.tag()));
             w.stop().await;
             let x = got_round?;
             eprintln!(
@@ -285,7 +289,13 @@ pub async fn run(http: &reqwest::Client, setup: &Setup, rounds: usize, raw: &mut
                 x.bursty_turns
             );
             let tag = side.tag();
-            raw.push("contention", r, tag, "steady_turns_per_min", Some(x.steady_turns_per_min));
+            raw.push(
+                "contention",
+                r,
+                tag,
+                "steady_turns_per_min",
+                Some(x.steady_turns_per_min),
+            );
             raw.push("contention", r, tag, "steady_loads", Some(x.steady_loads as f64));
             raw.push("contention", r, tag, "lone_ms", Some(x.lone_ms));
             raw.push("contention", r, tag, "bursty_worst_ms", Some(x.bursty_worst_ms));
@@ -298,7 +308,10 @@ pub async fn run(http: &reqwest::Client, setup: &Setup, rounds: usize, raw: &mut
 
 fn lines(main: &str, other: &str, weighed: &[Round], arrival: &[Round]) -> Vec<Line> {
     let of = |v: &[Round], f: fn(&Round) -> f64| v.iter().map(f).collect::<Vec<f64>>();
-    let tpm = (of(weighed, |r| r.steady_turns_per_min), of(arrival, |r| r.steady_turns_per_min));
+    let tpm = (
+        of(weighed, |r| r.steady_turns_per_min),
+        of(arrival, |r| r.steady_turns_per_min),
+    );
     let ratios: Vec<f64> = tpm.0.iter().zip(&tpm.1).map(|(w, a)| w / a).collect();
     let per_turn = |v: &[Round]| of(v, |r| r.steady_loads as f64 / (2 * STEADY_TURNS) as f64);
     let lone = (of(weighed, |r| r.lone_ms), of(arrival, |r| r.lone_ms));
@@ -335,7 +348,9 @@ fn lines(main: &str, other: &str, weighed: &[Round], arrival: &[Round]) -> Vec<L
             Some(stats::max(&lone.0) <= bound),
         ),
         Line::new(
-            &format!("contention bursty: the longest wait of any request, bursts of {BURST} for {other} beside a busy {main} (ms)"),
+            &format!(
+                "contention bursty: the longest wait of any request, bursts of {BURST} for {other} beside a busy {main} (ms)"
+            ),
             format!("first come, first served: {:.0}", stats::median(&worst.1)),
             format!("scheduler: {:.0}", stats::median(&worst.0)),
             format!("{:.0} worst", stats::max(&worst.0)),
@@ -349,7 +364,10 @@ fn lines(main: &str, other: &str, weighed: &[Round], arrival: &[Round]) -> Vec<L
                 "first come, first served: {:.0}",
                 stats::median(&of(arrival, |r| r.bursty_loads as f64))
             ),
-            format!("scheduler: {:.0}", stats::median(&of(weighed, |r| r.bursty_loads as f64))),
+            format!(
+                "scheduler: {:.0}",
+                stats::median(&of(weighed, |r| r.bursty_loads as f64))
+            ),
             "-".into(),
             "-".into(),
             "(info)",

@@ -473,7 +473,12 @@ impl Peers for Peerage {
         }
     }
 
-    fn yields_to(&self, holder: &Holder, policy: schedule::Policy, limit: std::time::Duration) -> Option<(String, Next)> {
+    fn yields_to(
+        &self,
+        holder: &Holder,
+        policy: schedule::Policy,
+        limit: std::time::Duration,
+    ) -> Option<(String, Next)> {
         let r = self.0.upgrade()?;
         let mut line = r.line.lock().unwrap_or_else(|p| p.into_inner());
         let mut yes: Vec<(u64, Waiter, Next)> = Vec::new();
