@@ -190,8 +190,12 @@ pub enum ModelLoadError {
     NoRoom {
         /// The model id.
         id: String,
-        /// What it needs and what each resident holds (`Shortfall`).
+        /// What it needs and what each resident holds (`Shortfall`), and,
+        /// when the request bounded its wait (`Prefer: wait=N`), that.
         detail: String,
+        /// When to ask again, seconds (the scheduler's estimate), for a
+        /// request that bounded its wait: its `Retry-After`.
+        retry_after_s: Option<u64>,
     },
     /// With workers configured, the devices that answer cannot hold the
     /// model even at the window floor.
@@ -358,6 +362,23 @@ pub enum WardenError {
 }
 
 impl WardenError {
+    /// When to ask again, seconds: a load refused because the request
+    /// bounded its wait and another model's turns hold the memory.
+    pub fn retry_after_s(&self) -> Option<u64> {
+        let load = match self {
+            Self::Load(e) => &**e,
+            Self::Generation(g) => match &**g {
+                GenerationError::Load(e) => e,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        match load {
+            ModelLoadError::NoRoom { retry_after_s, .. } => *retry_after_s,
+            _ => None,
+        }
+    }
+
     /// The stable machine code (`model_not_found`, `out_of_memory`, ...).
     pub fn code(&self) -> String {
         match self {

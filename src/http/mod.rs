@@ -26,6 +26,9 @@
 //! (uninvited pages and DNS-rebound hosts refused), `auth` (the optional
 //! key, bearer or Basic); and `stall` (a client that stopped reading).
 //! A body becomes its dialect's typed request through `typed::decode`.
+//! Every generating route honours `Prefer: wait=N` (`prefer`): a turn that
+//! would wait longer for another model's memory is refused with a
+//! `Retry-After`.
 
 pub(crate) mod auth;
 pub(crate) mod body;
@@ -37,6 +40,7 @@ pub(crate) mod errors;
 pub(crate) mod metrics;
 pub(crate) mod models;
 pub(crate) mod origin;
+mod prefer;
 pub(crate) mod reply;
 internal! {
     stall;

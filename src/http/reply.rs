@@ -85,6 +85,7 @@ fn answer(wire: &impl Wire, route: Route, seq: Option<u64>, e: &ApiError) -> Htt
 
 /// Submits a turn and answers with it through `wire`.
 pub async fn respond_in<W: Wire>(warden: &Warden, http: &HttpRequest, req: TurnRequest, mut wire: W) -> HttpResponse {
+    let req = req.wait_at_most(super::prefer::wait(http));
     let (stream, route) = (req.stream, req.route);
     let (mut rx, turn) = match warden.submit_watched(req) {
         Ok(v) => v,
@@ -100,7 +101,15 @@ pub async fn respond_in<W: Wire>(warden: &Warden, http: &HttpRequest, req: TurnR
             return answer(&wire, route, seq, &WardenError::EngineUnavailable.to_api());
         };
         match first {
-            TurnEvent::Error(e) => return answer(&wire, route, seq, &e.to_api()),
+            TurnEvent::Error(e) => {
+                let mut r = answer(&wire, route, seq, &e.to_api());
+                if let Some(s) = e.retry_after_s()
+                    && let Ok(v) = actix_web::http::header::HeaderValue::from_str(&s.to_string())
+                {
+                    r.headers_mut().insert(actix_web::http::header::RETRY_AFTER, v);
+                }
+                return r;
+            }
             TurnEvent::Body { status, body } => {
                 return match wire.whole(body, &notices) {
                     Ok(body) => whole_body(http, status, body, &notices, stall_bound),

@@ -247,6 +247,16 @@ pub fn first_in_line(waiters: &[(u64, &Waiter)]) -> Option<usize> {
 /// after the traffic changes.
 pub const THRASH_WINDOW_MS: u64 = 300_000;
 
+/// The `Retry-After` of a request refused because it would not wait
+/// (`Prefer: wait=N`), seconds: the scheduler's estimate of the wait left
+/// (`at_most_ms`, when a holder has weighed it) plus the load itself,
+/// rounded up; before any estimate, the load and one more of the same (the
+/// holder's reload is about as long). At least 1.
+pub fn retry_after_s(at_most_ms: Option<u64>, load_ms: u64) -> u64 {
+    let ms = at_most_ms.map_or(2 * load_ms, |w| w + load_ms);
+    ms.div_ceil(1000).max(1)
+}
+
 /// Whether switching took more than `THRASH_SHARE` of `over_ms` (the time
 /// spent loading, `loading_ms`, summed over the models).
 pub fn thrashing(loading_ms: u64, over_ms: u64) -> bool {

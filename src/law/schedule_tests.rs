@@ -239,3 +239,20 @@ fn first_come_first_served_yields_to_any_wait_but_a_pin() {
     }
     assert!(Policy::parse(Some("fifo")).unwrap_err().contains("`weighed` or `arrival`"));
 }
+
+#[test]
+fn a_refused_request_is_told_when_to_ask_again() {
+    // (estimate, load, seconds)
+    let rows = [
+        // why: the estimate left and the load, rounded up
+        (Some(12_000), 1_800, 14),
+        // why: no estimate yet: two loads
+        (None, 1_800, 4),
+        // why: never 0 (a client would ask again at once)
+        (Some(0), 0, 1),
+        (None, 0, 1),
+    ];
+    for (at_most, load, want) in rows {
+        assert_eq!(retry_after_s(at_most, load), want, "{at_most:?} {load}");
+    }
+}

@@ -41,6 +41,10 @@ pub struct TurnRequest {
     pub route: Route,
     /// The keep-alive the request asked for (`law::keep_alive`).
     pub keep_alive: Option<KeepAlive>,
+    /// The longest it waits for another model's memory before it is
+    /// refused with a `Retry-After` (`Prefer: wait=N`); `None`: up to the
+    /// load timeout.
+    pub wait_at_most: Option<std::time::Duration>,
 }
 
 impl TurnRequest {
@@ -52,6 +56,12 @@ impl TurnRequest {
             body,
             ..Self::default()
         }
+    }
+
+    /// Waiting at most `wait` for another model's memory.
+    pub fn wait_at_most(mut self, wait: Option<std::time::Duration>) -> Self {
+        self.wait_at_most = wait;
+        self
     }
 
     /// For `model` (`None`: the default).

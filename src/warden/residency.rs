@@ -568,6 +568,12 @@ impl Peers for Peerage {
         None
     }
 
+    fn estimate(&self, me: &str) -> Option<u64> {
+        let r = self.0.upgrade()?;
+        let line = r.line.lock().unwrap_or_else(|p| p.into_inner());
+        line.places.iter().find(|p| p.model == me)?.at_most_ms
+    }
+
     fn changes(&self) -> watch::Receiver<EngineStatus> {
         match self.0.upgrade() {
             Some(r) => r.watch(),

@@ -172,8 +172,6 @@ async fn two_clients_on_two_models_are_collated_not_switched_per_request() {
 async fn a_pinned_model_never_yields() {
     let (models, mut cfg) = two_models();
     cfg.models.entry("smollm2".into()).or_default().pinned = true;
-    // The refusal is the state asserted: a short timeout reaches it sooner.
-    cfg.load_timeout = std::time::Duration::from_secs(5);
     let w = TestWarden::real_cpu(real_llama_server(), models.path())
         .config(cfg)
         .start();
@@ -189,7 +187,10 @@ async fn a_pinned_model_never_yields() {
             }
         })
     };
-    let (rx, _) = w.submit_watched(short("gemma", "lone", 8)).unwrap();
+    // The refusal is the state asserted: a bounded wait reaches it sooner
+    // than the load timeout (which also bounds a load on a busy machine).
+    let bounded = short("gemma", "lone", 8).wait_at_most(Some(std::time::Duration::from_secs(3)));
+    let (rx, _) = w.submit_watched(bounded).unwrap();
     let lone = actix_rt::spawn(collect(rx));
     let mut why = None;
     while !lone.is_finished() {
@@ -208,5 +209,64 @@ async fn a_pinned_model_never_yields() {
     let s = w.status();
     assert_eq!(s.child_pid, pid, "the pinned model's child never left");
     assert_eq!(s.loads.yields, 0);
+    w.shutdown().await;
+}
+
+/// `Prefer: wait=N`: a request that would rather come back than wait is
+/// refused once it waited N seconds for another model's memory, with a
+/// `Retry-After`, streamed or not (the refusal comes before any byte of
+/// an answer); a request without it keeps waiting meanwhile.
+#[actix_rt::test]
+#[ignore = "needs the real llama-server and the models (./build-llama.sh); ./test.sh runs it"]
+async fn a_request_that_would_not_wait_is_told_when_to_come_back() {
+    let (models, mut cfg) = two_models();
+    // Pinned and busy: the other model cannot load while the busy client runs.
+    cfg.models.entry("smollm2".into()).or_default().pinned = true;
+    let w = TestWarden::real_cpu(real_llama_server(), models.path())
+        .config(cfg)
+        .start();
+    let base = serve_http(&w);
+    w.load(Some("smollm2".into()), None).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy = {
+        let (w, stop) = (w.clone(), stop.clone());
+        actix_rt::spawn(async move {
+            while !stop.load(Ordering::Acquire) {
+                let t = collect(w.submit(short("smollm2", "wait-busy", 24)).unwrap()).await;
+                assert!(t.done && t.error.is_none(), "{t:?}");
+            }
+        })
+    };
+    poll_until(
+        "smollm2 generating",
+        std::time::Duration::from_secs(60),
+        || w.status().state == llm_warden::status::EngineState::Generating,
+        || format!("{:?}", w.status().state),
+    )
+    .await;
+    for stream in [false, true] {
+        let r = reqwest::Client::new()
+            .post(format!("{base}/v1/chat/completions"))
+            .header("Prefer", "respond-async, wait=1")
+            .json(&json!({"model": "gemma", "stream": stream, "max_tokens": 4,
+                "messages": [{"role": "user", "content": "Say hi."}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 503, "stream={stream}");
+        let retry: u64 = r
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("stream={stream}: no Retry-After in {:?}", r.headers()));
+        assert!(retry >= 1, "{retry}");
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "model_does_not_fit", "{v}");
+        let msg = v["error"]["message"].as_str().unwrap_or("");
+        assert!(msg.contains("Prefer: wait"), "{msg}");
+    }
+    stop.store(true, Ordering::Release);
+    busy.await.unwrap();
     w.shutdown().await;
 }

@@ -18,11 +18,14 @@ use crate::status::WardenEvent;
 impl EngineCore {
     /// Makes `entry` the loaded model: reuses a live child of it, replaces a
     /// dead one or another model's, or loads it fresh. `events`, when given,
-    /// receives the `loading` notice before a spawn and `loaded` after it.
+    /// receives the `loading` notice before a spawn and `loaded` after it;
+    /// `wait` bounds how long it waits for another model's memory (the
+    /// load timeout bounds it anyway).
     pub(crate) async fn ensure_loaded(
         &mut self,
         entry: &Arc<ModelEntry>,
         events: Option<&mut Outbox>,
+        wait: Option<std::time::Duration>,
     ) -> Result<(), ModelLoadError> {
         // Died while idle: recorded, then loaded again below.
         self.take_dead_child();
@@ -34,11 +37,16 @@ impl EngineCore {
             self.retire(super::retire::Retire::Switch).await;
         }
         self.usage.switching_to(&entry.id);
-        self.load(entry.clone(), events).await
+        self.load(entry.clone(), events, wait).await
     }
 
     /// Loads `entry` with no child running.
-    async fn load(&mut self, entry: Arc<ModelEntry>, events: Option<&mut Outbox>) -> Result<(), ModelLoadError> {
+    async fn load(
+        &mut self,
+        entry: Arc<ModelEntry>,
+        events: Option<&mut Outbox>,
+        wait: Option<std::time::Duration>,
+    ) -> Result<(), ModelLoadError> {
         if !self.backend.accepts(entry.format) {
             let e = ModelLoadError::WrongFormat {
                 id: entry.id.clone(),
@@ -63,7 +71,7 @@ impl EngineCore {
         // turn's end), then a window sized beside what stays (`room`); the
         // plan alone stands when nothing stays (one reading of the machine).
         let alone = self.backend.plan(&self.cfg(), entry.clone(), facts.clone(), seed.cap, 0);
-        let plan = match self.make_room(&alone).await {
+        let plan = match self.make_room(&alone, wait).await {
             Ok(0) => alone,
             Ok(beside) => self.backend.plan(&self.cfg(), entry.clone(), facts, seed.cap, beside),
             Err(e) => return Err(self.load_failed(&entry.id, e)),

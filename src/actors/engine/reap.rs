@@ -47,7 +47,7 @@ impl EngineCore {
             return Err(super::turn::shutting_down());
         }
         let entry = self.resolve(id)?;
-        self.ensure_loaded(&entry, None).await?;
+        self.ensure_loaded(&entry, None, None).await?;
         if let Some(k) = keep_alive {
             self.usage.hold(&entry.id, k);
         }

@@ -90,6 +90,9 @@ pub trait Peers: Send + Sync + std::fmt::Debug {
     /// scheduler, weighing it as busy, keeps: its model, the law's
     /// decision, and how long until its grace is over.
     fn kept_in_grace(&self, me: &Waiter, evict: &[String], limit: Duration) -> Option<(String, Next, Duration)>;
+    /// The scheduler's last estimate of how long `me`'s load still waits,
+    /// ms (`None`: none yet).
+    fn estimate(&self, me: &str) -> Option<u64>;
     /// Changes whenever any engine publishes: what a waiting load awaits.
     fn changes(&self) -> watch::Receiver<EngineStatus>;
     /// A load of `me` took `ms`: the time every model spent loading over
@@ -127,7 +130,7 @@ impl EngineCore {
     /// (see the module docs). Returns what the residents that stay hold,
     /// bytes, which the plan sizes beside; 0 without peers (one engine for
     /// every model: MLX, RPC workers).
-    pub(crate) async fn make_room(&mut self, alone: &SpawnPlan) -> Result<u64, ModelLoadError> {
+    pub(crate) async fn make_room(&mut self, alone: &SpawnPlan, wait: Option<Duration>) -> Result<u64, ModelLoadError> {
         let Some(peers) = self.outlets.peers.clone() else {
             return Ok(0);
         };
@@ -145,13 +148,23 @@ impl EngineCore {
                 waited_out: false,
             };
             let ram = alone.ram.map_or(0, |r| r.bytes);
-            return self.admit_loop(&*peers, unsized_need, Memory::Ram(ram)).await;
+            return self.admit_loop(&*peers, unsized_need, Memory::Ram(ram), wait).await;
         };
-        self.admit_loop(&*peers, new, memory).await
+        self.admit_loop(&*peers, new, memory, wait).await
     }
 
-    async fn admit_loop(&mut self, peers: &dyn Peers, mut new: Newcomer, memory: Memory) -> Result<u64, ModelLoadError> {
-        let deadline = Instant::now() + self.cfg().load_timeout;
+    async fn admit_loop(
+        &mut self,
+        peers: &dyn Peers,
+        mut new: Newcomer,
+        memory: Memory,
+        wait: Option<Duration>,
+    ) -> Result<u64, ModelLoadError> {
+        let timeout = self.cfg().load_timeout;
+        // A request that bounded its wait (`Prefer: wait=N`) is refused
+        // sooner, told when to ask again.
+        let bounded = wait.filter(|w| *w < timeout);
+        let deadline = Instant::now() + bounded.unwrap_or(timeout);
         let mut said = false;
         // Subscribed before the first decision: a change after it is seen.
         let mut changes = peers.changes();
@@ -230,10 +243,21 @@ impl EngineCore {
                     next_change(&mut changes, deadline).await;
                 }
                 Admission::Refuse(short) => {
-                    tracing::warn!(model = %new.model, "refused: {short}");
+                    let Some(w) = bounded else {
+                        tracing::warn!(model = %new.model, "refused: {short}");
+                        return Err(ModelLoadError::NoRoom {
+                            id: new.model.clone(),
+                            detail: short.to_string(),
+                            retry_after_s: None,
+                        });
+                    };
+                    let at_most = peers.estimate(&new.model);
+                    let retry = crate::law::schedule::retry_after_s(at_most, load_ms);
+                    tracing::info!(model = %new.model, retry_after_s = retry, "refused after the {} s the request would wait: {short}", w.as_secs());
                     return Err(ModelLoadError::NoRoom {
                         id: new.model.clone(),
-                        detail: short.to_string(),
+                        detail: format!("{short}; the request would wait at most {} s (Prefer: wait)", w.as_secs()),
+                        retry_after_s: Some(retry),
                     });
                 }
             }

@@ -255,7 +255,7 @@ impl EngineCore {
                 return Admission::Wait(w);
             }
         }
-        if let Err(e) = self.load_for_turn(&w.entry, &mut w.out).await {
+        if let Err(e) = self.load_for_turn(&w.entry, &mut w.out, w.request.wait_at_most).await {
             self.refuse(w, super::turn_end::failed(e)).await;
             return Admission::Ended;
         }
@@ -434,8 +434,13 @@ impl EngineCore {
 
     /// The turn's model, loaded (its `loading` and `loaded` notices to the
     /// turn).
-    async fn load_for_turn(&mut self, entry: &Arc<ModelEntry>, out: &mut Outbox) -> Result<(), WardenError> {
-        self.ensure_loaded(entry, Some(out)).await?;
+    async fn load_for_turn(
+        &mut self,
+        entry: &Arc<ModelEntry>,
+        out: &mut Outbox,
+        wait: Option<std::time::Duration>,
+    ) -> Result<(), WardenError> {
+        self.ensure_loaded(entry, Some(out), wait).await?;
         #[cfg(feature = "testing")]
         if std::mem::take(&mut self.panic_next_turn) {
             panic!("a test asked this turn to panic");
