@@ -11,14 +11,16 @@ use actix_web::middleware::Condition;
 
 /// Request headers a browser client sends: the key (as a bearer, or as
 /// Anthropic's `x-api-key`), a JSON body, the warden's own turn headers
-/// (`http::chat`), and what the official SDKs add in a browser: Anthropic's
+/// (`http::chat`), `Prefer` (`wait=N`, `http::prefer`), and what the
+/// official SDKs add in a browser: Anthropic's
 /// version and beta headers and its browser opt-in, and the `x-stainless-*`
 /// telemetry both Anthropic's and OpenAI's JavaScript SDKs send. A browser
 /// refuses a preflight that leaves one of them out, so an SDK in a page
 /// could not reach the warden at all; the origin list stays the boundary.
-pub const ALLOWED_HEADERS: [&str; 18] = [
+pub const ALLOWED_HEADERS: [&str; 19] = [
     "authorization",
     "content-type",
+    "prefer",
     "x-warden-conversation",
     "x-warden-turn",
     "x-warden-keep-alive",
@@ -37,8 +39,9 @@ pub const ALLOWED_HEADERS: [&str; 18] = [
     "x-stainless-helper-method",
 ];
 /// Response headers a page may read beyond the CORS-safelisted ones: the
-/// notices of a non-streamed turn (`http::chat`).
-pub const EXPOSED_HEADERS: [&str; 1] = ["x-warden-notices"];
+/// notices of a non-streamed turn (`http::chat`), and when a request that
+/// would not wait may ask again (`http::prefer`).
+pub const EXPOSED_HEADERS: [&str; 2] = ["x-warden-notices", "retry-after"];
 /// How long a browser may cache a preflight answer: one preflight per hour
 /// and origin instead of one before every chat request.
 pub const PREFLIGHT_MAX_AGE_S: usize = 3600;
@@ -152,10 +155,10 @@ mod tests {
                 .to_request(),
         )
         .await;
-        assert_eq!(
-            got(&r, header::ACCESS_CONTROL_EXPOSE_HEADERS).as_deref(),
-            Some("x-warden-notices")
-        );
+        let exposed = got(&r, header::ACCESS_CONTROL_EXPOSE_HEADERS).unwrap_or_default();
+        let mut exposed: Vec<&str> = exposed.split(',').map(str::trim).collect();
+        exposed.sort_unstable();
+        assert_eq!(exposed, ["retry-after", "x-warden-notices"]);
     }
 
     /// Another origin's preflight and request get no CORS header and never
