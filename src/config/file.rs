@@ -837,9 +837,9 @@ idle_timeout_s = 30
 
     #[test]
     fn every_key_is_a_variable_the_config_reads() {
-        let read = include_str!("config_read.rs");
+        let read = include_str!("read.rs");
         for v in VARIABLES {
-            assert!(read.contains(&format!("\"{v}\"")), "{v} is not read by config_read.rs");
+            assert!(read.contains(&format!("\"{v}\"")), "{v} is not read by config/read.rs");
         }
     }
 }

@@ -62,7 +62,7 @@ fn a_live_carry_seeds_its_episode_whole() {
         episode: Some(episode),
         at_ms: Some(10 * S),
     };
-    // why: brake_away_tests.rs runs the brake on from exactly this state
+    // why: away_tests.rs runs the brake on from exactly this state
     assert_eq!(
         seed(Some(&carry), None, 11 * S),
         BrakeState {

@@ -1,7 +1,7 @@
 //! Table tests of the memory brake's law (`law::brake`) while the user is
 //! away and across children: lasting critical, a pinned window, a seeded
 //! child, growth, a failed respawn. The helpers (`run`, `st`, `facts`) are
-//! `brake_tests.rs`'s.
+//! `tests.rs`'s.
 
 use super::*;
 
@@ -99,7 +99,7 @@ fn a_pinned_window_is_never_resized_but_still_unloads() {
 
 #[test]
 fn a_seeded_child_takes_no_extra_shrink_and_no_second_unload() {
-    // why: what `seed` makes of a live carry (brake_clock_tests.rs checks
+    // why: what `seed` makes of a live carry (clock_tests.rs checks
     // that it does)
     let seeded = BrakeState {
         episode: Some(Episode {

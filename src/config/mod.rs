@@ -12,9 +12,7 @@ pub use crate::law::schedule::Policy as SchedulePolicy;
 pub use crate::law::slots::Parallel;
 pub use file::{FileError, ModelSettings, SettingsFile};
 
-#[path = "config_file.rs"]
 pub mod file;
-#[path = "config_live.rs"]
 pub mod live;
 /// Which engine the user asked for (the law's own type: `law::types`).
 pub use crate::law::types::EnginePreference;
@@ -491,7 +489,6 @@ fn default_artifact_roots() -> Vec<PathBuf> {
     roots
 }
 
-#[path = "config_read.rs"]
 mod read;
 
 /// `item` as a browser sends it in `Origin` (`scheme://host[:port]`,
@@ -512,5 +509,4 @@ pub fn normalise_origin(item: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;

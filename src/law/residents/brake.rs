@@ -115,5 +115,5 @@ pub fn brake_over(sample: &Sample, residents: &[Resident]) -> ResidentsBrake {
 }
 
 #[cfg(test)]
-#[path = "residents_brake_tests.rs"]
+#[path = "brake_tests.rs"]
 mod tests;

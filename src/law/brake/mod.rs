@@ -1,10 +1,10 @@
 //! The memory brake's law: `llama_step`, a pure function from (point,
 //! readings, state, window facts) to an action and the next state, and the
 //! small helpers the engine calls around it (the idle pacing, growth; what a
-//! respawn or an unload carries to the next child is in `brake_carry.rs`,
+//! respawn or an unload carries to the next child is in `carry.rs`,
 //! re-exported here). The engine gathers readings and carries out the action;
-//! every rule lives here and is table-tested in `brake_tests.rs` (turn
-//! boundaries) and `brake_away_tests.rs` (away, pins, seeds, growth).
+//! every rule lives here and is table-tested in `tests.rs` (turn
+//! boundaries) and `away_tests.rs` (away, pins, seeds, growth).
 //!
 //! llama-server cannot give memory back while it runs: nothing frees without
 //! a restart with a smaller `-c`, and a smaller `-c` always frees. So the
@@ -66,7 +66,6 @@ pub use super::names::BrakeDid;
 
 use super::caps::{self, WINDOW_FLOOR_TOKENS};
 
-#[path = "brake_carry.rs"]
 mod carry;
 pub use carry::{
     BRAKE_RELOAD_TTL, BrakeNotice, BrakeReload, BrakeState, Episode, Remembered, WINDOW_MEMORY_TTL,
@@ -396,9 +395,7 @@ pub fn idle_sample_due(
 }
 
 #[cfg(test)]
-#[path = "brake_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "brake_clock_tests.rs"]
 mod clock_tests;

@@ -1,11 +1,11 @@
 //! Several models resident at once: whether a new model loads beside the
 //! residents (`admit`), which idle residents make room for it, and which
 //! resident answers a memory pressure sample (`brake_over`, in
-//! `residents_brake.rs`, re-exported here, like what an eviction or a
-//! refusal names, in `residents_held.rs`). The residency actor gathers one
+//! `brake.rs`, re-exported here, like what an eviction or a
+//! refusal names, in `held.rs`). The residency actor gathers one
 //! `Resident` per loaded model, calls these, and sends each engine the
-//! decision that concerns it. Tables in `residents_tests.rs` and
-//! `residents_brake_tests.rs`.
+//! decision that concerns it. Tables in `tests.rs` and
+//! `brake_tests.rs`.
 //!
 //! # Admission
 //!
@@ -53,12 +53,10 @@ use super::brake::{BrakeState, WindowFacts};
 use super::caps::WINDOW_FLOOR_TOKENS;
 use super::window::{self, ModelShape, Vram};
 
-#[path = "residents_brake.rs"]
-mod residents_brake;
-pub use residents_brake::{ResidentsBrake, Sample, brake_over, presses};
-#[path = "residents_held.rs"]
-mod residents_held;
-pub use residents_held::{DOES_NOT_FIT_CODE, Held, Shortfall};
+mod brake;
+pub use brake::{ResidentsBrake, Sample, brake_over, presses};
+mod held;
+pub use held::{DOES_NOT_FIT_CODE, Held, Shortfall};
 
 /// No count cap unless `WARDEN_MAX_RESIDENT` sets one: memory decides (see
 /// the module docs).
@@ -280,5 +278,4 @@ pub fn max_resident(raw: Option<&str>) -> Result<Option<usize>, String> {
 }
 
 #[cfg(test)]
-#[path = "residents_tests.rs"]
 mod tests;

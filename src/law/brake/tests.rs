@@ -1,7 +1,7 @@
 //! Table tests of the memory brake's law (`law::brake`) at turn boundaries:
 //! episodes, shrinks, the deferred shrink, pressure not ours. The rows while
 //! the user is away (lasting critical, pins, seeds, growth, a failed respawn)
-//! are in `brake_away_tests.rs`, over the same helpers. Most rows are whole
+//! are in `away_tests.rs`, over the same helpers. Most rows are whole
 //! sequences: each step is a sample, the state threads through, and a
 //! respawn action is carried out (successfully, unless the row says not) the
 //! way the engine does, so the rows read like what a user would live.
@@ -284,5 +284,5 @@ fn pressure_that_is_not_ours_says_external_and_shrinks_nothing() {
     assert_eq!(s.notice, None);
 }
 
-#[path = "brake_away_tests.rs"]
+#[path = "away_tests.rs"]
 mod away;
