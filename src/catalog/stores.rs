@@ -363,7 +363,7 @@ pub fn unusable_reason(e: &ModelEntry) -> Option<String> {
     }
     let reason = match crate::gguf::read_model_facts(&e.path) {
         Ok(_) => None,
-        Err(err) if crate::law::header::is_fatal(err.code()) => Some(format!("{} ({err})", err.code())),
+        Err(err) if crate::law::header::is_fatal(&err) => Some(format!("{} ({err})", err.code())),
         Err(_) => None,
     };
     KEPT.lock()

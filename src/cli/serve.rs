@@ -103,7 +103,7 @@ fn broken_default(e: &crate::catalog::ModelEntry) -> Option<String> {
         return None;
     }
     match crate::gguf::read_model_facts(&e.path) {
-        Err(err) if crate::law::header::is_fatal(err.code()) => Some(format!(
+        Err(err) if crate::law::header::is_fatal(&err) => Some(format!(
             "the default model '{}' cannot load: {err} ({})",
             e.id,
             err.code()

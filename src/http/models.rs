@@ -99,7 +99,7 @@ pub fn model_json(
         match read {
             Ok(f) => facts = Some(Arc::new(f)),
             // A load refuses this file: there is no plan to show.
-            Err(err) if header::is_fatal(err.code()) => return v,
+            Err(err) if header::is_fatal(&err) => return v,
             Err(_) => {}
         }
     }

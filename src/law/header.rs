@@ -7,38 +7,54 @@
 //! means the warden cannot size the model: one WARNING, no `-c`, and
 //! llama-server decides.
 
-/// Whether the header error with `code` fails the load.
-pub fn is_fatal(code: &str) -> bool {
-    matches!(
-        code,
-        "model_missing"
-            | "model_unreadable"
-            | "model_empty"
-            | "not_gguf"
-            | "gguf_truncated"
-            | "model_truncated"
-            | "split_part_missing"
-    )
+use crate::gguf::GgufError;
+
+/// Whether the header error `e` fails the load. Every kind is named, so a
+/// new one must be classified here before the crate builds.
+pub fn is_fatal(e: &GgufError) -> bool {
+    match e {
+        GgufError::Missing { .. }
+        | GgufError::Unreadable { .. }
+        | GgufError::Empty { .. }
+        | GgufError::NotGguf { .. }
+        | GgufError::Truncated { .. }
+        | GgufError::ModelTruncated { .. }
+        | GgufError::SplitPartMissing { .. } => true,
+        GgufError::VersionUnsupported { .. } | GgufError::Invalid { .. } => false,
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     #[test]
     fn fatal_rows() {
+        let path = PathBuf::from("m.gguf");
         let rows = [
             // why: the file itself is unusable
-            ("model_missing", true),
-            ("not_gguf", true),
-            ("gguf_truncated", true),
-            ("split_part_missing", true),
+            (GgufError::Missing { path: path.clone() }, true),
+            (
+                GgufError::NotGguf {
+                    path: path.clone(),
+                    reason: "PK".into(),
+                },
+                true,
+            ),
+            (GgufError::Empty { path: path.clone() }, true),
             // why: the reader cannot size it; llama-server may still run it
-            ("gguf_invalid", false),
-            ("gguf_version_unsupported", false),
+            (
+                GgufError::Invalid {
+                    path: path.clone(),
+                    reason: "odd key".into(),
+                },
+                false,
+            ),
         ];
-        for (i, (code, want)) in rows.into_iter().enumerate() {
-            assert_eq!(is_fatal(code), want, "row {i}: {code}");
+        for (i, (e, want)) in rows.into_iter().enumerate() {
+            assert_eq!(is_fatal(&e), want, "row {i}: {}", e.code());
         }
     }
 }

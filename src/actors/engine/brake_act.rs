@@ -226,7 +226,7 @@ impl EngineCore {
         };
         match (action, acted) {
             (MlxAction::ArmUnload, _) => log("arm-unload", window, excess(readings.footprint_bytes)),
-            (MlxAction::Unload, _) => self.mlx_unload(point, r.level.as_str(), window).await,
+            (MlxAction::Unload, _) => self.mlx_unload(point, r.level, window).await,
             (_, Some(Acted::Released { barrier, after })) => {
                 self.said_reset("memory", barrier);
                 match after {
@@ -277,13 +277,14 @@ impl EngineCore {
     }
 
     /// The MLX emergency unload (the CPU engine's carry and records).
-    async fn mlx_unload(&mut self, point: Point, level: &str, window: u32) {
+    async fn mlx_unload(&mut self, point: Point, level: brake::Level, window: u32) {
         if !self.brake_unload_child().await {
             return;
         }
         tracing::warn!(
-            "[MLX_Engine] Memory brake: point={}, level={level}, action=unload, window={window}->0; lasting critical memory pressure while idle: the model reloads at the next message",
-            point.as_str()
+            "[MLX_Engine] Memory brake: point={}, level={}, action=unload, window={window}->0; lasting critical memory pressure while idle: the model reloads at the next message",
+            point.as_str(),
+            level.as_str()
         );
     }
 }

@@ -159,7 +159,7 @@ impl EngineCore {
             .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
         match read {
             Ok(f) => Ok(Some(Arc::new(f))),
-            Err(e) if crate::law::header::is_fatal(e.code()) => Err(ModelLoadError::Invalid(e)),
+            Err(e) if crate::law::header::is_fatal(&e) => Err(ModelLoadError::Invalid(e)),
             Err(e) => {
                 tracing::warn!(model = %entry.id, "GGUF header unreadable ({e}); starting without -c");
                 Ok(None)
