@@ -102,6 +102,7 @@ impl Slot {
             last_used_ms: s.last_used.unwrap_or(0),
             in_flight: matches!(s.state, EngineState::Generating | EngineState::Loading) || reserved > 0,
             pinned: s.pinned,
+            reload_ms: schedule::load_cost_ms(s.loads.last_ms, s.held_bytes.unwrap_or(0)),
             queued: self.queue.depth() as u32,
             window: WindowFacts {
                 allocated: s.context_tokens.unwrap_or(0),

@@ -297,6 +297,10 @@ impl EngineCore {
                 .map_or(0, |u| super::publish::unix_millis(u.wall).unwrap_or(0)),
             in_flight: self.intake.running() > 0,
             pinned: self.cfg().pinned(c.model_id()),
+            reload_ms: crate::law::schedule::load_cost_ms(
+                self.usage.loads().last_ms,
+                c.plan.shape.map_or(0, |s| s.weights_bytes),
+            ),
             queued: 0,
             window: *facts,
             brake: self.brake.state(),
@@ -317,10 +321,15 @@ impl EngineCore {
             return false;
         }
         all.push(me.clone());
+        // The residents' last uses are Unix milliseconds; the ranking of
+        // their rebuild costs does not depend on now (`rebuild_cost`), so
+        // every engine reaches the same choice at the same sample.
+        let now_ms = super::publish::unix_millis(std::time::SystemTime::now()).unwrap_or(0);
         let sample = Sample {
             model: &me.model,
             point,
             readings: *readings,
+            now_ms,
         };
         let ResidentsBrake::Evict { model, frees_bytes } = brake_over(&sample, &all) else {
             return false;
@@ -331,13 +340,16 @@ impl EngineCore {
             // sample, and this one takes no step of its own at this one.
             return true;
         }
+        let chosen = all.iter().find(|r| r.model == model);
+        let (reload_ms, idle_s) = chosen.map_or((0, 0), |r| (r.reload_ms, now_ms.saturating_sub(r.last_used_ms) / 1000));
         tracing::info!(
-            "[{}] Memory brake: point={}, level={}, action={}, model={model}, frees_mib={} (an idle resident before the window in use)",
+            "[{}] Memory brake: point={}, level={}, action={}, model={model}, frees_mib={} (an idle resident before the window in use: the cheapest to rebuild for what it frees, reloading in {:.1} s, idle {idle_s} s)",
             self.backend.kind().tag(),
             point.as_str(),
             readings.level.as_str(),
             BrakeDid::Evict,
-            frees_bytes >> 20
+            frees_bytes >> 20,
+            reload_ms as f64 / 1000.0
         );
         self.emit(WardenEvent::Brake {
             point: point.as_str(),

@@ -31,8 +31,33 @@
 //!   from eviction too: they would reload it at once.
 //! - **One action per sample**, as today. The sensor gives a level, not a
 //!   byte count, so the law cannot know whether one eviction is enough: it
-//!   takes the step that costs the user least and the next sample takes the
-//!   next. Recency, not size, picks the idle resident, as in admission.
+//!   takes the step that costs the user least for what it frees, and the
+//!   next sample takes the next.
+//! - **The cheapest idle resident to rebuild goes first** (`rebuild_cost`):
+//!   its reload (its own last load), weighed by how likely it is asked for
+//!   again (halving every `MODEL_RETURN_HALF_LIFE_MS` idle), per MiB its
+//!   eviction frees. Recency still dominates (a model idle for ten minutes
+//!   is a sixteenth as likely back as one idle for two and a half), but of
+//!   two idle alike a large one that reloads fast goes before a small one
+//!   that reloads slowly.
+//!
+//! ## The ladder, and why these rungs
+//!
+//! Cheapest to rebuild first, each rung one action per sample and undone
+//! when the pressure is gone: (1) an idle resident evicted (rebuilt by a
+//! load and a KV restore at its next request); (2) the busy model's window
+//! shrunk (a respawn with its conversations saved and restored; it grows
+//! back at the next calm safe point, `brake::llama_step`); (3) the busy
+//! model unloaded (a load at its next message). Two rungs the issue named
+//! are not on it because they free no memory in llama.cpp b10883: moving
+//! idle conversations' cells to the KV store, and giving up slots. The
+//! child allocates its whole KV pool at load and clears it, touching every
+//! page (`llama_kv_cache`: `ggml_backend_buffer_clear`): measured here,
+//! SmolLM2 with 4 slots holds 175 MB right after load at `-c 2048` and
+//! 498 MB at `-c 16384`, nothing generated (+322 MB = 14,336 cells x
+//! 23,040 B). Erasing cells or slots returns none of it; only a respawn at
+//! a smaller window (rung 2) does. (Moving idle cells still speeds the
+//! turns beside them: that is `law::compact`, not the brake.)
 
 use super::Resident;
 use crate::law::brake::{Action, BrakeState, Level, Point, Readings, llama_step};
@@ -45,6 +70,23 @@ pub struct Sample<'a> {
     pub model: &'a str,
     pub point: Point,
     pub readings: Readings,
+    /// Now, on the clock of the residents' `last_used_ms`.
+    pub now_ms: u64,
+}
+
+/// How long an idle model's chance of being asked for again takes to
+/// halve, ms: the default idle unload (`WARDEN_IDLE_TIMEOUT_S`, 300 s)
+/// reaps a model idle that long anyway, so at that age it counts as half
+/// likely back.
+pub const MODEL_RETURN_HALF_LIFE_MS: f64 = 300_000.0;
+
+/// What evicting `r` costs to rebuild per MiB it frees, ms: its reload,
+/// weighed by how likely it is asked for again.
+pub fn rebuild_cost(r: &Resident, now_ms: u64) -> f64 {
+    let idle = now_ms.saturating_sub(r.last_used_ms) as f64;
+    let p_back = 0.5f64.powf(idle / MODEL_RETURN_HALF_LIFE_MS);
+    let mib = (r.footprint_bytes as f64 / (1u64 << 20) as f64).max(1.0);
+    p_back * r.reload_ms.max(1) as f64 / mib
 }
 
 /// What `brake_over` decides.
@@ -87,11 +129,15 @@ pub fn brake_over(sample: &Sample, residents: &[Resident]) -> ResidentsBrake {
     }
     if residents.len() >= 2 && presses(sample.point, &sample.readings) {
         let in_use = |r: &Resident| sample.point != Point::Idle && r.model == me.model;
-        let lru = residents
+        let cheapest = residents
             .iter()
             .filter(|r| r.idle() && !in_use(r))
-            .min_by_key(|r| r.last_used_ms);
-        if let Some(r) = lru {
+            .min_by(|a, b| {
+                rebuild_cost(a, sample.now_ms)
+                    .total_cmp(&rebuild_cost(b, sample.now_ms))
+                    .then(a.last_used_ms.cmp(&b.last_used_ms))
+            });
+        if let Some(r) = cheapest {
             return ResidentsBrake::Evict {
                 model: r.model.clone(),
                 frees_bytes: r.footprint_bytes,

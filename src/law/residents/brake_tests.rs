@@ -1,6 +1,6 @@
 //! Table tests of the brake over all residents (`brake_over`): an idle
-//! resident is evicted before the one in use shrinks, least recently used
-//! first; a turn in flight is never touched; with one resident the decision
+//! resident is evicted before the one in use shrinks, the cheapest to
+//! rebuild per MiB it frees first; a turn in flight is never touched; with one resident the decision
 //! is today's `llama_step`, the unload of the last one included.
 
 use super::super::tests::{Turn, resident, residents};
@@ -86,6 +86,7 @@ fn an_idle_resident_is_evicted_before_the_one_in_use_shrinks() {
             model,
             point,
             readings: readings(level, paging),
+            now_ms: super::super::tests::NOW_MS,
         };
         let got = brake_over(&sample, &residents(&rs));
         assert_eq!(said(&got), want, "row {i}: {got:?}");
@@ -100,6 +101,7 @@ fn each_decision_says_what_it_frees() {
         model,
         point,
         readings: readings(Critical, None),
+        now_ms: super::super::tests::NOW_MS,
     };
     let rs = residents(&[("a", 700, 300, IDLE), ("b", 300, 10, IDLE)]);
     let got = brake_over(&critical("b", TurnEnd), &rs);
@@ -110,16 +112,33 @@ fn each_decision_says_what_it_frees() {
             frees_bytes: 700 * MIB
         }
     );
-    // why: recency, not size, picks the idle resident: the small one used longest ago goes
-    let rs = residents(&[("e5", 100, 300, IDLE), ("c", 900, 60, IDLE), ("b", 300, 10, IDLE)]);
-    let got = brake_over(&critical("b", TurnEnd), &rs);
-    assert_eq!(
-        got,
-        ResidentsBrake::Evict {
-            model: "e5".into(),
-            frees_bytes: 100 * MIB
-        }
-    );
+    // The cheapest to rebuild per MiB it frees goes first: (resident,
+    // MiB, seconds idle, reload ms), the one evicted.
+    type Row = ([(&'static str, u64, u64, u64); 2], &'static str);
+    let rows: [Row; 4] = [
+        // why: reloads in proportion to their size (1.5 ms a MiB): the one used longer ago goes, small as it is
+        ([("e5", 100, 300, 150), ("c", 900, 60, 1_350)], "e5"),
+        // why: used alike, a large one that reloads fast frees more for less
+        ([("e5", 100, 60, 300), ("c", 900, 60, 900)], "c"),
+        // why: used alike and alike per MiB: the one used longer ago (ties by recency)
+        ([("e5", 100, 60, 100), ("c", 900, 120, 900)], "c"),
+        // why: ten minutes idle (a quarter as likely back) outweighs a reload three times slower per MiB
+        ([("e5", 100, 30, 150), ("c", 900, 600, 4_000)], "c"),
+    ];
+    for (i, (two, want)) in rows.into_iter().enumerate() {
+        let mut rs = residents(&[
+            (two[0].0, two[0].1, two[0].2, IDLE),
+            (two[1].0, two[1].1, two[1].2, IDLE),
+            ("b", 300, 10, IDLE),
+        ]);
+        rs[0].reload_ms = two[0].3;
+        rs[1].reload_ms = two[1].3;
+        let got = brake_over(&critical("b", TurnEnd), &rs);
+        let ResidentsBrake::Evict { model, .. } = &got else {
+            panic!("row {i}: {got:?}")
+        };
+        assert_eq!(model, want, "row {i}");
+    }
     let rs = residents(&[("a", 700, 300, InFlight), ("b", 300, 10, IDLE)]);
     let ResidentsBrake::Own { frees_bytes, .. } = brake_over(&critical("b", TurnEnd), &rs) else {
         panic!("own")
@@ -147,6 +166,7 @@ fn lasting_critical_evicts_then_brakes_the_last_one_as_today() {
             model: "b",
             point: Idle,
             readings: readings(Critical, None),
+            now_ms: super::super::tests::NOW_MS,
         };
         let d = brake_over(&sample, &rs);
         got.push(said(&d));
@@ -217,6 +237,7 @@ fn a_single_resident_is_braked_exactly_as_today() {
                                 model: "m",
                                 point,
                                 readings: rd,
+                                now_ms: super::super::tests::NOW_MS,
                             },
                             std::slice::from_ref(&r),
                         );

@@ -85,6 +85,9 @@ pub struct Resident {
     pub queued: u32,
     /// Pinned by its settings: never evicted (still counted).
     pub pinned: bool,
+    /// What loading it again costs, ms (its last load; `law::schedule::load_cost_ms`):
+    /// what an eviction costs to rebuild.
+    pub reload_ms: u64,
     /// Its live window as its own brake sees it (`uncapped`, growth's
     /// bound, sized beside the other residents).
     pub window: WindowFacts,

@@ -39,6 +39,7 @@ pub(super) fn resident(now_ms: u64, (model, mib, ago, turn): Row) -> Resident {
         in_flight: matches!(turn, InFlight),
         queued: if matches!(turn, Queued) { 1 } else { 0 },
         pinned: false,
+        reload_ms: 500,
         window: WindowFacts {
             allocated: 8192,
             kv_per_token: 23_040,
