@@ -120,7 +120,7 @@ function renderResidents() {
     body.appendChild(tr);
   }
   $("residents-empty").style.display = list.length ? "none" : "";
-  renderWaiting(s.waiting_models || []);
+  renderWaiting(s.waiting_models || [], s.switching);
 }
 
 // A model's loads: how many, the last one's length (what a switch to it
@@ -134,9 +134,15 @@ function loadsNote(l) {
 
 // Models whose load waits for another model's turns, in the line's order,
 // each with the scheduler's own sentence (why, and for how long at most).
-function renderWaiting(list) {
+function renderWaiting(list, sw) {
   const ul = $("waiting");
   while (ul.firstChild) ul.removeChild(ul.firstChild);
+  if (sw && sw.loads) {
+    const li = document.createElement("li");
+    li.textContent = `Switching: ${sw.loads} loads in the last ${Math.round(sw.window_ms / 60000)} min, ${secs(sw.loading_ms)} loading (${Math.round(sw.loading_share * 100)}% of the time)` +
+      (sw.thrashing ? ": thrashing, the models asked for do not fit together" : "");
+    ul.appendChild(li);
+  }
   for (const w of list) {
     const li = document.createElement("li");
     li.dataset.model = w.model;

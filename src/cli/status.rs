@@ -109,6 +109,23 @@ pub fn summary(v: &Value, now_ms: u64) -> String {
             "queue: {depth} turns waiting or running (at most {max}), {waiting} waiting for room"
         ));
     }
+    if let Some(sw) = v
+        .get("switching")
+        .filter(|s| s.get("loads").and_then(Value::as_u64).unwrap_or(0) > 0)
+    {
+        let f = |k: &str| sw.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+        let mut line = format!(
+            "switching: {} loads in the last {:.0} min, {:.1} s loading ({:.0}% of the time)",
+            f("loads"),
+            f("window_ms") / 60_000.0,
+            f("loading_ms") / 1000.0,
+            f("loading_share") * 100.0
+        );
+        if sw.get("thrashing") == Some(&Value::Bool(true)) {
+            line.push_str(": thrashing, the models asked for do not fit together");
+        }
+        out.push(line);
+    }
     for w in v.get("waiting_models").and_then(Value::as_array).into_iter().flatten() {
         let why = w.get("why").and_then(Value::as_str).unwrap_or("waits");
         let waited = w.get("waited_ms").and_then(Value::as_u64).unwrap_or(0);
@@ -253,6 +270,7 @@ mod tests {
             "memory_budget_bytes": 18_253_611_008u64, "memory_total_bytes": 24_338_148_352u64,
             "brake": {"enabled": true, "level": "warning", "last_action": "shrink"},
             "queue_depth": 1, "max_queue": 256, "waiting_turns": 0,
+            "switching": {"loads": 9, "loads_per_min": 1.8, "loading_ms": 72_000, "loading_share": 0.24, "thrashing": true, "window_ms": 300_000},
             "waiting_models": [{"model": "phi", "waited_ms": 1_250, "why": "phi waits: switching costs 1.8 s, smol's turns go first, at most 0.6 s more"}],
             "kv_saves": {"count": 3, "bytes": 12_582_912u64, "cap_bytes": 2_147_483_648u64},
             "settings": {"file": "/c/config.toml", "error": {"message": "line 2: unknown key `x`"}},
@@ -267,6 +285,7 @@ cpu engine, 2 models loaded, 12 turns served
   gemma (completion, ready): window 32768 tokens, holds 1.1 GiB, 0/4 conversations at once busy, unloads in 4m 12s
 memory: pressure warning, windows sized within 17.0 GiB of 22.7 GiB; the brake's last action: shrink
 queue: 1 turns waiting or running (at most 256), 0 waiting for room
+switching: 9 loads in the last 5 min, 72.0 s loading (24% of the time): thrashing, the models asked for do not fit together
 waiting: phi waits: switching costs 1.8 s, smol's turns go first, at most 0.6 s more (waited 1.2 s)
 kept conversations: 3 saved, 12.0 MiB of 2.0 GiB
 settings: /c/config.toml: refused, the last good ones stay (line 2: unknown key `x`)

@@ -150,6 +150,28 @@ pub struct EngineStatus {
     /// the line's order, each with why and for how long at most (the
     /// warden's status fills it; empty on one engine's own snapshot).
     pub waiting_models: Vec<WaitingModel>,
+    /// Switching between models over the last five minutes
+    /// (`law::schedule::THRASH_WINDOW_MS`); the warden's status fills it
+    /// (`None` on one engine's own snapshot, and before any load).
+    pub switching: Option<SwitchingView>,
+}
+
+/// How much of the time went to loading models (`law::schedule`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SwitchingView {
+    /// Loads over the window.
+    pub loads: u64,
+    /// Loads per minute over it.
+    pub loads_per_min: f64,
+    /// Time spent loading over it, ms.
+    pub loading_ms: u64,
+    /// That time's share of the window (0 to 1).
+    pub loading_share: f64,
+    /// More than `law::schedule::THRASH_SHARE` of the time went to loading:
+    /// the models asked for do not fit together (a warning is logged).
+    pub thrashing: bool,
+    /// The window, ms.
+    pub window_ms: u64,
 }
 
 /// A model's loads and yields (`law::schedule`).

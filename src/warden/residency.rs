@@ -306,7 +306,33 @@ impl Residency {
         s.kv_saves = self.kv_view.read().unwrap_or_else(|p| p.into_inner()).clone();
         s.settings = self.settings();
         s.waiting_models = self.waiting();
+        s.switching = self.switching();
         s
+    }
+
+    /// The loads over the thrash window, as the status shows them.
+    fn switching(&self) -> Option<crate::status::SwitchingView> {
+        let loads = self.loads.lock().unwrap_or_else(|p| p.into_inner());
+        let window = std::time::Duration::from_millis(schedule::THRASH_WINDOW_MS);
+        let now = std::time::Instant::now();
+        let recent: Vec<u64> = loads
+            .iter()
+            .filter(|(at, _)| now.duration_since(*at) <= window)
+            .map(|(_, ms)| *ms)
+            .collect();
+        if loads.is_empty() {
+            return None;
+        }
+        let loading_ms: u64 = recent.iter().sum();
+        let window_ms = schedule::THRASH_WINDOW_MS;
+        Some(crate::status::SwitchingView {
+            loads: recent.len() as u64,
+            loads_per_min: recent.len() as f64 * 60_000.0 / window_ms as f64,
+            loading_ms,
+            loading_share: loading_ms as f64 / window_ms as f64,
+            thrashing: schedule::thrashing(loading_ms, window_ms),
+            window_ms,
+        })
     }
 
     /// The line as the status shows it, longest weighted wait first.

@@ -164,6 +164,10 @@ async fn two_clients_on_two_models_are_collated_not_switched_per_request() {
         "{loads} loads for {} turns",
         2 * TURNS
     );
+    // The status counts the same loads over its window, and sees no thrash.
+    let sw = w.status().switching.expect("the switching view after loads");
+    assert_eq!(sw.loads, loads as u64, "{sw:?}");
+    assert!(!sw.thrashing && sw.loading_ms > 0, "{sw:?}");
     w.shutdown().await;
 }
 

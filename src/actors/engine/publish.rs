@@ -92,6 +92,7 @@ impl EngineCore {
                 }
             },
             waiting_models: Vec::new(),
+            switching: None,
         }
     }
 
