@@ -13,7 +13,10 @@
 //!    clients stop then, or at `LONE_CAP`);
 //! 3. **bursty**: one client keeps SmolLM2 busy for `BURSTY_SPAN` while
 //!    bursts of `BURST` requests ask Gemma every `BURST_EVERY`: the longest
-//!    any request waited for its answer, and the loads.
+//!    any request waited for its answer, and the loads;
+//! 4. **three models**: a third id for SmolLM2's file (another resident,
+//!    another child), one client per model, `STEADY_TURNS` each back to
+//!    back: turns per minute, loads per turn, and the longest wait.
 //!
 //! Targets (the issue's): turns per minute at least 2x the baseline when
 //! switches dominate (steady); at most one load per 4 turns (steady); no
@@ -134,6 +137,37 @@ struct Round {
     bursty_loads: u64,
     bursty_turns: usize,
     switch_ms: f64,
+    three_turns_per_min: f64,
+    three_loads: u64,
+    three_worst_ms: f64,
+}
+
+/// One client per model in `models`, `STEADY_TURNS` each back to back:
+/// (turns per minute, loads, the longest turn).
+async fn steady_over(http: &reqwest::Client, w: &WardenProc, models: &[String]) -> anyhow::Result<(f64, u64, f64)> {
+    let before = loads(http, w).await?;
+    let start = Instant::now();
+    let mut clients = Vec::new();
+    for m in models {
+        let (http, to, model) = (http.clone(), w.target(), m.clone());
+        clients.push(tokio::spawn(async move {
+            let mut waits = Vec::new();
+            for i in 0..STEADY_TURNS {
+                waits.push(turn(&http, &to, &model, i, SHORT_TOKENS).await?);
+            }
+            anyhow::Ok(waits)
+        }));
+    }
+    let mut waits = Vec::new();
+    for c in clients {
+        waits.extend(c.await.context("a client panicked")??);
+    }
+    let wall = start.elapsed().as_secs_f64();
+    Ok((
+        waits.len() as f64 / wall * 60.0,
+        loads(http, w).await? - before,
+        stats::max(&waits),
+    ))
 }
 
 async fn steady(http: &reqwest::Client, w: &WardenProc, main: &str, other: &str) -> anyhow::Result<(f64, u64)> {
@@ -232,6 +266,9 @@ async fn round(http: &reqwest::Client, w: &WardenProc, main: &str, other: &str) 
     let switch_ms = switch_ms(http, w).await?;
     Ok(Round {
         switch_ms,
+        three_turns_per_min: 0.0,
+        three_loads: 0,
+        three_worst_ms: 0.0,
         steady_turns_per_min,
         steady_loads,
         lone_ms,
@@ -254,6 +291,15 @@ fn models(given: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
 pub async fn run(http: &reqwest::Client, setup: &Setup, rounds: usize, raw: &mut Raw) -> anyhow::Result<Vec<Line>> {
     let (main_p, other_p) = models(&setup.model)?;
     let (main, other) = (id(&main_p), id(&other_p));
+    // The three models: the two files, and SmolLM2's again under an id of
+    // its own (another resident, another child).
+    let catalog = tempfile::tempdir()?;
+    let third = format!("{main}-b");
+    for (name, file) in [(&main, &main_p), (&other, &other_p), (&third, &main_p)] {
+        std::os::unix::fs::symlink(file, catalog.path().join(format!("{name}.gguf")))?;
+    }
+    let dir_arg = catalog.path().to_string_lossy().into_owned();
+    let main_in = catalog.path().join(format!("{main}.gguf"));
     let mut got: [Vec<Round>; 2] = [Vec::new(), Vec::new()];
     for r in 0..rounds {
         let order = if r % 2 == 0 {
@@ -269,11 +315,26 @@ pub async fn run(http: &reqwest::Client, setup: &Setup, rounds: usize, raw: &mut
                 ("WARDEN_SCHEDULE", side.tag()),
                 ("WARDEN_KV_SAVE_DIR", kv.as_str()),
             ];
-            let w = WardenProc::spawn(&setup.warden_bin, &setup.server, &main_p, true, &envs).await?;
+            let args = ["--models-dir", dir_arg.as_str()];
+            let w = WardenProc::spawn_with(&setup.warden_bin, &setup.server, &main_in, true, &envs, &args).await?;
             w.wait_ready(http).await?;
-            let got_round = round(http, &w, &main, &other)
-                .await
-                .with_context(|| format!("{}, round {r}", side.tag()));
+            let got_round = async {
+                let mut x = round(http, &w, &main, &other).await?;
+                let three = [main.clone(), other.clone(), third.clone()];
+                (x.three_turns_per_min, x.three_loads, x.three_worst_ms) =
+                    steady_over(http, &w, &three).await.context("three models")?;
+                anyhow::Ok(x)
+            }
+            .await
+            .with_context(|| format!("{}, round {r}", side.tag()));
+            if got_round.is_err() {
+                // What the warden said before it failed: the log names the
+                // waits, yields and refusals.
+                let log = w.log.lock().unwrap();
+                for (_, l) in log.iter().rev().take(80).collect::<Vec<_>>().into_iter().rev() {
+                    eprintln!("  warden: {l}");
+                }
+            }
             w.stop().await;
             let x = got_round?;
             eprintln!(
@@ -300,6 +361,16 @@ pub async fn run(http: &reqwest::Client, setup: &Setup, rounds: usize, raw: &mut
             raw.push("contention", r, tag, "lone_ms", Some(x.lone_ms));
             raw.push("contention", r, tag, "bursty_worst_ms", Some(x.bursty_worst_ms));
             raw.push("contention", r, tag, "bursty_loads", Some(x.bursty_loads as f64));
+            raw.push("contention", r, tag, "three_turns_per_min", Some(x.three_turns_per_min));
+            raw.push("contention", r, tag, "three_loads", Some(x.three_loads as f64));
+            raw.push("contention", r, tag, "three_worst_ms", Some(x.three_worst_ms));
+            eprintln!(
+                "  contention round {r} {tag}: three models {:.0} turns/min, {} loads for {} turns, worst wait {:.0} ms",
+                x.three_turns_per_min,
+                x.three_loads,
+                3 * STEADY_TURNS,
+                x.three_worst_ms
+            );
             got[(side == Side::Arrival) as usize].push(x);
         }
     }
@@ -313,6 +384,11 @@ fn lines(main: &str, other: &str, weighed: &[Round], arrival: &[Round]) -> Vec<L
         of(arrival, |r| r.steady_turns_per_min),
     );
     let ratios: Vec<f64> = tpm.0.iter().zip(&tpm.1).map(|(w, a)| w / a).collect();
+    let three: Vec<f64> = weighed
+        .iter()
+        .zip(arrival)
+        .map(|(w, a)| w.three_turns_per_min / a.three_turns_per_min)
+        .collect();
     let per_turn = |v: &[Round]| of(v, |r| r.steady_loads as f64 / (2 * STEADY_TURNS) as f64);
     let lone = (of(weighed, |r| r.lone_ms), of(arrival, |r| r.lone_ms));
     let worst = (of(weighed, |r| r.bursty_worst_ms), of(arrival, |r| r.bursty_worst_ms));
@@ -357,6 +433,43 @@ fn lines(main: &str, other: &str, weighed: &[Round], arrival: &[Round]) -> Vec<L
             stats::spread(&worst.0, 0),
             "<= the starvation limit + one switch",
             Some(stats::max(&worst.0) <= bound),
+        ),
+        Line::new(
+            &format!(
+                "contention three models: turns per minute, one client per model back to back ({main}, {other} and {main}-b, one resident)"
+            ),
+            format!(
+                "first come, first served: {:.0}",
+                stats::median(&of(arrival, |r| r.three_turns_per_min))
+            ),
+            format!(
+                "scheduler: {:.0}",
+                stats::median(&of(weighed, |r| r.three_turns_per_min))
+            ),
+            format!("{:.2}x", stats::median(&three)),
+            stats::spread(&three, 2),
+            ">= 2x when switches dominate",
+            Some(stats::min(&three) >= 2.0),
+        ),
+        Line::new(
+            "contention three models: loads per turn, and the longest wait (ms)",
+            format!(
+                "first come, first served: {:.2}, {:.0} ms",
+                stats::median(&of(arrival, |r| r.three_loads as f64 / (3 * STEADY_TURNS) as f64)),
+                stats::median(&of(arrival, |r| r.three_worst_ms))
+            ),
+            format!(
+                "scheduler: {:.2}, {:.0} ms",
+                stats::median(&of(weighed, |r| r.three_loads as f64 / (3 * STEADY_TURNS) as f64)),
+                stats::median(&of(weighed, |r| r.three_worst_ms))
+            ),
+            format!("{:.0} ms worst", stats::max(&of(weighed, |r| r.three_worst_ms))),
+            "-".into(),
+            "<= 0.25 loads per turn; no wait over the starvation limit + one switch",
+            Some(
+                stats::max(&of(weighed, |r| r.three_loads as f64 / (3 * STEADY_TURNS) as f64)) <= 0.25
+                    && stats::max(&of(weighed, |r| r.three_worst_ms)) <= bound,
+            ),
         ),
         Line::new(
             &format!("contention bursty: loads ({setting})"),

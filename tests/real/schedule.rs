@@ -274,3 +274,38 @@ async fn a_request_that_would_not_wait_is_told_when_to_come_back() {
     busy.await.unwrap();
     w.shutdown().await;
 }
+
+/// Three models, one resident, one client per model back to back, under
+/// each policy: every turn is answered (no model waits out its load
+/// timeout while the others take turns).
+#[actix_rt::test]
+#[ignore = "needs the real llama-server and the models (./build-llama.sh); ./test.sh runs it"]
+async fn three_models_taking_turns_all_answer_under_each_policy() {
+    for policy in [
+        llm_warden::config::SchedulePolicy::Weighed,
+        llm_warden::config::SchedulePolicy::Arrival,
+    ] {
+        let (models, mut cfg) = two_models();
+        std::os::unix::fs::symlink(real_model(SMOLLM2), models.path().join("smollm2-b.gguf")).unwrap();
+        cfg.schedule = policy;
+        // Past this a starved model is refused: far more than the turns take.
+        cfg.load_timeout = std::time::Duration::from_secs(60);
+        let w = TestWarden::real_cpu(real_llama_server(), models.path())
+            .config(cfg)
+            .start();
+        let mut clients = Vec::new();
+        for model in ["smollm2", "gemma", "smollm2-b"] {
+            let w = w.clone();
+            clients.push(actix_rt::spawn(async move {
+                for i in 0..6 {
+                    let t = collect(w.submit(short(model, &format!("three-{model}"), 8)).unwrap()).await;
+                    assert!(t.done && t.error.is_none(), "{policy:?}: {model} turn {i}: {t:?}");
+                }
+            }));
+        }
+        for c in clients {
+            c.await.unwrap();
+        }
+        w.shutdown().await;
+    }
+}

@@ -56,10 +56,22 @@ impl WardenProc {
         preload: bool,
         envs: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
+        Self::spawn_with(bin, server, model, preload, envs, &[]).await
+    }
+
+    /// As `spawn`, with `args` added to `serve`'s (a models directory).
+    pub async fn spawn_with(
+        bin: &Path,
+        server: &Path,
+        model: &Path,
+        preload: bool,
+        envs: &[(&str, &str)],
+        args: &[&str],
+    ) -> anyhow::Result<Self> {
         let settings = tempfile::Builder::new().suffix(".toml").tempfile()?.into_temp_path();
         std::fs::write(&settings, GEMMA_SETTINGS)?;
         let mut cmd = Command::new(bin);
-        cmd.args(["serve", "--port", "0", "--model"]).arg(model);
+        cmd.args(["serve", "--port", "0", "--model"]).arg(model).args(args);
         cmd.env("WARDEN_CONFIG", &settings);
         if preload {
             cmd.arg("--preload");

@@ -113,6 +113,38 @@ impl Drop for InLine<'_> {
     }
 }
 
+/// Sends `Evict` to `engine` (the resident `model`) and waits for its
+/// answer, or until `model` is no longer resident (it left by itself: it
+/// yielded its memory, and its handler may be waiting for this very load,
+/// with the `Evict` queued behind it: waiting for the answer alone would
+/// hold both until the deadline: measured, a 300 s stall and a refusal
+/// with three models taking turns), or until `until`. Whether its memory
+/// is free.
+async fn evicted(
+    peers: &dyn Peers,
+    engine: Recipient<Evict>,
+    model: &str,
+    changes: &mut watch::Receiver<EngineStatus>,
+    until: Instant,
+) -> bool {
+    let answer = engine.send(Evict);
+    tokio::pin!(answer);
+    loop {
+        tokio::select! {
+            r = &mut answer => return matches!(r, Ok(Some(_))),
+            _ = next_change(changes, until) => {
+                if !peers.others("").iter().any(|r| r.model == model) {
+                    // Its memory is free either way.
+                    return true;
+                }
+                if Instant::now() >= until {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
 /// Waits for any engine to publish, at most until `until` (a residency
 /// gone publishes nothing more: then until `until`).
 async fn next_change(changes: &mut watch::Receiver<EngineStatus>, until: Instant) {
@@ -216,12 +248,11 @@ impl EngineCore {
                             held.model,
                             new.model
                         );
-                        let left = deadline.saturating_duration_since(Instant::now()).max(EVICT_FLOOR);
-                        match tokio::time::timeout(left, engine.send(Evict)).await {
-                            Ok(Ok(Some(_))) => {}
-                            // Busy since the decision, already gone, or slow:
-                            // the law decides again with what is true now.
-                            _ => all_gone = false,
+                        let until = deadline.max(Instant::now() + EVICT_FLOOR);
+                        if !evicted(peers, engine, &held.model, &mut changes, until).await {
+                            // Busy since the decision, gone by itself, or
+                            // slow: the law decides again with what is true now.
+                            all_gone = false;
                         }
                     }
                     if all_gone {
