@@ -46,6 +46,52 @@ fn short(model: &str, conversation: &str, tokens: u32) -> llm_warden::TurnReques
     r
 }
 
+/// `n` clients of `model` sending turns back to back until `stop` (or
+/// `BUSY_TURNS_MAX` each), every turn answered; each hands back its count,
+/// and `sent` counts them all as they end.
+fn busy_clients(
+    w: &llm_warden::Warden,
+    model: &'static str,
+    n: usize,
+    stop: &Arc<AtomicBool>,
+    sent: &Arc<AtomicU64>,
+) -> Vec<actix_rt::task::JoinHandle<u64>> {
+    (0..n)
+        .map(|c| {
+            let (w, stop, sent) = (w.clone(), stop.clone(), sent.clone());
+            actix_rt::spawn(async move {
+                let mut done = 0u64;
+                while !stop.load(Ordering::Acquire) && done < BUSY_TURNS_MAX {
+                    let t = collect(w.submit(short(model, &format!("busy-{model}-{c}"), 24)).unwrap()).await;
+                    assert!(t.done && t.error.is_none(), "client {c}, turn {done}: {t:?}");
+                    done += 1;
+                    sent.fetch_add(1, Ordering::AcqRel);
+                }
+                done
+            })
+        })
+        .collect()
+}
+
+/// Runs `turn` to its end, keeping the last sentence the status gave for
+/// `model` in the line of waiting models meanwhile.
+async fn answered_and_why(
+    w: &llm_warden::Warden,
+    model: &str,
+    turn: llm_warden::TurnRequest,
+) -> (Turn, Option<String>) {
+    let (rx, _) = w.submit_watched(turn).unwrap();
+    let lone = actix_rt::spawn(collect(rx));
+    let mut why = None;
+    while !lone.is_finished() {
+        if let Some(m) = w.status().waiting_models.iter().find(|m| m.model == model) {
+            why = Some(m.why.clone());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    (lone.await.unwrap(), why)
+}
+
 /// The most turns a busy client sends: far more than it sends while the
 /// lone turn waits under the law, and what it sends before the old rule
 /// (wait until the busy model is idle) would let the lone turn go.
@@ -61,20 +107,7 @@ async fn a_lone_turn_beside_three_busy_clients_goes_within_the_bound() {
     w.load(Some("smollm2".into()), None).await.unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
-    let mut clients = Vec::new();
-    for c in 0..3 {
-        let (w, stop, sent) = (w.clone(), stop.clone(), sent.clone());
-        clients.push(actix_rt::spawn(async move {
-            let mut done = 0u64;
-            while !stop.load(Ordering::Acquire) && done < BUSY_TURNS_MAX {
-                let t = collect(w.submit(short("smollm2", &format!("busy-{c}"), 24)).unwrap()).await;
-                assert!(t.done && t.error.is_none(), "client {c}, turn {done}: {t:?}");
-                done += 1;
-                sent.fetch_add(1, Ordering::AcqRel);
-            }
-            done
-        }));
-    }
+    let clients = busy_clients(&w, "smollm2", 3, &stop, &sent);
     // The three are busy: each has finished a turn.
     poll_until(
         "the busy clients' first turns",
@@ -83,17 +116,8 @@ async fn a_lone_turn_beside_three_busy_clients_goes_within_the_bound() {
         || format!("{} turns done", sent.load(Ordering::Acquire)),
     )
     .await;
-    let (rx, _) = w.submit_watched(short("gemma", "lone", 8)).unwrap();
     // While it waits, the status says why, in the line of waiting models.
-    let mut why = None;
-    let lone = actix_rt::spawn(collect(rx));
-    while !lone.is_finished() {
-        if let Some(m) = w.status().waiting_models.iter().find(|m| m.model == "gemma") {
-            why = Some(m.why.clone());
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let t = lone.await.unwrap();
+    let (t, why) = answered_and_why(&w, "gemma", short("gemma", "lone", 8)).await;
     let busy_when_answered = !stop.load(Ordering::Acquire);
     stop.store(true, Ordering::Release);
     assert!(t.done && t.error.is_none(), "the lone turn: {t:?}");
@@ -182,30 +206,15 @@ async fn a_pinned_model_never_yields() {
     w.load(Some("smollm2".into()), None).await.unwrap();
     let pid = w.status().child_pid;
     let stop = Arc::new(AtomicBool::new(false));
-    let busy = {
-        let (w, stop) = (w.clone(), stop.clone());
-        actix_rt::spawn(async move {
-            while !stop.load(Ordering::Acquire) {
-                let t = collect(w.submit(short("smollm2", "pinned-busy", 24)).unwrap()).await;
-                assert!(t.done && t.error.is_none(), "{t:?}");
-            }
-        })
-    };
+    let busy = busy_clients(&w, "smollm2", 1, &stop, &Arc::default());
     // The refusal is the state asserted: a bounded wait reaches it sooner
     // than the load timeout (which also bounds a load on a busy machine).
     let bounded = short("gemma", "lone", 8).wait_at_most(Some(std::time::Duration::from_secs(3)));
-    let (rx, _) = w.submit_watched(bounded).unwrap();
-    let lone = actix_rt::spawn(collect(rx));
-    let mut why = None;
-    while !lone.is_finished() {
-        if let Some(m) = w.status().waiting_models.iter().find(|m| m.model == "gemma") {
-            why = Some(m.why.clone());
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let t = lone.await.unwrap();
+    let (t, why) = answered_and_why(&w, "gemma", bounded).await;
     stop.store(true, Ordering::Release);
-    busy.await.unwrap();
+    for b in busy {
+        b.await.unwrap();
+    }
     let err = t.error.expect("refused");
     assert_eq!(err.code, "model_does_not_fit", "{err:?}");
     let why = why.expect("the status listed gemma as waiting");
@@ -232,15 +241,7 @@ async fn a_request_that_would_not_wait_is_told_when_to_come_back() {
     let base = serve_http(&w);
     w.load(Some("smollm2".into()), None).await.unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let busy = {
-        let (w, stop) = (w.clone(), stop.clone());
-        actix_rt::spawn(async move {
-            while !stop.load(Ordering::Acquire) {
-                let t = collect(w.submit(short("smollm2", "wait-busy", 24)).unwrap()).await;
-                assert!(t.done && t.error.is_none(), "{t:?}");
-            }
-        })
-    };
+    let busy = busy_clients(&w, "smollm2", 1, &stop, &Arc::default());
     poll_until(
         "smollm2 generating",
         std::time::Duration::from_secs(60),
@@ -271,7 +272,9 @@ async fn a_request_that_would_not_wait_is_told_when_to_come_back() {
         assert!(msg.contains("Prefer: wait"), "{msg}");
     }
     stop.store(true, Ordering::Release);
-    busy.await.unwrap();
+    for b in busy {
+        b.await.unwrap();
+    }
     w.shutdown().await;
 }
 
