@@ -29,7 +29,13 @@
 //!
 //! Weights (`weight` per model in the settings file, default 1) scale the
 //! waiter's wait against the holder's: a model of weight 2 waiting counts
-//! its wait double against a holder of weight 1.
+//! its wait double against a holder of weight 1. So does the work queued
+//! on each side: a switch serves every turn the waiter has queued and
+//! delays every turn the holder has (each by about the switch), so the
+//! waiter's wait counts once per turn it has waiting and the switch's cost
+//! once per turn of the holder's (a burst of three waits a third as long
+//! beside one busy client; a lone turn beside three, three times as long,
+//! the minimum residency and the starvation limit bounding both).
 //!
 //! A yield takes effect at the holder's next turn admission: it starts no
 //! new turn, its running turns end, and it leaves (its KV saved, as any
@@ -128,6 +134,8 @@ pub struct Holder {
     pub reload_ms: u64,
     /// No turn running or waiting.
     pub idle: bool,
+    /// Its turns running or waiting.
+    pub queued: u32,
 }
 
 /// A model whose load waits for the holder's memory.
@@ -140,6 +148,8 @@ pub struct Waiter {
     pub waited_ms: u64,
     /// What loading it costs, ms (`load_cost_ms`).
     pub load_ms: u64,
+    /// Its turns waiting for the load.
+    pub queued: u32,
 }
 
 /// Why the holder yields or keeps the memory.
@@ -204,8 +214,10 @@ pub fn next(policy: Policy, holder: &Holder, waiter: &Waiter, limit: Duration) -
         return Next::Yield(Why::Starved { limit_ms });
     }
     // The wait that pays for a switch, on the holder's clock: a heavier
-    // waiter needs less, a heavier holder more.
-    let ratio = weight(holder.weight) / weight(waiter.weight);
+    // waiter, or one with more turns waiting, needs less; a heavier holder,
+    // or one with more turns, more.
+    let ratio = (weight(holder.weight) * f64::from(holder.queued.max(1)))
+        / (weight(waiter.weight) * f64::from(waiter.queued.max(1)));
     let pays_at_ms = (switch_ms as f64 * ratio).round() as u64;
     let residency_ms = MIN_RESIDENCY_SWITCHES.saturating_mul(switch_ms);
     let wait_left = pays_at_ms.saturating_sub(waiter.waited_ms);

@@ -14,6 +14,7 @@ fn holder(resident_ms: u64, reload_ms: u64) -> Holder {
         resident_ms,
         reload_ms,
         idle: false,
+        queued: 1,
     }
 }
 
@@ -23,6 +24,7 @@ fn waiter(waited_ms: u64, load_ms: u64) -> Waiter {
         weight: 1.0,
         waited_ms,
         load_ms,
+        queued: 1,
     }
 }
 
@@ -254,5 +256,34 @@ fn a_refused_request_is_told_when_to_ask_again() {
     ];
     for (at_most, load, want) in rows {
         assert_eq!(retry_after_s(at_most, load), want, "{at_most:?} {load}");
+    }
+}
+
+#[test]
+fn the_work_queued_on_each_side_scales_the_wait() {
+    // A switch costs 2 s (1 s each way); the holder has been resident long.
+    let h = holder(600_000, 1_000);
+    // (holder's turns, waiter's turns, waited ms, yields)
+    let rows = [
+        // why: one each: the wait pays at the switch's cost
+        (1, 1, 1_999, false),
+        (1, 1, 2_000, true),
+        // why: a burst of four waits a quarter as long
+        (1, 4, 500, true),
+        (1, 4, 499, false),
+        // why: three busy clients make a lone turn wait three switches
+        (3, 1, 5_999, false),
+        (3, 1, 6_000, true),
+        // why: no count of work outlasts the starvation limit
+        (1_000, 1, 29_999, false),
+        (1_000, 1, 30_000, true),
+    ];
+    for (i, (hq, wq, waited, want)) in rows.into_iter().enumerate() {
+        let holder = Holder { queued: hq, ..h.clone() };
+        let w = Waiter {
+            queued: wq,
+            ..waiter(waited, 1_000)
+        };
+        assert_eq!(next(Policy::Weighed, &holder, &w, LIMIT).yields(), want, "row {i}");
     }
 }

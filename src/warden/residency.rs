@@ -189,12 +189,14 @@ struct Place {
 }
 
 impl Place {
-    fn waiter(&self) -> Waiter {
+    /// As the law weighs it, with `queued` turns waiting for its load.
+    fn waiter(&self, queued: u32) -> Waiter {
         Waiter {
             model: self.model.clone(),
             weight: self.weight,
             waited_ms: self.since.elapsed().as_millis() as u64,
             load_ms: self.load_ms,
+            queued,
         }
     }
 }
@@ -342,7 +344,7 @@ impl Residency {
         drop(line);
         let mut out = Vec::new();
         while !places.is_empty() {
-            let waiters: Vec<Waiter> = places.iter().map(Place::waiter).collect();
+            let waiters: Vec<Waiter> = places.iter().map(|p| p.waiter(self.queued(&p.model))).collect();
             let order: Vec<(u64, &Waiter)> = places.iter().map(|p| p.seq).zip(&waiters).collect();
             let Some(i) = schedule::first_in_line(&order) else {
                 break;
@@ -397,6 +399,11 @@ impl Residency {
                 s.as_resident(&st).filter(|r| r.model != me)
             })
             .collect()
+    }
+
+    /// The turns routed to `model`'s engine, waiting or running.
+    fn queued(&self, model: &str) -> u32 {
+        self.slot_of(model).map_or(0, |s| s.queue.depth() as u32)
     }
 
     fn slot_of(&self, model: &str) -> Option<Arc<Slot>> {
@@ -514,7 +521,7 @@ impl Peers for Peerage {
             .iter_mut()
             .filter(|p| p.model != holder.model && p.on.contains(&holder.model))
         {
-            let w = p.waiter();
+            let w = p.waiter(r.queued(&p.model));
             let n = schedule::next(policy, holder, &w, limit);
             p.why = Some(schedule::explain(&holder.model, &p.model, n));
             p.at_most_ms = match n {
@@ -585,6 +592,7 @@ impl Peers for Peerage {
                 resident_ms: now.saturating_sub(s.loaded_since.unwrap_or(now)),
                 reload_ms: schedule::load_cost_ms(s.loads.last_ms, s.held_bytes.unwrap_or(0)),
                 idle: false,
+                queued: slot.queue.depth() as u32,
             };
             let n = schedule::next(schedule::Policy::Weighed, &holder, me, limit);
             if !n.yields() {

@@ -225,6 +225,7 @@ impl EngineCore {
                         weight,
                         waited_ms: began.elapsed().as_millis() as u64,
                         load_ms,
+                        queued: self.outlets.queue.depth() as u32,
                     };
                     let names: Vec<String> = evict.iter().map(|h| h.model.clone()).collect();
                     if !new.waited_out

@@ -28,6 +28,7 @@ impl EngineCore {
                 .map_or(0, |d| d.as_millis() as u64),
             reload_ms: schedule::load_cost_ms(self.usage.loads().last_ms, weights),
             idle: false,
+            queued: self.outlets.queue.depth() as u32,
             model,
         })
     }
