@@ -195,26 +195,54 @@ async fn two_clients_on_two_models_are_collated_not_switched_per_request() {
     w.shutdown().await;
 }
 
+/// SmolLM2 pinned, loaded, and kept busy by one client until `stop`: the
+/// other model cannot load meanwhile.
+struct PinnedBusy {
+    _models: tempfile::TempDir,
+    w: llm_warden::Warden,
+    stop: Arc<AtomicBool>,
+    busy: Vec<actix_rt::task::JoinHandle<u64>>,
+}
+
+impl PinnedBusy {
+    async fn start() -> Self {
+        let (models, mut cfg) = two_models();
+        cfg.models.entry("smollm2".into()).or_default().pinned = true;
+        let w = TestWarden::real_cpu(real_llama_server(), models.path())
+            .config(cfg)
+            .start();
+        w.load(Some("smollm2".into()), None).await.unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let busy = busy_clients(&w, "smollm2", 1, &stop, &Arc::default());
+        Self {
+            _models: models,
+            w,
+            stop,
+            busy,
+        }
+    }
+
+    /// The busy client stopped, its turns all answered.
+    async fn stop(self) -> llm_warden::Warden {
+        self.stop.store(true, Ordering::Release);
+        for b in self.busy {
+            b.await.unwrap();
+        }
+        self.w
+    }
+}
+
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and the models (./build-llama.sh); ./test.sh runs it"]
 async fn a_pinned_model_never_yields() {
-    let (models, mut cfg) = two_models();
-    cfg.models.entry("smollm2".into()).or_default().pinned = true;
-    let w = TestWarden::real_cpu(real_llama_server(), models.path())
-        .config(cfg)
-        .start();
-    w.load(Some("smollm2".into()), None).await.unwrap();
-    let pid = w.status().child_pid;
-    let stop = Arc::new(AtomicBool::new(false));
-    let busy = busy_clients(&w, "smollm2", 1, &stop, &Arc::default());
+    let p = PinnedBusy::start().await;
+    let pid = p.w.status().child_pid;
+    let w = p.w.clone();
     // The refusal is the state asserted: a bounded wait reaches it sooner
     // than the load timeout (which also bounds a load on a busy machine).
     let bounded = short("gemma", "lone", 8).wait_at_most(Some(std::time::Duration::from_secs(3)));
     let (t, why) = answered_and_why(&w, "gemma", bounded).await;
-    stop.store(true, Ordering::Release);
-    for b in busy {
-        b.await.unwrap();
-    }
+    let w = p.stop().await;
     let err = t.error.expect("refused");
     assert_eq!(err.code, "model_does_not_fit", "{err:?}");
     let why = why.expect("the status listed gemma as waiting");
@@ -232,16 +260,10 @@ async fn a_pinned_model_never_yields() {
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and the models (./build-llama.sh); ./test.sh runs it"]
 async fn a_request_that_would_not_wait_is_told_when_to_come_back() {
-    let (models, mut cfg) = two_models();
     // Pinned and busy: the other model cannot load while the busy client runs.
-    cfg.models.entry("smollm2".into()).or_default().pinned = true;
-    let w = TestWarden::real_cpu(real_llama_server(), models.path())
-        .config(cfg)
-        .start();
+    let p = PinnedBusy::start().await;
+    let w = p.w.clone();
     let base = serve_http(&w);
-    w.load(Some("smollm2".into()), None).await.unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let busy = busy_clients(&w, "smollm2", 1, &stop, &Arc::default());
     poll_until(
         "smollm2 generating",
         std::time::Duration::from_secs(60),
@@ -271,11 +293,7 @@ async fn a_request_that_would_not_wait_is_told_when_to_come_back() {
         let msg = v["error"]["message"].as_str().unwrap_or("");
         assert!(msg.contains("Prefer: wait"), "{msg}");
     }
-    stop.store(true, Ordering::Release);
-    for b in busy {
-        b.await.unwrap();
-    }
-    w.shutdown().await;
+    p.stop().await.shutdown().await;
 }
 
 /// Three models, one resident, one client per model back to back, under
