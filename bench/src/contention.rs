@@ -170,26 +170,6 @@ async fn steady_over(http: &reqwest::Client, w: &WardenProc, models: &[String]) 
     ))
 }
 
-async fn steady(http: &reqwest::Client, w: &WardenProc, main: &str, other: &str) -> anyhow::Result<(f64, u64)> {
-    let before = loads(http, w).await?;
-    let start = Instant::now();
-    let run = |model: String| {
-        let (http, to) = (http.clone(), w.target());
-        async move {
-            for i in 0..STEADY_TURNS {
-                turn(&http, &to, &model, i, SHORT_TOKENS).await?;
-            }
-            anyhow::Ok(())
-        }
-    };
-    let (a, b) = tokio::join!(run(main.to_string()), run(other.to_string()));
-    a.context("the steady client of the main model")?;
-    b.context("the steady client of the other model")?;
-    let wall = start.elapsed().as_secs_f64();
-    let turns = 2 * STEADY_TURNS;
-    Ok((turns as f64 / wall * 60.0, loads(http, w).await? - before))
-}
-
 async fn lone(http: &reqwest::Client, w: &WardenProc, main: &str, other: &str) -> anyhow::Result<(f64, usize)> {
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicUsize::new(0));
@@ -260,7 +240,8 @@ async fn bursty(http: &reqwest::Client, w: &WardenProc, main: &str, other: &str)
 }
 
 async fn round(http: &reqwest::Client, w: &WardenProc, main: &str, other: &str) -> anyhow::Result<Round> {
-    let (steady_turns_per_min, steady_loads) = steady(http, w, main, other).await.context("steady")?;
+    let two = [main.to_string(), other.to_string()];
+    let (steady_turns_per_min, steady_loads, _) = steady_over(http, w, &two).await.context("steady")?;
     let (lone_ms, lone_busy_turns) = lone(http, w, main, other).await.context("lone")?;
     let (bursty_worst_ms, bursty_loads, bursty_turns) = bursty(http, w, main, other).await.context("bursty")?;
     let switch_ms = switch_ms(http, w).await?;
@@ -379,17 +360,22 @@ pub async fn run(http: &reqwest::Client, setup: &Setup, rounds: usize, raw: &mut
 
 fn lines(main: &str, other: &str, weighed: &[Round], arrival: &[Round]) -> Vec<Line> {
     let of = |v: &[Round], f: fn(&Round) -> f64| v.iter().map(f).collect::<Vec<f64>>();
+    // Scheduler over baseline, round by round.
+    let ratio = |f: fn(&Round) -> f64| {
+        weighed
+            .iter()
+            .zip(arrival)
+            .map(|(w, a)| f(w) / f(a))
+            .collect::<Vec<f64>>()
+    };
     let tpm = (
         of(weighed, |r| r.steady_turns_per_min),
         of(arrival, |r| r.steady_turns_per_min),
     );
-    let ratios: Vec<f64> = tpm.0.iter().zip(&tpm.1).map(|(w, a)| w / a).collect();
-    let three: Vec<f64> = weighed
-        .iter()
-        .zip(arrival)
-        .map(|(w, a)| w.three_turns_per_min / a.three_turns_per_min)
-        .collect();
+    let ratios = ratio(|r| r.steady_turns_per_min);
+    let three = ratio(|r| r.three_turns_per_min);
     let per_turn = |v: &[Round]| of(v, |r| r.steady_loads as f64 / (2 * STEADY_TURNS) as f64);
+    let three_per_turn = |v: &[Round]| of(v, |r| r.three_loads as f64 / (3 * STEADY_TURNS) as f64);
     let lone = (of(weighed, |r| r.lone_ms), of(arrival, |r| r.lone_ms));
     let worst = (of(weighed, |r| r.bursty_worst_ms), of(arrival, |r| r.bursty_worst_ms));
     // The starvation limit and one switch (two loads, as measured).
@@ -455,20 +441,19 @@ fn lines(main: &str, other: &str, weighed: &[Round], arrival: &[Round]) -> Vec<L
             "contention three models: loads per turn, and the longest wait (ms)",
             format!(
                 "first come, first served: {:.2}, {:.0} ms",
-                stats::median(&of(arrival, |r| r.three_loads as f64 / (3 * STEADY_TURNS) as f64)),
+                stats::median(&three_per_turn(arrival)),
                 stats::median(&of(arrival, |r| r.three_worst_ms))
             ),
             format!(
                 "scheduler: {:.2}, {:.0} ms",
-                stats::median(&of(weighed, |r| r.three_loads as f64 / (3 * STEADY_TURNS) as f64)),
+                stats::median(&three_per_turn(weighed)),
                 stats::median(&of(weighed, |r| r.three_worst_ms))
             ),
             format!("{:.0} ms worst", stats::max(&of(weighed, |r| r.three_worst_ms))),
             "-".into(),
             "<= 0.25 loads per turn; no wait over the starvation limit + one switch",
             Some(
-                stats::max(&of(weighed, |r| r.three_loads as f64 / (3 * STEADY_TURNS) as f64)) <= 0.25
-                    && stats::max(&of(weighed, |r| r.three_worst_ms)) <= bound,
+                stats::max(&three_per_turn(weighed)) <= 0.25 && stats::max(&of(weighed, |r| r.three_worst_ms)) <= bound,
             ),
         ),
         Line::new(

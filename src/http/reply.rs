@@ -103,10 +103,8 @@ pub async fn respond_in<W: Wire>(warden: &Warden, http: &HttpRequest, req: TurnR
         match first {
             TurnEvent::Error(e) => {
                 let mut r = answer(&wire, route, seq, &e.to_api());
-                if let Some(s) = e.retry_after_s()
-                    && let Ok(v) = actix_web::http::header::HeaderValue::from_str(&s.to_string())
-                {
-                    r.headers_mut().insert(actix_web::http::header::RETRY_AFTER, v);
+                if let Some(s) = e.retry_after_s() {
+                    r.headers_mut().insert(actix_web::http::header::RETRY_AFTER, s.into());
                 }
                 return r;
             }

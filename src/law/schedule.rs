@@ -243,15 +243,19 @@ fn weight(w: f64) -> f64 {
 /// (arrival order among equals, `seq`). Loads for the same model never
 /// race (one engine per model), so this orders models, not requests.
 pub fn first_in_line(waiters: &[(u64, &Waiter)]) -> Option<usize> {
-    waiters
-        .iter()
-        .enumerate()
-        .max_by(|(_, (sa, a)), (_, (sb, b))| {
-            let wa = a.waited_ms as f64 * weight(a.weight);
-            let wb = b.waited_ms as f64 * weight(b.weight);
-            wa.total_cmp(&wb).then(sb.cmp(sa))
-        })
-        .map(|(i, _)| i)
+    line_order(waiters).first().copied()
+}
+
+/// The whole line in the order its loads go (`first_in_line` is its head).
+pub fn line_order(waiters: &[(u64, &Waiter)]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..waiters.len()).collect();
+    order.sort_by(|&i, &j| {
+        let ((si, a), (sj, b)) = (waiters[i], waiters[j]);
+        let wa = a.waited_ms as f64 * weight(a.weight);
+        let wb = b.waited_ms as f64 * weight(b.weight);
+        wb.total_cmp(&wa).then(si.cmp(&sj))
+    });
+    order
 }
 
 /// The span the thrash share is measured over, ms: long enough to hold

@@ -102,7 +102,7 @@ impl Slot {
             last_used_ms: s.last_used.unwrap_or(0),
             in_flight: matches!(s.state, EngineState::Generating | EngineState::Loading) || reserved > 0,
             pinned: s.pinned,
-            reload_ms: schedule::load_cost_ms(s.loads.last_ms, s.held_bytes.unwrap_or(0)),
+            reload_ms: reload_ms(s),
             queued: self.queue.depth() as u32,
             window: WindowFacts {
                 allocated: s.context_tokens.unwrap_or(0),
@@ -339,33 +339,26 @@ impl Residency {
 
     /// The line as the status shows it, longest weighted wait first.
     fn waiting(&self) -> Vec<crate::status::WaitingModel> {
-        let line = self.line.lock().unwrap_or_else(|p| p.into_inner());
-        let mut places = line.places.clone();
-        drop(line);
-        let mut out = Vec::new();
-        while !places.is_empty() {
-            let waiters: Vec<Waiter> = places.iter().map(|p| p.waiter(self.queued(&p.model))).collect();
-            let order: Vec<(u64, &Waiter)> = places.iter().map(|p| p.seq).zip(&waiters).collect();
-            let Some(i) = schedule::first_in_line(&order) else {
-                break;
-            };
-            let p = places.remove(i);
-            let waited_ms = waiters[i].waited_ms;
-            let queue_depth = self.slot_of(&p.model).map_or(0, |s| s.queue.depth());
-            let why = p
-                .why
-                .clone()
-                .unwrap_or_else(|| format!("{} waits for a turn of {} to end", p.model, p.on.join(", ")));
-            out.push(crate::status::WaitingModel {
-                model: p.model,
-                waited_ms,
-                behind: p.on,
-                queue_depth,
-                at_most_ms: p.at_most_ms,
-                why,
-            });
-        }
-        out
+        let places = self.line.lock().unwrap_or_else(|p| p.into_inner()).places.clone();
+        let waiters: Vec<Waiter> = places.iter().map(|p| p.waiter(self.queued(&p.model))).collect();
+        let line: Vec<(u64, &Waiter)> = places.iter().map(|p| p.seq).zip(&waiters).collect();
+        schedule::line_order(&line)
+            .into_iter()
+            .map(|i| {
+                let (p, w) = (&places[i], &waiters[i]);
+                crate::status::WaitingModel {
+                    model: p.model.clone(),
+                    waited_ms: w.waited_ms,
+                    behind: p.on.clone(),
+                    queue_depth: w.queued as usize,
+                    at_most_ms: p.at_most_ms,
+                    why: p
+                        .why
+                        .clone()
+                        .unwrap_or_else(|| format!("{} waits for a turn of {} to end", p.model, p.on.join(", "))),
+                }
+            })
+            .collect()
     }
 
     /// Republishes the warden's status (an engine published).
@@ -421,6 +414,13 @@ fn reservation(new: &Newcomer, fit: Fit, budget_bytes: i64) -> u64 {
         Fit::Reduced => new.weights_bytes + budget_bytes.max(0) as u64,
         Fit::FloorAlone => new.floor_bytes,
     }
+}
+
+/// What loading a resident again costs, ms, from its published status: its
+/// last load (a resident has always loaded once; before that, what it holds
+/// stands in for its weights).
+fn reload_ms(s: &EngineStatus) -> u64 {
+    schedule::load_cost_ms(s.loads.last_ms, s.held_bytes.unwrap_or(0))
 }
 
 /// `Peers` over a weak link to the residency.
@@ -556,7 +556,7 @@ impl Peers for Peerage {
         None
     }
 
-    fn loaded(&self, _me: &str, ms: u64) -> u64 {
+    fn loaded(&self, ms: u64) -> u64 {
         let Some(r) = self.0.upgrade() else { return ms };
         let mut loads = r.loads.lock().unwrap_or_else(|p| p.into_inner());
         let now = std::time::Instant::now();
@@ -590,7 +590,7 @@ impl Peers for Peerage {
                 pinned: s.pinned,
                 weight: s.weight,
                 resident_ms: now.saturating_sub(s.loaded_since.unwrap_or(now)),
-                reload_ms: schedule::load_cost_ms(s.loads.last_ms, s.held_bytes.unwrap_or(0)),
+                reload_ms: reload_ms(&s),
                 idle: false,
                 queued: slot.queue.depth() as u32,
             };

@@ -82,15 +82,7 @@ impl EngineCore {
             weight: c.map_or(0.0, |c| self.cfg().weight(c.model_id())),
             residents: Vec::new(),
             settings: None,
-            loads: {
-                let l = self.usage.loads();
-                crate::status::LoadsView {
-                    count: l.count,
-                    last_ms: l.last_ms,
-                    total_ms: l.total_ms,
-                    yields: l.yields,
-                }
-            },
+            loads: self.usage.loads(),
             waiting_models: Vec::new(),
             switching: None,
         }

@@ -95,9 +95,9 @@ pub trait Peers: Send + Sync + std::fmt::Debug {
     fn estimate(&self, me: &str) -> Option<u64>;
     /// Changes whenever any engine publishes: what a waiting load awaits.
     fn changes(&self) -> watch::Receiver<EngineStatus>;
-    /// A load of `me` took `ms`: the time every model spent loading over
-    /// the last `law::schedule::THRASH_WINDOW_MS`, ms.
-    fn loaded(&self, me: &str, ms: u64) -> u64;
+    /// A load took `ms`: the time every model spent loading over the last
+    /// `law::schedule::THRASH_WINDOW_MS`, ms.
+    fn loaded(&self, ms: u64) -> u64;
 }
 
 /// A load's place in the line, given up when the load stops waiting
@@ -202,7 +202,7 @@ impl EngineCore {
         let mut changes = peers.changes();
         let me = new.model.clone();
         let _line = InLine { peers, model: &me };
-        let load_ms = crate::law::schedule::load_cost_ms(self.usage.loads().last_ms, new.weights_bytes);
+        let load_ms = self.load_cost_ms(new.weights_bytes);
         let weight = self.cfg().weight(&new.model);
         let began = Instant::now();
         loop {
@@ -329,10 +329,7 @@ impl EngineCore {
                 .map_or(0, |u| super::publish::unix_millis(u.wall).unwrap_or(0)),
             in_flight: self.intake.running() > 0,
             pinned: self.cfg().pinned(c.model_id()),
-            reload_ms: crate::law::schedule::load_cost_ms(
-                self.usage.loads().last_ms,
-                c.plan.shape.map_or(0, |s| s.weights_bytes),
-            ),
+            reload_ms: self.load_cost_ms(c.plan.shape.map_or(0, |s| s.weights_bytes)),
             queued: 0,
             window: *facts,
             brake: self.brake.state(),

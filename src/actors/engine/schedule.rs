@@ -19,18 +19,23 @@ impl EngineCore {
         let c = self.child.get()?;
         let model = c.model_id().to_string();
         let cfg = self.cfg();
-        let weights = c.plan.shape.map_or(0, |s| s.weights_bytes);
         Some(Holder {
             pinned: cfg.pinned(&model),
             weight: cfg.weight(&model),
             resident_ms: SystemTime::now()
                 .duration_since(c.loaded_since)
                 .map_or(0, |d| d.as_millis() as u64),
-            reload_ms: schedule::load_cost_ms(self.usage.loads().last_ms, weights),
+            reload_ms: self.load_cost_ms(c.plan.shape.map_or(0, |s| s.weights_bytes)),
             idle: false,
             queued: self.outlets.queue.depth() as u32,
             model,
         })
+    }
+
+    /// What loading this engine's model costs, ms: its last load, else its
+    /// `weights_bytes` over the prior disk rate (`law::schedule::load_cost_ms`).
+    pub(crate) fn load_cost_ms(&self, weights_bytes: u64) -> u64 {
+        schedule::load_cost_ms(self.usage.loads().last_ms, weights_bytes)
     }
 
     /// Whether a turn for `model` must wait because this model yields its
@@ -55,7 +60,7 @@ impl EngineCore {
     /// models took more than the thrash share of the last minutes.
     pub(crate) fn thrash_check(&self, model: &str, load_ms: u64) {
         let Some(peers) = &self.outlets.peers else { return };
-        let loading = peers.loaded(model, load_ms);
+        let loading = peers.loaded(load_ms);
         if schedule::thrashing(loading, schedule::THRASH_WINDOW_MS) {
             tracing::warn!(
                 model,

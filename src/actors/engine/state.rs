@@ -59,18 +59,8 @@ pub struct Usage {
 
 /// The model's loads and yields, which the scheduler across models weighs
 /// (`law::schedule`: a switch's cost is the model's own last load) and the
-/// status shows (time spent loading against serving).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Loads {
-    /// Loads that succeeded.
-    pub count: u64,
-    /// The last one's length, ms (spawn to ready).
-    pub last_ms: Option<u64>,
-    /// All of them, ms.
-    pub total_ms: u64,
-    /// Times it left the memory to another model waiting on its turns.
-    pub yields: u64,
-}
+/// status shows as they are.
+pub use crate::status::LoadsView as Loads;
 
 impl Usage {
     /// The last use (the end of the last turn or load).
