@@ -324,7 +324,8 @@ function renderChart() {
 }
 
 const KINDS = ["loading", "ready", "load_failed", "turn_ended", "unloaded", "child_exited", "client_stalled",
-  "reap_checked", "brake", "prefix_reset", "notice", "settings_applied", "settings_refused"];
+  "reap_checked", "brake", "yielded", "pool_compacted", "turn_resumed", "prefix_reset", "notice",
+  "settings_applied", "settings_refused"];
 
 function describe(kind, e) {
   switch (kind) {
@@ -337,10 +338,14 @@ function describe(kind, e) {
         t += ` · ${e.timings.events} tokens`;
         if (e.timings.ttft_s != null) t += ` · first token ${(e.timings.ttft_s * 1000).toFixed(0)} ms`;
         if (e.timings.decode_tokens_per_s != null) t += ` · ${e.timings.decode_tokens_per_s.toFixed(0)} tok/s`;
+        if (e.timings.paused_s != null) t += ` · paused ${e.timings.paused_s.toFixed(1)} s by a crash`;
       }
       return t;
     }
     case "unloaded": return `${e.model} unloaded (${e.reason === "idle" ? "idle reap" : e.reason})`;
+    case "turn_resumed": return e.how === "continued"
+      ? `turn ${e.seq} (${e.route}) continued on a new ${e.model} after ${e.code} (pid ${e.pid}), ${e.sent_tokens} tokens already sent, paused ${e.paused_ms} ms`
+      : `turn ${e.seq} (${e.route}) run again on a new ${e.model} after ${e.code} (pid ${e.pid}), nothing had been sent`;
     case "child_exited": return `${e.model} crashed: ${e.code} (pid ${e.pid})`;
     case "client_stalled": return `turn ${e.seq}: client stopped reading (${e.waited_ms} ms)`;
     case "reap_checked": return e.reaped ? "idle reap" : null;

@@ -129,6 +129,7 @@ pub fn merge(running: &WardenConfig, read: WardenConfig) -> Merged {
     c.load_timeout = read.load_timeout;
     c.starvation_limit = read.starvation_limit;
     c.schedule = read.schedule;
+    c.resume_turns = read.resume_turns;
     c.respawn_timeout = read.respawn_timeout;
     c.first_token_timeout = read.first_token_timeout;
     c.stall_timeout = read.stall_timeout;

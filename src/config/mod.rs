@@ -75,6 +75,9 @@ pub struct WardenConfig {
     /// `WARDEN_SCHEDULE`: how models take turns in memory (`weighed`, the
     /// default, or `arrival`: first come, first served).
     pub schedule: SchedulePolicy,
+    /// `WARDEN_RESUME_TURNS`: how many times a turn whose child died under
+    /// it goes on on the next child (`law::resume`); 0 turns it off. 1.
+    pub resume_turns: u32,
     /// The readiness bound of a brake respawn (the spec's 30 s,
     /// LLAMA_RESPAWN_PROBE_TIMEOUT_S); `WARDEN_RESPAWN_TIMEOUT_S` for tests.
     pub respawn_timeout: Duration,
@@ -249,6 +252,7 @@ impl Default for WardenConfig {
             load_timeout: Duration::from_secs(300),
             starvation_limit: crate::law::schedule::STARVATION_LIMIT_DEFAULT,
             schedule: crate::law::schedule::Policy::Weighed,
+            resume_turns: crate::law::resume::RESUME_TURNS_DEFAULT,
             respawn_timeout: Duration::from_secs(30),
             first_token_timeout: Duration::from_secs(300),
             stall_timeout: Duration::from_secs(60),

@@ -75,6 +75,9 @@ impl WardenConfig {
         let raw = var("WARDEN_SCHEDULE");
         self.schedule = crate::law::schedule::Policy::parse(raw.as_deref())
             .map_err(|_| bad("WARDEN_SCHEDULE", raw.unwrap_or_default(), "`weighed` or `arrival`"))?;
+        if let Some(n) = parse(var, "WARDEN_RESUME_TURNS", "a count (0 turns resuming off)")? {
+            self.resume_turns = n;
+        }
         if let Some(n) = parse(var, "WARDEN_MAX_BODY_BYTES", "a byte count")? {
             self.max_body_bytes = n;
         }

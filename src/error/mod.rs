@@ -285,6 +285,15 @@ pub enum GenerationError {
         /// The child's output tail.
         raw: String,
     },
+    /// The child died under the turn and the turn did not go on on the
+    /// next one (`law::resume`): the death's own error, and why not.
+    #[error("{cause}; the turn was not resumed: {why}")]
+    NotResumed {
+        /// The death's error.
+        cause: Box<GenerationError>,
+        /// Why it did not go on.
+        why: String,
+    },
     /// Resolving the model failed.
     #[error(transparent)]
     Load(#[from] ModelLoadError),

@@ -82,6 +82,11 @@ impl GenerationError {
                 raw: Some(raw.clone()),
             },
             Self::Upstream { status, body } => super::wire_upstream::upstream_error(*status, body.as_ref()),
+            // The death's code and status, its sentence with why not.
+            Self::NotResumed { cause, .. } => ApiError {
+                message: self.to_string(),
+                ..cause.to_api()
+            },
             Self::Transport(_) => ApiError {
                 status: 502,
                 message: self.to_string(),

@@ -28,6 +28,8 @@
 //! | `compact_meter` | the rates `compact` weighs, as the child shows them (decode per attended cell, the store's rates, answers) |
 //! | `slots` | how many slots a child runs, which one a turn takes, whether it may start beside the others (the shared KV pool) |
 //! | `crash` | crash classification from the child's output tail |
+//! | `resume` | whether a turn whose child died goes on on the next child: run again, continued, or why not |
+//! | `splice` | what a client was sent, the request that continues it, and the joint of the two streams |
 //! | `upstream` | whether a refusal of the child's was the request's fault (a 400) or the server's |
 //! | `cuda` | the GPU choice, spawn matrix, OOM retry, placement, Flash Attention, device check, spill, pre-flight |
 //! | `quant` | which GGUF of a directory is the model |
@@ -67,9 +69,11 @@ pub mod request_chat;
 pub mod slots;
 pub mod request_routes;
 pub mod residents;
+pub mod resume;
 pub mod route;
 pub mod schedule;
 pub mod select;
+pub mod splice;
 pub mod split;
 pub mod types;
 pub mod upstream;

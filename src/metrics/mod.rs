@@ -84,6 +84,12 @@ struct ModelOnly {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HowCode {
+    how: &'static str,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LevelAction {
     level: &'static str,
     action: &'static str,
@@ -112,6 +118,8 @@ pub struct Metrics {
     pool_compacted_cells: Family<ModelOnly, Counter>,
     /// Times a model left the memory to another waiting on its turns.
     yields: Family<ModelOnly, Counter>,
+    /// Turns that went on on the next child after theirs died.
+    turns_resumed: Family<HowCode, Counter>,
     /// The last child's end: its model and why (restart detection).
     last_end: Mutex<Option<(String, &'static str)>>,
 }
@@ -191,6 +199,11 @@ impl Default for Metrics {
                 &mut r,
                 "warden_model_yields",
                 "Times a busy model left the memory to another model whose load waited on its turns (the scheduler across models), by the model that left",
+            ),
+            turns_resumed: counter(
+                &mut r,
+                "warden_turns_resumed",
+                "Turns whose model server died under them and went on on the next one, by how (rerun: nothing was sent yet; continued: from the text already sent) and how the server ended",
             ),
             last_end: Mutex::new(None),
             registry: r,
@@ -305,6 +318,10 @@ impl Metrics {
             }
             WardenEvent::Yielded { model, .. } => {
                 self.yields.get_or_create(&ModelOnly { model: model.clone() }).inc();
+            }
+            WardenEvent::TurnResumed { how, code, .. } => {
+                let labels = HowCode { how, code: code.clone() };
+                self.turns_resumed.get_or_create(&labels).inc();
             }
             WardenEvent::PoolCompacted { model, cells, .. } => {
                 let labels = ModelOnly { model: model.clone() };

@@ -57,6 +57,7 @@ fn events_move_the_counters() {
         ttft_s: Some(0.02),
         decode_tokens_per_s: Some(80.0),
         events: 9,
+        paused_s: None,
     };
     m.observe(&ended(Route::Chat, "completed", Some(t)));
     m.observe(&ended(Route::Chat, "completed", None));
@@ -75,6 +76,19 @@ fn events_move_the_counters() {
     });
     m.observe(&ready("b", 700));
     m.refused(Route::Chat, "queue_full");
+    let resumed = |how, code: &str| WardenEvent::TurnResumed {
+        seq: 1,
+        route: Route::Chat,
+        model: "b".into(),
+        pid: 3,
+        code: code.into(),
+        how,
+        sent_tokens: 4,
+        paused_ms: 900,
+    };
+    m.observe(&resumed("continued", "child_killed"));
+    m.observe(&resumed("continued", "child_killed"));
+    m.observe(&resumed("rerun", "child_hung"));
     let s = scrape(&m);
     let rows: &[(&str, Option<f64>)] = &[
         ("warden_turns_total{route=\"chat\",outcome=\"completed\"}", Some(2.0)),
@@ -98,6 +112,11 @@ fn events_move_the_counters() {
             "warden_requests_refused_total{route=\"chat\",code=\"queue_full\"}",
             Some(1.0),
         ),
+        (
+            "warden_turns_resumed_total{how=\"continued\",code=\"child_killed\"}",
+            Some(2.0),
+        ),
+        ("warden_turns_resumed_total{how=\"rerun\",code=\"child_hung\"}", Some(1.0)),
     ];
     for (i, (series, want)) in rows.iter().enumerate() {
         assert_eq!(value(&s, series), *want, "row {i}: {series}");
@@ -177,6 +196,7 @@ fn histogram_buckets_are_cumulative_and_nan_is_dropped() {
             ttft_s: None,
             decode_tokens_per_s: Some(r),
             events: 2,
+            paused_s: None,
         };
         m.observe(&ended(Route::Chat, "completed", Some(t)));
     }

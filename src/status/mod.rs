@@ -402,6 +402,10 @@ pub struct TurnTimings {
     pub decode_tokens_per_s: Option<f64>,
     /// Events relayed (tokens, for llama-server and mlx_vlm.server).
     pub events: u32,
+    /// A turn that went on after its child died: from the death to the
+    /// next child's first event, seconds (`law::resume`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_s: Option<f64>,
 }
 
 /// A lifecycle event.
@@ -476,6 +480,27 @@ pub enum WardenEvent {
         seq: u64,
         /// How long the engine waited for it, in milliseconds.
         waited_ms: u64,
+    },
+    /// A turn whose child died under it went on on the next child
+    /// (`law::resume`): run again (it had sent nothing) or continued from
+    /// the text already sent.
+    TurnResumed {
+        /// The turn's arrival number.
+        seq: u64,
+        /// Its route.
+        route: Route,
+        /// The model.
+        model: String,
+        /// The child that died (its pid).
+        pid: u32,
+        /// How it ended (its error code: `child_killed`, `child_hung`, ...).
+        code: String,
+        /// `continued` or `rerun`.
+        how: &'static str,
+        /// Tokens its client already had.
+        sent_tokens: u64,
+        /// From the death to the next child's start of the turn, ms.
+        paused_ms: u64,
     },
     /// A reap tick was handled.
     ReapChecked {

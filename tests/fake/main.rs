@@ -23,6 +23,7 @@ mod mlx_bound;
 mod mlx_runner;
 mod no_template;
 mod pull;
+mod resume;
 mod run_cli;
 mod settings_file;
 mod slots_actor;

@@ -207,8 +207,8 @@ async fn an_unload_waits_for_the_running_turns() {
     w.shutdown().await;
 }
 
-/// A child that dies under three turns: each gets the same coded error,
-/// and the death is said once.
+/// A child that dies under three turns, resuming off: each gets the same
+/// coded error, and the death is said once (resume.rs has them go on).
 #[actix_rt::test]
 async fn a_death_under_three_turns_is_each_turns_coded_error() {
     let dir = tempfile::tempdir().unwrap();
@@ -219,7 +219,11 @@ async fn a_death_under_three_turns_is_each_turns_coded_error() {
         die_after: Some(10),
         ..ChildScript::default()
     }));
-    let w = TestWarden::in_process(&fake, dir.path()).start();
+    let cfg = WardenConfig {
+        resume_turns: 0,
+        ..test_config()
+    };
+    let w = TestWarden::in_process(&fake, dir.path()).config(cfg).start();
     load_default(&w).await;
     let mut ev = w.subscribe();
     let rxs: Vec<_> = (0..3).map(|i| w.submit(turn(&format!("d{i}"), 40)).unwrap()).collect();

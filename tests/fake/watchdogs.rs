@@ -48,6 +48,9 @@ fn rig(script: Script) -> Rig {
         request_timeout: REQUEST,
         load_timeout: LOAD,
         stop_grace: GRACE,
+        // why: these time each watchdog's error; a turn that goes on after
+        // one is resume.rs's
+        resume_turns: 0,
         ..test_config()
     };
     let w = TestWarden::in_process(&fake, dir.path()).config(cfg).start();

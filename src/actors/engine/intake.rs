@@ -44,6 +44,9 @@ pub struct Waiting {
     /// `TurnStarted` was said (a turn sent back to wait after its start
     /// sample says it once).
     pub started: bool,
+    /// A turn whose child died under it: what it carries to the next
+    /// (`resume`); `None` for a new turn.
+    pub carry: Option<Box<super::resume::Carry>>,
 }
 
 /// What waits, in arrival order.

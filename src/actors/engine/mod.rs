@@ -69,6 +69,7 @@ mod reap;
 mod room;
 mod schedule;
 pub(crate) mod relay;
+mod resume;
 pub(crate) mod retire;
 mod slots;
 mod spawn;

@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 use super::counts::ChildCounts;
 use super::outbox::{Outbox, Refused};
+use super::resume::Carry;
 use super::turn::{Finish, Relayed};
 use crate::catalog::ModelEntry;
 use crate::child::client::ChildClient;
@@ -83,6 +84,13 @@ pub(crate) struct Running {
     pub stateful: bool,
     /// The child it ran on.
     pub pid: u32,
+    /// Streamed or whole.
+    pub stream: bool,
+    /// A generating turn's request as it was sent, less its slot: what the
+    /// next child gets when this one dies under it (`resume`).
+    pub request: Option<crate::messages::TurnRequest>,
+    /// What it carries from one child to the next.
+    pub carry: Box<super::resume::Carry>,
 }
 
 /// How a relay ended, as the relay alone can tell; the engine turns the
@@ -122,21 +130,15 @@ pub(crate) struct RelayJob {
     pub turn: Running,
     /// The request's bytes.
     pub body: Bytes,
-    /// Streamed or whole.
-    pub stream: bool,
 }
 
 impl RelayJob {
     /// Relays the answer to its end.
     pub async fn run(self) -> TurnRelayed {
-        let RelayJob {
-            mut line,
-            mut turn,
-            body,
-            stream,
-        } = self;
-        let end = if stream {
-            relay_stream(&mut line, turn.route, body, &mut turn.out).await
+        let RelayJob { mut line, mut turn, body } = self;
+        let end = if turn.stream {
+            let paused = turn.carry.paused_at;
+            relay_stream(&mut line, turn.route, body, &mut turn.out, &mut turn.carry, paused).await
         } else {
             relay_whole(&mut line, turn.route, body).await
         };
@@ -144,8 +146,16 @@ impl RelayJob {
     }
 }
 
-/// Relays a streamed answer event by event.
-async fn relay_stream(line: &mut RelayLine, route: Route, body: Bytes, events: &mut Outbox) -> RelayEnd {
+/// Relays a streamed answer event by event (a continuation's through its
+/// joint, `carry`).
+async fn relay_stream(
+    line: &mut RelayLine,
+    route: Route,
+    body: Bytes,
+    events: &mut Outbox,
+    carry: &mut Carry,
+    paused: Option<Instant>,
+) -> RelayEnd {
     let sent_at = Instant::now();
     let first_deadline = sent_at + line.first_token_timeout;
     let resp = tokio::select! {
@@ -168,7 +178,7 @@ async fn relay_stream(line: &mut RelayLine, route: Route, body: Bytes, events: &
     let mut got_first = false;
     let mut relayed_error = false;
     let mut counts = None;
-    let mut clock = Clock::new(sent_at);
+    let mut clock = Clock::new(sent_at, paused);
     loop {
         let deadline = if got_first {
             Instant::now() + line.stall_timeout
@@ -197,26 +207,32 @@ async fn relay_stream(line: &mut RelayLine, route: Route, body: Bytes, events: &
             // Only the last events carry timings (a byte search first);
             // infill's own last event, the stream's end, is one.
             counts = ChildCounts::read(&ev.data).or(counts);
-            if route.ends_stream(ev.event.as_deref(), &ev.data) {
+            let last = route.ends_stream(ev.event.as_deref(), &ev.data);
+            let mut pieces = carry.outgoing(&ev, last);
+            if last {
                 // The answer is read to its end (the chunked
                 // terminator), so the connection ends cleanly rather
                 // than half-read: see `child::client`.
                 read_to_end(&mut body).await;
                 // Held back: the brake's turn end and its notice come
-                // before the stream's terminator.
+                // before the stream's terminator (a joint may put events
+                // before it).
+                let held = pieces.pop();
+                if send_all(events, pieces).await.is_err() {
+                    return RelayEnd::Relayed(Relayed::Abandoned);
+                }
                 return RelayEnd::Relayed(Relayed::Completed {
-                    finish: Finish::Stream(Some(ev.raw)),
+                    finish: Finish::Stream(held),
                     counts,
                     timings: clock.timings(counts),
                 });
             }
             clock.event(Instant::now());
             relayed_error |= ev.is_error();
-            match events.send(TurnEvent::Chunk(ev.raw)).await {
-                Ok(()) => {}
+            if send_all(events, pieces).await.is_err() {
                 // A stalled client is let go as one that disconnected:
                 // dropping the response cancels the child's slot.
-                Err(Refused::Gone | Refused::Stalled { .. }) => return RelayEnd::Relayed(Relayed::Abandoned),
+                return RelayEnd::Relayed(Relayed::Abandoned);
             }
         }
     }
@@ -225,6 +241,14 @@ async fn relay_stream(line: &mut RelayLine, route: Route, body: Bytes, events: &
         return RelayEnd::Relayed(Relayed::UpstreamError);
     }
     RelayEnd::Broken
+}
+
+/// Sends each piece in order; `Err` when the client is gone or stalled.
+async fn send_all(events: &mut Outbox, pieces: Vec<Bytes>) -> Result<(), Refused> {
+    for p in pieces {
+        events.send(TurnEvent::Chunk(p)).await?;
+    }
+    Ok(())
 }
 
 /// Relays a non-streamed answer whole (sent by the turn's end, last).
@@ -261,15 +285,18 @@ async fn relay_whole(line: &mut RelayLine, route: Route, body: Bytes) -> RelayEn
 /// A streamed turn's timings as its events arrive (`[DONE]` excluded).
 struct Clock {
     sent: Instant,
+    /// A resumed turn's: when its previous child died.
+    paused: Option<Instant>,
     first: Option<Instant>,
     last: Option<Instant>,
     events: u32,
 }
 
 impl Clock {
-    fn new(sent: Instant) -> Self {
+    fn new(sent: Instant, paused: Option<Instant>) -> Self {
         Self {
             sent,
+            paused,
             first: None,
             last: None,
             events: 0,
@@ -294,6 +321,7 @@ impl Clock {
             ttft_s: Some(first.duration_since(self.sent).as_secs_f64()),
             decode_tokens_per_s: counts.and_then(ChildCounts::decode_per_s).or(relayed),
             events: self.events,
+            paused_s: self.paused.map(|p| first.duration_since(p).as_secs_f64()),
         })
     }
 }

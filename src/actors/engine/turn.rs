@@ -29,6 +29,8 @@ use super::core::EngineCore;
 use super::intake::{Pending, Waiting};
 use super::outbox::Outbox;
 use super::relay::{RelayJob, RelayLine, Running};
+use super::resume::Carry;
+use crate::law::splice::Splice;
 use crate::catalog::ModelEntry;
 use crate::error::WardenError;
 use crate::law::brake::Point;
@@ -131,6 +133,7 @@ impl EngineCore {
             seq,
             ticket,
             started: false,
+            carry: None,
         }));
         self.settle().await;
     }
@@ -259,6 +262,9 @@ impl EngineCore {
             self.refuse(w, super::turn_end::failed(e)).await;
             return Admission::Ended;
         }
+        if let Some(carry) = w.carry.as_deref_mut() {
+            self.count_resumed(&mut w.request, carry, &w.entry.id, w.seq).await;
+        }
         let job = if generating {
             match self.seat(&w) {
                 Some(seat) => self.admit_generation(w, seat).await,
@@ -331,15 +337,16 @@ impl EngineCore {
     /// its relay is made.
     async fn admit_generation(&mut self, w: Waiting, seat: Seat) -> Option<RelayJob> {
         let Waiting {
-            request,
+            mut request,
             entry,
             out,
             seq,
             ticket,
+            carry,
             ..
         } = w;
         let owner = request.conversation.clone().filter(|_| request.route.keeps_conversation());
-        let mut body = request.body;
+        let mut body = std::mem::take(&mut request.body);
         let requested = crate::law::request::requested_bound(&body);
         for f in crate::law::request::TOKEN_FIELDS {
             body.remove(f);
@@ -356,6 +363,16 @@ impl EngineCore {
         let asked = u64::from(requested.unwrap_or(0));
         c.engine
             .note_request((bytes.len() as u64 / 4 + asked).min(u32::MAX as u64) as u32);
+        // Kept as sent, less its slot: a death may send it to the next child.
+        body.remove("id_slot");
+        request.body = body;
+        let mut carry = carry.unwrap_or_else(|| Box::new(Carry::new(request.route)));
+        if carry.continuing
+            && let Some(d) = carry.dialect
+        {
+            let produced = carry.produced.unwrap_or(0);
+            carry.splice = Some(Splice::new(d, carry.transcript.clone(), produced));
+        }
         for i in seat.evict {
             self.kv.evict(c, i).await;
         }
@@ -384,9 +401,11 @@ impl EngineCore {
                 route: request.route,
                 keep_alive: request.keep_alive,
                 stateful: request.options.stateful,
+                stream: request.stream,
+                request: Some(request),
+                carry,
             },
             body: bytes,
-            stream: request.stream,
         })
     }
 
@@ -413,9 +432,11 @@ impl EngineCore {
                 route: w.request.route,
                 keep_alive: w.request.keep_alive,
                 stateful: w.request.options.stateful,
+                stream: w.request.stream,
+                request: None,
+                carry: Box::default(),
             },
             body: bytes,
-            stream: w.request.stream,
         })
     }
 

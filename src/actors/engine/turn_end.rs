@@ -41,9 +41,19 @@ struct Closing {
 }
 
 impl EngineCore {
-    /// A relay ended: its verdict, its slot, its brake sample, its close.
+    /// A relay ended: its verdict, its slot, its brake sample, its close;
+    /// or, when its child died under it and the law lets it, its way back
+    /// to the intake's head to go on on the next child (`resume`).
     pub async fn turn_relayed(&mut self, done: TurnRelayed) {
-        let TurnRelayed { turn, end } = done;
+        let TurnRelayed { mut turn, end } = done;
+        self.intake.ended();
+        let relayed = match self.verdict(turn.pid, end).await {
+            Err(e) => match self.resume_or_fail(&mut turn, e) {
+                Ok(()) => return self.requeue(turn),
+                Err(e) => Err(e),
+            },
+            ok => ok,
+        };
         let Running {
             entry,
             out,
@@ -53,9 +63,8 @@ impl EngineCore {
             keep_alive,
             stateful,
             pid,
+            ..
         } = turn;
-        self.intake.ended();
-        let relayed = self.verdict(pid, end).await;
         if route.generates()
             && let Some(c) = self.child.get_mut().filter(|c| c.process.pid() == pid)
         {

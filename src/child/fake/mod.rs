@@ -109,6 +109,10 @@ pub struct Script {
     pub signal_on_load: Option<i32>,
     /// Dies of `.0` (a signal) before token `.1`.
     pub signal_after: Option<(i32, u32)>,
+    /// A scripted death (`die_after`, `signal_after`) happens on this many
+    /// answers in all, across the fake's children; `None`: on every one
+    /// (a crash the next child does not repeat, for a turn that goes on).
+    pub die_times: Option<u32>,
 }
 
 /// A load failure, said with the line llama.cpp b10883 prints for it.
@@ -177,6 +181,7 @@ impl Default for Script {
             flash_attention_off: false,
             signal_on_load: None,
             signal_after: None,
+            die_times: None,
         }
     }
 }
@@ -212,6 +217,11 @@ pub struct FakeLlama {
     /// A file each chat request body is appended to (one JSON line): the
     /// fake run as a process keeps its record there.
     request_log: Option<std::path::PathBuf>,
+    /// Scripted deaths so far, across its children (`Script::die_times`).
+    deaths: AtomicU32,
+    /// The same count for the fake run as a process (one per child): a
+    /// byte per death, in a file beside the model.
+    death_log: Option<std::path::PathBuf>,
 }
 
 impl FakeLlama {
@@ -306,6 +316,28 @@ impl FakeLlama {
             exit: child.exit_watch(),
         });
         Ok(child)
+    }
+
+    /// Whether a scripted death may happen now (under `die_times`): counted
+    /// when it may.
+    fn may_die(&self, limit: Option<u32>) -> bool {
+        let Some(limit) = limit else { return true };
+        if let Some(path) = &self.death_log {
+            let n = std::fs::metadata(path).map_or(0, |m| m.len());
+            if n >= u64::from(limit) {
+                return false;
+            }
+            use std::io::Write;
+            let _ = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(b"x"));
+            return true;
+        }
+        self.deaths
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then_some(n + 1))
+            .is_ok()
     }
 
     /// Records one chat request body (and appends it to the request log).

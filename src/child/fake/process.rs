@@ -51,6 +51,7 @@ pub fn main() -> ExitCode {
     }
     let fake = Arc::new(FakeLlama {
         request_log: file.log.clone(),
+        death_log: Some(format!("{model_path}.fake.deaths").into()),
         ..FakeLlama::new(script.clone())
     });
     let child = Arc::new(Child {

@@ -73,6 +73,14 @@ async fn answer(
             http::write_json(wr, 200, &body, close).await?;
         }
         ("POST", "/v1/chat/completions") if child.ready() => return chat(req, wr, child, died).await,
+        ("POST", "/tokenize") if child.ready() => {
+            // One token per word, as the fake's answers count them.
+            let words = serde_json::from_slice::<Value>(&req.body)
+                .ok()
+                .and_then(|b| b["content"].as_str().map(|c| c.split_whitespace().count()))
+                .unwrap_or(0);
+            http::write_json(wr, 200, &json!({"tokens": vec![1; words]}), close).await?;
+        }
         ("POST", path) if child.ready() && let Some((slot, action)) = slot_path(path) => {
             return slot_action(req, wr, child, slot, action).await;
         }
@@ -169,16 +177,25 @@ async fn chat(
         .iter()
         .find_map(|k| body.get(*k).and_then(Value::as_u64))
         .unwrap_or(u64::MAX);
-    let n = u64::from(child.script.tokens).min(asked) as u32;
+    // An assistant message last is continued, as llama-server continues
+    // it: the answer goes on from the words already there.
+    let messages = body.get("messages").and_then(Value::as_array);
+    let from = messages
+        .and_then(|m| m.last())
+        .filter(|m| m["role"] == "assistant")
+        .and_then(|m| m["content"].as_str())
+        .map_or(0, |c| c.split_whitespace().count() as u32);
+    let n = u64::from(child.script.tokens.saturating_sub(from)).min(asked) as u32;
+    let answer = from..from + n;
     if body.get("stream").and_then(Value::as_bool) == Some(true) {
-        if let Err(e) = stream(wr, child, n, died).await {
+        if let Err(e) = stream(wr, child, answer, died).await {
             // The client went away mid-stream: llama-server cancels the slot.
             child.say("srv  stop: cancel task, id_task = 0");
             return Err(e);
         }
         return Ok(false);
     }
-    whole(wr, child, n, died, req.wants_close()).await?;
+    whole(wr, child, answer, died, req.wants_close()).await?;
     Ok(true)
 }
 
@@ -189,6 +206,7 @@ async fn chat(
 async fn before_token(i: u32, child: &Child, died: &mpsc::Sender<ExitInfo>) {
     if let Some((sig, at)) = child.script.signal_after
         && at == i
+        && child.fake.may_die(child.script.die_times)
     {
         let _ = died
             .send(ExitInfo {
@@ -198,7 +216,7 @@ async fn before_token(i: u32, child: &Child, died: &mpsc::Sender<ExitInfo>) {
             .await;
         std::future::pending::<()>().await;
     }
-    if child.script.die_after == Some(i) {
+    if child.script.die_after == Some(i) && child.fake.may_die(child.script.die_times) {
         child.say("fake: dying mid-stream");
         let _ = died
             .send(ExitInfo {
@@ -213,14 +231,20 @@ async fn before_token(i: u32, child: &Child, died: &mpsc::Sender<ExitInfo>) {
     }
 }
 
-/// A streamed answer: `n` tokens as chunks, the final chunk with
-/// `timings`, `[DONE]`.
-async fn stream(wr: &mut OwnedWriteHalf, child: &Child, n: u32, died: &mpsc::Sender<ExitInfo>) -> std::io::Result<()> {
+/// A streamed answer: tokens `answer` (`t{i}`) as chunks, the final chunk
+/// with `timings`, `[DONE]`.
+async fn stream(
+    wr: &mut OwnedWriteHalf,
+    child: &Child,
+    answer: std::ops::Range<u32>,
+    died: &mpsc::Sender<ExitInfo>,
+) -> std::io::Result<()> {
     let s = &child.script;
-    for i in 0..n {
+    let (start, n) = (answer.start, answer.len() as u32);
+    for i in answer {
         before_token(i, child, died).await;
-        tokio::time::sleep(if i == 0 { s.first_token_delay } else { s.token_delay }).await;
-        if i == 0 {
+        tokio::time::sleep(if i == start { s.first_token_delay } else { s.token_delay }).await;
+        if i == start {
             http::write_stream_head(wr).await?;
         }
         let ev = json!({"object": "chat.completion.chunk", "model": "fake",
@@ -242,14 +266,15 @@ async fn stream(wr: &mut OwnedWriteHalf, child: &Child, n: u32, died: &mpsc::Sen
 async fn whole(
     wr: &mut OwnedWriteHalf,
     child: &Child,
-    n: u32,
+    answer: std::ops::Range<u32>,
     died: &mpsc::Sender<ExitInfo>,
     close: bool,
 ) -> std::io::Result<()> {
     let s = &child.script;
-    for i in 0..n {
+    let (start, n) = (answer.start, answer.len() as u32);
+    for i in answer {
         before_token(i, child, died).await;
-        tokio::time::sleep(if i == 0 { s.first_token_delay } else { s.token_delay }).await;
+        tokio::time::sleep(if i == start { s.first_token_delay } else { s.token_delay }).await;
     }
     let body = json!({
         "object": "chat.completion", "model": "fake",

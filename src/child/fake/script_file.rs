@@ -18,6 +18,7 @@
 //! | `token_ms` | between two tokens, and before the first (5) |
 //! | `hang_after` | sends nothing more after N tokens, the socket open |
 //! | `die_after` | exits 3 after N tokens |
+//! | `die_times` | a scripted death happens on N answers in all (a process fake: per process) |
 //! | `props_ctx` | the `n_ctx` `/props` says (the `-c` given, else 4096) |
 //! | `props_fail` | `/props` answers 500 |
 //! | `argv_log` | a file each start appends its argv and `CUDA_VISIBLE_DEVICES` to (a JSON line) |
@@ -50,6 +51,7 @@ pub struct ScriptFile {
     token_ms: Option<u64>,
     hang_after: Option<u32>,
     die_after: Option<u32>,
+    die_times: Option<u32>,
     props_ctx: Option<u32>,
     #[serde(default)]
     props_fail: bool,
@@ -95,6 +97,7 @@ impl ScriptFile {
             token_delay: token,
             hang_after: self.hang_after,
             die_after: self.die_after,
+            die_times: self.die_times,
             props_ctx: self.props_ctx,
             props_fail: self.props_fail,
             exit_on_load: self.exit_on_load,

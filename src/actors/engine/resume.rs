@@ -1,0 +1,230 @@
+//! A turn whose child died under it goes on on the next child (#46): what
+//! a turn carries across its children (`Carry`), the law's verdict when its
+//! child dies (`law::resume`), and the way back into the intake, at its
+//! head, where the next admission respawns the child and starts it again:
+//! run again when its client had nothing yet, else continued from the text
+//! already sent (`law::splice` writes the request and joins the streams).
+//! Part of `EngineCore`; runs inside the atomic `TurnRelayed` handler.
+
+use tokio::time::Instant;
+
+use super::core::EngineCore;
+use super::intake::{Pending, Waiting};
+use super::relay::Running;
+use crate::error::GenerationError;
+use crate::law::crash::EngineCode;
+use crate::law::resume::{self, Death, Verdict};
+use crate::law::splice::{self, Dialect, Splice, Transcript};
+use crate::law::types::EngineKind;
+use crate::messages::TurnRequest;
+use crate::sse::SseEvent;
+use crate::status::WardenEvent;
+
+/// What a generating turn carries from one child to the next.
+#[derive(Debug, Default)]
+pub(crate) struct Carry {
+    /// Its stream's shape (`None`: a route with none to continue).
+    pub dialect: Option<Dialect>,
+    /// Times it went on after a death.
+    pub resumes: u32,
+    /// What its client was sent before the last joint.
+    pub transcript: Transcript,
+    /// The joint of this child's stream to that (a continuation).
+    pub splice: Option<Splice>,
+    /// When its last child died (its pause runs from there to the next
+    /// child's first event).
+    pub paused_at: Option<Instant>,
+    /// The child that died under it last: its pid and how it ended.
+    pub died: Option<(u32, EngineCode)>,
+    /// The next admission continues (else it runs again).
+    pub continuing: bool,
+    /// Tokens its client already had, counted once on the new child.
+    pub produced: Option<u64>,
+}
+
+impl Carry {
+    /// A new turn's, on `route`.
+    pub fn new(route: crate::law::route::Route) -> Self {
+        Self {
+            dialect: Dialect::of(route),
+            ..Self::default()
+        }
+    }
+
+    /// The events a streamed event of the child's becomes for the client:
+    /// through the joint on a continuation; as it is otherwise, read into
+    /// the transcript (the stream's held-back last event is not sent yet).
+    pub fn outgoing(&mut self, ev: &SseEvent, last: bool) -> Vec<bytes::Bytes> {
+        if let Some(s) = self.splice.as_mut() {
+            return s.pass(ev.event.as_deref(), &ev.data, &ev.raw);
+        }
+        if !last && let Some(d) = self.dialect {
+            self.transcript.read(d, ev.event.as_deref(), &ev.data);
+        }
+        vec![ev.raw.clone()]
+    }
+
+    /// What its client has now, across every joint.
+    fn sent(&self) -> Transcript {
+        self.splice
+            .as_ref()
+            .map_or_else(|| self.transcript.clone(), Splice::transcript)
+    }
+}
+
+/// How a turn's error says its child ended, when it is a death.
+fn death(e: &GenerationError) -> Option<Death> {
+    match e {
+        GenerationError::ChildDied { code, .. } => Some(Death::Died(*code)),
+        GenerationError::Hung { .. } => Some(Death::Died(EngineCode::ChildHung)),
+        GenerationError::WorkerLost { .. } => Some(Death::WorkerLost),
+        _ => None,
+    }
+}
+
+impl EngineCore {
+    /// A turn that ended with `e`: back to the head of the intake when its
+    /// child died and the law lets it go on; otherwise its error, saying
+    /// why it did not (a death) or as it was (anything else).
+    pub(crate) fn resume_or_fail(&mut self, turn: &mut Running, e: GenerationError) -> Result<(), GenerationError> {
+        let (Some(death), Some(request)) = (death(&e), turn.request.as_mut()) else {
+            return Err(e);
+        };
+        let carry = &mut *turn.carry;
+        let sent = carry.sent();
+        let mut body = request.body.clone();
+        let unfit = match carry.dialect {
+            _ if sent.sent == 0 => None,
+            None => Some("the route has no answer to continue"),
+            Some(_) if self.backend.kind() == EngineKind::Mlx => Some("mlx_vlm.server cannot continue an answer begun"),
+            Some(d) => splice::continuation(d, &mut body, &sent.text).err(),
+        };
+        let facts = resume::Turn {
+            sent: sent.sent,
+            streamed: turn.stream,
+            resumes: carry.resumes,
+            client_gone: turn.out.is_closed(),
+            opaque: sent.opaque,
+            unfit,
+        };
+        let verdict = resume::decide(facts, death, self.cfg().resume_turns);
+        let code = match death {
+            Death::Died(code) => code,
+            Death::WorkerLost => EngineCode::ChildKilled,
+        };
+        match verdict {
+            Verdict::Decline(d) => {
+                tracing::warn!(
+                    seq = turn.seq,
+                    why = d.tag(),
+                    "turn {}: its model server ended under it ({}); not resumed: {}",
+                    turn.seq,
+                    e.to_api().code,
+                    d.why()
+                );
+                let why = d.why();
+                Err(GenerationError::NotResumed {
+                    cause: Box::new(e),
+                    why,
+                })
+            }
+            Verdict::Rerun | Verdict::Continue => {
+                let continuing = verdict == Verdict::Continue;
+                if continuing {
+                    request.body = body;
+                }
+                tracing::info!(
+                    seq = turn.seq,
+                    "turn {}: its model server ended under it ({}); it goes on on the next one ({}, {} characters sent)",
+                    turn.seq,
+                    e.to_api().code,
+                    if continuing { "continued" } else { "run again" },
+                    sent.text.len()
+                );
+                carry.resumes += 1;
+                carry.transcript = sent;
+                carry.splice = None;
+                carry.paused_at = Some(Instant::now());
+                carry.died = Some((turn.pid, code));
+                carry.continuing = continuing;
+                carry.produced = None;
+                Ok(())
+            }
+        }
+    }
+
+    /// A turn the law let go on: back to the head of the intake, where the
+    /// next admission respawns its child.
+    pub(crate) fn requeue(&mut self, turn: Running) {
+        let Running {
+            entry,
+            out,
+            seq,
+            ticket,
+            request,
+            carry,
+            ..
+        } = turn;
+        self.intake.push_front(Pending::Turn(Waiting {
+            request: request.expect("a resumable turn kept its request"),
+            entry,
+            out,
+            seq,
+            ticket,
+            started: true,
+            carry: Some(carry),
+        }));
+    }
+
+    /// A resumed turn on its new child, before its seat: a continuation's
+    /// bound loses the tokens its client already has (counted by the new
+    /// child's tokenizer, as its prompt will read them), and the resume is
+    /// said (event, metrics, dashboard). Once per death: a turn sent back to
+    /// wait for its seat is not counted again.
+    pub(crate) async fn count_resumed(&mut self, request: &mut TurnRequest, carry: &mut Carry, model: &str, seq: u64) {
+        if carry.paused_at.is_none() || carry.produced.is_some() {
+            return;
+        }
+        let mut produced = 0;
+        if carry.continuing {
+            produced = self.count_tokens(&carry.transcript.text).await.unwrap_or(u64::from(carry.transcript.sent));
+            let field = request.route.bound_field();
+            if let Some(bound) = crate::law::request::requested_bound(&request.body) {
+                // At least one: the child reads 0 as no bound at all.
+                let rest = u64::from(bound).saturating_sub(produced).max(1);
+                for f in crate::law::request::TOKEN_FIELDS {
+                    request.body.remove(f);
+                }
+                request.body.insert(field.into(), serde_json::Value::from(rest));
+            }
+        }
+        let (pid, code) = carry.died.unwrap_or((0, EngineCode::ChildCrashed));
+        self.emit(WardenEvent::TurnResumed {
+            seq,
+            route: request.route,
+            model: model.to_string(),
+            pid,
+            code: code.as_str().to_string(),
+            how: if carry.continuing { "continued" } else { "rerun" },
+            sent_tokens: produced,
+            paused_ms: carry.paused_at.map_or(0, |t| t.elapsed().as_millis() as u64),
+        });
+        carry.produced = Some(produced);
+    }
+
+    /// Tokens `text` counts on the live child (its own tokenizer, no
+    /// special tokens added); `None` when it does not answer.
+    async fn count_tokens(&self, text: &str) -> Option<u64> {
+        let c = self.child.get()?;
+        let body = serde_json::to_vec(&serde_json::json!({"content": text, "add_special": false})).ok()?;
+        let resp = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            c.client.post_json("/tokenize", body.into()),
+        )
+        .await
+        .ok()?
+        .ok()?;
+        let v: serde_json::Value = resp.json().await.ok()?;
+        v.get("tokens").and_then(serde_json::Value::as_array).map(|t| t.len() as u64)
+    }
+}
