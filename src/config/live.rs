@@ -135,6 +135,7 @@ pub fn merge(running: &WardenConfig, read: WardenConfig) -> Merged {
     c.stall_timeout = read.stall_timeout;
     c.request_timeout = read.request_timeout;
     c.client_stall_timeout = read.client_stall_timeout;
+    c.sse_keep_alive = read.sse_keep_alive;
     c.body_timeout = read.body_timeout;
     c.max_queue = read.max_queue;
     c.max_body_bytes = read.max_body_bytes;

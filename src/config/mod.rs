@@ -97,6 +97,12 @@ pub struct WardenConfig {
     /// any reading client's pause (a browser tab in the background still
     /// reads), short enough that the next person's turn is not lost.
     pub client_stall_timeout: Duration,
+    /// `WARDEN_SSE_KEEPALIVE_S`: a streamed answer silent this long (a long
+    /// prompt read, a resumed turn waiting for its new child) gets an SSE
+    /// comment, so clients and proxies with idle timeouts keep the stream;
+    /// 0 sends none. 15 s: under the 30 to 60 s idle timeouts of common
+    /// proxies (nginx's `proxy_read_timeout` is 60 s).
+    pub sse_keep_alive: Duration,
     /// `WARDEN_BODY_TIMEOUT_S`: the whole of reading a request body; a body
     /// trickled in slower is refused with 408 before any turn exists.
     /// 30 s: a 16 MiB body at 0.5 MiB/s; a chat body is a few KiB.
@@ -258,6 +264,7 @@ impl Default for WardenConfig {
             stall_timeout: Duration::from_secs(60),
             request_timeout: Duration::from_secs(900),
             client_stall_timeout: Duration::from_secs(30),
+            sse_keep_alive: Duration::from_secs(15),
             body_timeout: Duration::from_secs(30),
             ui_sample: Duration::from_secs(5),
             watch_period: Duration::from_secs(2),

@@ -39,6 +39,7 @@ impl WardenConfig {
             ("WARDEN_STALL_TIMEOUT_S", &mut self.stall_timeout),
             ("WARDEN_REQUEST_TIMEOUT_S", &mut self.request_timeout),
             ("WARDEN_CLIENT_STALL_TIMEOUT_S", &mut self.client_stall_timeout),
+            ("WARDEN_SSE_KEEPALIVE_S", &mut self.sse_keep_alive),
             ("WARDEN_BODY_TIMEOUT_S", &mut self.body_timeout),
             ("WARDEN_UI_SAMPLE_S", &mut self.ui_sample),
             ("WARDEN_WATCH_S", &mut self.watch_period),

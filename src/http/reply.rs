@@ -46,6 +46,21 @@ pub trait Wire: Send + 'static {
     fn whole(&mut self, body: Bytes, _notices: &[Notice]) -> Result<Bytes, ApiError> {
         Ok(body)
     }
+    /// What keeps a silent stream open (`WARDEN_SSE_KEEPALIVE_S`): an SSE
+    /// comment, which every SSE client skips; `None` for a wire that has no
+    /// such thing.
+    fn keep_alive(&self) -> Option<Bytes> {
+        Some(Bytes::from_static(b": keep-alive\n\n"))
+    }
+}
+
+/// A stream's two clocks: how long its client may take nothing before its
+/// connection is closed, and how long it may hear nothing before a
+/// keep-alive (zero: never).
+#[derive(Debug, Clone, Copy)]
+struct Pace {
+    stall: std::time::Duration,
+    keep_alive: std::time::Duration,
 }
 
 /// OpenAI's wire, which llama-server speaks too: the child's events pass
@@ -115,7 +130,13 @@ pub async fn respond_in<W: Wire>(warden: &Warden, http: &HttpRequest, req: TurnR
                 };
             }
             TurnEvent::Notice(n) if !stream => notices.push(n),
-            first => return stream_response(http, stall_bound, first, rx, turn, route, wire),
+            first => {
+                let pace = Pace {
+                    stall: stall_bound,
+                    keep_alive: warden.config().sse_keep_alive,
+                };
+                return stream_response(http, pace, first, rx, turn, route, wire);
+            }
         }
     }
 }
@@ -183,7 +204,7 @@ pub fn whole_body(
 /// closed once the client takes nothing for `stall_bound` (`stall`).
 fn stream_response<W: Wire>(
     http: &HttpRequest,
-    stall_bound: std::time::Duration,
+    pace: Pace,
     first: TurnEvent,
     rx: mpsc::Receiver<TurnEvent>,
     turn: TurnWatch,
@@ -198,14 +219,20 @@ fn stream_response<W: Wire>(
         let mut pending = pending;
         loop {
             let ev = match pending.take() {
-                Some(ev) => ev,
-                // The engine went away mid-turn: the stream still ends with
-                // the dialect's error event, never a silent cut.
-                None => rx
-                    .recv()
-                    .await
-                    .unwrap_or_else(|| TurnEvent::Error(WardenError::EngineUnavailable)),
+                Some(ev) => Some(ev),
+                None if pace.keep_alive.is_zero() => rx.recv().await,
+                None => match tokio::time::timeout(pace.keep_alive, rx.recv()).await {
+                    Ok(ev) => ev,
+                    // Silent this long: a keep-alive, and wait again.
+                    Err(_) => match wire.keep_alive() {
+                        Some(b) => return Some((Ok(b), (None, Some(rx), wire))),
+                        None => continue,
+                    },
+                },
             };
+            // The engine went away mid-turn: the stream still ends with the
+            // dialect's error event, never a silent cut.
+            let ev = ev.unwrap_or_else(|| TurnEvent::Error(WardenError::EngineUnavailable));
             let (bytes, next) = match ev {
                 TurnEvent::Chunk(b) => (wire.event(b), Some(rx)),
                 TurnEvent::Notice(n) => (wire.notice(&n), Some(rx)),
@@ -229,5 +256,5 @@ fn stream_response<W: Wire>(
         .content_type(content_type)
         .insert_header(("Cache-Control", "no-cache"))
         .insert_header(("X-Accel-Buffering", "no"))
-        .streaming(stall::watch(http, Box::pin(body), stall_bound, Some(turn)))
+        .streaming(stall::watch(http, Box::pin(body), pace.stall, Some(turn)))
 }

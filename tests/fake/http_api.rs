@@ -327,3 +327,38 @@ async fn models_show_the_plan_a_load_gets() {
         w.shutdown().await;
     }
 }
+
+/// A stream that goes silent (here, tokens 1.5 s apart; a resumed turn
+/// waiting for its new child is the same) gets SSE comments as
+/// keep-alives at the configured pace, which clients skip: the answer
+/// still parses whole.
+#[actix_rt::test]
+async fn a_silent_stream_gets_keep_alive_comments() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "m", json!({"tokens": 2, "token_ms": 1500}));
+    let cfg = WardenConfig {
+        sse_keep_alive: Duration::from_millis(200),
+        ..test_config()
+    };
+    let (w, base) = serve(dir.path(), cfg);
+    let text = http()
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&body(true))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let keep_alives = text.matches(": keep-alive\n\n").count();
+    assert!(keep_alives >= 2, "{text}");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    let tokens = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter(|v| v.pointer("/choices/0/delta/content").is_some_and(|c| c.is_string()))
+        .count();
+    assert_eq!(tokens, 2, "{text}");
+    w.shutdown().await;
+}

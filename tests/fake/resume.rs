@@ -285,3 +285,52 @@ async fn three_turns_under_one_death_each_go_on() {
     assert_eq!((resumed, exits), (3, 1));
     w.shutdown().await;
 }
+
+/// A prompt that kills every child that reads it, sent while another turn
+/// streams: the streaming turn goes on on the next child and ends whole;
+/// the prompt's own turn is not run again (it would kill the next child
+/// too) and its error says why; the next child lives.
+#[actix_rt::test]
+async fn a_prompt_that_crashes_the_child_is_not_retried_and_spares_the_others() {
+    let (w, fake, _dir) = warden(
+        Script {
+            tokens: 30,
+            token_delay: Duration::from_millis(10),
+            die_on: Some("POISON".into()),
+            ..Script::default()
+        },
+        1,
+    );
+    load_default(&w).await;
+    let mut ev = w.subscribe();
+    let mut good = w
+        .submit(chat(None, 30, true).conversation(Some("good".into())))
+        .unwrap();
+    first_chunk(&mut good).await;
+    let mut poison = chat(None, 30, true).conversation(Some("bad".into()));
+    poison.body.insert(
+        "messages".into(),
+        serde_json::json!([{"role": "user", "content": "Say POISON."}]),
+    );
+    let bad = collect(w.submit(poison).unwrap()).await;
+    let e = bad.error.clone().expect("the prompt's crash");
+    assert_eq!(e.code, "child_crashed", "{e:?}");
+    assert!(e.message.contains("while reading this turn's prompt"), "{e:?}");
+    let good = collect(good).await;
+    assert!(good.done && good.error.is_none(), "{good:?}");
+    // The first token was read before `collect`.
+    assert_eq!(format!("t0 {}", good.text()), answer(30));
+    assert_eq!(fake.spawns().len(), 2, "one death, one new child");
+    let poisoned = fake
+        .requests()
+        .iter()
+        .filter(|r| r.to_string().contains("POISON"))
+        .count();
+    assert_eq!(poisoned, 1, "the prompt was not sent again");
+    let resumed = drained(&mut ev)
+        .iter()
+        .filter(|e| matches!(e, WardenEvent::TurnResumed { .. }))
+        .count();
+    assert_eq!(resumed, 1);
+    w.shutdown().await;
+}

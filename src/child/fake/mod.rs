@@ -113,6 +113,10 @@ pub struct Script {
     /// answers in all, across the fake's children; `None`: on every one
     /// (a crash the next child does not repeat, for a turn that goes on).
     pub die_times: Option<u32>,
+    /// Dies (as `die_after`) while reading a prompt that holds this text,
+    /// before its first token: a prompt that kills every child that reads
+    /// it.
+    pub die_on: Option<String>,
 }
 
 /// A load failure, said with the line llama.cpp b10883 prints for it.
@@ -182,6 +186,7 @@ impl Default for Script {
             signal_on_load: None,
             signal_after: None,
             die_times: None,
+            die_on: None,
         }
     }
 }

@@ -187,6 +187,19 @@ async fn chat(
         .map_or(0, |c| c.split_whitespace().count() as u32);
     let n = u64::from(child.script.tokens.saturating_sub(from)).min(asked) as u32;
     let answer = from..from + n;
+    if let Some(poison) = child.script.die_on.as_deref()
+        && req.body.windows(poison.len()).any(|w| w == poison.as_bytes())
+    {
+        // Before the answer's headers: it dies reading the prompt.
+        child.say("fake: dying on this prompt");
+        let _ = died
+            .send(ExitInfo {
+                code: Some(DEATH_STATUS),
+                signal: None,
+            })
+            .await;
+        std::future::pending::<()>().await;
+    }
     if body.get("stream").and_then(Value::as_bool) == Some(true) {
         if let Err(e) = stream(wr, child, answer, died).await {
             // The client went away mid-stream: llama-server cancels the slot.

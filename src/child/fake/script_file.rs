@@ -18,6 +18,7 @@
 //! | `token_ms` | between two tokens, and before the first (5) |
 //! | `hang_after` | sends nothing more after N tokens, the socket open |
 //! | `die_after` | exits 3 after N tokens |
+//! | `die_on` | exits 3 reading a prompt that holds this text |
 //! | `die_times` | a scripted death happens on N answers in all (a process fake: per process) |
 //! | `props_ctx` | the `n_ctx` `/props` says (the `-c` given, else 4096) |
 //! | `props_fail` | `/props` answers 500 |
@@ -52,6 +53,7 @@ pub struct ScriptFile {
     hang_after: Option<u32>,
     die_after: Option<u32>,
     die_times: Option<u32>,
+    die_on: Option<String>,
     props_ctx: Option<u32>,
     #[serde(default)]
     props_fail: bool,
@@ -98,6 +100,7 @@ impl ScriptFile {
             hang_after: self.hang_after,
             die_after: self.die_after,
             die_times: self.die_times,
+            die_on: self.die_on.clone(),
             props_ctx: self.props_ctx,
             props_fail: self.props_fail,
             exit_on_load: self.exit_on_load,

@@ -233,6 +233,10 @@ impl Wire for Ndjson {
         let v = self.last_object(&text, &thinking, calls, notices);
         Ok(Bytes::from(serde_json::to_vec(&v).expect("a JSON value serializes")))
     }
+    /// NDJSON has no comment: a silent stream stays silent.
+    fn keep_alive(&self) -> Option<Bytes> {
+        None
+    }
 }
 
 #[cfg(test)]
