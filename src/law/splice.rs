@@ -194,8 +194,16 @@ impl Transcript {
 
 /// Writes into `body` the request that continues an answer whose text so
 /// far is `text`; `Err` says why it cannot be (the turn then ends with its
-/// error).
-pub fn continuation(d: Dialect, body: &mut Map<String, Value>, text: &str) -> Result<(), &'static str> {
+/// error). `Ok` holds what the child will say again at the start of its
+/// stream, which the joint takes off (`Splice::new`).
+///
+/// llama-server b10883 continues an assistant message last either way, but
+/// streams it back first unless the request says `continue_final_message`
+/// (with `add_generation_prompt` off, which it must be then): chat and the
+/// Responses API carry those fields to the child's chat parser, so nothing
+/// comes back; Anthropic's conversion drops them, so a Messages stream
+/// starts with the assistant message's text again.
+pub fn continuation(d: Dialect, body: &mut Map<String, Value>, text: &str) -> Result<Option<String>, &'static str> {
     match d {
         Dialect::Chat | Dialect::Messages => {
             let Some(Value::Array(messages)) = body.get_mut("messages") else {
@@ -207,42 +215,61 @@ pub fn continuation(d: Dialect, body: &mut Map<String, Value>, text: &str) -> Re
                 .is_some_and(|r| r == "assistant");
             if !last_is_assistant {
                 messages.push(json!({"role": "assistant", "content": text}));
-                return Ok(());
-            }
-            let last = messages.last_mut().and_then(Value::as_object_mut).expect("an assistant message is an object");
-            if last.get("tool_calls").is_some_and(|t| !t.is_null()) {
-                return Err("the request's last message is the assistant's with tool calls");
-            }
-            match last.get_mut("content") {
-                Some(Value::String(s)) => s.push_str(text),
-                Some(Value::Array(parts)) => parts.push(json!({"type": "text", "text": text})),
-                None | Some(Value::Null) => {
-                    last.insert("content".into(), Value::from(text));
+            } else {
+                let last = messages.last_mut().and_then(Value::as_object_mut).expect("an assistant message is an object");
+                if last.get("tool_calls").is_some_and(|t| !t.is_null()) {
+                    return Err("the request's last message is the assistant's with tool calls");
                 }
-                Some(_) => return Err("the request's last assistant message has content of no known shape"),
+                // The client's own prefill was streamed back to it first (the
+                // request did not say `continue_final_message`): it is in
+                // `text` already.
+                match last.get_mut("content") {
+                    Some(Value::String(s)) => {
+                        let rest = text.strip_prefix(s.as_str()).unwrap_or(text);
+                        s.push_str(rest);
+                    }
+                    Some(Value::Array(parts)) => {
+                        let before: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+                        let rest = text.strip_prefix(before.as_str()).unwrap_or(text);
+                        parts.push(json!({"type": "text", "text": rest}));
+                    }
+                    None | Some(Value::Null) => {
+                        last.insert("content".into(), Value::from(text));
+                    }
+                    Some(_) => return Err("the request's last assistant message has content of no known shape"),
+                }
             }
-            Ok(())
+            if d == Dialect::Messages {
+                let said = messages.last().map(|m| match &m["content"] {
+                    Value::String(s) => s.clone(),
+                    Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+                    _ => String::new(),
+                });
+                return Ok(said);
+            }
+            say_continue(body);
+            Ok(None)
         }
         Dialect::Completions => match body.get_mut("prompt") {
             Some(Value::String(p)) => {
                 p.push_str(text);
-                Ok(())
+                Ok(None)
             }
             _ => Err("the prompt was given as tokens or as several prompts"),
         },
         Dialect::Infill => match body.get_mut("prompt") {
             Some(Value::String(p)) => {
                 p.push_str(text);
-                Ok(())
+                Ok(None)
             }
             None | Some(Value::Null) => {
                 body.insert("prompt".into(), Value::from(text));
-                Ok(())
+                Ok(None)
             }
             Some(_) => Err("the infill prompt was given as tokens"),
         },
         Dialect::Responses => {
-            let input = match body.remove("input") {
+            let mut input = match body.remove("input") {
                 Some(Value::String(s)) => vec![json!({"role": "user", "content": s})],
                 Some(Value::Array(items)) => items,
                 other => {
@@ -252,7 +279,6 @@ pub fn continuation(d: Dialect, body: &mut Map<String, Value>, text: &str) -> Re
                     return Err("the request's input is neither text nor a list of items");
                 }
             };
-            let mut input = input;
             // An assistant message last is merged with this one by the child.
             input.push(json!({
                 "type": "message",
@@ -260,9 +286,17 @@ pub fn continuation(d: Dialect, body: &mut Map<String, Value>, text: &str) -> Re
                 "content": [{"type": "output_text", "text": text}],
             }));
             body.insert("input".into(), Value::Array(input));
-            Ok(())
+            say_continue(body);
+            Ok(None)
         }
     }
+}
+
+/// The fields that have llama-server continue the last message without
+/// streaming it back.
+fn say_continue(body: &mut Map<String, Value>) {
+    body.insert("continue_final_message".into(), Value::Bool(true));
+    body.insert("add_generation_prompt".into(), Value::Bool(false));
 }
 
 /// The joint of a continuation's stream to what its client already has.
@@ -272,6 +306,9 @@ pub struct Splice {
     before: Transcript,
     /// Tokens the text already sent counts (the new child's tokenizer).
     produced: u64,
+    /// What the child says again before its own text (`continuation`),
+    /// not yet taken off.
+    echo: String,
     /// The continuation's own text.
     text: String,
     /// Events the continuation sent.
@@ -287,14 +324,16 @@ pub struct Splice {
 }
 
 impl Splice {
-    /// The joint after `before`, whose text counts `produced` tokens.
-    pub fn new(d: Dialect, before: Transcript, produced: u64) -> Self {
+    /// The joint after `before`, whose text counts `produced` tokens; the
+    /// child's stream starts with `echo` said again (`continuation`).
+    pub fn new(d: Dialect, before: Transcript, produced: u64, echo: Option<String>) -> Self {
         let open = before.opened;
         let item = before.item.clone();
         Self {
             d,
             before,
             produced,
+            echo: echo.unwrap_or_default(),
             text: String::new(),
             sent: 0,
             open,
@@ -373,7 +412,12 @@ impl Splice {
                     vec![sse(event, &v)]
                 }
                 "content_block_delta" => {
-                    if let Some(t) = at(&v, "/delta/text").and_then(Value::as_str) {
+                    if let Some(Value::String(t)) = at_mut(&mut v, "/delta/text") {
+                        let own = self.unsay(t);
+                        if own.is_empty() {
+                            return vec![];
+                        }
+                        *t = own;
                         self.text.push_str(t);
                     }
                     vec![sse(event, &v)]
@@ -507,6 +551,22 @@ impl Splice {
                 vec![sse(ev, &v)]
             }
         }
+    }
+
+    /// A piece of the child's text less what it said again (`echo`): the
+    /// echo is taken off as it comes, in one piece or several; a piece
+    /// that differs from it ends the echo (the child said none).
+    fn unsay(&mut self, piece: &str) -> String {
+        if self.echo.is_empty() {
+            return piece.to_string();
+        }
+        if let Some(rest) = self.echo.strip_prefix(piece) {
+            self.echo = rest.to_string();
+            return String::new();
+        }
+        let own = piece.strip_prefix(self.echo.as_str()).unwrap_or(piece).to_string();
+        self.echo.clear();
+        own
     }
 
     /// The whole answer's text.

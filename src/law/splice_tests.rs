@@ -47,7 +47,7 @@ fn chat_continues_under_the_first_id_without_a_second_start() {
         ],
     );
     assert_eq!((t.text.as_str(), t.sent, t.id.as_deref(), t.opaque), ("The capital of", 3, Some("chatcmpl-A"), None));
-    let mut s = Splice::new(Dialect::Chat, t, 3);
+    let mut s = Splice::new(Dialect::Chat, t, 3, None);
     let out = splice_all(
         &mut s,
         &[
@@ -144,7 +144,7 @@ fn messages_keep_one_start_and_close_the_block_once() {
         (Some("message_stop"), json!({"type": "message_stop"})),
     ];
     // The continuation generated text: its own stop closes the block.
-    let mut s = Splice::new(Dialect::Messages, t.clone(), 1);
+    let mut s = Splice::new(Dialect::Messages, t.clone(), 1, None);
     let mut events = vec![
         (Some("message_start"), json!({"type": "message_start", "message": {"id": "msg_B"}})),
         (
@@ -167,7 +167,7 @@ fn messages_keep_one_start_and_close_the_block_once() {
     assert_eq!(out[2].1["usage"]["output_tokens"], 2);
     assert_eq!(s.transcript().text, "Hello world");
     // The continuation generated nothing: the block is closed here, once.
-    let mut s = Splice::new(Dialect::Messages, t, 1);
+    let mut s = Splice::new(Dialect::Messages, t, 1, None);
     let out = splice_all(&mut s, &end);
     let names: Vec<_> = out.iter().map(|(n, _)| n.clone().unwrap()).collect();
     assert_eq!(names, ["content_block_stop", "message_delta", "message_stop"]);
@@ -213,7 +213,7 @@ fn completed(id: &str, output: Value) -> (Option<&'static str>, Value) {
 fn responses_name_the_first_stream_and_carry_the_whole_text() {
     let t = responses_before();
     assert_eq!((t.item.as_deref(), t.id.as_deref(), t.opened), (Some("msg_A"), Some("resp_A"), true));
-    let mut s = Splice::new(Dialect::Responses, t.clone(), 1);
+    let mut s = Splice::new(Dialect::Responses, t.clone(), 1, None);
     let part = json!({"type": "output_text", "annotations": [], "logprobs": [], "text": " world"});
     let out = splice_all(
         &mut s,
@@ -276,7 +276,7 @@ fn responses_name_the_first_stream_and_carry_the_whole_text() {
 /// nothing, and its end says nothing of the message; the joint does.
 #[test]
 fn responses_whose_continuation_is_empty_still_end_the_message() {
-    let mut s = Splice::new(Dialect::Responses, responses_before(), 1);
+    let mut s = Splice::new(Dialect::Responses, responses_before(), 1, None);
     let out = splice_all(
         &mut s,
         &[
@@ -307,7 +307,7 @@ fn completions_and_infill_count_the_whole_answer() {
         Dialect::Completions,
         &[(None, json!({"id": "cmpl-A", "choices": [{"text": "one two", "index": 0, "finish_reason": null}]}))],
     );
-    let mut s = Splice::new(Dialect::Completions, t, 2);
+    let mut s = Splice::new(Dialect::Completions, t, 2, None);
     let out = splice_all(
         &mut s,
         &[(
@@ -322,7 +322,7 @@ fn completions_and_infill_count_the_whole_answer() {
 
     let mut t = Transcript::default();
     feed(&mut t, Dialect::Infill, &[(None, json!({"content": "x = ", "stop": false}))]);
-    let mut s = Splice::new(Dialect::Infill, t, 2);
+    let mut s = Splice::new(Dialect::Infill, t, 2, None);
     let out = splice_all(
         &mut s,
         &[(None, json!({"content": "1", "stop": true, "tokens_predicted": 1, "tokens_evaluated": 12}))],
@@ -339,19 +339,22 @@ fn continuation_bodies() {
             "chat: the text becomes the assistant's answer begun",
             Dialect::Chat,
             json!({"messages": [{"role": "user", "content": "hi"}]}),
-            Ok(json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hel"}]})),
+            Ok(json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hel"}],
+                       "continue_final_message": true, "add_generation_prompt": false})),
         ),
         (
             "chat: a prefill of the client's own is continued, not doubled",
             Dialect::Chat,
             json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure: "}]}),
-            Ok(json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure: Hel"}]})),
+            Ok(json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure: Hel"}],
+                       "continue_final_message": true, "add_generation_prompt": false})),
         ),
         (
             "chat: a prefill in parts gets one more part",
             Dialect::Chat,
             json!({"messages": [{"role": "assistant", "content": [{"type": "text", "text": "A"}]}]}),
-            Ok(json!({"messages": [{"role": "assistant", "content": [{"type": "text", "text": "A"}, {"type": "text", "text": "Hel"}]}]})),
+            Ok(json!({"messages": [{"role": "assistant", "content": [{"type": "text", "text": "A"}, {"type": "text", "text": "Hel"}]}],
+                       "continue_final_message": true, "add_generation_prompt": false})),
         ),
         (
             "chat: an assistant's tool calls cannot be continued",
@@ -388,19 +391,69 @@ fn continuation_bodies() {
             Dialect::Responses,
             json!({"input": "hi"}),
             Ok(json!({"input": [{"role": "user", "content": "hi"},
-                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hel"}]}]})),
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hel"}]}],
+                       "continue_final_message": true, "add_generation_prompt": false})),
         ),
         (
             "responses: items get one more",
             Dialect::Responses,
             json!({"input": [{"role": "user", "content": "hi"}]}),
             Ok(json!({"input": [{"role": "user", "content": "hi"},
-                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hel"}]}]})),
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hel"}]}],
+                       "continue_final_message": true, "add_generation_prompt": false})),
         ),
     ];
     for (name, d, body, want) in rows {
         let mut b = obj(body);
-        let got = continuation(d, &mut b, "Hel").map(|()| Value::Object(b));
+        let got = continuation(d, &mut b, "Hel").map(|_| Value::Object(b));
         assert_eq!(got, want.map(obj).map(Value::Object), "{name}");
+    }
+}
+
+/// A client's own prefill, streamed back to it first, is in the text sent:
+/// the continuation holds it once.
+#[test]
+fn a_prefill_streamed_back_is_not_doubled() {
+    let mut b = json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure: "}]})
+        .as_object()
+        .unwrap()
+        .clone();
+    continuation(Dialect::Chat, &mut b, "Sure: here").unwrap();
+    assert_eq!(b["messages"][1]["content"], "Sure: here");
+}
+
+/// Anthropic's conversion drops `continue_final_message`, so the child says
+/// the assistant message again first: the joint takes it off, whole or in
+/// pieces, and passes what follows; a child that says none loses nothing.
+#[test]
+fn messages_take_off_what_the_child_says_again() {
+    let mut b = json!({"messages": [{"role": "user", "content": "hi"}]}).as_object().unwrap().clone();
+    let echo = continuation(Dialect::Messages, &mut b, "Hello wor").unwrap();
+    assert_eq!(echo.as_deref(), Some("Hello wor"));
+    assert!(!b.contains_key("continue_final_message"), "the child's conversion would drop it");
+    let delta = |t: &str| {
+        (
+            Some("content_block_delta"),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}),
+        )
+    };
+    let mut t = Transcript {
+        text: "Hello wor".into(),
+        sent: 4,
+        opened: true,
+        ..Transcript::default()
+    };
+    t.id = Some("msg_1".into());
+    for (pieces, want) in [
+        (vec!["Hello world", "!"], "ld!"),
+        (vec!["Hello", " wor", "ld"], "ld"),
+        (vec!["ld", "!"], "ld!"),
+    ] {
+        let mut s = Splice::new(Dialect::Messages, t.clone(), 3, echo.clone());
+        let evs: Vec<_> = pieces.iter().map(|p| delta(p)).collect();
+        let out = splice_all(&mut s, &evs);
+        let got: String = out.iter().filter_map(|(_, v)| v["delta"]["text"].as_str()).collect();
+        assert_eq!(got, want, "{pieces:?}");
+        assert_eq!(s.transcript().text, format!("Hello wor{want}"));
     }
 }

@@ -123,7 +123,12 @@ async fn counters_and_the_template_answer_beside_a_messages_stream() {
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn a_death_mid_stream_ends_each_stream_with_its_dialects_error() {
-    let (w, _dir) = real_smollm_warden(test_config());
+    // why: the error's shape is what a turn that does not go on ends with
+    let cfg = WardenConfig {
+        resume_turns: 0,
+        ..test_config()
+    };
+    let (w, _dir) = real_smollm_warden(cfg);
     let base = serve_http(&w);
     // (path, the first token's event, the pointer to the code, to the tail)
     let rows = [

@@ -36,6 +36,7 @@ mod real_llama;
 mod real_mlx;
 mod reliability;
 mod residents;
+mod resume;
 mod routes;
 mod rpc_netns;
 mod rpc_split;

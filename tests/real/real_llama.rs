@@ -76,12 +76,17 @@ async fn an_idle_model_is_reaped_and_reloaded() {
     w.shutdown().await;
 }
 
-/// SIGKILL of the child mid-stream: the stream ends with an error event
-/// carrying `code` and `raw`, and the next request is answered normally.
+/// SIGKILL of the child mid-stream, resuming off: the stream ends with an
+/// error event carrying `code` and `raw`, and the next request is answered
+/// normally (resume.rs has the turn go on).
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
 async fn a_child_killed_mid_stream_is_reported_then_respawned() {
-    let (w, _dir) = real_smollm_warden(test_config());
+    let cfg = llm_warden::WardenConfig {
+        resume_turns: 0,
+        ..test_config()
+    };
+    let (w, _dir) = real_smollm_warden(cfg);
     let mut rx = w.submit(chat(None, 400, true)).unwrap();
     loop {
         if let llm_warden::TurnEvent::Chunk(_) = recv_or_fail(&mut rx, "a first token").await {

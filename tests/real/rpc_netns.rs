@@ -147,7 +147,8 @@ async fn a_worker_cut_off_by_the_network_is_lost_without_any_reset() {
     )
     .await;
     let addrs = format!("{},{}", rig.addrs(), far.addr());
-    let (_w, base) = warden(&addrs, &[]).await;
+    // why: the loss's own error is under test, not the turn going on
+    let (_w, base) = warden(&addrs, &[("WARDEN_RESUME_TURNS", "0")]).await;
     far.wait_for(KEY, 20, "rpc-server up", |s| s.rpc.up).await;
     assert!(!greedy(&base, 4).await.is_empty());
     assert_eq!(shares(&status(&base).await).len(), 3);

@@ -40,6 +40,9 @@ pub(crate) struct Carry {
     pub continuing: bool,
     /// Tokens its client already had, counted once on the new child.
     pub produced: Option<u64>,
+    /// What the next child says again before its own text
+    /// (`splice::continuation`).
+    pub echo: Option<String>,
 }
 
 impl Carry {
@@ -93,11 +96,18 @@ impl EngineCore {
         let carry = &mut *turn.carry;
         let sent = carry.sent();
         let mut body = request.body.clone();
+        let mut echo = None;
         let unfit = match carry.dialect {
             _ if sent.sent == 0 => None,
             None => Some("the route has no answer to continue"),
             Some(_) if self.backend.kind() == EngineKind::Mlx => Some("mlx_vlm.server cannot continue an answer begun"),
-            Some(d) => splice::continuation(d, &mut body, &sent.text).err(),
+            Some(d) => match splice::continuation(d, &mut body, &sent.text) {
+                Ok(said) => {
+                    echo = said;
+                    None
+                }
+                Err(why) => Some(why),
+            },
         };
         let facts = resume::Turn {
             sent: sent.sent,
@@ -147,6 +157,7 @@ impl EngineCore {
                 carry.paused_at = Some(Instant::now());
                 carry.died = Some((turn.pid, code));
                 carry.continuing = continuing;
+                carry.echo = echo;
                 carry.produced = None;
                 Ok(())
             }

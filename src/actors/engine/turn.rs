@@ -371,7 +371,7 @@ impl EngineCore {
             && let Some(d) = carry.dialect
         {
             let produced = carry.produced.unwrap_or(0);
-            carry.splice = Some(Splice::new(d, carry.transcript.clone(), produced));
+            carry.splice = Some(Splice::new(d, carry.transcript.clone(), produced, carry.echo.clone()));
         }
         for i in seat.evict {
             self.kv.evict(c, i).await;
