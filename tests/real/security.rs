@@ -59,6 +59,9 @@ impl TracedWarden {
             .env("WARDEN_API_KEY", WARDEN_TOKEN)
             .env("AWS_SECRET_ACCESS_KEY", "cloud-secret")
             .env("LLAMA_ARG_CTX_SIZE", "16")
+            // why: the crash's error, with the child's tail in `raw`, is
+            // one of the bodies searched for the key; a resumed turn has none
+            .env("WARDEN_RESUME_TURNS", "0")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
