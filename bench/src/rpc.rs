@@ -139,7 +139,13 @@ pub async fn run(
         &setup.server,
         &setup.model,
         true,
-        &[("WARDEN_WORKERS", addrs.as_str()), ("WARDEN_WORKER_KEY", KEY)],
+        // Resuming off: the phase times the loss's own error (a resumed
+        // turn would go on without the worker instead).
+        &[
+            ("WARDEN_WORKERS", addrs.as_str()),
+            ("WARDEN_WORKER_KEY", KEY),
+            ("WARDEN_RESUME_TURNS", "0"),
+        ],
     )
     .await?;
     let s = split.wait_ready(http).await?;
