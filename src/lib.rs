@@ -35,7 +35,7 @@
 //!    |   into the mailbox when a worker fails): RPC workers' readings
 //!    |-- emit --> metrics::Metrics (counted) + WardenEvent (broadcast)
 //!    |-- law::*      pure decisions (the plan, windows, caps, brakes, crash codes,
-//!    |               CUDA, MLX, the prefix cache)
+//!    |               CUDA, MLX, the prefix cache, a turn resumed after a death)
 //!    |-- engines::*  asked, never in charge: one home per engine behind
 //!    |               engines::hooks, each hook over a ChildView lent for the
 //!    |               call, returning a decision the actor carries out: cpu/
@@ -86,7 +86,9 @@
 //!    A turn is admitted in a handler (`turn`: its slot, its bound, its
 //!    KV), relayed by a task of its own beside the mailbox (`relay`), and
 //!    ended in a handler (`turn_end`), so several stream at once while
-//!    every decision is still one message at a time. The core is moved into each
+//!    every decision is still one message at a time. A turn whose child
+//!    died under it goes back to the intake's head to go on on the next
+//!    child (`resume`, by `law::resume`; `law::splice` joins the streams). The core is moved into each
 //!    atomic handler and published at the end of every handler (`publish`:
 //!    the status is `snapshot()`, a function of the core) and at named
 //!    points (`enter`): `load`, `spawn`, `retire`, `turn`, `turn_end`, `relay`,
