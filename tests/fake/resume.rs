@@ -251,7 +251,7 @@ async fn three_turns_under_one_death_each_go_on() {
     let (w, fake, _dir) = warden(
         Script {
             tokens: 30,
-            token_delay: Duration::from_millis(10),
+            token_delay: Duration::from_millis(30),
             die_after: Some(8),
             die_times: Some(1),
             ..Script::default()
@@ -294,8 +294,10 @@ async fn three_turns_under_one_death_each_go_on() {
 async fn a_prompt_that_crashes_the_child_is_not_retried_and_spares_the_others() {
     let (w, fake, _dir) = warden(
         Script {
-            tokens: 30,
-            token_delay: Duration::from_millis(10),
+            // why: the good turn streams for 2 s, so the poison is read
+            // while it is in flight on any machine
+            tokens: 40,
+            token_delay: Duration::from_millis(50),
             die_on: Some("POISON".into()),
             ..Script::default()
         },
@@ -304,10 +306,10 @@ async fn a_prompt_that_crashes_the_child_is_not_retried_and_spares_the_others() 
     load_default(&w).await;
     let mut ev = w.subscribe();
     let mut good = w
-        .submit(chat(None, 30, true).conversation(Some("good".into())))
+        .submit(chat(None, 40, true).conversation(Some("good".into())))
         .unwrap();
     first_chunk(&mut good).await;
-    let mut poison = chat(None, 30, true).conversation(Some("bad".into()));
+    let mut poison = chat(None, 40, true).conversation(Some("bad".into()));
     poison.body.insert(
         "messages".into(),
         serde_json::json!([{"role": "user", "content": "Say POISON."}]),
@@ -319,7 +321,7 @@ async fn a_prompt_that_crashes_the_child_is_not_retried_and_spares_the_others() 
     let good = collect(good).await;
     assert!(good.done && good.error.is_none(), "{good:?}");
     // The first token was read before `collect`.
-    assert_eq!(format!("t0 {}", good.text()), answer(30));
+    assert_eq!(format!("t0 {}", good.text()), answer(40));
     assert_eq!(fake.spawns().len(), 2, "one death, one new child");
     let poisoned = fake
         .requests()
