@@ -281,19 +281,19 @@ async fn turns_with_nothing_sent_run_again_to_the_same_answer() {
     };
     let (w, _dir) = real_smollm_warden(cfg);
     load_default(&w).await;
-    // A whole answer: killed once its slot works.
-    let whole = collect(w.submit(chat(None, TOKENS, false)).unwrap()).await;
     let mut ev = w.subscribe();
-    let rx = w.submit(chat(None, TOKENS, false)).unwrap();
-    wait::poll_until(
-        "the slot at work",
-        Duration::from_secs(30),
-        || w.status().slots.iter().any(|s| s.busy),
-        || format!("{:?}", w.status().slots),
-    )
-    .await;
-    kill_child(&w, nix::sys::signal::Signal::SIGKILL);
-    let again = collect(rx).await;
+    // A whole answer, killed while it is written (a longer one on a
+    // machine fast enough to end it before the kill).
+    let mut tokens = 256;
+    let (whole, again) = loop {
+        let whole = collect(w.submit(chat(None, tokens, false)).unwrap()).await;
+        let rx = w.submit(chat(None, tokens, false)).unwrap();
+        if let Some(again) = killed_before_anything(&w, rx, &mut ev).await {
+            break (whole, again);
+        }
+        tokens *= 2;
+        assert!(tokens <= 1024, "every answer ended before its kill");
+    };
     let body = |t: &Turn| {
         let (status, b) = t.body.clone().unwrap_or_else(|| panic!("a whole answer: {t:?}"));
         assert_eq!(status, 200);
@@ -304,37 +304,64 @@ async fn turns_with_nothing_sent_run_again_to_the_same_answer() {
             .to_string()
     };
     assert_eq!(body(&again), body(&whole));
-    assert_eq!(resumes(&mut ev), vec![("rerun", "child_killed".to_string())]);
 
-    // A stream killed while its long prompt is read (nothing sent yet).
-    let long = |n| {
-        let text = support::conversation::long_text(250);
+    // A stream killed while its long prompt is read (nothing sent yet),
+    // each answer from a fresh child, so the prompt is read in full (a
+    // longer prompt on a machine fast enough to read it before the kill).
+    let long = |facts| {
+        let text = support::conversation::long_text(facts);
         let body = json!({"messages": [{"role": "user", "content": format!("{text}\nSummarize.")}],
-                          "max_tokens": n, "temperature": 0});
+                          "max_tokens": 16, "temperature": 0});
         TurnRequest::new(Route::Chat, body.as_object().unwrap().clone()).stream(true)
     };
-    // why: a fresh child each time, so the prompt is read in full
-    w.unload().await.unwrap();
-    load_default(&w).await;
-    let alone = collect(w.submit(long(16)).unwrap()).await;
-    assert!(alone.done, "{alone:?}");
-    w.unload().await.unwrap();
-    load_default(&w).await;
-    let mut rx = w.submit(long(16)).unwrap();
+    let mut facts = 250;
+    let (alone, t) = loop {
+        w.unload().await.unwrap();
+        load_default(&w).await;
+        let alone = collect(w.submit(long(facts)).unwrap()).await;
+        assert!(alone.done, "{alone:?}");
+        w.unload().await.unwrap();
+        load_default(&w).await;
+        let rx = w.submit(long(facts)).unwrap();
+        if let Some(t) = killed_before_anything(&w, rx, &mut ev).await {
+            break (alone, t);
+        }
+        facts *= 2;
+        assert!(facts <= 500, "every prompt was read before its kill");
+    };
+    assert!(t.done && t.error.is_none(), "{t:?}");
+    assert_eq!(t.text(), alone.text());
+    w.shutdown().await;
+}
+
+/// Kills the child once the turn of `rx` works on its slot: the turn, when
+/// it was run again (it had sent nothing); `None` when the turn ended
+/// first, or had sent something by the kill (then it was continued).
+async fn killed_before_anything(
+    w: &Warden,
+    rx: tokio::sync::mpsc::Receiver<TurnEvent>,
+    ev: &mut tokio::sync::broadcast::Receiver<WardenEvent>,
+) -> Option<Turn> {
     wait::poll_until(
-        "the slot reading the prompt",
+        "the slot at work",
         Duration::from_secs(30),
         || w.status().slots.iter().any(|s| s.busy),
         || format!("{:?}", w.status().slots),
     )
     .await;
-    assert!(rx.try_recv().is_err(), "nothing sent before the kill");
-    kill_child(&w, nix::sys::signal::Signal::SIGKILL);
+    kill_child(w, nix::sys::signal::Signal::SIGKILL);
     let t = collect(rx).await;
-    assert!(t.done && t.error.is_none(), "{t:?}");
-    assert_eq!(t.text(), alone.text());
-    assert_eq!(resumes(&mut ev), vec![("rerun", "child_killed".to_string())]);
-    w.shutdown().await;
+    let how = std::iter::from_fn(|| ev.try_recv().ok()).find_map(|e| match e {
+        WardenEvent::TurnResumed { how, code, .. } => Some((how, code)),
+        _ => None,
+    });
+    match how {
+        Some(("rerun", code)) => {
+            assert_eq!(code, "child_killed");
+            Some(t)
+        }
+        _ => None,
+    }
 }
 
 /// The continuation's child killed too: the turn ends with the kill's
