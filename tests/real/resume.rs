@@ -503,7 +503,14 @@ async fn under_random_kills_and_stops_every_turn_completes_or_is_declined_by_nam
             .count(),
         resumed.len(),
         declined.len(),
-        declined.iter().map(|e| &e.message).collect::<Vec<_>>()
+        // Each decline's reason, counted.
+        declined
+            .iter()
+            .fold(std::collections::BTreeMap::<&str, usize>::new(), |mut m, e| {
+                let why = e.message.split("not resumed: ").nth(1).unwrap_or(&e.message);
+                *m.entry(why).or_default() += 1;
+                m
+            })
     );
     for t in &ends {
         match &t.error {
