@@ -1,4 +1,4 @@
-//! The models people already have (#37 item 1): other tools' stores, found
+//! The models people already have: other tools' stores, found
 //! where each tool keeps them, each honouring that tool's own variable, on
 //! by default when the store exists, each turned off by its
 //! `WARDEN_STORE_*=0`. Read-only: the warden never writes, moves or deletes

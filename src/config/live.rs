@@ -1,4 +1,4 @@
-//! The settings applied live (#37 item 3): `Live`, the cell every reader
+//! The settings applied live: `Live`, the cell every reader
 //! takes its snapshot from, and `merge`, the rule of what a reload may
 //! change in a running warden.
 //!

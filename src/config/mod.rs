@@ -137,7 +137,7 @@ pub struct WardenConfig {
     pub max_queue: usize,
     /// `WARDEN_PARALLEL`: conversations one generating llama-server child
     /// serves at once (`auto`, the default: `law::slots::AUTO_SLOTS`; `1`:
-    /// one turn at a time per model, as before #35).
+    /// one turn at a time per model).
     pub parallel: Parallel,
     /// `WARDEN_MAX_RESIDENT`: at most this many models resident at once
     /// (`None`, the default: memory alone decides; `law::residents`).

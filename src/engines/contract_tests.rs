@@ -1,5 +1,5 @@
-//! The spec's fixed facts about each engine's child, one assertion each
-//! (#47: rules that were implemented without a test): the port ranges, the
+//! The spec's fixed facts about each engine's child, one assertion each,
+//! so no rule of it stands untested: the port ranges, the
 //! CPU child's `-ngl 0`, the MLX child's one sequence and its prefix-cache
 //! pool, the configured llama.cpp build tried before the other.
 

@@ -10,7 +10,7 @@
 //! batch and opens nothing beyond the key-guarded loopback port. One KV
 //! pool and no prompt cache keep the child's memory to the window's KV
 //! however many conversations share it (the spec's "slots and prompt
-//! cache": the spec ran one slot for this; #35 measured that a unified
+//! cache": the spec ran one slot for this; measured here, a unified
 //! pool of N slots costs what one slot does). The per-spawn key goes in the environment as `LLAMA_API_KEY`
 //! (llama-server's own equivalent of `--api-key`), so `ps` never shows it.
 
@@ -28,7 +28,7 @@ use crate::error::EngineError;
 /// (max(n_parallel + 4, cores - 1), 5 here): each open keep-alive connection
 /// holds one thread for its life (see `child::client`), and the warden may
 /// hold each slot's turn connection, pooled ones and a probe at once: two
-/// per slot and six more (8 at one slot, as before #35). Idle threads
+/// per slot and six more (8 at one slot). Idle threads
 /// cost a stack's address space, not memory.
 pub fn child_http_threads(slots: u32) -> u32 {
     slots.max(1) * 2 + 6

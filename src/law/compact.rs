@@ -1,4 +1,4 @@
-//! Keeping the shared KV pool compact (#43): which idle conversations'
+//! Keeping the shared KV pool compact: which idle conversations'
 //! cells go to the KV store and leave the pool before a turn decodes
 //! beside them.
 //!

@@ -1,5 +1,5 @@
-//! Whether a turn whose child died under it goes on on the next child
-//! (issue #46). A child's death is a pause for the turns it carried: the
+//! Whether a turn whose child died under it goes on on the next child.
+//! A child's death is a pause for the turns it carried: the
 //! engine respawns, and each turn that had not ended either runs again
 //! (it had sent nothing) or continues from exactly where it was (the
 //! prompt as the child renders it, then the text already sent; `splice`

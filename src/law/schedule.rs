@@ -1,5 +1,5 @@
-//! Which model goes next when the models asked for do not all fit at once
-//! (#45): a resident serving its own turns (the *holder*) against a model
+//! Which model goes next when the models asked for do not all fit at
+//! once: a resident serving its own turns (the *holder*) against a model
 //! whose load waits for the memory the holder's turns keep (the *waiter*).
 //!
 //! Two wrong answers frame it. Switching per request spends the machine on

@@ -1,6 +1,6 @@
 //! Several conversations on one child: how many slots a child runs, which
 //! slot a turn takes, and whether it may start now without the shared KV
-//! pool overflowing (#35).
+//! pool overflowing.
 //!
 //! ## What was measured (llama-server b10883, `docs/performance.md`)
 //!

@@ -1,4 +1,4 @@
-//! One answer out of two streams (issue #46): what a turn's client was sent
+//! One answer out of two streams: what a turn's client was sent
 //! before its child died (`Transcript`), the request that continues it on
 //! the next child (`continuation`), and the joint (`Splice`), so the client
 //! reads one uninterrupted answer: no repeated text, no gap, one start, one

@@ -120,10 +120,10 @@ pub struct EngineStatus {
     /// at its allocated window (what admission and eviction weigh; the
     /// route's `footprint_bytes` is the measured anonymous memory).
     pub held_bytes: Option<u64>,
-    /// The live child's slots (#35): one per conversation it can serve at
+    /// The live child's slots: one per conversation it can serve at
     /// once; empty without a child.
     pub slots: Vec<SlotStatus>,
-    /// The live child's shared KV pool (#43): the cells idle conversations
+    /// The live child's shared KV pool: the cells idle conversations
     /// hold beside those running turns reserve, and what the law moved to
     /// disk to keep it compact; `None` without a child.
     pub pool: Option<PoolStatus>,
@@ -269,7 +269,7 @@ pub struct SlotStatus {
     pub reserved_tokens: Option<u32>,
 }
 
-/// The live child's shared KV pool in `/warden/status` (#43).
+/// The live child's shared KV pool in `/warden/status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PoolStatus {
     /// Its cells (the allocated window).
@@ -521,7 +521,7 @@ pub enum WardenEvent {
         window_to: Option<u32>,
     },
     /// An idle conversation was moved to the KV store and erased from the
-    /// shared pool, so the turns beside it attend fewer cells (#43).
+    /// shared pool, so the turns beside it attend fewer cells.
     PoolCompacted {
         /// The model id.
         model: String,
@@ -537,7 +537,7 @@ pub enum WardenEvent {
         move_ms: u64,
     },
     /// A model left the memory to another whose load waited on its turns
-    /// (`law::schedule`, #45); its own turns wait, in order, for its reload.
+    /// (`law::schedule`); its own turns wait, in order, for its reload.
     Yielded {
         /// The model that left.
         model: String,

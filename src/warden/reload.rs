@@ -1,4 +1,4 @@
-//! The settings and the model stores applied live (#37 item 3).
+//! The settings and the model stores applied live.
 //!
 //! A reload reads the configuration and the catalog again the way the
 //! start built them (the embedder's `WardenBuilder::reload_from`; the

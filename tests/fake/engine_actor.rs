@@ -74,7 +74,7 @@ async fn a_queued_reap_rechecks_idleness() {
 }
 
 /// At one slot (`WARDEN_PARALLEL=1`) turns are served one at a time in
-/// arrival order, as before #35.
+/// arrival order.
 #[actix_rt::test]
 async fn turns_are_served_in_arrival_order() {
     let dir = tempfile::tempdir().unwrap();

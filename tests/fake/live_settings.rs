@@ -1,4 +1,4 @@
-//! The settings file and the models directory applied live (#37 item 3),
+//! The settings file and the models directory applied live,
 //! over the in-process fake, through the warden's own watch: a model that
 //! appears is served, a changed window reaches a resident at its next load
 //! (not before), a broken file keeps the last good settings and says where

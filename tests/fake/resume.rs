@@ -1,4 +1,4 @@
-//! Turns whose child dies under them go on on the next child (#46), against
+//! Turns whose child dies under them go on on the next child, against
 //! the in-process fake, which continues an assistant message last as
 //! llama-server does (from the words already there) and can die once
 //! (`die_times`): the answer a client reads across a death is the one it

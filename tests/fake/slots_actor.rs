@@ -1,4 +1,4 @@
-//! Several turns on one model (#35), the engine's decisions one by one over
+//! Several turns on one model, the engine's decisions one by one over
 //! the in-process fake: turns stream side by side up to the slots and the
 //! rest wait in arrival order; a brake respawn decided while turns run
 //! waits for them; an unload waits for the running turns; a dead child

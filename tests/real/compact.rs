@@ -1,4 +1,4 @@
-//! The shared KV pool kept compact (#43), on the real llama-server with
+//! The shared KV pool kept compact, on the real llama-server with
 //! SmolLM2 over 4 slots and one pool: one person's conversations one after
 //! another leave nothing in the pool beside the next one's stream (each
 //! moved to disk when the next begins, before its prompt is placed), and

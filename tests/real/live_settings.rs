@@ -1,5 +1,5 @@
-//! The settings file applied live by the `llm-warden serve` binary (#37
-//! item 3) over the real llama-server and SmolLM2, through SIGHUP (the
+//! The settings file applied live by the `llm-warden serve` binary over
+//! the real llama-server and SmolLM2, through SIGHUP (the
 //! watch itself is off here, so each reload happens when the test says;
 //! `tests/fake/live_settings.rs` drives the watch): a model and an alias
 //! appear while an answer streams, which ends whole; the resident keeps

@@ -8,7 +8,7 @@
 //! - an evicted chat model is saved on its way out and, coming back beside
 //!   the others, is planned by memory: here the full-size sliding cache
 //!   would bind Gemma's window, so it comes back with the small one at its
-//!   whole window (`law::plan`, #35 item 9), says its conversations are not
+//!   whole window (`law::plan`), says its conversations are not
 //!   kept, and re-reads the conversation (the KV store's restore itself is
 //!   `kv_save.rs`'s and `kv_swa.rs`'s);
 //! - SIGKILL of the warden leaves none of its three children behind;

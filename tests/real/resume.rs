@@ -1,4 +1,4 @@
-//! A child's death is a pause (#46), against the real llama-server b10883
+//! A child's death is a pause, against the real llama-server b10883
 //! and SmolLM2: the child SIGKILLed mid-stream on every dialect, and the
 //! greedy answer the client reads across the death is the uninterrupted
 //! one, character for character, with one start, one end and the whole

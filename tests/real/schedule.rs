@@ -1,4 +1,4 @@
-//! The scheduler across models (`law::schedule`, #45) against the real
+//! The scheduler across models (`law::schedule`) against the real
 //! llama-server, with SmolLM2 and Gemma 3 and at most one resident
 //! (`max_resident = 1`), so every turn for the other model needs a switch:
 //!

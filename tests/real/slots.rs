@@ -1,4 +1,4 @@
-//! Several conversations on one real child (#35), llama-server with
+//! Several conversations on one real child, llama-server with
 //! SmolLM2 over 4 slots and one KV pool: four streams overlap in time and
 //! each greedy answer is its own question's (no slot answers another's);
 //! a fifth

@@ -7,7 +7,7 @@
 //! handler. With several slots a decision that stops the child (a respawn,
 //! an unload) may come while other turns run: it is held in the intake
 //! (`intake::HeldBrake`), new turns wait, and it is carried out when the
-//! last running turn ended (#35: the brake never cuts a running turn).
+//! last running turn ended (the brake never cuts a running turn).
 
 use tokio::time::Instant;
 

@@ -4,8 +4,8 @@
 //! and stops its process (every retirement and the respawn's old child);
 //! `take_dead` takes out one that exited by itself. Everything else reads
 //! the child, or writes its own per-child state (`get_mut`), never the
-//! slot: before this split the child was replaced or taken at five places
-//! in four files, one of which (the brake's respawn) skipped `install`.
+//! slot: one door in and out, so no path (a brake respawn, say) can put a
+//! child in place without what `install` does.
 
 use std::time::{Duration, SystemTime};
 

@@ -1,4 +1,4 @@
-//! Carrying out `law::compact` (#43): before a generating turn's prompt
+//! Carrying out `law::compact`: before a generating turn's prompt
 //! reaches the child, the idle conversations whose cells would cost the
 //! turns ahead more than a move to disk are saved and erased, so the
 //! admitted turn's cells land at the bottom of the pool and its every token

@@ -1,4 +1,4 @@
-//! The engine's intake (#35): what waits to be admitted, in arrival order
+//! The engine's intake: what waits to be admitted, in arrival order
 //! (turns, prefix-cache resets, loads and unloads that must not cut a
 //! running turn), how many turns run, the brake action held until they
 //! end, and the last death of a child, which every turn that ran on it is

@@ -42,13 +42,6 @@
 //! (`ChildState::act_in_child`, `prefix_cache`, `reset_prefix_cache`,
 //! `footprint_at`) or of the plan (`SpawnPlan::window_line`, `gpu_label`);
 //! the RPC workers' part is `workers`.
-//!
-//! Counted before and after the split (2026-12-03): `EngineCore` fields
-//! 26 -> 12; `impl EngineCore` blocks 16 -> 14, their methods 85 -> 68,
-//! `&mut self` among them 51 -> 42; lines writing the brake's state 29 in
-//! 8 files -> 0 outside `brake_state.rs`; lines replacing or taking the
-//! child 5 in 4 files -> 0 outside `child_slot.rs` (3 there); the activity
-//! assigned in 4 files -> 1.
 
 pub(crate) mod brake;
 mod brake_act;

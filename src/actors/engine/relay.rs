@@ -1,7 +1,7 @@
 //! The relay of one turn's answer from the child: a stream event by event
 //! (its timings measured on the way), or a whole body; and the watchdogs'
 //! verdicts (a dead, hung or broken child). It runs as a task of its own
-//! beside the engine's mailbox (#35: several turns stream at once), owning
+//! beside the engine's mailbox (several turns stream at once), owning
 //! what it needs of the child (`RelayLine`) and never the engine's state;
 //! at its end it sends `TurnRelayed` to the engine, whose `turn_end` acts
 //! on what it found (a hung child is stopped there, a death classified).

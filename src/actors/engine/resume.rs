@@ -1,4 +1,4 @@
-//! A turn whose child died under it goes on on the next child (#46): what
+//! A turn whose child died under it goes on on the next child: what
 //! a turn carries across its children (`Carry`), the law's verdict when its
 //! child dies (`law::resume`), and the way back into the intake, at its
 //! head, where the next admission respawns the child and starts it again:

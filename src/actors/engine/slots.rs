@@ -1,4 +1,4 @@
-//! The live child's slots as the warden keeps them (#35): for each slot,
+//! The live child's slots as the warden keeps them: for each slot,
 //! the conversation whose cells it holds and how many (`kv::SlotHeld`), the
 //! turn running on it and what that turn reserved of the one KV pool, and
 //! when it was last used. `law::slots` decides from this table (which slot

@@ -4,7 +4,7 @@
 //! yet waits in the intake, in arrival order; one that starts gets a slot
 //! of the child (`law::slots`), its KV restored there, its bound, and a
 //! relay task of its own (`relay`), so several turns on one model stream
-//! at once while every decision stays one at a time in the mailbox (#35).
+//! at once while every decision stays one at a time in the mailbox.
 //!
 //! A turn waits when:
 //! - turns run on another model's child (a switch stops the child), or on
