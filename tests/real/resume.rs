@@ -117,8 +117,9 @@ fn text(d: &Dialect, stream: &str) -> (String, usize) {
 }
 
 /// Posts `d`'s request and reads its stream; with `kill`, SIGKILLs the
-/// child once `BEFORE_KILL` pieces of text have arrived. The whole stream.
-async fn stream(w: &Warden, base: &str, d: &Dialect, kill: bool) -> String {
+/// child once `BEFORE_KILL` pieces of text have arrived. The whole stream,
+/// and what had arrived by the kill.
+async fn stream(w: &Warden, base: &str, d: &Dialect, kill: bool) -> (String, String) {
     let r = reqwest::Client::new()
         .post(format!("{base}{}", d.path))
         .json(&d.body)
@@ -128,6 +129,7 @@ async fn stream(w: &Warden, base: &str, d: &Dialect, kill: bool) -> String {
     assert_eq!(r.status(), 200, "{}", d.path);
     let mut body = r.bytes_stream();
     let mut seen = String::new();
+    let mut by_kill = String::new();
     let mut killed = !kill;
     while let Some(chunk) = tokio::time::timeout(Duration::from_secs(120), body.next())
         .await
@@ -137,10 +139,11 @@ async fn stream(w: &Warden, base: &str, d: &Dialect, kill: bool) -> String {
         if !killed && text(d, &seen).1 >= BEFORE_KILL {
             killed = true;
             kill_child(w, nix::sys::signal::Signal::SIGKILL);
+            by_kill = seen.clone();
         }
     }
     assert!(killed, "{}: the answer ended before the kill: {seen}", d.path);
-    seen
+    (seen, by_kill)
 }
 
 /// Signals the live child; its pid.
@@ -175,9 +178,9 @@ async fn a_greedy_stream_killed_mid_answer_reads_as_the_uninterrupted_one_in_eve
     let base = serve_http(&w);
     load_default(&w).await;
     for d in dialects() {
-        let whole = stream(&w, &base, &d, false).await;
+        let (whole, _) = stream(&w, &base, &d, false).await;
         let mut ev = w.subscribe();
-        let cut = stream(&w, &base, &d, true).await;
+        let (cut, _) = stream(&w, &base, &d, true).await;
         let (want, got) = (text(&d, &whole).0, text(&d, &cut).0);
         eprintln!(
             "RESUME {}: {} characters, resumed as {:?}",
@@ -263,6 +266,41 @@ async fn a_greedy_stream_killed_mid_answer_reads_as_the_uninterrupted_one_in_eve
             }
         }
     }
+    w.shutdown().await;
+}
+
+/// A sampled stream (temperature 0.9) killed mid-answer goes on validly:
+/// what the client had by the kill begins the answer, unrepeated, and the
+/// answer is as long as asked (`ignore_eos`).
+#[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
+async fn a_sampled_stream_killed_mid_answer_goes_on_from_what_was_sent() {
+    let (w, _dir) = real_smollm_warden(test_config());
+    let base = serve_http(&w);
+    load_default(&w).await;
+    let mut d = dialects().remove(0);
+    for (k, v) in [
+        ("temperature", json!(0.9)),
+        ("seed", json!(7)),
+        ("ignore_eos", json!(true)),
+    ] {
+        d.body[k] = v;
+    }
+    let mut ev = w.subscribe();
+    let (cut, by_kill) = stream(&w, &base, &d, true).await;
+    let (before, all) = (text(&d, &by_kill).0, text(&d, &cut).0);
+    assert!(before.len() > 10, "{before:?}");
+    assert!(
+        all.starts_with(&before),
+        "the answer begins with what was sent: {before:?} / {all:?}"
+    );
+    assert!(all.len() > before.len(), "and goes on: {all:?}");
+    assert_eq!(all.matches(&before).count(), 1, "unrepeated: {all:?}");
+    let usage = events(&cut)
+        .iter()
+        .find_map(|(_, v)| v.pointer("/usage/completion_tokens").and_then(Value::as_u64));
+    assert_eq!(usage, Some(u64::from(TOKENS)), "{cut}");
+    assert_eq!(resumes(&mut ev), vec![("continued", "child_killed".to_string())]);
     w.shutdown().await;
 }
 
