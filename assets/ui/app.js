@@ -124,10 +124,11 @@ function renderResidents() {
 }
 
 // A model's loads: how many, the last one's length (what a switch to it
-// costs), the time spent loading, and how often it yielded its memory.
+// costs), the time spent loading against the time spent serving, and how
+// often it yielded its memory.
 function loadsNote(l) {
   if (!l || !l.count) return "–";
-  let note = `${l.count} · last ${secs(l.last_ms)} · ${secs(l.total_ms)} loading`;
+  let note = `${l.count} · last ${secs(l.last_ms)} · ${secs(l.total_ms)} loading, ${secs(l.serving_ms)} serving`;
   if (l.yields) note += ` (${l.yields} yielded)`;
   return note;
 }

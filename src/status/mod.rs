@@ -185,6 +185,9 @@ pub struct LoadsView {
     pub total_ms: u64,
     /// Times it left the memory to a model waiting on its turns.
     pub yields: u64,
+    /// Time with at least one of its turns relaying, since the start, ms:
+    /// what it spent serving, beside `total_ms` spent loading.
+    pub serving_ms: u64,
 }
 
 /// A model whose load waits in the line (`law::schedule`).

@@ -246,3 +246,30 @@ async fn a_hung_child_ignoring_sigterm_is_killed_after_the_grace() {
     assert_eq!(exit.signal, Some(9), "killed, not stopped: {exit:?}");
     r.w.shutdown().await;
 }
+
+/// The time a model served runs while one of its turns relays, and only
+/// then: a ten-token turn 100 ms apart counts its second, five idle
+/// seconds after it count nothing (virtual time).
+#[actix_rt::test]
+async fn serving_time_runs_only_while_a_turn_relays() {
+    let (first, step) = (Duration::from_millis(100), Duration::from_millis(100));
+    let r = rig(Script {
+        tokens: 10,
+        first_token_delay: first,
+        token_delay: step,
+        ..Script::default()
+    });
+    load_default(&r.w).await;
+    assert_eq!(r.w.status().loads.serving_ms, 0, "nothing served yet");
+    let (t, _) = timed(&r.w, chat(None, 10, true)).await;
+    assert!(t.done, "{t:?}");
+    let served = Duration::from_millis(r.w.status().loads.serving_ms);
+    assert_at("the turn's serving time", served, first + 9 * step);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        r.w.status().loads.serving_ms,
+        served.as_millis() as u64,
+        "idle time is not serving"
+    );
+    r.w.shutdown().await;
+}

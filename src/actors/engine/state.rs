@@ -55,6 +55,8 @@ pub struct Usage {
     keep_alive: Option<(String, KeepAlive)>,
     reaped: Option<String>,
     loads: Loads,
+    /// Since when a turn of its has been relaying (none: none is).
+    serving_since: Option<Instant>,
 }
 
 /// The model's loads and yields, which the scheduler across models weighs
@@ -122,9 +124,27 @@ impl Usage {
         self.loads.yields += 1;
     }
 
-    /// The loads so far.
+    /// The loads so far, and the time served up to now.
     pub fn loads(&self) -> Loads {
-        self.loads
+        let now = self.serving_since.map_or(0, |t| t.elapsed().as_millis() as u64);
+        Loads {
+            serving_ms: self.loads.serving_ms.saturating_add(now),
+            ..self.loads
+        }
+    }
+
+    /// `running` turns relay now (a turn was handed to its relay, or its
+    /// relay ended): serving time runs while any does.
+    pub fn running(&mut self, running: usize) {
+        match (running > 0, self.serving_since) {
+            (true, None) => self.serving_since = Some(Instant::now()),
+            (false, Some(t)) => {
+                self.serving_since = None;
+                let ms = t.elapsed().as_millis() as u64;
+                self.loads.serving_ms = self.loads.serving_ms.saturating_add(ms);
+            }
+            _ => {}
+        }
     }
 
     /// The model an idle reap unloaded, consumed by the turn that reads it.

@@ -199,6 +199,7 @@ impl EngineCore {
     /// a unit test, relays inline).
     fn spawn_relay(&mut self, job: RelayJob) {
         self.intake.started();
+        self.usage.running(self.intake.running());
         self.publish();
         match self.intake.ends() {
             Some(ends) => {

@@ -47,6 +47,7 @@ impl EngineCore {
     pub async fn turn_relayed(&mut self, done: TurnRelayed) {
         let TurnRelayed { mut turn, end } = done;
         self.intake.ended();
+        self.usage.running(self.intake.running());
         let relayed = match self.verdict(turn.pid, end).await {
             Err(e) => match self.resume_or_fail(&mut turn, e) {
                 Ok(()) => return self.requeue(turn),
