@@ -59,3 +59,55 @@ pub async fn samples(warden: web::Data<Warden>) -> HttpResponse {
         "samples": h.snapshot(),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every kind of `WardenEvent` is one the page listens for, or one it
+    /// leaves out on purpose: a new event is not silently missing from the
+    /// timeline (two were, before this test). The kinds are read from the
+    /// enum's source, as serde names them (snake case).
+    #[test]
+    fn the_page_listens_for_every_event_kind() {
+        // why: a turn's start says nothing its end does not say better
+        const LEFT_OUT: &[&str] = &["turn_started"];
+        let source = include_str!("../status/mod.rs");
+        let body = source
+            .split("pub enum WardenEvent {")
+            .nth(1)
+            .and_then(|s| s.split("\n}\n").next())
+            .expect("the enum's body");
+        let kinds: Vec<String> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("    "))
+            .filter(|l| l.starts_with(|c: char| c.is_ascii_uppercase()))
+            .filter_map(|l| l.split([' ', ',', '(', '{']).next())
+            .map(|name| {
+                let mut snake = String::new();
+                for (i, c) in name.chars().enumerate() {
+                    if c.is_ascii_uppercase() && i > 0 {
+                        snake.push('_');
+                    }
+                    snake.push(c.to_ascii_lowercase());
+                }
+                snake
+            })
+            .collect();
+        assert!(kinds.len() > 10, "the enum was read: {kinds:?}");
+        let listed = super::APP_JS
+            .split("const KINDS = [")
+            .nth(1)
+            .and_then(|s| s.split("];").next())
+            .expect("app.js lists its KINDS");
+        for k in &kinds {
+            let quoted = format!("\"{k}\"");
+            assert!(
+                listed.contains(&quoted) || LEFT_OUT.contains(&k.as_str()),
+                "the dashboard does not listen for `{k}` events (app.js KINDS)"
+            );
+            assert!(
+                LEFT_OUT.contains(&k.as_str()) || super::APP_JS.contains(&format!("case {quoted}")),
+                "the dashboard has no line for `{k}` events (app.js describe)"
+            );
+        }
+    }
+}
