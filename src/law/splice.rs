@@ -95,13 +95,13 @@ impl Transcript {
     /// Reads one event as its client is sent it.
     pub fn read(&mut self, d: Dialect, event: Option<&str>, data: &[u8]) {
         self.sent += 1;
-        let Ok(Value::Object(v)) = serde_json::from_slice::<Value>(data) else {
+        let Ok(v @ Value::Object(_)) = serde_json::from_slice::<Value>(data) else {
             return;
         };
         match d {
             Dialect::Chat => {
                 self.take_id(v.get("id"));
-                let delta = at(&v, "/choices/0/delta");
+                let delta = v.pointer("/choices/0/delta");
                 if let Some(t) = delta.and_then(|d| d.get("content")).and_then(Value::as_str) {
                     self.text.push_str(t);
                 }
@@ -118,7 +118,7 @@ impl Transcript {
             }
             Dialect::Completions => {
                 self.take_id(v.get("id"));
-                if let Some(t) = at(&v, "/choices/0/text").and_then(Value::as_str) {
+                if let Some(t) = v.pointer("/choices/0/text").and_then(Value::as_str) {
                     self.text.push_str(t);
                 }
             }
@@ -128,8 +128,8 @@ impl Transcript {
                 }
             }
             Dialect::Messages => match event.unwrap_or_default() {
-                "message_start" => self.take_id(at(&v, "/message/id")),
-                "content_block_start" => match at(&v, "/content_block/type").and_then(Value::as_str) {
+                "message_start" => self.take_id(v.pointer("/message/id")),
+                "content_block_start" => match v.pointer("/content_block/type").and_then(Value::as_str) {
                     Some("text") => self.opened = true,
                     Some("thinking") => {
                         self.opaque.get_or_insert("reasoning");
@@ -138,9 +138,9 @@ impl Transcript {
                         self.opaque.get_or_insert("a tool call");
                     }
                 },
-                "content_block_delta" => match at(&v, "/delta/type").and_then(Value::as_str) {
+                "content_block_delta" => match v.pointer("/delta/type").and_then(Value::as_str) {
                     Some("text_delta") => {
-                        if let Some(t) = at(&v, "/delta/text").and_then(Value::as_str) {
+                        if let Some(t) = v.pointer("/delta/text").and_then(Value::as_str) {
                             self.text.push_str(t);
                         }
                     }
@@ -154,11 +154,11 @@ impl Transcript {
                 _ => {}
             },
             Dialect::Responses => match event.unwrap_or_default() {
-                "response.created" => self.take_id(at(&v, "/response/id")),
-                "response.output_item.added" => match at(&v, "/item/type").and_then(Value::as_str) {
+                "response.created" => self.take_id(v.pointer("/response/id")),
+                "response.output_item.added" => match v.pointer("/item/type").and_then(Value::as_str) {
                     Some("message") => {
                         if self.item.is_none() {
-                            self.item = at(&v, "/item/id").and_then(Value::as_str).map(str::to_string);
+                            self.item = v.pointer("/item/id").and_then(Value::as_str).map(str::to_string);
                         }
                     }
                     Some("reasoning") => {
@@ -359,7 +359,7 @@ impl Splice {
     /// it rewritten, or more before it.
     pub fn pass(&mut self, event: Option<&str>, data: &[u8], raw: &Bytes) -> Vec<Bytes> {
         let out = match serde_json::from_slice::<Value>(data) {
-            Ok(Value::Object(v)) if !v.contains_key("error") => self.rewrite(event, v),
+            Ok(v) if v.is_object() && v.get("error").is_none() => self.rewrite(event, v),
             // `[DONE]`, and the child's own error, pass as they are.
             _ => vec![raw.clone()],
         };
@@ -367,27 +367,27 @@ impl Splice {
         out
     }
 
-    fn rewrite(&mut self, event: Option<&str>, mut v: Map<String, Value>) -> Vec<Bytes> {
+    fn rewrite(&mut self, event: Option<&str>, mut v: Value) -> Vec<Bytes> {
         let name = event.unwrap_or_default();
         match self.d {
             Dialect::Chat | Dialect::Completions => {
                 if let Some(id) = &self.before.id {
-                    v.insert("id".into(), Value::from(id.as_str()));
+                    v["id"] = Value::from(id.as_str());
                 }
                 let key = if self.d == Dialect::Chat { "/choices/0/delta" } else { "/choices/0/text" };
                 if self.d == Dialect::Chat
-                    && let Some(Value::Object(delta)) = at_mut(&mut v, key)
+                    && let Some(Value::Object(delta)) = v.pointer_mut(key)
                 {
                     delta.remove("role");
                     if let Some(t) = delta.get("content").and_then(Value::as_str) {
                         self.text.push_str(t);
                     }
                     let empty = delta.values().all(|x| x.is_null() || x.as_str() == Some(""));
-                    let finish = at(&v, "/choices/0/finish_reason").is_some_and(|f| !f.is_null());
-                    if empty && !finish && !v.contains_key("usage") {
+                    let finish = v.pointer("/choices/0/finish_reason").is_some_and(|f| !f.is_null());
+                    if empty && !finish && v.get("usage").is_none() {
                         return vec![];
                     }
-                } else if let Some(t) = at(&v, key).and_then(Value::as_str) {
+                } else if let Some(t) = v.pointer(key).and_then(Value::as_str) {
                     self.text.push_str(t);
                 }
                 if let Some(Value::Object(u)) = v.get_mut("usage") {
@@ -399,8 +399,10 @@ impl Splice {
                 if let Some(t) = v.get("content").and_then(Value::as_str) {
                     self.text.push_str(t);
                 }
-                if v.get("stop") == Some(&Value::Bool(true)) {
-                    self.shift(&mut v, "tokens_evaluated", "tokens_predicted");
+                if v.get("stop") == Some(&Value::Bool(true))
+                    && let Some(m) = v.as_object_mut()
+                {
+                    self.shift(m, "tokens_evaluated", "tokens_predicted");
                 }
                 vec![sse(event, &v)]
             }
@@ -408,11 +410,11 @@ impl Splice {
                 "message_start" => vec![],
                 "content_block_start" if self.open => vec![],
                 "content_block_start" => {
-                    self.open = at(&v, "/content_block/type").and_then(Value::as_str) == Some("text");
+                    self.open = v.pointer("/content_block/type").and_then(Value::as_str) == Some("text");
                     vec![sse(event, &v)]
                 }
                 "content_block_delta" => {
-                    if let Some(Value::String(t)) = at_mut(&mut v, "/delta/text") {
+                    if let Some(Value::String(t)) = v.pointer_mut("/delta/text") {
                         let own = self.unsay(t);
                         if own.is_empty() {
                             return vec![];
@@ -448,15 +450,15 @@ impl Splice {
         }
     }
 
-    fn responses(&mut self, name: &str, mut v: Map<String, Value>) -> Vec<Bytes> {
+    fn responses(&mut self, name: &str, mut v: Value) -> Vec<Bytes> {
         let ev = Some(name);
         match name {
             "response.created" | "response.in_progress" => vec![],
-            "response.output_item.added" if at(&v, "/item/type").and_then(Value::as_str) == Some("message") => {
+            "response.output_item.added" if v.pointer("/item/type").and_then(Value::as_str) == Some("message") => {
                 if self.item.is_some() {
                     return vec![];
                 }
-                self.item = at(&v, "/item/id").and_then(Value::as_str).map(str::to_string);
+                self.item = v.pointer("/item/id").and_then(Value::as_str).map(str::to_string);
                 vec![sse(ev, &v)]
             }
             "response.content_part.added" if self.open => vec![],
@@ -475,7 +477,7 @@ impl Splice {
             "response.output_text.done" => {
                 self.text_done = true;
                 self.own_item(&mut v);
-                v.insert("text".into(), Value::from(self.whole()));
+                v["text"] = Value::from(self.whole());
                 vec![sse(ev, &v)]
             }
             "response.content_part.done" => {
@@ -486,7 +488,7 @@ impl Splice {
                 }
                 vec![sse(ev, &v)]
             }
-            "response.output_item.done" if at(&v, "/item/type").and_then(Value::as_str) == Some("message") => {
+            "response.output_item.done" if v.pointer("/item/type").and_then(Value::as_str) == Some("message") => {
                 self.item_done = true;
                 if let Some(Value::Object(item)) = v.get_mut("item") {
                     self.message_item(item);
@@ -575,9 +577,9 @@ impl Splice {
     }
 
     /// An event's `item_id` names the first stream's message.
-    fn own_item(&self, v: &mut Map<String, Value>) {
+    fn own_item(&self, v: &mut Value) {
         if let (Some(item), Some(Value::String(_))) = (&self.item, v.get("item_id")) {
-            v.insert("item_id".into(), Value::from(item.as_str()));
+            v["item_id"] = Value::from(item.as_str());
         }
     }
 
@@ -606,35 +608,6 @@ impl Splice {
 /// A Responses message item.
 fn message(id: &str, part: Value) -> Value {
     json!({"type": "message", "status": "completed", "id": id, "content": [part], "role": "assistant"})
-}
-
-/// `Value::pointer` on an object's map.
-fn at<'a>(v: &'a Map<String, Value>, ptr: &str) -> Option<&'a Value> {
-    let (head, rest) = split(ptr);
-    let first = v.get(head)?;
-    match rest {
-        Some(rest) => first.pointer(rest),
-        None => Some(first),
-    }
-}
-
-/// `Value::pointer_mut` on an object's map.
-fn at_mut<'a>(v: &'a mut Map<String, Value>, ptr: &str) -> Option<&'a mut Value> {
-    let (head, rest) = split(ptr);
-    let first = v.get_mut(head)?;
-    match rest {
-        Some(rest) => first.pointer_mut(rest),
-        None => Some(first),
-    }
-}
-
-/// `/a/b/c` as `a` and `/b/c`.
-fn split(ptr: &str) -> (&str, Option<&str>) {
-    let ptr = ptr.strip_prefix('/').unwrap_or(ptr);
-    match ptr.find('/') {
-        Some(i) => (&ptr[..i], Some(&ptr[i..])),
-        None => (ptr, None),
-    }
 }
 
 /// One SSE event: `event:` when named, then its data.

@@ -44,18 +44,13 @@ pub enum DoorError {
 }
 
 impl Door {
-    /// A door to the child behind `client`.
-    pub(crate) fn new(
-        model: String,
-        port: u16,
-        client: ChildClient,
-        output: std::sync::Arc<crate::child::output::OutputLog>,
-    ) -> Self {
+    /// A door to the live child `c`.
+    pub(crate) fn of(c: &super::child_slot::LiveChild) -> Self {
         Self {
-            model,
-            port,
-            client,
-            output,
+            model: c.model_id().to_string(),
+            port: c.port.port(),
+            client: c.client.clone(),
+            output: c.process.output().clone(),
         }
     }
 

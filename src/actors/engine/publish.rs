@@ -96,14 +96,7 @@ impl EngineCore {
             if door.as_ref().map(|d| (d.model.as_str(), d.port)) == now {
                 return false;
             }
-            *door = self.child.get().map(|c| {
-                super::Door::new(
-                    c.model_id().to_string(),
-                    c.port.port(),
-                    c.client.clone(),
-                    c.process.output().clone(),
-                )
-            });
+            *door = self.child.get().map(super::Door::of);
             true
         });
     }

@@ -137,8 +137,7 @@ impl RelayJob {
     pub async fn run(self) -> TurnRelayed {
         let RelayJob { mut line, mut turn, body } = self;
         let end = if turn.stream {
-            let paused = turn.carry.paused_at;
-            relay_stream(&mut line, turn.route, body, &mut turn.out, &mut turn.carry, paused).await
+            relay_stream(&mut line, turn.route, body, &mut turn.out, &mut turn.carry).await
         } else {
             relay_whole(&mut line, turn.route, body).await
         };
@@ -154,7 +153,6 @@ async fn relay_stream(
     body: Bytes,
     events: &mut Outbox,
     carry: &mut Carry,
-    paused: Option<Instant>,
 ) -> RelayEnd {
     let sent_at = Instant::now();
     let first_deadline = sent_at + line.first_token_timeout;
@@ -178,7 +176,7 @@ async fn relay_stream(
     let mut got_first = false;
     let mut relayed_error = false;
     let mut counts = None;
-    let mut clock = Clock::new(sent_at, paused);
+    let mut clock = Clock::new(sent_at, carry.pause.as_ref().map(|p| p.at));
     loop {
         let deadline = if got_first {
             Instant::now() + line.stall_timeout

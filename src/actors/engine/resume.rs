@@ -14,6 +14,7 @@ use super::relay::Running;
 use crate::error::GenerationError;
 use crate::law::crash::EngineCode;
 use crate::law::resume::{self, Death, Verdict};
+use crate::law::route::Route;
 use crate::law::splice::{self, Dialect, Splice, Transcript};
 use crate::law::types::EngineKind;
 use crate::messages::TurnRequest;
@@ -31,11 +32,8 @@ pub(crate) struct Carry {
     pub transcript: Transcript,
     /// The joint of this child's stream to that (a continuation).
     pub splice: Option<Splice>,
-    /// When its last child died (its pause runs from there to the next
-    /// child's first event).
-    pub paused_at: Option<Instant>,
-    /// The child that died under it last: its pid and how it ended.
-    pub died: Option<(u32, EngineCode)>,
+    /// Its last child's death, while it waits for the next.
+    pub pause: Option<Pause>,
     /// The next admission continues (else it runs again).
     pub continuing: bool,
     /// Tokens its client already had, counted once on the new child.
@@ -45,9 +43,20 @@ pub(crate) struct Carry {
     pub echo: Option<String>,
 }
 
+/// A turn's last child's death.
+#[derive(Debug, Clone)]
+pub(crate) struct Pause {
+    /// When (the pause runs from there to the next child's first event).
+    pub at: Instant,
+    /// The child's pid.
+    pub pid: u32,
+    /// How it ended: the turn's error code (`child_killed`, `worker_lost`).
+    pub code: String,
+}
+
 impl Carry {
     /// A new turn's, on `route`.
-    pub fn new(route: crate::law::route::Route) -> Self {
+    pub fn new(route: Route) -> Self {
         Self {
             dialect: Dialect::of(route),
             ..Self::default()
@@ -118,21 +127,16 @@ impl EngineCore {
             unfit,
         };
         let verdict = resume::decide(facts, death, self.cfg().resume_turns);
-        let code = match death {
-            Death::Died(code) => code,
-            Death::WorkerLost => EngineCode::ChildKilled,
-        };
+        let code = e.to_api().code;
         match verdict {
             Verdict::Decline(d) => {
+                let why = d.why();
                 tracing::warn!(
                     seq = turn.seq,
                     why = d.tag(),
-                    "turn {}: its model server ended under it ({}); not resumed: {}",
+                    "turn {}: its model server ended under it ({code}); not resumed: {why}",
                     turn.seq,
-                    e.to_api().code,
-                    d.why()
                 );
-                let why = d.why();
                 Err(GenerationError::NotResumed {
                     cause: Box::new(e),
                     why,
@@ -145,17 +149,19 @@ impl EngineCore {
                 }
                 tracing::info!(
                     seq = turn.seq,
-                    "turn {}: its model server ended under it ({}); it goes on on the next one ({}, {} characters sent)",
+                    "turn {}: its model server ended under it ({code}); it goes on on the next one ({}, {} characters sent)",
                     turn.seq,
-                    e.to_api().code,
                     if continuing { "continued" } else { "run again" },
                     sent.text.len()
                 );
                 carry.resumes += 1;
                 carry.transcript = sent;
                 carry.splice = None;
-                carry.paused_at = Some(Instant::now());
-                carry.died = Some((turn.pid, code));
+                carry.pause = Some(Pause {
+                    at: Instant::now(),
+                    pid: turn.pid,
+                    code,
+                });
                 carry.continuing = continuing;
                 carry.echo = echo;
                 carry.produced = None;
@@ -193,49 +199,42 @@ impl EngineCore {
     /// said (event, metrics, dashboard). Once per death: a turn sent back to
     /// wait for its seat is not counted again.
     pub(crate) async fn count_resumed(&mut self, request: &mut TurnRequest, carry: &mut Carry, model: &str, seq: u64) {
-        if carry.paused_at.is_none() || carry.produced.is_some() {
+        let Some(pause) = carry.pause.as_ref().filter(|_| carry.produced.is_none()) else {
             return;
-        }
+        };
         let mut produced = 0;
         if carry.continuing {
             produced = self.count_tokens(&carry.transcript.text).await.unwrap_or(u64::from(carry.transcript.sent));
-            let field = request.route.bound_field();
             if let Some(bound) = crate::law::request::requested_bound(&request.body) {
                 // At least one: the child reads 0 as no bound at all.
                 let rest = u64::from(bound).saturating_sub(produced).max(1);
-                for f in crate::law::request::TOKEN_FIELDS {
-                    request.body.remove(f);
-                }
-                request.body.insert(field.into(), serde_json::Value::from(rest));
+                crate::law::request::set_bound(&mut request.body, request.route.bound_field(), rest);
             }
         }
-        let (pid, code) = carry.died.unwrap_or((0, EngineCode::ChildCrashed));
         self.emit(WardenEvent::TurnResumed {
             seq,
             route: request.route,
             model: model.to_string(),
-            pid,
-            code: code.as_str().to_string(),
+            pid: pause.pid,
+            code: pause.code.clone(),
             how: if carry.continuing { "continued" } else { "rerun" },
             sent_tokens: produced,
-            paused_ms: carry.paused_at.map_or(0, |t| t.elapsed().as_millis() as u64),
+            paused_ms: pause.at.elapsed().as_millis() as u64,
         });
         carry.produced = Some(produced);
     }
 
     /// Tokens `text` counts on the live child (its own tokenizer, no
-    /// special tokens added); `None` when it does not answer.
+    /// special tokens added, through the side door); `None` when it does
+    /// not answer.
     async fn count_tokens(&self, text: &str) -> Option<u64> {
-        let c = self.child.get()?;
+        let door = super::Door::of(self.child.get()?);
         let body = serde_json::to_vec(&serde_json::json!({"content": text, "add_special": false})).ok()?;
-        let resp = tokio::time::timeout(
-            std::time::Duration::from_secs(10),
-            c.client.post_json("/tokenize", body.into()),
-        )
-        .await
-        .ok()?
-        .ok()?;
-        let v: serde_json::Value = resp.json().await.ok()?;
+        let (status, answer) = door
+            .tokenizer(Route::Tokenize, body.into(), std::time::Duration::from_secs(10))
+            .await
+            .ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&answer).ok().filter(|_| status == 200)?;
         v.get("tokens").and_then(serde_json::Value::as_array).map(|t| t.len() as u64)
     }
 }

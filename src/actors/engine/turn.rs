@@ -349,10 +349,7 @@ impl EngineCore {
         let owner = request.conversation.clone().filter(|_| request.route.keeps_conversation());
         let mut body = std::mem::take(&mut request.body);
         let requested = crate::law::request::requested_bound(&body);
-        for f in crate::law::request::TOKEN_FIELDS {
-            body.remove(f);
-        }
-        body.insert(request.route.bound_field().into(), serde_json::Value::from(seat.bound));
+        crate::law::request::set_bound(&mut body, request.route.bound_field(), u64::from(seat.bound));
         self.backend.adapt_request(&mut body, &entry);
         body.insert("stream".into(), serde_json::Value::Bool(request.stream));
         let c = self.child.get_mut().expect("a seat is found only on a live child");
@@ -371,8 +368,10 @@ impl EngineCore {
         if carry.continuing
             && let Some(d) = carry.dialect
         {
+            // The joint holds what was sent from here on (`Carry::sent`).
+            let before = std::mem::take(&mut carry.transcript);
             let produced = carry.produced.unwrap_or(0);
-            carry.splice = Some(Splice::new(d, carry.transcript.clone(), produced, carry.echo.clone()));
+            carry.splice = Some(Splice::new(d, before, produced, carry.echo.take()));
         }
         for i in seat.evict {
             self.kv.evict(c, i).await;

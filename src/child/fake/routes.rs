@@ -192,13 +192,7 @@ async fn chat(
     {
         // Before the answer's headers: it dies reading the prompt.
         child.say("fake: dying on this prompt");
-        let _ = died
-            .send(ExitInfo {
-                code: Some(DEATH_STATUS),
-                signal: None,
-            })
-            .await;
-        std::future::pending::<()>().await;
+        die(died, Some(DEATH_STATUS), None).await;
     }
     if body.get("stream").and_then(Value::as_bool) == Some(true) {
         if let Err(e) = stream(wr, child, answer, died).await {
@@ -221,27 +215,22 @@ async fn before_token(i: u32, child: &Child, died: &mpsc::Sender<ExitInfo>) {
         && at == i
         && child.fake.may_die(child.script.die_times)
     {
-        let _ = died
-            .send(ExitInfo {
-                code: None,
-                signal: Some(sig),
-            })
-            .await;
-        std::future::pending::<()>().await;
+        die(died, None, Some(sig)).await;
     }
     if child.script.die_after == Some(i) && child.fake.may_die(child.script.die_times) {
         child.say("fake: dying mid-stream");
-        let _ = died
-            .send(ExitInfo {
-                code: Some(DEATH_STATUS),
-                signal: None,
-            })
-            .await;
-        std::future::pending::<()>().await;
+        die(died, Some(DEATH_STATUS), None).await;
     }
     if child.script.hang_after == Some(i) {
         std::future::pending::<()>().await;
     }
+}
+
+/// Ends the fake with this exit status or signal; never returns (the
+/// fake's end closes the connection).
+async fn die(died: &mpsc::Sender<ExitInfo>, code: Option<i32>, signal: Option<i32>) {
+    let _ = died.send(ExitInfo { code, signal }).await;
+    std::future::pending::<()>().await;
 }
 
 /// A streamed answer: tokens `answer` (`t{i}`) as chunks, the final chunk
