@@ -22,7 +22,9 @@
 //!    |-- Peers (warden::residency) --> law::residents: a load makes room
 //!    |   (Evict --> an idle resident's EngineActor, awaited: the one await
 //!    |   of another actor, which cannot close a circle), waits for a turn's
-//!    |   end, or is refused; the brake evicts an idle resident first
+//!    |   end with its mailbox open (woken by Wake when what the law reads
+//!    |   changes, its deadline, or its client leaving), or is refused; the
+//!    |   brake evicts an idle resident first
 //!    |<-- BrakeSample -- SensorActor (own clock: RAM pressure, paging; every
 //!    |                   60 s to each engine with a model loaded), its latest
 //!    |                   reading in a watch

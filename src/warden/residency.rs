@@ -160,7 +160,18 @@ pub(crate) struct Residency {
     line: Mutex<Line>,
     /// Every load's end and length over the thrash window.
     loads: Mutex<std::collections::VecDeque<(std::time::Instant, u64)>>,
+    /// What the residents' law last read (`RoomKey`), and a count bumped
+    /// whenever it changes: what a waiting load is woken by. The warden's
+    /// status changes at every handler's end, a waiting engine's own
+    /// included, so waking on it would wake a waiting load by its own wait.
+    room_key: Mutex<Option<RoomKey>>,
+    room: watch::Sender<u64>,
 }
+
+/// What the admission, the eviction and the line read of the residents:
+/// the residents as the law sees them, each waiting load and the residents
+/// it waits on, and who lets whom go first.
+type RoomKey = (Vec<Resident>, Vec<(String, Vec<String>)>, Vec<(String, String)>);
 
 /// The line of loads waiting for memory residents in a turn hold, and who
 /// yielded to whom.
@@ -213,6 +224,8 @@ impl Residency {
             settings: RwLock::new(None),
             line: Mutex::new(Line::default()),
             loads: Mutex::default(),
+            room_key: Mutex::new(None),
+            room: watch::Sender::new(0),
         })
     }
 
@@ -220,6 +233,9 @@ impl Residency {
     pub fn set_settings(&self, s: crate::status::SettingsStatus) {
         *self.settings.write().unwrap_or_else(|p| p.into_inner()) = Some(s);
         self.republish();
+        // A reload may change the budget, the pins or the weights: every
+        // waiting load decides again.
+        self.room.send_modify(|n| *n += 1);
     }
 
     /// The settings' status now.
@@ -364,6 +380,35 @@ impl Residency {
     /// Republishes the warden's status (an engine published).
     pub fn republish(&self) {
         self.combined.send_replace(self.status());
+        self.touch_room();
+    }
+
+    /// Wakes the waiting loads when what the residents' law reads changed.
+    fn touch_room(&self) {
+        let residents = self
+            .slots()
+            .iter()
+            .filter_map(|s| {
+                let st = s.status.borrow();
+                if !s.resident(&st) {
+                    return None;
+                }
+                s.as_resident(&st)
+            })
+            .collect();
+        let key = {
+            let line = self.line.lock().unwrap_or_else(|p| p.into_inner());
+            let places = line.places.iter().map(|p| (p.model.clone(), p.on.clone())).collect();
+            let mut behind: Vec<(String, String)> = line.behind.iter().map(|(a, b)| (a.clone(), b.clone())).collect();
+            behind.sort();
+            (residents, places, behind)
+        };
+        let mut last = self.room_key.lock().unwrap_or_else(|p| p.into_inner());
+        if last.as_ref() != Some(&key) {
+            *last = Some(key);
+            drop(last);
+            self.room.send_modify(|n| *n += 1);
+        }
     }
 
     /// A receiver of the warden's status.
@@ -470,9 +515,14 @@ impl Peers for Peerage {
         let Some(r) = self.0.upgrade() else { return };
         let mut line = r.line.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(p) = line.places.iter_mut().find(|p| p.model == me) {
+            let moved = p.on != on;
             p.on = on;
             p.load_ms = load_ms;
             p.weight = weight;
+            drop(line);
+            if moved {
+                r.touch_room();
+            }
             return;
         }
         line.arrivals += 1;
@@ -542,6 +592,8 @@ impl Peers for Peerage {
         if let Some(r) = self.0.upgrade() {
             let mut line = r.line.lock().unwrap_or_else(|p| p.into_inner());
             line.behind.insert(me.to_string(), to.to_string());
+            drop(line);
+            r.touch_room();
         }
     }
 
@@ -609,12 +661,12 @@ impl Peers for Peerage {
         line.places.iter().find(|p| p.model == me)?.at_most_ms
     }
 
-    fn changes(&self) -> watch::Receiver<EngineStatus> {
+    fn changes(&self) -> watch::Receiver<u64> {
         match self.0.upgrade() {
-            Some(r) => r.watch(),
+            Some(r) => r.room.subscribe(),
             // No residency: nothing will change; a receiver whose sender is
             // gone answers at once, and the deadline bounds the wait.
-            None => watch::channel(EngineStatus::default()).1,
+            None => watch::channel(0).1,
         }
     }
 }

@@ -324,6 +324,95 @@ async fn a_turn_in_flight_is_never_stopped_for_another_model() {
     w.shutdown().await;
 }
 
+/// A load waiting for room does not hold its engine: while the first
+/// model's turn runs, the second model's waiting turn leaves the line as
+/// soon as its client goes (it never loads a model nobody waits for), and
+/// an explicit load that waits leaves the engine free to answer an unload
+/// at once. Both before the first model's turn ends (the fake streams it
+/// for 8 s by its own clock).
+#[actix_rt::test]
+async fn a_load_waiting_for_room_keeps_its_engine_open_and_leaves_with_its_client() {
+    let dir = tempfile::tempdir().unwrap();
+    heavy_model(dir.path(), "a", json!({"tokens": 400, "token_ms": 20}));
+    heavy_model(dir.path(), "b", json!({"tokens": 4, "token_ms": 20}));
+    let cfg = llm_warden::WardenConfig {
+        ram_override_bytes: Some(2 << 30),
+        load_timeout: Duration::from_secs(120),
+        ..test_config()
+    };
+    let w = TestWarden::fake(dir.path()).config(cfg).start();
+    let mut ev = w.subscribe();
+    let a = actix_rt::spawn(collect(w.submit(chat(Some("a"), 400, true)).unwrap()));
+    event_or_fail(&mut ev, "a's load", |e| matches!(e, WardenEvent::Ready { .. })).await;
+    let waiting = |w: &llm_warden::Warden| {
+        w.status()
+            .waiting_models
+            .iter()
+            .map(|m| m.model.clone())
+            .collect::<Vec<_>>()
+    };
+    // 1. A turn for b waits in the line; its client leaves.
+    let b = w.submit(chat(Some("b"), 4, true)).unwrap();
+    poll_until(
+        "b's load in the line",
+        Duration::from_secs(30),
+        || waiting(&w) == ["b"],
+        || format!("{:?}", w.status().waiting_models),
+    )
+    .await;
+    drop(b);
+    poll_until(
+        "b's load to leave the line",
+        Duration::from_secs(30),
+        || waiting(&w).is_empty(),
+        || format!("{:?}", w.status().waiting_models),
+    )
+    .await;
+    assert!(!a.is_finished(), "b left the line while a's turn still ran");
+    // 2. An explicit load of b waits; an unload of b is answered meanwhile.
+    let w2 = w.clone();
+    let load = actix_rt::spawn(async move { w2.load(Some("b".into()), None).await });
+    poll_until(
+        "the explicit load in the line",
+        Duration::from_secs(30),
+        || waiting(&w) == ["b"],
+        || format!("{:?}", w.status().waiting_models),
+    )
+    .await;
+    assert!(!w.unload_model(Some("b")).await.unwrap(), "nothing of b is loaded");
+    assert!(!a.is_finished(), "the unload was answered while a's turn still ran");
+    load.abort();
+    // 3. a's turn ends whole; b, which nobody waits for any more, never loads.
+    let t = a.await.unwrap();
+    assert!(t.done && t.error.is_none(), "{t:?}");
+    poll_until(
+        "the abandoned load to leave the line",
+        Duration::from_secs(30),
+        || waiting(&w).is_empty(),
+        || format!("{:?}", w.status().waiting_models),
+    )
+    .await;
+    let s = w.status();
+    assert_eq!(
+        s.residents.iter().map(|r| r.model.as_str()).collect::<Vec<_>>(),
+        ["a"],
+        "{s:?}"
+    );
+    let mut skipped = 0;
+    while let Ok(e) = ev.try_recv() {
+        match e {
+            WardenEvent::Loading { model, .. } if model == "b" => panic!("b was loaded for nobody"),
+            WardenEvent::TurnEnded {
+                outcome: llm_warden::status::TurnOutcome::Skipped,
+                ..
+            } => skipped += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(skipped, 1, "b's turn ended once, skipped");
+    w.shutdown().await;
+}
+
 /// The idle-reload record (the spec's `_idle_unload`): a turn after an
 /// idle unload is told the model reloads for `idle`; any other unload
 /// since (a load, then a manual unload) clears the record, so the next

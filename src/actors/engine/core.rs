@@ -104,6 +104,9 @@ pub struct EngineCore {
     /// The model whose load the residents' law admitted, until its child is
     /// published or the load failed (`room`: its reservation is given back).
     pub(crate) admitted: Option<String>,
+    /// A load waiting for room among the residents (`room`), between
+    /// handlers.
+    pub(crate) room: Option<super::room::RoomWait>,
     /// The model this one yields its memory to, and why, once said
     /// (`schedule`).
     pub(crate) yielding: Option<(String, String)>,
@@ -134,6 +137,7 @@ impl EngineCore {
             intake: Default::default(),
             shut_down: false,
             admitted: None,
+            room: None,
             yielding: None,
             #[cfg(feature = "testing")]
             panic_next_turn: false,

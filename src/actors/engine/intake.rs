@@ -104,12 +104,25 @@ pub struct Intake {
     /// Where a turn's relay task reports its end (the engine's own
     /// address, set when the actor starts).
     ends: Option<Recipient<super::relay::TurnRelayed>>,
+    /// Where a load waiting for room is woken (`room::Wake`; the same).
+    wake: Option<Recipient<super::room::Wake>>,
 }
 
 impl Intake {
     /// Where relay tasks report.
-    pub fn set_ends(&mut self, to: Recipient<super::relay::TurnRelayed>) {
+    pub fn set_ends(&mut self, to: Recipient<super::relay::TurnRelayed>, wake: Recipient<super::room::Wake>) {
         self.ends = Some(to);
+        self.wake = Some(wake);
+    }
+
+    /// Where a waiting load is woken (`None` before the actor started).
+    pub fn wake(&self) -> Option<Recipient<super::room::Wake>> {
+        self.wake.clone()
+    }
+
+    /// Whether a turn or a load waits (what a load waiting for room is for).
+    pub fn wants_load(&self) -> bool {
+        self.waiting.iter().any(|p| matches!(p, Pending::Turn(_) | Pending::Load { .. }))
     }
 
     /// Where relay tasks report (`None` before the actor started: a core

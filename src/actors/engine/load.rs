@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::core::{EngineCore, LiveChild};
 use super::outbox::Outbox;
+use super::room::Room;
 use crate::catalog::{ModelEntry, ModelFormat};
 use crate::child::client::ChildClient;
 use crate::engines::SpawnPlan;
@@ -14,6 +15,18 @@ use crate::gguf::{self, ModelFacts};
 use crate::law::caps;
 use crate::messages::{Notice, TurnEvent};
 use crate::status::WardenEvent;
+
+/// Whether a load is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum Loading {
+    /// The model's child is live.
+    Ready,
+    /// It waits for room among the residents (`room::RoomWait`): the
+    /// request goes back to the head of the intake, and the engine is woken
+    /// when it may go on.
+    Waits,
+}
 
 impl EngineCore {
     /// Makes `entry` the loaded model: reuses a live child of it, replaces a
@@ -26,12 +39,12 @@ impl EngineCore {
         entry: &Arc<ModelEntry>,
         events: Option<&mut Outbox>,
         wait: Option<std::time::Duration>,
-    ) -> Result<(), ModelLoadError> {
+    ) -> Result<Loading, ModelLoadError> {
         // Died while idle: recorded, then loaded again below.
         self.take_dead_child();
         self.retire_if_worker_lost().await;
         if self.child.holds(&entry.id) {
-            return Ok(());
+            return Ok(Loading::Ready);
         }
         if self.child.is_live() {
             self.retire(super::retire::Retire::Switch).await;
@@ -46,7 +59,7 @@ impl EngineCore {
         entry: Arc<ModelEntry>,
         events: Option<&mut Outbox>,
         wait: Option<std::time::Duration>,
-    ) -> Result<(), ModelLoadError> {
+    ) -> Result<Loading, ModelLoadError> {
         if !self.backend.accepts(entry.format) {
             let e = ModelLoadError::WrongFormat {
                 id: entry.id.clone(),
@@ -71,12 +84,13 @@ impl EngineCore {
         // turn's end), then a window sized beside what stays (`room`); the
         // plan alone stands when nothing stays (one reading of the machine).
         let alone = self.backend.plan(&self.cfg(), entry.clone(), facts.clone(), seed.cap, 0);
-        let plan = match self.make_room(&alone, wait).await {
-            Ok(0) => alone,
-            Ok(beside) => self.backend.plan(&self.cfg(), entry.clone(), facts, seed.cap, beside),
+        let mut events = events;
+        let plan = match self.make_room(&alone, wait, events.as_deref()).await {
+            Ok(Room::Made(0)) => alone,
+            Ok(Room::Made(beside)) => self.backend.plan(&self.cfg(), entry.clone(), facts, seed.cap, beside),
+            Ok(Room::Waits) => return Ok(Loading::Waits),
             Err(e) => return Err(self.load_failed(&entry.id, e)),
         };
-        let mut events = events;
         let plan = match self.plan_over_workers(plan, events.as_deref_mut()).await {
             Ok(p) => p,
             Err(e) => return Err(self.load_failed(&entry.id, e)),
@@ -116,7 +130,7 @@ impl EngineCore {
                         }))
                         .await;
                 }
-                Ok(())
+                Ok(Loading::Ready)
             }
             Err(e) => Err(self.load_failed(&entry.id, e)),
         }

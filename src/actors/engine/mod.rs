@@ -11,7 +11,8 @@
 //! `PrefixCacheActor` (`Generate`, and `Reset` ahead of a turn that takes
 //! the MLX cache over), the `SensorActor` (`BrakeSample`, the idle cadence),
 //! the `IdleTimer` (`Reap`), `Warden` (`Load`, `Unload`, `Shutdown`), the
-//! worker watch (`WorkerCheck`), another resident's engine (`Evict`). One
+//! worker watch (`WorkerCheck`), another resident's engine (`Evict`), the
+//! watcher of a load waiting for room (`room::Wake`). One
 //! engine runs per resident model (`warden::residency`); what it asks of
 //! the others goes through `Peers` (`room`). No handler awaits another
 //! actor but a load making room, which awaits each idle resident's `Evict`
@@ -82,7 +83,7 @@ use futures::FutureExt;
 pub use self::core::{EngineCore, Outlets, SharedStoreView, Wiring};
 pub use crate::engines::cpu::workers::workers_link;
 pub use door::{Door, DoorError};
-pub use room::Peers;
+pub use room::{Peers, Wake};
 pub use supervise::CoreGuard;
 pub use relay::TurnRelayed;
 pub use turn::shutting_down;
@@ -152,7 +153,7 @@ impl Actor for EngineActor {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
         // Where each turn's relay task reports its end.
         if let Some(core) = self.home.borrow_mut().as_mut() {
-            core.intake.set_ends(ctx.address().recipient());
+            core.intake.set_ends(ctx.address().recipient(), ctx.address().recipient());
         }
     }
 }
@@ -202,20 +203,33 @@ impl Handler<Load> for EngineActor {
     fn handle(&mut self, msg: Load, _ctx: &mut Self::Context) -> Self::Result {
         self.atomic(
             |mut core| async move {
-                // Behind running or waiting turns it waits its turn.
-                if !core.intake.idle() {
-                    let (reply, rx) = tokio::sync::oneshot::channel();
-                    core.intake.push(intake::Pending::Load {
-                        model: msg.model,
-                        keep_alive: msg.keep_alive,
-                        reply,
-                    });
-                    return (core, Reply::Later(rx));
-                }
-                let r = core.load_request(msg.model.as_deref(), msg.keep_alive).await;
-                (core, Reply::Now(r))
+                // Behind running or waiting turns it waits its turn; a load
+                // that must wait for room waits at the head of the intake,
+                // with the mailbox open (`room`).
+                let (reply, rx) = tokio::sync::oneshot::channel();
+                core.intake.push(intake::Pending::Load {
+                    model: msg.model,
+                    keep_alive: msg.keep_alive,
+                    reply,
+                });
+                core.settle().await;
+                (core, Reply::Later(rx))
             },
             |why| Reply::Now(Err(WardenError::EnginePanicked(why.to_string()))),
+        )
+    }
+}
+
+impl Handler<room::Wake> for EngineActor {
+    type Result = AtomicResponse<Self, ()>;
+
+    fn handle(&mut self, _msg: room::Wake, _ctx: &mut Self::Context) -> Self::Result {
+        self.atomic(
+            |mut core| async move {
+                core.settle().await;
+                (core, ())
+            },
+            nothing,
         )
     }
 }
@@ -226,6 +240,11 @@ impl Handler<Unload> for EngineActor {
     fn handle(&mut self, _msg: Unload, _ctx: &mut Self::Context) -> Self::Result {
         self.atomic(
             |mut core| async move {
+                // Nothing loaded and nothing running (a load may wait for
+                // room): nothing to unload, answered now.
+                if core.intake.running() == 0 && !core.child.is_live() {
+                    return (core, Reply::Now(Ok(false)));
+                }
                 // Never cuts a running turn: it acts once they ended.
                 if !core.intake.idle() {
                     let (reply, rx) = tokio::sync::oneshot::channel();

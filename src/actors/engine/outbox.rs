@@ -79,6 +79,14 @@ impl Outbox {
         self.tx.closed().await
     }
 
+    /// Resolves when the caller goes away, owning what it needs (a load
+    /// waiting for room watches it from a task of its own; the task is
+    /// aborted when the wait ends, so the caller's channel is not held).
+    pub fn on_close(&self) -> impl std::future::Future<Output = ()> + 'static {
+        let tx = self.tx.clone();
+        async move { tx.closed().await }
+    }
+
     /// How long the engine waited before it gave up on this caller, once it did.
     pub fn stalled(&self) -> Option<Duration> {
         self.stalled

@@ -2,10 +2,11 @@
 //! brake's idle tick and shutdown. Part of `EngineCore`.
 
 use super::core::EngineCore;
+use super::load::Loading;
 use crate::error::WardenError;
 use crate::law::keep_alive::KeepAlive;
 use crate::law::reap::should_reap;
-use crate::status::{EngineStatus, WardenEvent};
+use crate::status::WardenEvent;
 
 impl EngineCore {
     /// The idle reap, re-checked here: a tick that queued behind a turn sees
@@ -37,23 +38,26 @@ impl EngineCore {
         self.brake.forget_carry();
     }
 
-    /// `/warden/load`: loads (or switches to) a model outside a turn.
-    pub async fn load_request(
+    /// `/warden/load`: loads (or switches to) a model outside a turn; its
+    /// caller answers with the snapshot once it is `Ready`.
+    pub(crate) async fn load_request(
         &mut self,
         id: Option<&str>,
         keep_alive: Option<KeepAlive>,
-    ) -> Result<EngineStatus, WardenError> {
+    ) -> Result<Loading, WardenError> {
         if self.shut_down {
             return Err(super::turn::shutting_down());
         }
         let entry = self.resolve(id)?;
-        self.ensure_loaded(&entry, None, None).await?;
+        if self.ensure_loaded(&entry, None, None).await? == Loading::Waits {
+            return Ok(Loading::Waits);
+        }
         if let Some(k) = keep_alive {
             self.usage.hold(&entry.id, k);
         }
         // A load is a use: the idle clock starts at its end.
         self.usage.touch();
-        Ok(self.snapshot())
+        Ok(Loading::Ready)
     }
 
     /// The brake's idle sample on the `BrakeSample`'s reading (paced in
@@ -71,6 +75,8 @@ impl EngineCore {
     /// is answered (running turns end as their child stops).
     pub async fn shutdown(&mut self) {
         self.shut_down = true;
+        // A load waiting for room gives up its place.
+        self.room = None;
         for p in self.intake.drain_all() {
             match p {
                 super::intake::Pending::Turn(w) => {

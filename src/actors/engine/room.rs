@@ -30,29 +30,26 @@
 //!   decision, and only the resident chosen acts (it evicts itself), so
 //!   one sample is one eviction and one log line.
 //!
-//! Part of `EngineCore`; runs inside an atomic handler.
+//! Part of `EngineCore`; each decision runs inside an atomic handler, and
+//! only an eviction's answer is awaited there (bounded; `Evict` awaits
+//! nothing but its own child).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use actix::Recipient;
+use actix::{Message, Recipient};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
-use tokio::sync::watch;
-
 use super::core::EngineCore;
+use super::outbox::Outbox;
 use crate::engines::SpawnPlan;
-use crate::law::schedule::{Holder, Next, Policy, Waiter};
-use crate::status::EngineStatus;
 use crate::error::ModelLoadError;
+use crate::law::schedule::{Holder, Next, Policy, Waiter};
 use crate::law::brake::{BrakeDid, Point, Readings, WindowFacts};
 use crate::law::residents::{Admission, Memory, ModelKind, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
 use crate::messages::Evict;
 use crate::status::WardenEvent;
-
-/// The longest a refused eviction waits for a change before the law
-/// decides again (a turn was routed to the resident since the decision, or
-/// it was already gone: its turn's start or its stop publishes).
-const RETRY_STEP: Duration = Duration::from_millis(20);
 
 /// The least an eviction is given before the law decides again.
 const EVICT_FLOOR: Duration = Duration::from_millis(250);
@@ -93,38 +90,69 @@ pub trait Peers: Send + Sync + std::fmt::Debug {
     /// The scheduler's last estimate of how long `me`'s load still waits,
     /// ms (`None`: none yet).
     fn estimate(&self, me: &str) -> Option<u64>;
-    /// Changes whenever any engine publishes: what a waiting load awaits.
-    fn changes(&self) -> watch::Receiver<EngineStatus>;
+    /// Changes whenever what the residents' law reads changes (a resident
+    /// came, went, began or ended a turn; the line moved; the settings were
+    /// reloaded): what a waiting load is woken by.
+    fn changes(&self) -> watch::Receiver<u64>;
     /// A load took `ms`: the time every model spent loading over the last
     /// `law::schedule::THRASH_WINDOW_MS`, ms.
     fn loaded(&self, ms: u64) -> u64;
 }
 
-/// A load's place in the line, given up when the load stops waiting
-/// (loaded, refused, or its handler unwound).
-struct InLine<'a> {
-    peers: &'a dyn Peers,
-    model: &'a str,
+/// A load waiting for room, kept between handlers: the engine's mailbox
+/// stays open while it waits (an unload, an eviction, a status or another
+/// turn is served meanwhile), and the change that may free room, its
+/// deadline, or its client leaving wakes the engine (`Wake`). Its place in
+/// the line is given up when it is dropped (it loads, it was refused, or no
+/// request wants it any more).
+#[derive(Debug)]
+pub(crate) struct RoomWait {
+    model: String,
+    began: Instant,
+    deadline: Instant,
+    /// The request bounded its wait (`Prefer: wait=N`).
+    bounded: Option<Duration>,
+    /// Why it waits was said once.
+    said: bool,
+    peers: Arc<dyn Peers>,
+    watcher: Option<tokio::task::JoinHandle<()>>,
 }
 
-impl Drop for InLine<'_> {
+impl Drop for RoomWait {
     fn drop(&mut self) {
-        self.peers.leave_line(self.model);
+        if let Some(w) = self.watcher.take() {
+            w.abort();
+        }
+        self.peers.leave_line(&self.model);
     }
+}
+
+/// Wakes an engine whose load waits for room: it decides again.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Wake;
+
+/// Whether a load may go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Room {
+    /// Room was made: what the residents that stay hold, bytes.
+    Made(u64),
+    /// It waits (`RoomWait`); the engine is woken when it may go on.
+    Waits,
 }
 
 /// Sends `Evict` to `engine` (the resident `model`) and waits for its
 /// answer, or until `model` is no longer resident (it left by itself: it
-/// yielded its memory, and its handler may be waiting for this very load,
-/// with the `Evict` queued behind it: waiting for the answer alone would
-/// hold both until the deadline: measured, a 300 s stall and a refusal
-/// with three models taking turns), or until `until`. Whether its memory
-/// is free.
+/// yielded its memory, and its handler may be busy with this very load's
+/// turn, with the `Evict` queued behind it: waiting for the answer alone
+/// would hold both until the deadline: measured, a 300 s stall and a
+/// refusal with three models taking turns), or until `until`. Whether its
+/// memory is free.
 async fn evicted(
     peers: &dyn Peers,
     engine: Recipient<Evict>,
     model: &str,
-    changes: &mut watch::Receiver<EngineStatus>,
+    changes: &mut watch::Receiver<u64>,
     until: Instant,
 ) -> bool {
     let answer = engine.send(Evict);
@@ -145,9 +173,9 @@ async fn evicted(
     }
 }
 
-/// Waits for any engine to publish, at most until `until` (a residency
-/// gone publishes nothing more: then until `until`).
-async fn next_change(changes: &mut watch::Receiver<EngineStatus>, until: Instant) {
+/// Waits for what the residents' law reads to change, at most until
+/// `until` (a residency gone changes nothing more: then until `until`).
+async fn next_change(changes: &mut watch::Receiver<u64>, until: Instant) {
     let change = async {
         if changes.changed().await.is_err() {
             std::future::pending::<()>().await;
@@ -159,12 +187,19 @@ async fn next_change(changes: &mut watch::Receiver<EngineStatus>, until: Instant
 impl EngineCore {
     /// Makes room for the model of `alone` (its plan with nothing beside
     /// it) among the residents: evicts, waits or refuses as the law decides
-    /// (see the module docs). Returns what the residents that stay hold,
-    /// bytes, which the plan sizes beside; 0 without peers (one engine for
-    /// every model: MLX, RPC workers).
-    pub(crate) async fn make_room(&mut self, alone: &SpawnPlan, wait: Option<Duration>) -> Result<u64, ModelLoadError> {
+    /// (see the module docs). `Made` carries what the residents that stay
+    /// hold, bytes, which the plan sizes beside (0 without peers: one
+    /// engine for every model, MLX, RPC workers). `Waits` leaves the load
+    /// waiting (`RoomWait`); `gone`, the waiting request's channel, wakes
+    /// it when its client leaves.
+    pub(crate) async fn make_room(
+        &mut self,
+        alone: &SpawnPlan,
+        wait: Option<Duration>,
+        gone: Option<&Outbox>,
+    ) -> Result<Room, ModelLoadError> {
         let Some(peers) = self.outlets.peers.clone() else {
-            return Ok(0);
+            return Ok(Room::Made(0));
         };
         let Some((new, memory)) = crate::engines::plan::newcomer(alone, &self.cfg()) else {
             // No header shape to size it by (llama-server sizes its own
@@ -180,50 +215,71 @@ impl EngineCore {
                 waited_out: false,
             };
             let ram = alone.ram.map_or(0, |r| r.bytes);
-            return self.admit_loop(&*peers, unsized_need, Memory::Ram(ram), wait).await;
+            return self.room_step(peers, unsized_need, Memory::Ram(ram), wait, gone).await;
         };
-        self.admit_loop(&*peers, new, memory, wait).await
+        self.room_step(peers, new, memory, wait, gone).await
     }
 
-    async fn admit_loop(
+    /// Says once per wait why the load waits.
+    fn say_once(&mut self, model: &str, why: impl FnOnce() -> String) {
+        if let Some(r) = self.room.as_mut()
+            && !r.said
+        {
+            r.said = true;
+            tracing::info!(model, "{}", why());
+        }
+    }
+
+    /// One decision of the residents' law for the load of `new`: room made
+    /// (idle residents evicted), a wait armed, or a refusal.
+    async fn room_step(
         &mut self,
-        peers: &dyn Peers,
+        peers: Arc<dyn Peers>,
         mut new: Newcomer,
         memory: Memory,
         wait: Option<Duration>,
-    ) -> Result<u64, ModelLoadError> {
+        gone: Option<&Outbox>,
+    ) -> Result<Room, ModelLoadError> {
         let timeout = self.cfg().load_timeout;
-        // A request that bounded its wait (`Prefer: wait=N`) is refused
-        // sooner, told when to ask again.
-        let bounded = wait.filter(|w| *w < timeout);
-        let deadline = Instant::now() + bounded.unwrap_or(timeout);
-        let mut said = false;
-        // Subscribed before the first decision: a change after it is seen.
+        if self.room.as_ref().is_some_and(|r| r.model != new.model) {
+            self.room = None;
+        }
+        let now = Instant::now();
+        let room = self.room.get_or_insert_with(|| {
+            // A request that bounded its wait (`Prefer: wait=N`) is refused
+            // sooner, told when to ask again.
+            let bounded = wait.filter(|w| *w < timeout);
+            RoomWait {
+                model: new.model.clone(),
+                began: now,
+                deadline: now + bounded.unwrap_or(timeout),
+                bounded,
+                said: false,
+                peers: peers.clone(),
+                watcher: None,
+            }
+        });
+        let (began, deadline, bounded) = (room.began, room.deadline, room.bounded);
+        // Subscribed before the decision: a change after it wakes the wait.
         let mut changes = peers.changes();
-        let me = new.model.clone();
-        let _line = InLine { peers, model: &me };
         let load_ms = self.load_cost_ms(new.weights_bytes);
         let weight = self.cfg().weight(&new.model);
-        let began = Instant::now();
-        loop {
-            new.waited_out = Instant::now() >= deadline;
+        new.waited_out = now >= deadline;
+        let until = 'wait: {
             if !new.waited_out
                 && let Some(first) = peers.behind(&new.model)
             {
-                if !said {
-                    said = true;
-                    tracing::info!(model = %new.model, "waiting: {first} goes first (this model yielded the memory to it)");
-                }
+                self.say_once(&new.model, || format!("waiting: {first} goes first (this model yielded the memory to it)"));
                 peers.wait_in_line(&new.model, vec![first], load_ms, weight);
-                next_change(&mut changes, deadline).await;
-                continue;
+                break 'wait deadline;
             }
+            let before = peers.others(&new.model);
             match peers.admit(&new, memory) {
                 Admission::Load { evict, kept_bytes, .. } => {
                     let me = Waiter {
                         model: new.model.clone(),
                         weight,
-                        waited_ms: began.elapsed().as_millis() as u64,
+                        waited_ms: now.duration_since(began).as_millis() as u64,
                         load_ms,
                         queued: self.outlets.queue.depth() as u32,
                     };
@@ -232,12 +288,12 @@ impl EngineCore {
                         && self.cfg().schedule == Policy::Weighed
                         && let Some((held, why, grace)) = peers.kept_in_grace(&me, &names, self.cfg().starvation_limit)
                     {
-                        // Its client is sending back to back: weighed as busy.
+                        // Its client is sending back to back: weighed as
+                        // busy until its grace is over.
                         peers.settled(&new.model);
                         tracing::debug!(model = %new.model, "{}", crate::law::schedule::explain(&held, &new.model, why));
                         peers.wait_in_line(&new.model, vec![held], load_ms, weight);
-                        next_change(&mut changes, (Instant::now() + grace).min(deadline)).await;
-                        continue;
+                        break 'wait (now + grace).min(deadline);
                     }
                     let mut all_gone = true;
                     for held in evict {
@@ -250,31 +306,36 @@ impl EngineCore {
                             new.model
                         );
                         let until = deadline.max(Instant::now() + EVICT_FLOOR);
-                        if !evicted(peers, engine, &held.model, &mut changes, until).await {
+                        if !evicted(&*peers, engine, &held.model, &mut changes, until).await {
                             // Busy since the decision, gone by itself, or
                             // slow: the law decides again with what is true now.
                             all_gone = false;
                         }
                     }
                     if all_gone {
+                        // Out of the line; its reservation stays until the
+                        // child is published (`settle_admission`).
+                        self.room = None;
                         self.admitted = Some(new.model.clone());
-                        return Ok(kept_bytes);
+                        return Ok(Room::Made(kept_bytes));
                     }
                     peers.settled(&new.model);
-                    // The refusing resident's turn or stop is under way: it
-                    // publishes when it lands.
-                    next_change(&mut changes, Instant::now() + RETRY_STEP).await;
+                    // The refusing resident's turn or stop publishes when it
+                    // lands; one that landed while the eviction was asked
+                    // was taken by it: then the law decides again at once.
+                    if peers.others(&new.model) != before {
+                        changes.mark_changed();
+                    }
+                    deadline
                 }
                 Admission::Wait(short) => {
-                    if !said {
-                        said = true;
-                        tracing::info!(model = %new.model, "waiting for a turn to end: {short}");
-                    }
+                    self.say_once(&new.model, || format!("waiting for a turn to end: {short}"));
                     let on = short.residents.iter().filter(|r| r.in_turn).map(|r| r.model.clone()).collect();
                     peers.wait_in_line(&new.model, on, load_ms, weight);
-                    next_change(&mut changes, deadline).await;
+                    deadline
                 }
                 Admission::Refuse(short) => {
+                    self.room = None;
                     let Some(w) = bounded else {
                         tracing::warn!(model = %new.model, "refused: {short}");
                         return Err(ModelLoadError::NoRoom {
@@ -293,6 +354,51 @@ impl EngineCore {
                     });
                 }
             }
+        };
+        self.arm(changes, until, gone);
+        Ok(Room::Waits)
+    }
+
+    /// Arms the waiting load's wake-up: the next change the law reads, its
+    /// deadline, or its client leaving, whichever comes first. One watcher
+    /// at a time: a new decision replaces the last one's.
+    fn arm(&mut self, mut changes: watch::Receiver<u64>, until: Instant, gone: Option<&Outbox>) {
+        let Some(wake) = self.intake.wake() else { return };
+        let Some(room) = self.room.as_mut() else { return };
+        let gone = gone.map(Outbox::on_close);
+        let task = actix::spawn(async move {
+            let left = async move {
+                match gone {
+                    Some(g) => g.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = next_change(&mut changes, until) => {}
+                _ = left => {}
+            }
+            wake.do_send(Wake);
+        });
+        if let Some(old) = room.watcher.replace(task) {
+            old.abort();
+        }
+    }
+
+    /// Whether a load of `model` waits for room (a turn for it took its
+    /// start when the wait began).
+    pub(crate) fn waits_for_room(&self, model: &str) -> bool {
+        self.room.as_ref().is_some_and(|r| r.model == model)
+    }
+
+    /// The waiting load goes when no request wants it any more: every
+    /// client that asked for it left (their turns were skipped), so it
+    /// leaves the line instead of loading a model nobody waits for.
+    pub(crate) fn drop_unwanted_room(&mut self) {
+        if self.intake.wants_load() {
+            return;
+        }
+        if let Some(r) = self.room.take() {
+            tracing::info!(model = %r.model, "stopped waiting for room: no request waits for this model any more");
         }
     }
 

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use super::core::EngineCore;
 use super::intake::{Pending, Waiting};
+use super::load::Loading;
 use super::outbox::Outbox;
 use super::relay::{RelayJob, RelayLine, Running};
 use super::resume::Carry;
@@ -163,36 +164,52 @@ impl EngineCore {
                     }
                     Admission::Yield(w, _) => Pending::Turn(w),
                 },
-                other if self.intake.running() == 0 && !self.intake.brake_held() => {
-                    self.control(other).await;
-                    continue;
-                }
+                other if self.intake.running() == 0 && !self.intake.brake_held() => match self.control(other).await {
+                    None => continue,
+                    Some(waits) => waits,
+                },
                 other => other,
             };
             self.intake.push_front(p);
             break;
         }
+        self.drop_unwanted_room();
         self.publish();
     }
 
-    /// A reset, a load or an unload whose turns before it ended.
-    async fn control(&mut self, p: Pending) {
+    /// A reset, a load or an unload whose turns before it ended; a load
+    /// that waits for room comes back, to wait at the head.
+    async fn control(&mut self, p: Pending) -> Option<Pending> {
         match p {
             Pending::Reset(r) => self.reset_prefix(r).await,
+            // Its caller went away: nobody wants the load.
+            Pending::Load { reply, .. } if reply.is_closed() => {}
             Pending::Load {
                 model,
                 keep_alive,
                 reply,
-            } => {
-                let r = self.load_request(model.as_deref(), keep_alive).await;
-                let _ = reply.send(r);
-            }
+            } => match self.load_request(model.as_deref(), keep_alive).await {
+                Ok(Loading::Waits) => {
+                    return Some(Pending::Load {
+                        model,
+                        keep_alive,
+                        reply,
+                    });
+                }
+                Ok(Loading::Ready) => {
+                    let _ = reply.send(Ok(self.snapshot()));
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
             Pending::Unload(reply) => {
                 let was = self.retire(super::retire::Retire::Request).await.is_some();
                 let _ = reply.send(Ok(was));
             }
             Pending::Turn(_) => unreachable!("turns are admitted, not controlled"),
         }
+        None
     }
 
     /// Hands a started turn to its relay task (a core with no actor, as in
@@ -252,16 +269,23 @@ impl EngineCore {
             w.started = true;
             self.emit(WardenEvent::TurnStarted { seq: w.seq });
         }
-        if generating {
+        // A turn whose model's load waits for room took its start when the
+        // wait began: its sample and announcements are not repeated at
+        // each wake.
+        if generating && !self.waits_for_room(&w.entry.id) {
             self.begin_turn(&w.entry.id, w.request.options, &mut w.out).await;
             if self.intake.brake_held() {
                 // Its start sample held a brake action for the running turns.
                 return Admission::Wait(w);
             }
         }
-        if let Err(e) = self.load_for_turn(&w.entry, &mut w.out, w.request.wait_at_most).await {
-            self.refuse(w, super::turn_end::failed(e)).await;
-            return Admission::Ended;
+        match self.load_for_turn(&w.entry, &mut w.out, w.request.wait_at_most).await {
+            Ok(Loading::Ready) => {}
+            Ok(Loading::Waits) => return Admission::Wait(w),
+            Err(e) => {
+                self.refuse(w, super::turn_end::failed(e)).await;
+                return Admission::Ended;
+            }
         }
         if let Some(carry) = w.carry.as_deref_mut() {
             self.count_resumed(&mut w.request, carry, &w.entry.id, w.seq).await;
@@ -460,13 +484,13 @@ impl EngineCore {
         entry: &Arc<ModelEntry>,
         out: &mut Outbox,
         wait: Option<std::time::Duration>,
-    ) -> Result<(), WardenError> {
-        self.ensure_loaded(entry, Some(out), wait).await?;
+    ) -> Result<Loading, WardenError> {
+        let loading = self.ensure_loaded(entry, Some(out), wait).await?;
         #[cfg(feature = "testing")]
-        if std::mem::take(&mut self.panic_next_turn) {
+        if loading == Loading::Ready && std::mem::take(&mut self.panic_next_turn) {
             panic!("a test asked this turn to panic");
         }
-        Ok(())
+        Ok(loading)
     }
 
     /// The start of a turn for `model`, before it is resolved: at most one
