@@ -22,6 +22,7 @@ mod hostile_clients;
 mod hostile_requests;
 mod kv_save;
 mod kv_swa;
+mod ladder;
 mod live_settings;
 mod llama_build;
 mod metrics;
