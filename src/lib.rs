@@ -106,7 +106,10 @@
 //!    chunks, `submit` as raw events, load/unload, the tokenizer's side
 //!    door, metrics, the memory history, `plan_for`, and `reload`: the
 //!    settings file and the model stores applied live, `config::live`'s
-//!    rule deciding what applies now, at the next load or at a restart).
+//!    rule deciding what applies now, at the next load or at a restart);
+//!    `warden::arbiter` is every decision between residents as one machine
+//!    with no I/O, which `warden::arbiter_sim` drives through seeded
+//!    schedules.
 //! 6. Faces: `http` (`http::configure` mounts the routes; the dialects;
 //!    every `WardenError` gets its wire shape in `http::wire_error`),
 //!    `server` (the binary's HTTP server), `cli` (`cli::main` is the

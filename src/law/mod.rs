@@ -55,6 +55,8 @@ pub mod kv;
 pub mod kv_keep;
 pub mod kv_save;
 pub mod mlx;
+#[cfg(test)]
+pub mod mutant;
 pub mod names;
 pub mod plan;
 pub mod prefix;

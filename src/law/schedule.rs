@@ -16,11 +16,20 @@
 //!    idle resident is evicted for a newcomer), once idle for
 //!    `IDLE_GRACE_MS`: a shorter gap is a client sending back to back, and
 //!    weighs as busy.
-//! 3. **The starvation limit**: once the waiter has waited the limit (a
+//! 3. **A holder serves its first turn** after its load before it yields,
+//!    under either policy: the switch that brought it in was paid for the
+//!    turns that waited for it, and yielding before one of them ran wastes
+//!    the switch. Without this rule three models that do not fit together
+//!    livelock under first come, first served (each one loaded yields to
+//!    the next waiter before its first turn, for ever: found by the
+//!    residents' simulator, `warden::arbiter_sim`), and a starved waiter
+//!    would take the memory from a model whose own turns had waited as
+//!    long.
+//! 4. **The starvation limit**: once the waiter has waited the limit (a
 //!    setting, `WARDEN_STARVATION_LIMIT_S`, default `STARVATION_LIMIT_DEFAULT`;
 //!    never less than `LIMIT_SWITCHES` switches), the holder yields, whatever
 //!    the weights and however recently it loaded.
-//! 4. **Collation while it pays**: the holder keeps serving its own turns
+//! 5. **Collation while it pays**: the holder keeps serving its own turns
 //!    while the waiter's wait, weighted, is shorter than the switch costs (the
 //!    waiter's load and the holder's reload: the holder's turns come back);
 //!    and a holder just loaded keeps the memory for `MIN_RESIDENCY_SWITCHES`
@@ -134,6 +143,8 @@ pub struct Holder {
     pub reload_ms: u64,
     /// No turn running or waiting.
     pub idle: bool,
+    /// No turn has started on its child since it loaded.
+    pub fresh: bool,
     /// Its turns running or waiting.
     pub queued: u32,
 }
@@ -167,6 +178,8 @@ pub enum Why {
     Collating { switch_ms: u64 },
     /// Loaded recently: it keeps the memory its minimum residency.
     JustLoaded { residency_ms: u64 },
+    /// Loaded and not yet serving: its first turn goes first.
+    FirstTurn,
     /// First come, first served (`Policy::Arrival`): another model waits.
     Arrival,
 }
@@ -204,6 +217,12 @@ pub fn next(policy: Policy, holder: &Holder, waiter: &Waiter, limit: Duration) -
     }
     if holder.idle {
         return Next::Yield(Why::Idle);
+    }
+    if holder.fresh {
+        return Next::Keep {
+            in_ms: None,
+            why: Why::FirstTurn,
+        };
     }
     if policy == Policy::Arrival {
         return Next::Yield(Why::Arrival);
@@ -301,6 +320,7 @@ pub fn explain(holder: &str, waiter: &str, n: Next) -> String {
                     "{waiter} waits: {holder} loaded recently and keeps the memory {}{more}",
                     s(residency_ms)
                 ),
+                Why::FirstTurn => format!("{waiter} waits: {holder} just loaded and serves its first turn first"),
                 Why::Idle | Why::Starved { .. } | Why::SwitchPays { .. } | Why::Arrival => {
                     format!("{waiter} waits for {holder}{more}")
                 }

@@ -14,6 +14,7 @@ fn holder(resident_ms: u64, reload_ms: u64) -> Holder {
         resident_ms,
         reload_ms,
         idle: false,
+        fresh: false,
         queued: 1,
     }
 }
@@ -31,7 +32,7 @@ fn waiter(waited_ms: u64, load_ms: u64) -> Waiter {
 #[test]
 fn the_holder_yields_when_the_wait_pays_for_the_switch() {
     // (holder, waiter, want)
-    let rows: [(Holder, Waiter, Next); 9] = [
+    let rows: [(Holder, Waiter, Next); 11] = [
         // why: collation: the waiter waited less than the round trip of loads (300 + 300)
         (
             holder(60_000, 300),
@@ -92,6 +93,28 @@ fn the_holder_yields_when_the_wait_pays_for_the_switch() {
         ),
         // why: the starvation limit itself (30 s, more than two small switches)
         (holder(1_000, 300), waiter(30_000, 300), Next::Yield(Why::Starved { limit_ms: 30_000 })),
+        // why: just loaded, it serves its first turn first, even to a starved waiter
+        (
+            Holder {
+                fresh: true,
+                ..holder(0, 300)
+            },
+            waiter(10_000_000, 300),
+            Next::Keep {
+                in_ms: None,
+                why: Why::FirstTurn,
+            },
+        ),
+        // why: but an idle one just loaded still leaves at once (nothing of its own waits)
+        (
+            Holder {
+                fresh: true,
+                idle: true,
+                ..holder(0, 300)
+            },
+            waiter(0, 300),
+            Next::Yield(Why::Idle),
+        ),
     ];
     for (i, (h, w, want)) in rows.iter().enumerate() {
         assert_eq!(next(Policy::Weighed, h, w, LIMIT), *want, "row {i}");
@@ -229,6 +252,19 @@ fn first_come_first_served_yields_to_any_wait_but_a_pin() {
         ..holder(10, 10)
     };
     assert!(!next(a, &pinned, &waiter(0, 10), LIMIT).yields());
+    // why: arrival order still lets a model just loaded serve its first turn
+    // (three models livelocked without it: each yielded before serving)
+    let fresh = Holder {
+        fresh: true,
+        ..holder(0, 10)
+    };
+    assert_eq!(
+        next(a, &fresh, &waiter(60_000, 10), LIMIT),
+        Next::Keep {
+            in_ms: None,
+            why: Why::FirstTurn
+        }
+    );
     // (raw, policy)
     let rows = [
         (None, Ok(Policy::Weighed)),

@@ -21,6 +21,15 @@ use crate::queue::QueueGauge;
 use crate::sensors::history::History;
 use crate::status::{EngineKind, EngineStatus, WardenEvent};
 
+// The arbiter is internal; its types are public with `testing`, as the
+// engine's `Peers` that carries them is.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod arbiter;
+#[cfg(not(feature = "testing"))]
+pub(crate) mod arbiter;
+#[cfg(test)]
+mod arbiter_sim;
 mod chunks;
 mod control;
 mod door;

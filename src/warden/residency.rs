@@ -32,11 +32,12 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use actix::prelude::*;
 use tokio::sync::watch;
 
+use super::arbiter::{Arbiter, LineKey, LoadAsk, LoadStep, Seat};
 use crate::actors::engine::{Door, Peers, SharedStoreView};
 use crate::actors::{EngineActor, IdleTimer, PrefixCacheActor};
 use crate::law::brake::{BrakeState, WindowFacts};
-use crate::law::residents::{self, Admission, Fit, Memory, Newcomer, Resident};
-use crate::law::schedule::{self, Holder, Next, Waiter};
+use crate::law::residents::Resident;
+use crate::law::schedule::{self, Holder, Next};
 use crate::messages::{BrakeSample, Evict};
 use crate::queue::QueueGauge;
 use crate::status::{EngineState, EngineStatus, ResidentView};
@@ -148,18 +149,18 @@ pub(crate) struct Residency {
     default_model: RwLock<Option<String>>,
     /// `WARDEN_MAX_RESIDENT`.
     max_resident: Option<usize>,
-    /// One admission at a time (held for the law's arithmetic only).
-    admitting: Mutex<()>,
     /// The warden's status: the most recently used resident's, with all.
     combined: watch::Sender<EngineStatus>,
     /// The KV store's view, which every engine refreshes.
     kv_view: SharedStoreView,
     /// The settings as the last reload left them (`None`: no reloads).
     settings: RwLock<Option<crate::status::SettingsStatus>>,
-    /// Loads waiting for memory other models' turns hold (`law::schedule`).
-    line: Mutex<Line>,
-    /// Every load's end and length over the thrash window.
-    loads: Mutex<std::collections::VecDeque<(std::time::Instant, u64)>>,
+    /// Every decision between residents (`arbiter`): one at a time, so
+    /// each admission sees the reservation of the one before it; held for
+    /// the machine's arithmetic only, never across an await.
+    arbiter: Mutex<Arbiter>,
+    /// The arbiter's clock: ms since this.
+    epoch: std::time::Instant,
     /// What the residents' law last read (`RoomKey`), and a count bumped
     /// whenever it changes: what a waiting load is woken by. The warden's
     /// status changes at every handler's end, a waiting engine's own
@@ -171,46 +172,7 @@ pub(crate) struct Residency {
 /// What the admission, the eviction and the line read of the residents:
 /// the residents as the law sees them, each waiting load and the residents
 /// it waits on, and who lets whom go first.
-type RoomKey = (Vec<Resident>, Vec<(String, Vec<String>)>, Vec<(String, String)>);
-
-/// The line of loads waiting for memory residents in a turn hold, and who
-/// yielded to whom.
-#[derive(Debug, Default)]
-struct Line {
-    places: Vec<Place>,
-    arrivals: u64,
-    /// A model that yielded, and the model its next load lets go first.
-    behind: std::collections::HashMap<String, String>,
-}
-
-/// One waiting load.
-#[derive(Debug, Clone)]
-struct Place {
-    model: String,
-    since: std::time::Instant,
-    /// Arrival order (ties of the line's order).
-    seq: u64,
-    /// The residents in a turn it waits for.
-    on: Vec<String>,
-    load_ms: u64,
-    weight: f64,
-    /// The last decision a holder took about it, as said to a person.
-    why: Option<String>,
-    at_most_ms: Option<u64>,
-}
-
-impl Place {
-    /// As the law weighs it, with `queued` turns waiting for its load.
-    fn waiter(&self, queued: u32) -> Waiter {
-        Waiter {
-            model: self.model.clone(),
-            weight: self.weight,
-            waited_ms: self.since.elapsed().as_millis() as u64,
-            load_ms: self.load_ms,
-            queued,
-        }
-    }
-}
+type RoomKey = (Vec<Resident>, LineKey);
 
 impl Residency {
     pub fn new(default_model: Option<String>, max_resident: Option<usize>, kv_view: SharedStoreView) -> Arc<Self> {
@@ -218,12 +180,11 @@ impl Residency {
             slots: Default::default(),
             default_model: RwLock::new(default_model),
             max_resident,
-            admitting: Mutex::new(()),
             combined: watch::Sender::new(EngineStatus::default()),
             kv_view,
             settings: RwLock::new(None),
-            line: Mutex::new(Line::default()),
-            loads: Mutex::default(),
+            arbiter: Mutex::default(),
+            epoch: std::time::Instant::now(),
             room_key: Mutex::new(None),
             room: watch::Sender::new(0),
         })
@@ -328,24 +289,23 @@ impl Residency {
         s
     }
 
+    /// The arbiter, locked (a poisoned lock guards nothing but its order).
+    fn arbiter(&self) -> std::sync::MutexGuard<'_, Arbiter> {
+        self.arbiter.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Now on the arbiter's clock, ms.
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
     /// The loads over the thrash window, as the status shows them.
     fn switching(&self) -> Option<crate::status::SwitchingView> {
-        let loads = self.loads.lock().unwrap_or_else(|p| p.into_inner());
-        let window = std::time::Duration::from_millis(schedule::THRASH_WINDOW_MS);
-        let now = std::time::Instant::now();
-        let recent: Vec<u64> = loads
-            .iter()
-            .filter(|(at, _)| now.duration_since(*at) <= window)
-            .map(|(_, ms)| *ms)
-            .collect();
-        if loads.is_empty() {
-            return None;
-        }
-        let loading_ms: u64 = recent.iter().sum();
+        let (loads, loading_ms) = self.arbiter().loading(self.now_ms())?;
         let window_ms = schedule::THRASH_WINDOW_MS;
         Some(crate::status::SwitchingView {
-            loads: recent.len() as u64,
-            loads_per_min: recent.len() as f64 * 60_000.0 / window_ms as f64,
+            loads,
+            loads_per_min: loads as f64 * 60_000.0 / window_ms as f64,
             loading_ms,
             loading_share: loading_ms as f64 / window_ms as f64,
             thrashing: schedule::thrashing(loading_ms, window_ms),
@@ -355,24 +315,16 @@ impl Residency {
 
     /// The line as the status shows it, longest weighted wait first.
     fn waiting(&self) -> Vec<crate::status::WaitingModel> {
-        let places = self.line.lock().unwrap_or_else(|p| p.into_inner()).places.clone();
-        let waiters: Vec<Waiter> = places.iter().map(|p| p.waiter(self.queued(&p.model))).collect();
-        let line: Vec<(u64, &Waiter)> = places.iter().map(|p| p.seq).zip(&waiters).collect();
-        schedule::line_order(&line)
-            .into_iter()
-            .map(|i| {
-                let (p, w) = (&places[i], &waiters[i]);
-                crate::status::WaitingModel {
-                    model: p.model.clone(),
-                    waited_ms: w.waited_ms,
-                    behind: p.on.clone(),
-                    queue_depth: w.queued as usize,
-                    at_most_ms: p.at_most_ms,
-                    why: p
-                        .why
-                        .clone()
-                        .unwrap_or_else(|| format!("{} waits for a turn of {} to end", p.model, p.on.join(", "))),
-                }
+        let now = self.now_ms();
+        let line = self.arbiter().line(|m| self.queued(m), now);
+        line.into_iter()
+            .map(|p| crate::status::WaitingModel {
+                model: p.model,
+                waited_ms: p.waited_ms,
+                behind: p.on,
+                queue_depth: p.queued as usize,
+                at_most_ms: p.at_most_ms,
+                why: p.why,
             })
             .collect()
     }
@@ -396,13 +348,7 @@ impl Residency {
                 s.as_resident(&st)
             })
             .collect();
-        let key = {
-            let line = self.line.lock().unwrap_or_else(|p| p.into_inner());
-            let places = line.places.iter().map(|p| (p.model.clone(), p.on.clone())).collect();
-            let mut behind: Vec<(String, String)> = line.behind.iter().map(|(a, b)| (a.clone(), b.clone())).collect();
-            behind.sort();
-            (residents, places, behind)
-        };
+        let key = (residents, self.arbiter().key());
         let mut last = self.room_key.lock().unwrap_or_else(|p| p.into_inner());
         if last.as_ref() != Some(&key) {
             *last = Some(key);
@@ -439,6 +385,29 @@ impl Residency {
             .collect()
     }
 
+    /// Every resident but `me`, as the arbiter weighs them.
+    fn seats(&self, me: &str) -> Vec<Seat> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.slots()
+            .iter()
+            .filter_map(|s| {
+                let st = s.status.borrow();
+                if !s.resident(&st) {
+                    return None;
+                }
+                let resident = s.as_resident(&st).filter(|r| r.model != me)?;
+                Some(Seat {
+                    resident,
+                    weight: st.weight,
+                    resident_ms: now.saturating_sub(st.loaded_since.unwrap_or(now)),
+                    idle_ms: now.saturating_sub(st.last_used.or(st.loaded_since).unwrap_or(0)),
+                })
+            })
+            .collect()
+    }
+
     /// The turns routed to `model`'s engine, waiting or running.
     fn queued(&self, model: &str) -> u32 {
         self.slot_of(model).map_or(0, |s| s.queue.depth() as u32)
@@ -446,18 +415,6 @@ impl Residency {
 
     fn slot_of(&self, model: &str) -> Option<Arc<Slot>> {
         self.slots().iter().find(|s| s.model.as_deref() == Some(model)).cloned()
-    }
-}
-
-/// What an admitted load reserves until its child is published: its full
-/// window when that fits, all the law's budget left beside the residents
-/// when only a smaller one does (the window law will take it), its floor
-/// alone.
-fn reservation(new: &Newcomer, fit: Fit, budget_bytes: i64) -> u64 {
-    match fit {
-        Fit::Full => new.full_bytes.unwrap_or(new.floor_bytes),
-        Fit::Reduced => new.weights_bytes + budget_bytes.max(0) as u64,
-        Fit::FloorAlone => new.floor_bytes,
     }
 }
 
@@ -473,24 +430,29 @@ fn reload_ms(s: &EngineStatus) -> u64 {
 struct Peerage(Weak<Residency>);
 
 impl Peers for Peerage {
-    fn admit(&self, new: &Newcomer, memory: Memory) -> Admission {
+    fn load_step(&self, ask: &LoadAsk) -> LoadStep {
         let Some(r) = self.0.upgrade() else {
-            return Admission::Load {
+            return LoadStep::Go {
                 evict: Vec::new(),
                 kept_bytes: 0,
-                budget_bytes: 0,
-                fit: Fit::FloorAlone,
+                reserve: 0,
             };
         };
-        // A poisoned lock guards nothing but this order.
-        let _one = r.admitting.lock().unwrap_or_else(|p| p.into_inner());
-        let others = r.others(&new.model);
-        let a = residents::admit(new, &others, memory, r.max_resident);
-        if let (Admission::Load { fit, budget_bytes, .. }, Some(me)) = (&a, r.slot_of(&new.model)) {
-            let bytes = reservation(new, *fit, *budget_bytes).max(1);
-            me.reserved.store(bytes, Ordering::Release);
+        // The count cap is the residency's.
+        let ask = LoadAsk {
+            max_resident: r.max_resident,
+            ..ask.clone()
+        };
+        let now = r.now_ms();
+        let mut arbiter = r.arbiter();
+        let step = arbiter.load_step(&ask, &r.seats(&ask.new.model), now);
+        if let (LoadStep::Go { reserve, .. }, Some(me)) = (&step, r.slot_of(&ask.new.model)) {
+            me.reserved.store(*reserve, Ordering::Release);
         }
-        a
+        drop(arbiter);
+        // A new place in the line is seen at once in the status.
+        r.republish();
+        step
     }
 
     fn engine_of(&self, model: &str) -> Option<Recipient<Evict>> {
@@ -511,46 +473,9 @@ impl Peers for Peerage {
         }
     }
 
-    fn wait_in_line(&self, me: &str, on: Vec<String>, load_ms: u64, weight: f64) {
-        let Some(r) = self.0.upgrade() else { return };
-        let mut line = r.line.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = line.places.iter_mut().find(|p| p.model == me) {
-            let moved = p.on != on;
-            p.on = on;
-            p.load_ms = load_ms;
-            p.weight = weight;
-            drop(line);
-            if moved {
-                r.touch_room();
-            }
-            return;
-        }
-        line.arrivals += 1;
-        let seq = line.arrivals;
-        line.places.push(Place {
-            model: me.to_string(),
-            since: std::time::Instant::now(),
-            seq,
-            on,
-            load_ms,
-            weight,
-            why: None,
-            at_most_ms: None,
-        });
-        drop(line);
-        // Seen at once in the status (a place is taken once per load).
-        r.republish();
-    }
-
     fn leave_line(&self, me: &str) {
         let Some(r) = self.0.upgrade() else { return };
-        let mut line = r.line.lock().unwrap_or_else(|p| p.into_inner());
-        let before = line.places.len();
-        line.places.retain(|p| p.model != me);
-        // Whoever let it go first goes on: its load went through, or gave up.
-        line.behind.retain(|_, first| first != me);
-        let changed = line.places.len() != before;
-        drop(line);
+        let changed = r.arbiter().leave(me);
         if changed {
             // Wakes the loads waiting behind it.
             r.republish();
@@ -564,101 +489,29 @@ impl Peers for Peerage {
         limit: std::time::Duration,
     ) -> Option<(String, Next)> {
         let r = self.0.upgrade()?;
-        let mut line = r.line.lock().unwrap_or_else(|p| p.into_inner());
-        let mut yes: Vec<(u64, Waiter, Next)> = Vec::new();
-        for p in line
-            .places
-            .iter_mut()
-            .filter(|p| p.model != holder.model && p.on.contains(&holder.model))
-        {
-            let w = p.waiter(r.queued(&p.model));
-            let n = schedule::next(policy, holder, &w, limit);
-            p.why = Some(schedule::explain(&holder.model, &p.model, n));
-            p.at_most_ms = match n {
-                Next::Keep { in_ms, .. } => in_ms,
-                Next::Yield(_) => Some(0),
-            };
-            if n.yields() {
-                yes.push((p.seq, w, n));
-            }
-        }
-        let order: Vec<(u64, &Waiter)> = yes.iter().map(|(s, w, _)| (*s, w)).collect();
-        let first = schedule::first_in_line(&order)?;
-        let (_, w, n) = &yes[first];
-        Some((w.model.clone(), *n))
+        let now = r.now_ms();
+        let all = r.seats("");
+        let mut arbiter = r.arbiter();
+        arbiter.holder_step(holder, &all, |m| r.queued(m), policy, limit, now)
     }
 
     fn yielded(&self, me: &str, to: &str) {
         if let Some(r) = self.0.upgrade() {
-            let mut line = r.line.lock().unwrap_or_else(|p| p.into_inner());
-            line.behind.insert(me.to_string(), to.to_string());
-            drop(line);
+            r.arbiter().yielded(me, to);
             r.touch_room();
         }
     }
 
-    fn behind(&self, me: &str) -> Option<String> {
-        let r = self.0.upgrade()?;
-        let mut line = r.line.lock().unwrap_or_else(|p| p.into_inner());
-        let first = line.behind.get(me)?.clone();
-        if line.places.iter().any(|p| p.model == first) {
-            return Some(first);
-        }
-        line.behind.remove(me);
-        None
-    }
-
     fn loaded(&self, ms: u64) -> u64 {
         let Some(r) = self.0.upgrade() else { return ms };
-        let mut loads = r.loads.lock().unwrap_or_else(|p| p.into_inner());
-        let now = std::time::Instant::now();
-        loads.push_back((now, ms));
-        let window = std::time::Duration::from_millis(schedule::THRASH_WINDOW_MS);
-        while loads.front().is_some_and(|(at, _)| now.duration_since(*at) > window) {
-            loads.pop_front();
-        }
-        loads.iter().map(|(_, ms)| ms).sum()
-    }
-
-    fn kept_in_grace(
-        &self,
-        me: &Waiter,
-        evict: &[String],
-        limit: std::time::Duration,
-    ) -> Option<(String, Next, std::time::Duration)> {
-        let r = self.0.upgrade()?;
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        for model in evict {
-            let Some(slot) = r.slot_of(model) else { continue };
-            let s = slot.status.borrow().clone();
-            let idle_ms = now.saturating_sub(s.last_used.or(s.loaded_since).unwrap_or(0));
-            if idle_ms >= schedule::IDLE_GRACE_MS {
-                continue;
-            }
-            let holder = Holder {
-                model: model.clone(),
-                pinned: s.pinned,
-                weight: s.weight,
-                resident_ms: now.saturating_sub(s.loaded_since.unwrap_or(now)),
-                reload_ms: reload_ms(&s),
-                idle: false,
-                queued: slot.queue.depth() as u32,
-            };
-            let n = schedule::next(schedule::Policy::Weighed, &holder, me, limit);
-            if !n.yields() {
-                let left = std::time::Duration::from_millis(schedule::IDLE_GRACE_MS - idle_ms);
-                return Some((model.clone(), n, left));
-            }
-        }
-        None
+        let now = r.now_ms();
+        let mut arbiter = r.arbiter();
+        arbiter.prune(now);
+        arbiter.loaded(ms, now)
     }
 
     fn estimate(&self, me: &str) -> Option<u64> {
-        let r = self.0.upgrade()?;
-        let line = r.line.lock().unwrap_or_else(|p| p.into_inner());
-        line.places.iter().find(|p| p.model == me)?.at_most_ms
+        self.0.upgrade()?.arbiter().estimate(me)
     }
 
     fn changes(&self) -> watch::Receiver<u64> {
@@ -673,7 +526,8 @@ impl Peers for Peerage {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::super::arbiter::reservation;
+    use crate::law::residents::{Fit, Newcomer};
     use crate::law::window::MIB;
 
     fn new(full: Option<u64>) -> Newcomer {

@@ -39,6 +39,8 @@ pub struct Waiting {
     pub out: Outbox,
     /// Its arrival number.
     pub seq: u64,
+    /// When it arrived (a wait for another model's memory counts from it).
+    pub arrived: tokio::time::Instant,
     /// Its place in the queue's bound.
     pub ticket: Option<QueueTicket>,
     /// `TurnStarted` was said (a turn sent back to wait after its start
@@ -62,6 +64,8 @@ pub enum Pending {
         model: Option<String>,
         /// The keep-alive to set.
         keep_alive: Option<KeepAlive>,
+        /// When it arrived.
+        arrived: tokio::time::Instant,
         /// Where the answer goes.
         reply: oneshot::Sender<Result<EngineStatus, WardenError>>,
     },

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::core::{EngineCore, LiveChild};
 use super::outbox::Outbox;
-use super::room::Room;
+use super::room::{Patience, Room};
 use crate::catalog::{ModelEntry, ModelFormat};
 use crate::child::client::ChildClient;
 use crate::engines::SpawnPlan;
@@ -32,13 +32,12 @@ impl EngineCore {
     /// Makes `entry` the loaded model: reuses a live child of it, replaces a
     /// dead one or another model's, or loads it fresh. `events`, when given,
     /// receives the `loading` notice before a spawn and `loaded` after it;
-    /// `wait` bounds how long it waits for another model's memory (the
-    /// load timeout bounds it anyway).
+    /// `patience` bounds how long it waits for another model's memory.
     pub(crate) async fn ensure_loaded(
         &mut self,
         entry: &Arc<ModelEntry>,
         events: Option<&mut Outbox>,
-        wait: Option<std::time::Duration>,
+        patience: Patience,
     ) -> Result<Loading, ModelLoadError> {
         // Died while idle: recorded, then loaded again below.
         self.take_dead_child();
@@ -50,7 +49,7 @@ impl EngineCore {
             self.retire(super::retire::Retire::Switch).await;
         }
         self.usage.switching_to(&entry.id);
-        self.load(entry.clone(), events, wait).await
+        self.load(entry.clone(), events, patience).await
     }
 
     /// Loads `entry` with no child running.
@@ -58,7 +57,7 @@ impl EngineCore {
         &mut self,
         entry: Arc<ModelEntry>,
         events: Option<&mut Outbox>,
-        wait: Option<std::time::Duration>,
+        patience: Patience,
     ) -> Result<Loading, ModelLoadError> {
         if !self.backend.accepts(entry.format) {
             let e = ModelLoadError::WrongFormat {
@@ -85,7 +84,7 @@ impl EngineCore {
         // plan alone stands when nothing stays (one reading of the machine).
         let alone = self.backend.plan(&self.cfg(), entry.clone(), facts.clone(), seed.cap, 0);
         let mut events = events;
-        let plan = match self.make_room(&alone, wait, events.as_deref()).await {
+        let plan = match self.make_room(&alone, patience, events.as_deref()).await {
             Ok(Room::Made(0)) => alone,
             Ok(Room::Made(beside)) => self.backend.plan(&self.cfg(), entry.clone(), facts, seed.cap, beside),
             Ok(Room::Waits) => return Ok(Loading::Waits),

@@ -83,7 +83,10 @@ use futures::FutureExt;
 pub use self::core::{EngineCore, Outlets, SharedStoreView, Wiring};
 pub use crate::engines::cpu::workers::workers_link;
 pub use door::{Door, DoorError};
-pub use room::{Peers, Wake};
+pub use room::Peers;
+// Nameable where the engine is public (with `testing`).
+#[cfg(feature = "testing")]
+pub use room::Wake;
 pub use supervise::CoreGuard;
 pub use relay::TurnRelayed;
 pub use turn::shutting_down;
@@ -210,6 +213,7 @@ impl Handler<Load> for EngineActor {
                 core.intake.push(intake::Pending::Load {
                     model: msg.model,
                     keep_alive: msg.keep_alive,
+                    arrived: tokio::time::Instant::now(),
                     reply,
                 });
                 core.settle().await;

@@ -44,12 +44,17 @@ impl EngineCore {
         &mut self,
         id: Option<&str>,
         keep_alive: Option<KeepAlive>,
+        arrived: tokio::time::Instant,
     ) -> Result<Loading, WardenError> {
         if self.shut_down {
             return Err(super::turn::shutting_down());
         }
         let entry = self.resolve(id)?;
-        if self.ensure_loaded(&entry, None, None).await? == Loading::Waits {
+        let patience = super::room::Patience {
+            since: arrived,
+            at_most: None,
+        };
+        if self.ensure_loaded(&entry, None, patience).await? == Loading::Waits {
             return Ok(Loading::Waits);
         }
         if let Some(k) = keep_alive {

@@ -187,6 +187,8 @@ impl EngineCore {
             entry,
             out,
             seq,
+            // Its pause counts from its child's death.
+            arrived: tokio::time::Instant::now(),
             ticket,
             started: true,
             carry: Some(carry),

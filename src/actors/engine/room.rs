@@ -45,9 +45,10 @@ use super::core::EngineCore;
 use super::outbox::Outbox;
 use crate::engines::SpawnPlan;
 use crate::error::ModelLoadError;
-use crate::law::schedule::{Holder, Next, Policy, Waiter};
+use crate::law::schedule::{Holder, Next, Policy};
+use crate::warden::arbiter::{LoadAsk, LoadStep, Waits};
 use crate::law::brake::{BrakeDid, Point, Readings, WindowFacts};
-use crate::law::residents::{Admission, Memory, ModelKind, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
+use crate::law::residents::{Memory, ModelKind, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
 use crate::messages::Evict;
 use crate::status::WardenEvent;
 
@@ -57,36 +58,24 @@ const EVICT_FLOOR: Duration = Duration::from_millis(250);
 /// What an engine asks of the residency beside it (`warden::residency`
 /// answers; no lock is held across an await).
 pub trait Peers: Send + Sync + std::fmt::Debug {
-    /// The law's admission of `new` (loading into the engine of
-    /// `new.model`) beside every other resident, on `memory`. A `Load`
-    /// reserves its memory for `new.model` until `settled`, so that a load
-    /// deciding meanwhile counts it.
-    fn admit(&self, new: &Newcomer, memory: Memory) -> Admission;
+    /// The arbiter's step for a load (`warden::arbiter::Arbiter::load_step`)
+    /// beside every other resident as published: it goes (its memory
+    /// reserved until `settled`, so that a load deciding meanwhile counts
+    /// it), waits in the line, or is refused.
+    fn load_step(&self, ask: &LoadAsk) -> LoadStep;
     /// The engine of a resident `model`, to evict it.
     fn engine_of(&self, model: &str) -> Option<Recipient<Evict>>;
     /// Every resident but `me`, as the law sees it from its published state.
     fn others(&self, me: &str) -> Vec<Resident>;
     /// The load of `me` ended (its child is published, or it failed).
     fn settled(&self, me: &str);
-    /// `me`'s load waits for residents in a turn (`on`): it takes a place
-    /// in the line (kept from its first wait), weighed at `load_ms` and
-    /// `weight` (`law::schedule::Waiter`).
-    fn wait_in_line(&self, me: &str, on: Vec<String>, load_ms: u64, weight: f64);
     /// `me`'s load left the line: it loads, or it was refused.
     fn leave_line(&self, me: &str);
     /// Whether `holder`, about to start a turn, yields to a load waiting on
-    /// it: the model it yields to and why (the law's decision for every
-    /// waiter is kept for the status).
+    /// it: the model it yields to and why (the arbiter's `holder_step`).
     fn yields_to(&self, holder: &Holder, policy: Policy, limit: Duration) -> Option<(String, Next)>;
     /// `me` yielded to `to`: its next load lets `to`'s go first.
     fn yielded(&self, me: &str, to: &str);
-    /// The model `me`'s load lets go first, while that one still waits.
-    fn behind(&self, me: &str) -> Option<String>;
-    /// Of the idle residents an admission would evict for `me`, one that
-    /// went idle less than `law::schedule::IDLE_GRACE_MS` ago and that the
-    /// scheduler, weighing it as busy, keeps: its model, the law's
-    /// decision, and how long until its grace is over.
-    fn kept_in_grace(&self, me: &Waiter, evict: &[String], limit: Duration) -> Option<(String, Next, Duration)>;
     /// The scheduler's last estimate of how long `me`'s load still waits,
     /// ms (`None`: none yet).
     fn estimate(&self, me: &str) -> Option<u64>;
@@ -108,10 +97,9 @@ pub trait Peers: Send + Sync + std::fmt::Debug {
 #[derive(Debug)]
 pub(crate) struct RoomWait {
     model: String,
+    /// When this load began to wait: the scheduler weighs its wait from
+    /// here (a request's own deadline counts from its arrival, `Patience`).
     began: Instant,
-    deadline: Instant,
-    /// The request bounded its wait (`Prefer: wait=N`).
-    bounded: Option<Duration>,
     /// Why it waits was said once.
     said: bool,
     peers: Arc<dyn Peers>,
@@ -131,6 +119,17 @@ impl Drop for RoomWait {
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct Wake;
+
+/// How long a request waits for another model's memory: from its
+/// arrival, at most its own bound (`Prefer: wait=N`) or the load timeout.
+/// Each request's deadline is its own: when the head of the line is refused
+/// at its deadline, the requests queued behind it are refused at theirs,
+/// not one full timeout after another.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Patience {
+    pub since: Instant,
+    pub at_most: Option<Duration>,
+}
 
 /// Whether a load may go on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,7 +194,7 @@ impl EngineCore {
     pub(crate) async fn make_room(
         &mut self,
         alone: &SpawnPlan,
-        wait: Option<Duration>,
+        patience: Patience,
         gone: Option<&Outbox>,
     ) -> Result<Room, ModelLoadError> {
         let Some(peers) = self.outlets.peers.clone() else {
@@ -215,9 +214,9 @@ impl EngineCore {
                 waited_out: false,
             };
             let ram = alone.ram.map_or(0, |r| r.bytes);
-            return self.room_step(peers, unsized_need, Memory::Ram(ram), wait, gone).await;
+            return self.room_step(peers, unsized_need, Memory::Ram(ram), patience, gone).await;
         };
-        self.room_step(peers, new, memory, wait, gone).await
+        self.room_step(peers, new, memory, patience, gone).await
     }
 
     /// Says once per wait why the load waits.
@@ -237,7 +236,7 @@ impl EngineCore {
         peers: Arc<dyn Peers>,
         mut new: Newcomer,
         memory: Memory,
-        wait: Option<Duration>,
+        patience: Patience,
         gone: Option<&Outbox>,
     ) -> Result<Room, ModelLoadError> {
         let timeout = self.cfg().load_timeout;
@@ -245,114 +244,104 @@ impl EngineCore {
             self.room = None;
         }
         let now = Instant::now();
-        let room = self.room.get_or_insert_with(|| {
-            // A request that bounded its wait (`Prefer: wait=N`) is refused
-            // sooner, told when to ask again.
-            let bounded = wait.filter(|w| *w < timeout);
-            RoomWait {
+        let began = self
+            .room
+            .get_or_insert_with(|| RoomWait {
                 model: new.model.clone(),
                 began: now,
-                deadline: now + bounded.unwrap_or(timeout),
-                bounded,
                 said: false,
                 peers: peers.clone(),
                 watcher: None,
-            }
-        });
-        let (began, deadline, bounded) = (room.began, room.deadline, room.bounded);
+            })
+            .began;
+        // A request that bounded its wait (`Prefer: wait=N`) is refused
+        // sooner, told when to ask again.
+        let bounded = patience.at_most.filter(|w| *w < timeout);
+        let deadline = patience.since + bounded.unwrap_or(timeout);
         // Subscribed before the decision: a change after it wakes the wait.
         let mut changes = peers.changes();
         let load_ms = self.load_cost_ms(new.weights_bytes);
-        let weight = self.cfg().weight(&new.model);
         new.waited_out = now >= deadline;
-        let until = 'wait: {
-            if !new.waited_out
-                && let Some(first) = peers.behind(&new.model)
-            {
-                self.say_once(&new.model, || format!("waiting: {first} goes first (this model yielded the memory to it)"));
-                peers.wait_in_line(&new.model, vec![first], load_ms, weight);
-                break 'wait deadline;
-            }
-            let before = peers.others(&new.model);
-            match peers.admit(&new, memory) {
-                Admission::Load { evict, kept_bytes, .. } => {
-                    let me = Waiter {
-                        model: new.model.clone(),
-                        weight,
-                        waited_ms: now.duration_since(began).as_millis() as u64,
-                        load_ms,
-                        queued: self.outlets.queue.depth() as u32,
-                    };
-                    let names: Vec<String> = evict.iter().map(|h| h.model.clone()).collect();
-                    if !new.waited_out
-                        && self.cfg().schedule == Policy::Weighed
-                        && let Some((held, why, grace)) = peers.kept_in_grace(&me, &names, self.cfg().starvation_limit)
-                    {
-                        // Its client is sending back to back: weighed as
-                        // busy until its grace is over.
-                        peers.settled(&new.model);
-                        tracing::debug!(model = %new.model, "{}", crate::law::schedule::explain(&held, &new.model, why));
-                        peers.wait_in_line(&new.model, vec![held], load_ms, weight);
-                        break 'wait (now + grace).min(deadline);
+        let cfg = self.cfg();
+        let ask = LoadAsk {
+            weight: cfg.weight(&new.model),
+            new,
+            memory,
+            max_resident: None,
+            load_ms,
+            queued: self.outlets.queue.depth() as u32,
+            waited_ms: now.duration_since(began).as_millis() as u64,
+            policy: cfg.schedule,
+            limit: cfg.starvation_limit,
+        };
+        let model = ask.new.model.clone();
+        let before = peers.others(&model);
+        let until = match peers.load_step(&ask) {
+            LoadStep::Go { evict, kept_bytes, .. } => {
+                let mut all_gone = true;
+                for held in evict {
+                    let Some(engine) = peers.engine_of(&held.model) else { continue };
+                    tracing::info!(
+                        model = %held.model,
+                        frees_mib = held.bytes >> 20,
+                        "evicting the idle resident {} for {model}",
+                        held.model,
+                    );
+                    let until = deadline.max(Instant::now() + EVICT_FLOOR);
+                    if !evicted(&*peers, engine, &held.model, &mut changes, until).await {
+                        // Busy since the decision, gone by itself, or
+                        // slow: the law decides again with what is true now.
+                        all_gone = false;
                     }
-                    let mut all_gone = true;
-                    for held in evict {
-                        let Some(engine) = peers.engine_of(&held.model) else { continue };
-                        tracing::info!(
-                            model = %held.model,
-                            frees_mib = held.bytes >> 20,
-                            "evicting the idle resident {} for {}",
-                            held.model,
-                            new.model
-                        );
-                        let until = deadline.max(Instant::now() + EVICT_FLOOR);
-                        if !evicted(&*peers, engine, &held.model, &mut changes, until).await {
-                            // Busy since the decision, gone by itself, or
-                            // slow: the law decides again with what is true now.
-                            all_gone = false;
-                        }
-                    }
-                    if all_gone {
-                        // Out of the line; its reservation stays until the
-                        // child is published (`settle_admission`).
-                        self.room = None;
-                        self.admitted = Some(new.model.clone());
-                        return Ok(Room::Made(kept_bytes));
-                    }
-                    peers.settled(&new.model);
-                    // The refusing resident's turn or stop publishes when it
-                    // lands; one that landed while the eviction was asked
-                    // was taken by it: then the law decides again at once.
-                    if peers.others(&new.model) != before {
-                        changes.mark_changed();
-                    }
-                    deadline
                 }
-                Admission::Wait(short) => {
-                    self.say_once(&new.model, || format!("waiting for a turn to end: {short}"));
-                    let on = short.residents.iter().filter(|r| r.in_turn).map(|r| r.model.clone()).collect();
-                    peers.wait_in_line(&new.model, on, load_ms, weight);
-                    deadline
-                }
-                Admission::Refuse(short) => {
+                if all_gone {
+                    // Out of the line; its reservation stays until the
+                    // child is published (`settle_admission`).
                     self.room = None;
-                    let Some(w) = bounded else {
-                        tracing::warn!(model = %new.model, "refused: {short}");
-                        return Err(ModelLoadError::NoRoom {
-                            id: new.model.clone(),
-                            detail: short.to_string(),
-                            retry_after_s: None,
-                        });
-                    };
-                    let at_most = peers.estimate(&new.model);
-                    let retry = crate::law::schedule::retry_after_s(at_most, load_ms);
-                    tracing::info!(model = %new.model, retry_after_s = retry, "refused after the {} s the request would wait: {short}", w.as_secs());
-                    return Err(ModelLoadError::NoRoom {
-                        id: new.model.clone(),
-                        detail: format!("{short}; the request would wait at most {} s (Prefer: wait)", w.as_secs()),
-                        retry_after_s: Some(retry),
-                    });
+                    self.admitted = Some(model);
+                    return Ok(Room::Made(kept_bytes));
                 }
+                peers.settled(&model);
+                // The refusing resident's turn or stop publishes when it
+                // lands; one that landed while the eviction was asked was
+                // taken by it: then the law decides again at once.
+                if peers.others(&model) != before {
+                    changes.mark_changed();
+                }
+                deadline
+            }
+            LoadStep::Wait { grace, why, .. } => {
+                match why {
+                    Waits::Behind(first) => {
+                        self.say_once(&model, || format!("waiting: {first} goes first (this model yielded the memory to it)"))
+                    }
+                    Waits::Turns(short) => self.say_once(&model, || format!("waiting for a turn to end: {short}")),
+                    // Its client is sending back to back: weighed as busy
+                    // until its grace is over.
+                    Waits::Grace { held, why } => {
+                        tracing::debug!(model = %model, "{}", crate::law::schedule::explain(&held, &model, why))
+                    }
+                }
+                grace.map_or(deadline, |g| (now + g).min(deadline))
+            }
+            LoadStep::Refuse(short) => {
+                self.room = None;
+                let Some(w) = bounded else {
+                    tracing::warn!(model = %model, "refused: {short}");
+                    return Err(ModelLoadError::NoRoom {
+                        id: model,
+                        detail: short.to_string(),
+                        retry_after_s: None,
+                    });
+                };
+                let at_most = peers.estimate(&model);
+                let retry = crate::law::schedule::retry_after_s(at_most, load_ms);
+                tracing::info!(model = %model, retry_after_s = retry, "refused after the {} s the request would wait: {short}", w.as_secs());
+                return Err(ModelLoadError::NoRoom {
+                    id: model,
+                    detail: format!("{short}; the request would wait at most {} s (Prefer: wait)", w.as_secs()),
+                    retry_after_s: Some(retry),
+                });
             }
         };
         self.arm(changes, until, gone);
@@ -414,7 +403,8 @@ impl EngineCore {
     /// first); the bytes it held, or `None` when there was no child or a
     /// turn was routed here since the decision.
     pub(crate) async fn evict(&mut self) -> Option<u64> {
-        if self.outlets.queue.depth() > 0 || self.child.model_id().is_some_and(|m| self.cfg().pinned(m)) {
+        let pinned = self.child.model_id().is_some_and(|m| self.cfg().pinned(m));
+        if crate::warden::arbiter::refuses_eviction(self.outlets.queue.depth(), pinned) {
             return None;
         }
         let bytes = self.child.get()?.footprint_bytes().unwrap_or(0);

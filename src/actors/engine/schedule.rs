@@ -27,6 +27,7 @@ impl EngineCore {
                 .map_or(0, |d| d.as_millis() as u64),
             reload_ms: self.load_cost_ms(c.plan.shape.map_or(0, |s| s.weights_bytes)),
             idle: false,
+            fresh: c.slots.iter().all(|s| s.busy.is_none() && s.ended_at.is_none()),
             queued: self.outlets.queue.depth() as u32,
             model,
         })

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use super::core::EngineCore;
 use super::intake::{Pending, Waiting};
 use super::load::Loading;
+use super::room::Patience;
 use super::outbox::Outbox;
 use super::relay::{RelayJob, RelayLine, Running};
 use super::resume::Carry;
@@ -132,6 +133,7 @@ impl EngineCore {
             entry,
             out,
             seq,
+            arrived: tokio::time::Instant::now(),
             ticket,
             started: false,
             carry: None,
@@ -187,12 +189,14 @@ impl EngineCore {
             Pending::Load {
                 model,
                 keep_alive,
+                arrived,
                 reply,
-            } => match self.load_request(model.as_deref(), keep_alive).await {
+            } => match self.load_request(model.as_deref(), keep_alive, arrived).await {
                 Ok(Loading::Waits) => {
                     return Some(Pending::Load {
                         model,
                         keep_alive,
+                        arrived,
                         reply,
                     });
                 }
@@ -279,7 +283,11 @@ impl EngineCore {
                 return Admission::Wait(w);
             }
         }
-        match self.load_for_turn(&w.entry, &mut w.out, w.request.wait_at_most).await {
+        let patience = Patience {
+            since: w.arrived,
+            at_most: w.request.wait_at_most,
+        };
+        match self.load_for_turn(&w.entry, &mut w.out, patience).await {
             Ok(Loading::Ready) => {}
             Ok(Loading::Waits) => return Admission::Wait(w),
             Err(e) => {
@@ -483,9 +491,9 @@ impl EngineCore {
         &mut self,
         entry: &Arc<ModelEntry>,
         out: &mut Outbox,
-        wait: Option<std::time::Duration>,
+        patience: Patience,
     ) -> Result<Loading, WardenError> {
-        let loading = self.ensure_loaded(entry, Some(out), wait).await?;
+        let loading = self.ensure_loaded(entry, Some(out), patience).await?;
         #[cfg(feature = "testing")]
         if loading == Loading::Ready && std::mem::take(&mut self.panic_next_turn) {
             panic!("a test asked this turn to panic");

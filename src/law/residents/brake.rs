@@ -124,14 +124,18 @@ pub fn brake_over(sample: &Sample, residents: &[Resident]) -> ResidentsBrake {
     let Some(me) = residents.iter().find(|r| r.model == sample.model) else {
         return ResidentsBrake::Nothing;
     };
-    if me.in_flight {
+    #[cfg(test)]
+    let broken = crate::law::mutant::is(crate::law::mutant::Mutant::BrakeInFlight);
+    #[cfg(not(test))]
+    let broken = false;
+    if me.in_flight && !broken {
         return ResidentsBrake::Nothing;
     }
     if residents.len() >= 2 && presses(sample.point, &sample.readings) {
         let in_use = |r: &Resident| sample.point != Point::Idle && r.model == me.model;
         let cheapest = residents
             .iter()
-            .filter(|r| r.idle() && !in_use(r))
+            .filter(|r| (r.idle() || (broken && !r.pinned)) && !in_use(r))
             .min_by(|a, b| {
                 rebuild_cost(a, sample.now_ms)
                     .total_cmp(&rebuild_cost(b, sample.now_ms))

@@ -1,0 +1,35 @@
+//! Rules the deterministic simulator (`warden::arbiter_sim`) breaks on
+//! purpose, to show its invariants catch each one: a test build's switch,
+//! read at the one place each rule is kept. Nothing here exists outside
+//! `cfg(test)`.
+
+use std::cell::Cell;
+
+/// A rule broken on purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutant {
+    /// The residents' law counts a resident in a turn as idle: an admission
+    /// may name a busy resident for eviction.
+    BusyIdle,
+    /// The brake over residents evicts a resident in a turn.
+    BrakeInFlight,
+    /// An engine asked to leave does not refuse when a turn was routed to
+    /// it since the decision.
+    EvictRefusalOff,
+    /// A load's reservation is never given back once its child is up.
+    ReservationKept,
+}
+
+thread_local! {
+    static ON: Cell<Option<Mutant>> = const { Cell::new(None) };
+}
+
+/// Whether `m` is switched on (on this thread).
+pub fn is(m: Mutant) -> bool {
+    ON.with(|c| c.get() == Some(m))
+}
+
+/// Switches `m` on (`None`: every rule kept).
+pub fn set(m: Option<Mutant>) {
+    ON.with(|c| c.set(m));
+}

@@ -1,0 +1,995 @@
+//! The deterministic simulator of several residents: the arbiter machine
+//! (`arbiter::Arbiter`) and the residents' law it calls
+//! (`law::residents::admit`, `brake_over`, `law::schedule`), driven through
+//! thousands of seeded schedules of a hostile world, with invariants
+//! checked after every step (FoundationDB's simulation and TigerBeetle's
+//! VOPR are the model: one seed drives every arrival, fault and
+//! interleaving; a failure names its seed and replays from it).
+//!
+//! The world: two to four models of random sizes and load costs on a
+//! memory that holds one, two or all of them (sometimes with
+//! `WARDEN_MAX_RESIDENT`), some pinned, some weighted; clients per model
+//! that are steady, bursty or lone, with answers of random lengths, that
+//! leave while they wait; children that die under their turns; idle brake
+//! samples at critical pressure; unloads; a pin flipped by a settings
+//! reload; a turn routed to a resident between the decision to evict it and
+//! the eviction. Each engine's part is the order `actors::engine` keeps
+//! (`room`: a load's step, its evictions, its wait; `schedule`: a holder's
+//! yield at a turn's admission; `turn`: arrival order, the slots): what
+//! decides is the machine and the law, called exactly as the engines call
+//! them.
+//!
+//! Invariants, after every step:
+//! - the memory the law admitted (footprints and reservations) never
+//!   exceeds its budget while two models or more hold memory, and never
+//!   more models than the count cap;
+//! - the law never names a resident with a turn running or routed, or a
+//!   pinned one, for an eviction, nor does the brake; no resident is
+//!   evicted with a turn running or routed;
+//! - a model's turns start in their arrival order, each turn ends exactly
+//!   once, with an outcome the law allows for what happened;
+//! - a request waiting for room is served or refused by its own deadline
+//!   (its arrival and the load timeout), never before; with no pinned
+//!   model, under the weighed scheduler, no model's load waits longer than
+//!   the starvation bound (every model's limit, turn and loads once)
+//!   before it loads or is refused;
+//! - when the clients stop, everything drains: no turn waits for ever.
+//!
+//! `WARDEN_SIM_SCHEDULES` (default 10,000) sets the count;
+//! `WARDEN_SIM_SEED=N` replays one schedule, printing its trace.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, refuses_eviction};
+use crate::law::brake::{BrakeState, Level, Point, Readings, WindowFacts};
+use crate::law::mutant::{self, Mutant};
+use crate::law::residents::{Memory, ModelKind, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
+use crate::law::schedule::{self, Holder, Policy};
+use crate::law::window::{COMPUTE_INTERCEPT_BYTES, CPU_RAM_FRACTION};
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// The schedules per run unless `WARDEN_SIM_SCHEDULES` says.
+const SCHEDULES_DEFAULT: u64 = 10_000;
+
+/// How long clients send, simulated ms.
+const HORIZON_MS: u64 = 90_000;
+
+/// splitmix64: one seed, every choice.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// In `lo..=hi`.
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+
+    /// With probability `per_mille` / 1000.
+    fn chance(&mut self, per_mille: u64) -> bool {
+        self.next() % 1000 < per_mille
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Spec {
+    name: String,
+    weights: u64,
+    floor: u64,
+    full: Option<u64>,
+    load_ms: u64,
+    pinned: bool,
+    weight: f64,
+    slots: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Child {
+    Cold,
+    Loading { done_at: u64 },
+    Up,
+}
+
+/// One engine as `actors::engine` keeps it, less its I/O.
+#[derive(Debug)]
+struct Engine {
+    spec: Spec,
+    child: Child,
+    footprint: u64,
+    /// An admitted load's reservation, until its child is up.
+    reserved: u64,
+    loaded_at: u64,
+    last_used: u64,
+    /// No turn has started since its child came up.
+    fresh: bool,
+    /// Turns running, and when each ends.
+    running: Vec<(usize, u64)>,
+    /// Turns routed here, waiting, in arrival order.
+    queue: VecDeque<usize>,
+    /// A load waiting for room (`room::RoomWait`): when it began to wait.
+    wait_began: Option<u64>,
+    /// When the waiting load decides again at the latest (a grace's end).
+    wake_at: Option<u64>,
+}
+
+impl Engine {
+    fn holds_memory(&self) -> bool {
+        self.child != Child::Cold || self.reserved > 0
+    }
+
+    fn busy(&self) -> bool {
+        !self.running.is_empty() || !self.queue.is_empty()
+    }
+
+    /// As `warden::residency` reads it from the published status (the
+    /// brake ranks by `last_used_ms` on the sample's clock: the
+    /// simulator's clock is that clock).
+    fn resident(&self) -> Resident {
+        Resident {
+            model: self.spec.name.clone(),
+            kind: ModelKind::Chat,
+            footprint_bytes: self.footprint.max(self.reserved),
+            last_used_ms: self.last_used,
+            in_flight: !self.running.is_empty() || matches!(self.child, Child::Loading { .. }) || self.reserved > 0,
+            pinned: self.spec.pinned,
+            reload_ms: self.spec.load_ms,
+            queued: (self.queue.len() + self.running.len()) as u32,
+            window: WindowFacts {
+                allocated: 0,
+                kv_per_token: 0,
+                ram_bytes: 0,
+                uncapped: 0,
+                pinned: false,
+            },
+            brake: BrakeState::default(),
+        }
+    }
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Answered,
+    /// 503 `model_does_not_fit`, at its load's deadline.
+    NoRoom,
+    /// Its client left before it began.
+    Skipped,
+    /// Its child died under it.
+    ChildDied,
+}
+
+#[derive(Debug, Clone)]
+struct Turn {
+    model: usize,
+    arrived: u64,
+    /// Its place in its model's arrival order (set as it arrives).
+    seq: u64,
+    len_ms: u64,
+    gone_at: Option<u64>,
+    started: bool,
+    ended: Option<End>,
+}
+
+/// A fault or a request from outside, at a time.
+#[derive(Debug, Clone, Copy)]
+enum Outside {
+    Arrive(usize),
+    Death(usize),
+    Pressure,
+    Unload(usize),
+    FlipPin(usize),
+}
+
+struct World {
+    rng: Rng,
+    now: u64,
+    engines: Vec<Engine>,
+    arbiter: Arbiter,
+    turns: Vec<Turn>,
+    outside: Vec<(u64, Outside)>,
+    memory: Memory,
+    budget: i64,
+    max_resident: Option<usize>,
+    policy: Policy,
+    limit: Duration,
+    load_timeout_ms: u64,
+    /// Whether any model was ever pinned (the starvation bound is off).
+    pins: bool,
+    /// The longest any model's load waits with nothing pinned.
+    starvation_bound_ms: u64,
+    /// Per model, the arrival place of the turn that started last.
+    starts: Vec<Option<u64>>,
+    arrivals: u64,
+    trace: VecDeque<String>,
+    full_trace: bool,
+}
+
+type Verdict = Result<(), String>;
+
+impl World {
+    fn new(seed: u64, full_trace: bool) -> Self {
+        let mut rng = Rng(seed);
+        let n = rng.range(2, 4) as usize;
+        let ram = rng.range(8, 32) * GIB;
+        let budget = (ram as f64 * CPU_RAM_FRACTION) as i64 - COMPUTE_INTERCEPT_BYTES as i64;
+        let pins_on = rng.chance(200);
+        let mut engines = Vec::new();
+        for i in 0..n {
+            // Floors from a tenth of the budget to most of it: one, two or
+            // all fit together depending on the draw.
+            let floor = (budget as u64 / 100) * rng.range(10, 70);
+            let weights = floor * rng.range(50, 90) / 100;
+            let full = rng.chance(700).then(|| floor + (floor - weights) * rng.range(0, 6));
+            engines.push(Engine {
+                spec: Spec {
+                    name: format!("m{i}"),
+                    weights,
+                    floor,
+                    full,
+                    load_ms: rng.range(100, 8_000),
+                    pinned: pins_on && rng.chance(300),
+                    weight: if rng.chance(200) { 2.0 } else { 1.0 },
+                    slots: rng.range(1, 4) as usize,
+                },
+                child: Child::Cold,
+                footprint: 0,
+                reserved: 0,
+                loaded_at: 0,
+                last_used: 0,
+                fresh: false,
+                running: Vec::new(),
+                queue: VecDeque::new(),
+                wait_began: None,
+                wake_at: None,
+            });
+        }
+        let policy = if rng.chance(850) {
+            Policy::Weighed
+        } else {
+            Policy::Arrival
+        };
+        let limit = Duration::from_millis(rng.range(2_000, 40_000));
+        let max_turn = 4_000;
+        let max_load = engines.iter().map(|e| e.spec.load_ms).max().unwrap_or(0);
+        let eff = schedule::effective_limit_ms(limit, 2 * max_load);
+        let mut w = World {
+            rng,
+            now: 0,
+            arbiter: Arbiter::default(),
+            turns: Vec::new(),
+            outside: Vec::new(),
+            memory: Memory::Ram(ram),
+            budget,
+            max_resident: None,
+            policy,
+            limit,
+            load_timeout_ms: 600_000,
+            pins: engines.iter().any(|e| e.spec.pinned),
+            starvation_bound_ms: n as u64 * (eff + max_turn + 2 * max_load + schedule::IDLE_GRACE_MS) + 1_000,
+            starts: vec![None; n],
+            arrivals: 0,
+            engines,
+            trace: VecDeque::new(),
+            full_trace,
+        };
+        if w.rng.chance(300) {
+            w.max_resident = Some(w.rng.range(1, n as u64) as usize);
+        }
+        w.clients();
+        w.faults();
+        w.outside.sort_by_key(|(t, _)| *t);
+        w
+    }
+
+    /// Arrivals per model: steady, bursty or lone clients.
+    fn clients(&mut self) {
+        for m in 0..self.engines.len() {
+            match self.rng.range(0, 2) {
+                0 => {
+                    // Steady: one or more clients back to back.
+                    let gap = self.rng.range(150, 3_000);
+                    let mut t = self.rng.range(0, 5_000);
+                    while t < HORIZON_MS {
+                        self.arrival(m, t);
+                        t += gap + self.rng.range(0, gap);
+                    }
+                }
+                1 => {
+                    // Bursty: a few at once, now and then.
+                    for _ in 0..self.rng.range(1, 5) {
+                        let at = self.rng.range(0, HORIZON_MS);
+                        for _ in 0..self.rng.range(1, 6) {
+                            self.arrival(m, at);
+                        }
+                    }
+                }
+                _ => {
+                    // Lone: one or two turns.
+                    for _ in 0..self.rng.range(1, 2) {
+                        let at = self.rng.range(0, HORIZON_MS);
+                        self.arrival(m, at);
+                    }
+                }
+            }
+        }
+    }
+
+    fn arrival(&mut self, m: usize, at: u64) {
+        let gone_at = self.rng.chance(60).then(|| at + self.rng.range(0, 20_000));
+        self.turns.push(Turn {
+            model: m,
+            arrived: at,
+            len_ms: self.rng.range(50, 4_000),
+            seq: 0,
+            gone_at,
+            started: false,
+            ended: None,
+        });
+        self.outside.push((at, Outside::Arrive(self.turns.len() - 1)));
+    }
+
+    fn faults(&mut self) {
+        let n = self.engines.len();
+        for _ in 0..self.rng.range(0, 3) {
+            let at = self.rng.range(0, HORIZON_MS);
+            let m = self.rng.range(0, n as u64 - 1) as usize;
+            self.outside.push((at, Outside::Death(m)));
+        }
+        for _ in 0..self.rng.range(0, 4) {
+            let at = self.rng.range(0, HORIZON_MS);
+            self.outside.push((at, Outside::Pressure));
+        }
+        for _ in 0..self.rng.range(0, 2) {
+            let at = self.rng.range(0, HORIZON_MS);
+            let m = self.rng.range(0, n as u64 - 1) as usize;
+            self.outside.push((at, Outside::Unload(m)));
+        }
+        if self.pins && self.rng.chance(500) {
+            let at = self.rng.range(0, HORIZON_MS);
+            let m = self.rng.range(0, n as u64 - 1) as usize;
+            self.outside.push((at, Outside::FlipPin(m)));
+        }
+    }
+
+    fn say(&mut self, line: String) {
+        if self.full_trace {
+            eprintln!("{:>7} ms  {line}", self.now);
+        }
+        self.trace.push_back(format!("{:>7} ms  {line}", self.now));
+        if self.trace.len() > 40 {
+            self.trace.pop_front();
+        }
+    }
+
+    /// Runs the schedule to its end: every turn must end.
+    fn run(&mut self) -> Verdict {
+        let mut next_outside = 0;
+        // Past this, something waits for ever: every turn's length, every
+        // request's deadline twice over and a load per turn.
+        let work: u64 = self.turns.iter().map(|t| t.len_ms).sum();
+        let loads = self.engines.iter().map(|e| e.spec.load_ms).max().unwrap_or(0) * self.turns.len() as u64;
+        let end_by = HORIZON_MS + 2 * self.load_timeout_ms + work + loads;
+        loop {
+            // The next time anything happens.
+            let mut t = self.outside.get(next_outside).map(|(t, _)| *t);
+            for e in &self.engines {
+                let soonest = [
+                    e.running.iter().map(|(_, end)| *end).min(),
+                    match e.child {
+                        Child::Loading { done_at } => Some(done_at),
+                        _ => None,
+                    },
+                    e.wake_at,
+                    e.wait_began
+                        .and(e.queue.front())
+                        .map(|&h| self.turns[h].arrived + self.load_timeout_ms),
+                ];
+                // What is due now was done at the last step.
+                for s in soonest.into_iter().flatten().filter(|&s| s > self.now) {
+                    t = Some(t.map_or(s, |t: u64| t.min(s)));
+                }
+            }
+            for turn in &self.turns {
+                if let (Some(g), None, false) = (turn.gone_at, turn.ended, turn.started)
+                    && g > self.now
+                {
+                    t = Some(t.map_or(g, |t| t.min(g)));
+                }
+            }
+            let Some(t) = t else { break };
+            if t > end_by {
+                return Err(format!("still running at {t} ms: something waits for ever"));
+            }
+            self.now = self.now.max(t);
+            while let Some(&(at, o)) = self.outside.get(next_outside) {
+                if at > self.now {
+                    break;
+                }
+                next_outside += 1;
+                self.outside_event(o)?;
+                self.check()?;
+            }
+            self.inside_events()?;
+            self.settle_all()?;
+            if next_outside >= self.outside.len()
+                && self
+                    .engines
+                    .iter()
+                    .all(|e| !e.busy() && !matches!(e.child, Child::Loading { .. }))
+            {
+                break;
+            }
+        }
+        for (i, turn) in self.turns.iter().enumerate() {
+            if turn.ended.is_none() {
+                return Err(format!(
+                    "turn {i} for m{} (arrived {} ms) never ended",
+                    turn.model, turn.arrived
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn outside_event(&mut self, o: Outside) -> Verdict {
+        match o {
+            Outside::Arrive(i) => {
+                let m = self.turns[i].model;
+                self.arrive(i);
+                self.say(format!("turn {i} arrives for m{m}"));
+            }
+            Outside::Death(m) => {
+                if self.engines[m].child == Child::Up {
+                    let running: Vec<usize> = self.engines[m].running.drain(..).map(|(t, _)| t).collect();
+                    for t in running {
+                        self.end(t, End::ChildDied)?;
+                    }
+                    let e = &mut self.engines[m];
+                    e.child = Child::Cold;
+                    e.footprint = 0;
+                    self.say(format!("m{m}'s child dies"));
+                }
+            }
+            Outside::Pressure => self.pressure()?,
+            Outside::Unload(m) => {
+                let e = &self.engines[m];
+                if e.child == Child::Up && e.running.is_empty() {
+                    self.retire(m, "unloaded")?;
+                }
+            }
+            Outside::FlipPin(m) => {
+                self.engines[m].spec.pinned ^= true;
+                let p = self.engines[m].spec.pinned;
+                self.say(format!("a settings reload pins m{m}: {p}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Turn ends, loads done, clients gone, at `now`.
+    fn inside_events(&mut self) -> Verdict {
+        let now = self.now;
+        for m in 0..self.engines.len() {
+            let ended: Vec<usize> = self.engines[m]
+                .running
+                .iter()
+                .filter(|(_, end)| *end <= now)
+                .map(|(t, _)| *t)
+                .collect();
+            self.engines[m].running.retain(|(_, end)| *end > now);
+            for t in ended {
+                self.engines[m].last_used = now;
+                self.end(t, End::Answered)?;
+            }
+            if let Child::Loading { done_at } = self.engines[m].child
+                && done_at <= now
+            {
+                let e = &mut self.engines[m];
+                e.child = Child::Up;
+                e.footprint = e.reserved;
+                if !mutant::is(Mutant::ReservationKept) {
+                    e.reserved = 0;
+                }
+                e.loaded_at = now;
+                e.last_used = now;
+                e.fresh = true;
+                let ms = e.spec.load_ms;
+                self.arbiter.prune(now);
+                self.arbiter.loaded(ms, now);
+                self.say(format!("m{m} is up"));
+            }
+        }
+        self.check()
+    }
+
+    fn settle_all(&mut self) -> Verdict {
+        // Every pass that changes something ends or starts a turn, or
+        // moves a load: bounded by the turns, with room to spare.
+        for _ in 0..64 + 4 * self.turns.len() {
+            let mut order: Vec<usize> = (0..self.engines.len()).collect();
+            for i in (1..order.len()).rev() {
+                let j = self.rng.range(0, i as u64) as usize;
+                order.swap(i, j);
+            }
+            let mut changed = false;
+            for m in order {
+                changed |= self.settle(m)?;
+                self.check()?;
+            }
+            if !changed {
+                return Ok(());
+            }
+        }
+        Err("the engines never settle".into())
+    }
+
+    /// One engine's settle: skips the head turns whose clients left, then
+    /// admits, yields, loads or waits. Whether anything changed.
+    fn settle(&mut self, m: usize) -> Result<bool, String> {
+        let now = self.now;
+        let mut changed = false;
+        while let Some(&head) = self.engines[m].queue.front() {
+            if self.turns[head].gone_at.is_none_or(|g| g > now) {
+                break;
+            }
+            self.engines[m].queue.pop_front();
+            self.end(head, End::Skipped)?;
+            changed = true;
+        }
+        match self.engines[m].child {
+            Child::Loading { .. } => Ok(changed),
+            Child::Up => Ok(self.admit(m)? || changed),
+            Child::Cold => {
+                if self.engines[m].queue.is_empty() {
+                    if self.engines[m].wait_began.take().is_some() {
+                        // Nobody waits for it any more: it leaves the line.
+                        self.engines[m].wake_at = None;
+                        self.arbiter.leave(&self.engines[m].spec.name);
+                        self.say(format!("m{m}'s load leaves the line: its clients left"));
+                        return Ok(true);
+                    }
+                    return Ok(changed);
+                }
+                Ok(self.room_step(m)? || changed)
+            }
+        }
+    }
+
+    /// `turn::admit` on a live child: the holder's yield first, then the
+    /// slots, in arrival order.
+    fn admit(&mut self, m: usize) -> Result<bool, String> {
+        if self.engines[m].queue.is_empty() {
+            return Ok(false);
+        }
+        let now = self.now;
+        let e = &self.engines[m];
+        let holder = Holder {
+            model: e.spec.name.clone(),
+            pinned: e.spec.pinned,
+            weight: e.spec.weight,
+            resident_ms: now.saturating_sub(e.loaded_at),
+            reload_ms: e.spec.load_ms,
+            idle: false,
+            fresh: e.fresh,
+            queued: (e.queue.len() + e.running.len()) as u32,
+        };
+        let queued: Vec<(String, u32)> = self
+            .engines
+            .iter()
+            .map(|e| (e.spec.name.clone(), (e.queue.len() + e.running.len()) as u32))
+            .collect();
+        let queued_of = |name: &str| queued.iter().find(|(n, _)| n == name).map_or(0, |(_, q)| *q);
+        let all = self.seats(None);
+        if let Some((to, why)) = self
+            .arbiter
+            .holder_step(&holder, &all, queued_of, self.policy, self.limit, now)
+        {
+            if self.engines[m].running.is_empty() {
+                self.say(format!(
+                    "m{m} yields to {to}: {}",
+                    schedule::explain(&holder.model, &to, why)
+                ));
+                self.arbiter.yielded(&holder.model, &to);
+                self.retire(m, "yielded")?;
+                return Ok(true);
+            }
+            return Ok(false);
+        }
+        let mut changed = false;
+        while self.engines[m].running.len() < self.engines[m].spec.slots {
+            let Some(t) = self.engines[m].queue.pop_front() else {
+                break;
+            };
+            if self.turns[t].gone_at.is_some_and(|g| g <= now) {
+                self.end(t, End::Skipped)?;
+                continue;
+            }
+            let seq = self.turns[t].seq;
+            if self.starts[m].is_some_and(|last| last > seq) {
+                return Err(format!(
+                    "m{m}'s turn {t} starts after a turn that arrived later: out of arrival order"
+                ));
+            }
+            self.starts[m] = Some(seq);
+            self.turns[t].started = true;
+            let end = now + self.turns[t].len_ms;
+            self.engines[m].running.push((t, end));
+            self.engines[m].last_used = now;
+            self.engines[m].fresh = false;
+            self.say(format!("turn {t} starts on m{m}"));
+            changed = true;
+        }
+        Ok(changed)
+    }
+
+    /// `room::room_step`: the arbiter's step for this engine's load, then
+    /// the evictions it names, the wait, or the refusal.
+    fn room_step(&mut self, m: usize) -> Result<bool, String> {
+        let now = self.now;
+        // The scheduler weighs the load's wait from its first decision
+        // (`room::RoomWait`); the head's own deadline counts from its
+        // arrival (`room::Patience`).
+        let began = *self.engines[m].wait_began.get_or_insert(now);
+        let head = *self.engines[m].queue.front().expect("a load is asked for a turn");
+        let deadline = self.turns[head].arrived + self.load_timeout_ms;
+        let spec = self.engines[m].spec.clone();
+        let ask = LoadAsk {
+            new: Newcomer {
+                model: spec.name.clone(),
+                kind: ModelKind::Chat,
+                weights_bytes: spec.weights,
+                floor_bytes: spec.floor,
+                full_bytes: spec.full,
+                waited_out: now >= deadline,
+            },
+            memory: self.memory,
+            max_resident: self.max_resident,
+            load_ms: spec.load_ms,
+            weight: spec.weight,
+            queued: self.engines[m].queue.len() as u32,
+            waited_ms: now - began,
+            policy: self.policy,
+            limit: self.limit,
+        };
+        let seats = self.seats(Some(m));
+        match self.arbiter.load_step(&ask, &seats, now) {
+            LoadStep::Go { evict, reserve, .. } => {
+                for h in &evict {
+                    let t = self.index(&h.model);
+                    let e = &self.engines[t];
+                    if e.busy() || matches!(e.child, Child::Loading { .. }) || e.spec.pinned {
+                        return Err(format!(
+                            "the law names {} for an eviction with a turn in it, loading, or pinned",
+                            h.model
+                        ));
+                    }
+                }
+                let mut all_gone = true;
+                for h in evict {
+                    let t = self.index(&h.model);
+                    // A turn may be routed to it between the decision and the eviction.
+                    self.maybe_route_now(t);
+                    let e = &self.engines[t];
+                    let refused = refuses_eviction(e.queue.len() + e.running.len(), e.spec.pinned);
+                    if refused {
+                        self.say(format!("m{t} refuses its eviction for m{m}"));
+                        all_gone = false;
+                        continue;
+                    }
+                    self.retire(t, "evicted")?;
+                }
+                if all_gone {
+                    let e = &mut self.engines[m];
+                    e.reserved = reserve;
+                    e.child = Child::Loading {
+                        done_at: now + spec.load_ms,
+                    };
+                    e.wait_began = None;
+                    e.wake_at = None;
+                    self.arbiter.leave(&spec.name);
+                    let waited = now - began;
+                    if self.starvation_applies() && waited > self.starvation_bound_ms {
+                        return Err(format!(
+                            "m{m}'s load waited {waited} ms, past the starvation bound {} ms",
+                            self.starvation_bound_ms
+                        ));
+                    }
+                    self.say(format!(
+                        "m{m} loads (waited {waited} ms, reserves {} MiB)",
+                        reserve / MIB
+                    ));
+                    return Ok(true);
+                }
+                self.engines[m].wake_at = Some(deadline);
+                Ok(true)
+            }
+            LoadStep::Wait { grace, .. } => {
+                let until = grace.map_or(deadline, |g| (now + g.as_millis() as u64).min(deadline));
+                let e = &mut self.engines[m];
+                let changed = e.wake_at != Some(until);
+                e.wake_at = Some(until);
+                Ok(changed)
+            }
+            LoadStep::Refuse(short) => {
+                if now < deadline {
+                    return Err(format!("m{m} refused before its deadline: {short}"));
+                }
+                // Under more traffic than the memory serves, a request may
+                // wait out its deadline behind its own model's backlog; the
+                // load itself must not have waited past the bound.
+                let waited = now - began;
+                if self.starvation_applies() && waited > self.starvation_bound_ms {
+                    return Err(format!(
+                        "m{m} starved: its load waited {waited} ms, then was refused: {short}"
+                    ));
+                }
+                let head = self.engines[m].queue.pop_front().expect("a load is asked for a turn");
+                self.engines[m].wait_begun_again();
+                self.arbiter.leave(&spec.name);
+                self.say(format!("m{m}'s turn {head} refused: {short}"));
+                self.end(head, End::NoRoom)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Turn `i` reaches its engine's queue.
+    fn arrive(&mut self, i: usize) {
+        self.arrivals += 1;
+        self.turns[i].seq = self.arrivals;
+        let m = self.turns[i].model;
+        self.engines[m].queue.push_back(i);
+    }
+
+    /// Every engine holding memory but `but`, as the residency reads them.
+    fn seats(&self, but: Option<usize>) -> Vec<Seat> {
+        let now = self.now;
+        self.engines
+            .iter()
+            .enumerate()
+            .filter(|(i, e)| Some(*i) != but && e.holds_memory())
+            .map(|(_, e)| Seat {
+                resident: e.resident(),
+                weight: e.spec.weight,
+                resident_ms: now.saturating_sub(e.loaded_at),
+                idle_ms: now.saturating_sub(e.last_used),
+            })
+            .collect()
+    }
+
+    /// With some chance, the next turn of engine `t`'s model arrives now:
+    /// routed to it while an eviction of it was on its way.
+    fn maybe_route_now(&mut self, t: usize) {
+        if !self.rng.chance(150) {
+            return;
+        }
+        let now = self.now;
+        let Some(k) = self
+            .outside
+            .iter()
+            .position(|(at, o)| *at > now && matches!(o, Outside::Arrive(i) if self.turns[*i].model == t))
+        else {
+            return;
+        };
+        let (_, o) = self.outside.remove(k);
+        let Outside::Arrive(i) = o else { unreachable!() };
+        self.turns[i].arrived = now;
+        self.arrive(i);
+        self.say(format!("turn {i} for m{t} is routed while its eviction is on its way"));
+    }
+
+    /// An idle brake sample at critical pressure, for a random resident.
+    fn pressure(&mut self) -> Verdict {
+        let now = self.now;
+        let up: Vec<usize> = (0..self.engines.len())
+            .filter(|&m| self.engines[m].child == Child::Up)
+            .collect();
+        if up.is_empty() {
+            return Ok(());
+        }
+        let me = up[self.rng.range(0, up.len() as u64 - 1) as usize];
+        let all: Vec<Resident> = self
+            .engines
+            .iter()
+            .filter(|e| e.holds_memory())
+            .map(|e| e.resident())
+            .collect();
+        let name = self.engines[me].spec.name.clone();
+        let sample = Sample {
+            model: &name,
+            point: Point::Idle,
+            readings: Readings {
+                level: Level::Critical,
+                paging: Some(true),
+                footprint_bytes: None,
+            },
+            now_ms: now,
+        };
+        if let ResidentsBrake::Evict { model, .. } = brake_over(&sample, &all) {
+            let t = self.index(&model);
+            let e = &self.engines[t];
+            if e.busy() || e.spec.pinned || e.child != Child::Up {
+                return Err(format!("the brake evicts {model} with a turn in it, pinned, or not up"));
+            }
+            let refused = refuses_eviction(e.queue.len() + e.running.len(), e.spec.pinned);
+            self.say(format!("the brake evicts {model}"));
+            if !refused {
+                self.retire(t, "evicted by the brake")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The child of `m` stops (evicted, yielded, unloaded).
+    fn retire(&mut self, m: usize, why: &str) -> Verdict {
+        let e = &mut self.engines[m];
+        if !e.running.is_empty() {
+            return Err(format!("m{m} {why} with {} turns running", e.running.len()));
+        }
+        if why.starts_with("evicted") && !e.queue.is_empty() {
+            return Err(format!("m{m} {why} with {} turns routed to it", e.queue.len()));
+        }
+        if why.starts_with("evicted") && e.spec.pinned {
+            return Err(format!("pinned m{m} {why}"));
+        }
+        e.child = Child::Cold;
+        e.footprint = 0;
+        self.say(format!("m{m} {why}"));
+        Ok(())
+    }
+
+    fn end(&mut self, t: usize, how: End) -> Verdict {
+        if let Some(was) = self.turns[t].ended {
+            return Err(format!("turn {t} ended twice: {was:?}, then {how:?}"));
+        }
+        if how == End::Skipped && self.turns[t].gone_at.is_none() {
+            return Err(format!("turn {t} skipped with its client there"));
+        }
+        self.turns[t].ended = Some(how);
+        Ok(())
+    }
+
+    /// Whether the starvation bound holds: the weighed scheduler, nothing
+    /// ever pinned (a pinned holder never yields, by design).
+    fn starvation_applies(&self) -> bool {
+        !self.pins && self.policy == Policy::Weighed
+    }
+
+    fn index(&self, model: &str) -> usize {
+        self.engines
+            .iter()
+            .position(|e| e.spec.name == model)
+            .expect("a known model")
+    }
+
+    /// The invariants of every step.
+    fn check(&self) -> Verdict {
+        let holders: Vec<&Engine> = self.engines.iter().filter(|e| e.holds_memory()).collect();
+        let held: u64 = holders.iter().map(|e| e.footprint.max(e.reserved)).sum();
+        if holders.len() >= 2 && held as i64 > self.budget {
+            return Err(format!(
+                "{} models hold {} MiB, over the law's budget of {} MiB",
+                holders.len(),
+                held / MIB,
+                self.budget / MIB as i64
+            ));
+        }
+        if let Some(cap) = self.max_resident
+            && holders.len() > cap
+        {
+            return Err(format!("{} models hold memory, over the cap of {cap}", holders.len()));
+        }
+        for (m, e) in self.engines.iter().enumerate() {
+            if e.wait_began.is_none() {
+                continue;
+            }
+            if let Some(&head) = e.queue.front()
+                && self.turns[head].gone_at.is_none_or(|g| g > self.now)
+                && self.now > self.turns[head].arrived + self.load_timeout_ms
+            {
+                return Err(format!(
+                    "m{m}'s turn {head} outlived its deadline ({} ms waited)",
+                    self.now - self.turns[head].arrived
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Engine {
+    /// The refused turn's load is over; the next turn's wait begins afresh.
+    fn wait_begun_again(&mut self) {
+        self.wait_began = None;
+        self.wake_at = None;
+    }
+}
+
+/// Runs schedule `seed`; its failure carries the seed and the last steps.
+fn schedule(seed: u64, full_trace: bool) -> Verdict {
+    let mut w = World::new(seed, full_trace);
+    w.run().map_err(|why| {
+        let trace: Vec<String> = w.trace.iter().cloned().collect();
+        format!(
+            "schedule {seed} failed: {why}\nreplay it: WARDEN_SIM_SEED={seed} cargo test --lib arbiter_sim -- --nocapture\nits last steps:\n{}",
+            trace.join("\n")
+        )
+    })
+}
+
+fn count() -> u64 {
+    std::env::var("WARDEN_SIM_SCHEDULES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(SCHEDULES_DEFAULT)
+}
+
+/// The first schedule of `0..n` that fails, on two threads.
+fn first_failure(n: u64, m: Option<Mutant>) -> Option<(u64, String)> {
+    let threads = 2;
+    let found: Vec<Option<(u64, String)>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|k| {
+                s.spawn(move || {
+                    mutant::set(m);
+                    let mut seed = k;
+                    while seed < n {
+                        if let Err(e) = schedule(seed, false) {
+                            return Some((seed, e));
+                        }
+                        seed += threads;
+                    }
+                    None
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("a schedule thread")).collect()
+    });
+    found.into_iter().flatten().min_by_key(|(seed, _)| *seed)
+}
+
+#[test]
+fn ten_thousand_hostile_schedules_keep_every_invariant() {
+    if let Some(seed) = std::env::var("WARDEN_SIM_SEED").ok().and_then(|s| s.parse().ok()) {
+        if let Err(e) = schedule(seed, true) {
+            panic!("{e}");
+        }
+        return;
+    }
+    let n = count();
+    let t0 = std::time::Instant::now();
+    if let Some((_, e)) = first_failure(n, None) {
+        panic!("{e}");
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    eprintln!(
+        "arbiter_sim: {n} schedules in {secs:.1} s ({:.0} per second)",
+        n as f64 / secs
+    );
+}
+
+/// Each rule broken on purpose is caught, and how soon.
+#[test]
+fn a_broken_rule_is_caught() {
+    for m in [
+        Mutant::BusyIdle,
+        Mutant::BrakeInFlight,
+        Mutant::EvictRefusalOff,
+        Mutant::ReservationKept,
+    ] {
+        let Some((seed, e)) = first_failure(SCHEDULES_DEFAULT, Some(m)) else {
+            panic!("{m:?}: no schedule of {SCHEDULES_DEFAULT} caught it");
+        };
+        let why = e.lines().next().unwrap_or_default().to_string();
+        eprintln!("arbiter_sim: {m:?} caught at schedule {seed}: {why}");
+    }
+}
