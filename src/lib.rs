@@ -80,8 +80,8 @@
 //!    `engines::preflight` selects the engine.
 //! 4. `messages` (one file per actor message) and `actors`: `EngineActor`,
 //!    the only code that spawns, respawns, retires and unloads. Its state
-//!    is `EngineCore` (`core`), divided by who writes it: the child slot
-//!    (`child_slot`), the brake controller (`brake_state`), the KV
+//!    is `EngineCore` (`core`), divided by who writes it: the child holder
+//!    (`child_holder`), the brake controller (`brake_state`), the KV
 //!    controller (`kv`), the use (`state`) and the intake (`intake`: what
 //!    waits, what runs, a brake action held for the running turns), each
 //!    the only writer of its fields; the live child's slots are `slots`.

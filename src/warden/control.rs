@@ -18,7 +18,7 @@ impl Warden {
         model: Option<String>,
         keep_alive: Option<KeepAlive>,
     ) -> Result<EngineStatus, WardenError> {
-        let Some(slot) = self.inner.residency.slot(model.as_deref()) else {
+        let Some(slot) = self.inner.residency.engine(model.as_deref()) else {
             return Err(match model {
                 Some(id) => WardenError::ModelNotFound(id),
                 None => WardenError::NoModel,
@@ -38,7 +38,7 @@ impl Warden {
     /// Stops every resident's child now; whether a model was loaded.
     pub async fn unload(&self) -> Result<bool, WardenError> {
         let mut any = false;
-        for slot in self.inner.residency.slots().iter() {
+        for slot in self.inner.residency.engines().iter() {
             any |= unload_one(&slot.engine).await?;
         }
         Ok(any)
@@ -46,7 +46,7 @@ impl Warden {
 
     /// Stops `model`'s child now (`None`: the default's); whether it was loaded.
     pub async fn unload_model(&self, model: Option<&str>) -> Result<bool, WardenError> {
-        let Some(slot) = self.inner.residency.slot(model) else {
+        let Some(slot) = self.inner.residency.engine(model) else {
             return Ok(false);
         };
         unload_one(&slot.engine).await
@@ -57,7 +57,7 @@ impl Warden {
     /// checks idleness, and says `ReapChecked`).
     #[cfg(feature = "testing")]
     pub fn queue_reap(&self) {
-        for slot in self.inner.residency.slots().iter() {
+        for slot in self.inner.residency.engines().iter() {
             slot.engine.do_send(crate::messages::Reap);
         }
     }
@@ -66,7 +66,7 @@ impl Warden {
     /// (one without a child ignores it), and back once they handled it.
     #[cfg(feature = "testing")]
     pub async fn brake_sample_now(&self, reading: Result<crate::law::brake::Readings, crate::sensors::view::BrakeOff>) {
-        for slot in self.inner.residency.slots().iter() {
+        for slot in self.inner.residency.engines().iter() {
             let reading = reading.clone();
             let _ = slot.engine.send(crate::messages::BrakeSample { reading }).await;
         }
@@ -76,7 +76,7 @@ impl Warden {
     /// supervision tests' hook).
     #[cfg(feature = "testing")]
     pub fn panic_next_turn(&self) {
-        for slot in self.inner.residency.slots().iter() {
+        for slot in self.inner.residency.engines().iter() {
             slot.engine.do_send(crate::messages::recover::PanicNextTurn);
         }
     }
@@ -86,7 +86,7 @@ impl Warden {
     /// caller's arbiter.
     #[cfg(feature = "testing")]
     pub fn stop_engine_now(&self) -> bool {
-        let slot = self.inner.residency.slot(None);
+        let slot = self.inner.residency.engine(None);
         slot.and_then(|s| s.arbiter.clone()).is_some_and(|a| a.stop())
     }
 }

@@ -19,7 +19,7 @@ impl Warden {
             Some(m) => m,
             None => default.as_ref()?.id.as_str(),
         };
-        let door = self.inner.residency.slot(Some(want))?.door.borrow().clone()?;
+        let door = self.inner.residency.engine(Some(want))?.door.borrow().clone()?;
         (door.model == want).then_some(door)
     }
 
@@ -32,7 +32,7 @@ impl Warden {
     pub(crate) fn doors(&self) -> Vec<Door> {
         self.inner
             .residency
-            .slots()
+            .engines()
             .iter()
             .filter_map(|s| s.door.borrow().clone())
             .collect()

@@ -109,7 +109,7 @@ impl Drop for Inner {
     /// arbiter stops after it, instead of a child running on until the
     /// process exits. After `Warden::shutdown` this finds them stopped.
     fn drop(&mut self) {
-        for slot in self.residency.slots().iter() {
+        for slot in self.residency.engines().iter() {
             let engine = slot.engine.clone();
             match &slot.arbiter {
                 Some(arbiter) => {
@@ -282,7 +282,7 @@ impl Warden {
         let slot = self
             .inner
             .residency
-            .slot(Some(&entry.id))
+            .engine(Some(&entry.id))
             .ok_or_else(|| refused(WardenError::ModelNotFound(entry.id.clone())))?;
         let max = config.max_queue;
         let ticket = self
@@ -328,7 +328,7 @@ impl Warden {
     /// Call it before the application exits; a SIGKILLed application's child
     /// dies by the parent-death signal instead.
     pub async fn shutdown(&self) {
-        let slots = self.inner.residency.slots();
+        let slots = self.inner.residency.engines();
         // Every child stops at once: each engine saves nothing at shutdown,
         // so the wait is one grace, not one per resident.
         let stops = slots.iter().map(|s| s.engine.send(Shutdown));

@@ -306,7 +306,7 @@ impl Warden {
     fn engines_follow(&self, added: &[String], removed: &[String], refiled: &[String]) {
         let inner = &self.inner;
         let Some(residency) = &inner.shell.residency else {
-            let Some(slot) = inner.residency.slots().first().cloned() else {
+            let Some(slot) = inner.residency.engines().first().cloned() else {
                 return;
             };
             let loaded = slot.status.borrow().model.clone();
@@ -317,7 +317,7 @@ impl Warden {
             }
             return;
         };
-        let mut slots: Vec<_> = residency.slots().iter().cloned().collect();
+        let mut slots: Vec<_> = residency.engines().iter().cloned().collect();
         for id in added {
             // A model that left and came back before its engine stopped
             // keeps that engine.
@@ -328,9 +328,9 @@ impl Warden {
             super::start::follow(&slot, residency);
             slots.push(slot);
         }
-        residency.set_slots(slots);
+        residency.set_engines(slots);
         for id in refiled {
-            if let Some(slot) = residency.slot(Some(id)) {
+            if let Some(slot) = residency.engine(Some(id)) {
                 actix::spawn(async move {
                     let _ = super::control::unload_one(&slot.engine).await;
                 });
@@ -346,7 +346,7 @@ impl Warden {
     /// routed just before the catalog changed is waited for too), then
     /// stops, unless the model came back meanwhile.
     fn leave(&self, id: &str) {
-        let Some(slot) = self.inner.residency.slot(Some(id)) else {
+        let Some(slot) = self.inner.residency.engine(Some(id)) else {
             return;
         };
         self.inner.reload.state().leaving.push(id.to_string());
@@ -367,12 +367,12 @@ impl Warden {
                 let rest: Vec<_> = w
                     .inner
                     .residency
-                    .slots()
+                    .engines()
                     .iter()
                     .filter(|s| !Arc::ptr_eq(s, &slot))
                     .cloned()
                     .collect();
-                w.inner.residency.set_slots(rest);
+                w.inner.residency.set_engines(rest);
                 let _ = slot.engine.send(crate::messages::Shutdown).await;
                 if let Some(a) = &slot.arbiter {
                     a.stop();

@@ -1,4 +1,4 @@
-//! The residency: one `EngineActor` per model (`Slot`), each exactly the
+//! The residency: one `EngineActor` per model (`EngineHandle`), each exactly the
 //! design card's shape (its own child, port, per-spawn key, window, brake
 //! state, idle clock and keep-alive, its mailbox serializing that child's
 //! work), and the map from model to engine that routes a turn. Turns for
@@ -44,7 +44,7 @@ use crate::status::{EngineState, EngineStatus, ResidentView};
 
 /// One engine and what the warden reads of it without its mailbox.
 #[derive(Debug)]
-pub(crate) struct Slot {
+pub(crate) struct EngineHandle {
     /// The model it serves; `None`: every model, one at a time.
     pub model: Option<String>,
     pub engine: Addr<EngineActor>,
@@ -61,7 +61,7 @@ pub(crate) struct Slot {
     pub _timer: Addr<IdleTimer>,
 }
 
-impl Slot {
+impl EngineHandle {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         model: Option<String>,
@@ -144,7 +144,7 @@ impl Slot {
 pub(crate) struct Residency {
     /// Set at start, after the engines (which hold a weak link back), and
     /// replaced whole by a reload.
-    slots: RwLock<Arc<Vec<Arc<Slot>>>>,
+    slots: RwLock<Arc<Vec<Arc<EngineHandle>>>>,
     /// The catalog's default model (a reload may change it).
     default_model: RwLock<Option<String>>,
     /// `WARDEN_MAX_RESIDENT`.
@@ -212,13 +212,13 @@ impl Residency {
 
     /// Installs the engines (at start, and at each reload that adds or
     /// takes one away) and publishes the status.
-    pub fn set_slots(&self, slots: Vec<Arc<Slot>>) {
+    pub fn set_engines(&self, slots: Vec<Arc<EngineHandle>>) {
         *self.slots.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(slots);
         self.republish();
     }
 
     /// The engines now (one version: a reload replaces the list whole).
-    pub fn slots(&self) -> Arc<Vec<Arc<Slot>>> {
+    pub fn engines(&self) -> Arc<Vec<Arc<EngineHandle>>> {
         self.slots.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
@@ -229,8 +229,8 @@ impl Residency {
 
     /// The engine that serves `model` (`None`: the default); `None` for a
     /// model no engine serves (not in the catalog).
-    pub fn slot(&self, model: Option<&str>) -> Option<Arc<Slot>> {
-        let slots = self.slots();
+    pub fn engine(&self, model: Option<&str>) -> Option<Arc<EngineHandle>> {
+        let slots = self.engines();
         if let [one] = slots.as_slice()
             && one.model.is_none()
         {
@@ -244,9 +244,9 @@ impl Residency {
     /// The slot the top-level status shows: the resident used last (a
     /// loading one counts as in use now), else the one used last, else
     /// the default model's.
-    pub fn current(&self) -> Option<Arc<Slot>> {
-        let slots = self.slots();
-        let key = |s: &Arc<Slot>| {
+    pub fn current(&self) -> Option<Arc<EngineHandle>> {
+        let slots = self.engines();
+        let key = |s: &Arc<EngineHandle>| {
             let st = s.status.borrow();
             let now = st.state == EngineState::Loading || st.state == EngineState::Generating;
             (s.resident(&st), now, st.last_used)
@@ -259,14 +259,14 @@ impl Residency {
                 resident || now || used.is_some()
             })
             .cloned()
-            .or_else(|| self.slot(None))
+            .or_else(|| self.engine(None))
             .or_else(|| slots.first().cloned())
     }
 
     /// Every resident's view, most recently used first.
     pub fn views(&self) -> Vec<ResidentView> {
         let mut v: Vec<ResidentView> = self
-            .slots()
+            .engines()
             .iter()
             .filter_map(|s| {
                 let st = s.status.borrow();
@@ -338,7 +338,7 @@ impl Residency {
     /// Wakes the waiting loads when what the residents' law reads changed.
     fn touch_room(&self) {
         let residents = self
-            .slots()
+            .engines()
             .iter()
             .filter_map(|s| {
                 let st = s.status.borrow();
@@ -364,7 +364,7 @@ impl Residency {
 
     /// The engines with a model loaded, for an idle brake sample.
     pub fn loaded_engines(&self) -> Vec<Recipient<BrakeSample>> {
-        self.slots()
+        self.engines()
             .iter()
             .filter(|s| s.status.borrow().model.is_some())
             .map(|s| s.engine.clone().recipient())
@@ -373,7 +373,7 @@ impl Residency {
 
     /// Every resident but `me`, as the law sees them.
     fn others(&self, me: &str) -> Vec<Resident> {
-        self.slots()
+        self.engines()
             .iter()
             .filter_map(|s| {
                 let st = s.status.borrow();
@@ -390,7 +390,7 @@ impl Residency {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        self.slots()
+        self.engines()
             .iter()
             .filter_map(|s| {
                 let st = s.status.borrow();
@@ -410,11 +410,14 @@ impl Residency {
 
     /// The turns routed to `model`'s engine, waiting or running.
     fn queued(&self, model: &str) -> u32 {
-        self.slot_of(model).map_or(0, |s| s.queue.depth() as u32)
+        self.handle_of(model).map_or(0, |s| s.queue.depth() as u32)
     }
 
-    fn slot_of(&self, model: &str) -> Option<Arc<Slot>> {
-        self.slots().iter().find(|s| s.model.as_deref() == Some(model)).cloned()
+    fn handle_of(&self, model: &str) -> Option<Arc<EngineHandle>> {
+        self.engines()
+            .iter()
+            .find(|s| s.model.as_deref() == Some(model))
+            .cloned()
     }
 }
 
@@ -446,7 +449,7 @@ impl Peers for Peerage {
         let now = r.now_ms();
         let mut arbiter = r.arbiter();
         let step = arbiter.load_step(&ask, &r.seats(&ask.new.model), now);
-        if let (LoadStep::Go { reserve, .. }, Some(me)) = (&step, r.slot_of(&ask.new.model)) {
+        if let (LoadStep::Go { reserve, .. }, Some(me)) = (&step, r.handle_of(&ask.new.model)) {
             me.reserved.store(*reserve, Ordering::Release);
         }
         drop(arbiter);
@@ -457,7 +460,7 @@ impl Peers for Peerage {
 
     fn engine_of(&self, model: &str) -> Option<Recipient<Evict>> {
         let r = self.0.upgrade()?;
-        r.slot_of(model).map(|s| s.engine.clone().recipient())
+        r.handle_of(model).map(|s| s.engine.clone().recipient())
     }
 
     fn others(&self, me: &str) -> Vec<Resident> {
@@ -466,7 +469,7 @@ impl Peers for Peerage {
 
     fn settled(&self, me: &str) {
         if let Some(r) = self.0.upgrade()
-            && let Some(s) = r.slot_of(me)
+            && let Some(s) = r.handle_of(me)
         {
             s.reserved.store(0, Ordering::Release);
             r.republish();

@@ -11,7 +11,7 @@ use actix::prelude::*;
 use tokio::sync::{broadcast, watch};
 
 use super::reload::Sources;
-use super::residency::{Residency, Slot};
+use super::residency::{EngineHandle, Residency};
 use super::{EVENTS_BUFFER, Inner, StartError, Warden};
 use crate::actors::engine::{Outlets, SharedStoreView, Wiring};
 use crate::actors::{EngineActor, EngineCore, IdleTimer, PrefixCacheActor, SensorActor};
@@ -201,7 +201,7 @@ fn sensed(parts: Parts) -> Warden {
         Box::new(move || residency.upgrade().map(|r| r.loaded_engines()).unwrap_or_default()),
         brake_tick,
     );
-    match w.inner.residency.slots().first().and_then(|s| s.arbiter.clone()) {
+    match w.inner.residency.engines().first().and_then(|s| s.arbiter.clone()) {
         Some(a) => SensorActor::start_in_arbiter(&a, move |_| sensor),
         None => sensor.start(),
     };
@@ -229,7 +229,7 @@ impl Shell {
     /// One engine, on an arbiter of its own (a long-lived thread: its
     /// child's parent-death signal is tied to the thread that spawned it),
     /// with its idle timer and, on MLX, its prefix cache's owner.
-    pub(super) fn engine(&self, model: Option<String>) -> Slot {
+    pub(super) fn engine(&self, model: Option<String>) -> EngineHandle {
         let (status_tx, status_rx) = watch::channel(EngineStatus::default());
         let (door_tx, door_rx) = watch::channel(None);
         let (idle_clock_tx, idle_clock_rx) = watch::channel(None);
@@ -271,7 +271,7 @@ impl Shell {
             self.config.get().idle_tick,
         )
         .start();
-        Slot::new(model, engine, prefix, status_rx, door_rx, queue, arbiter, timer)
+        EngineHandle::new(model, engine, prefix, status_rx, door_rx, queue, arbiter, timer)
     }
 }
 
@@ -331,7 +331,7 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
         residency: (!one_engine).then(|| residency.clone()),
         kv_view,
     };
-    let slots: Vec<Arc<Slot>> = if one_engine {
+    let slots: Vec<Arc<EngineHandle>> = if one_engine {
         vec![Arc::new(shell.engine(None))]
     } else {
         catalog
@@ -343,8 +343,8 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
     for slot in &slots {
         follow(slot, &residency);
     }
-    residency.set_slots(slots);
-    if let (Some(tx), Some(remote), Some(slot)) = (views_tx, watch_remote, residency.slots().first()) {
+    residency.set_engines(slots);
+    if let (Some(tx), Some(remote), Some(slot)) = (views_tx, watch_remote, residency.engines().first()) {
         let check = slot.engine.clone();
         crate::rpc::remote::start_watch(remote, config.workers.clone(), tx, move || {
             check.do_send(crate::messages::WorkerCheck)
@@ -357,7 +357,7 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
         engine = %kind.name(),
         models = catalog.entries().len(),
         default_model = %catalog.default_id().unwrap_or_else(|| "none".into()),
-        engines = residency.slots().len(),
+        engines = residency.engines().len(),
         "warden started"
     );
     let warden = Warden {
@@ -386,7 +386,7 @@ fn assemble(parts: Parts, views: Views, latest: Option<watch::Receiver<Latest>>)
 
 /// The warden's status follows `slot`'s: republished at each change, until
 /// the residency or the engine is gone.
-pub(super) fn follow(slot: &Slot, residency: &Arc<Residency>) {
+pub(super) fn follow(slot: &EngineHandle, residency: &Arc<Residency>) {
     let mut rx = slot.status.clone();
     let residency = Arc::downgrade(residency);
     actix::spawn(async move {

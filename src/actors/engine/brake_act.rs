@@ -11,7 +11,7 @@
 
 use tokio::time::Instant;
 
-use super::child_slot::Stopped;
+use super::child_holder::Stopped;
 use super::core::EngineCore;
 use super::intake::HeldBrake;
 use super::retire::Retire;

@@ -17,7 +17,7 @@ use crate::config::{Live, WardenConfig};
 use crate::engines::Backend;
 use crate::error::{GenerationError, WardenError};
 pub(crate) use super::brake_state::Brake;
-pub(crate) use super::child_slot::{ChildSlot, LiveChild};
+pub(crate) use super::child_holder::{ChildHolder, LiveChild};
 pub(crate) use super::kv::Kv;
 pub(crate) use super::state::{Activity, Usage, state};
 use crate::law::crash::{self, EngineCode, Hints};
@@ -70,8 +70,8 @@ pub struct Outlets {
 /// The KV store's view, shared by every resident's engine and the warden.
 pub type SharedStoreView = Arc<std::sync::RwLock<Option<crate::kv_store::StoreView>>>;
 
-/// The engine's whole state, divided by who writes it: the child slot
-/// (`child_slot`: the child and the activity), the brake controller
+/// The engine's whole state, divided by who writes it: the child holder
+/// (`child_holder`: the child and the activity), the brake controller
 /// (`brake_state`), the KV controller (`kv`) and the use (`state::Usage`)
 /// each own their fields; the core's methods call theirs. What the core
 /// writes itself is two flags of its own lifecycle.
@@ -89,7 +89,7 @@ pub struct EngineCore {
     /// Where the core talks.
     pub(crate) outlets: Outlets,
     /// The live child and what the engine is busy with.
-    pub(crate) child: ChildSlot,
+    pub(crate) child: ChildHolder,
     /// The memory brake.
     pub(crate) brake: Brake,
     /// The saved KV caches.
@@ -130,7 +130,7 @@ impl EngineCore {
             catalog,
             http: crate::child::client::shared_http_client(),
             outlets,
-            child: ChildSlot::default(),
+            child: ChildHolder::default(),
             brake: Brake::new(sensor),
             kv,
             usage: Usage::default(),

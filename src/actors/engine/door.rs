@@ -45,7 +45,7 @@ pub enum DoorError {
 
 impl Door {
     /// A door to the live child `c`.
-    pub(crate) fn of(c: &super::child_slot::LiveChild) -> Self {
+    pub(crate) fn of(c: &super::child_holder::LiveChild) -> Self {
         Self {
             model: c.model_id().to_string(),
             port: c.port.port(),

@@ -29,7 +29,7 @@
 //!
 //! | owner | holds | the only writers |
 //! |---|---|---|
-//! | `child_slot::ChildSlot` | the live child, the activity | `install`, `stop`, `take_dead`, `set_activity` |
+//! | `child_holder::ChildHolder` | the live child, the activity | `install`, `stop`, `take_dead`, `set_activity` |
 //! | `brake_state::Brake` | the sensor view, the live brake state, the last reading and action, the carry, the window memory | its methods: `read`, `take_sample`, `llama_step`/`mlx_step`, `respawned`, `bounded`, `record_unload`, `seed`, `started`, `child_gone`, ... |
 //! | `kv::Kv` | the KV store and the status's view of it; each model's pool meter and what compaction moved (`compact`) | `save`, `claim`, `evict`, `compact`, `turn_counted` (and the child's `SlotHeld`, with `kv_check::counted`) |
 //! | `state::Usage` | the idle clock, turns, the keep-alive, the reaped model, loads and time served | `touch`, `turn_done`, `hold`, `switching_to`, `reaped`, `loaded`, `yielded`, `running` |
@@ -47,7 +47,7 @@
 pub(crate) mod brake;
 mod brake_act;
 mod brake_state;
-mod child_slot;
+mod child_holder;
 mod compact;
 mod core;
 mod counts;

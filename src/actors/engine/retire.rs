@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use super::child_slot::Stopped;
+use super::child_holder::Stopped;
 use super::core::EngineCore;
 use crate::status::{UnloadReason, WardenEvent};
 

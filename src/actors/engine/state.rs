@@ -1,7 +1,7 @@
 //! What the engine holds beside its child, as plain values: the moment of
 //! the last use (on both clocks) and the rest of its use (`Usage`), what
 //! the engine is busy with and the published state derived from it. The
-//! brake's state is `brake_state`'s, the child's `child_slot`'s.
+//! brake's state is `brake_state`'s, the child's `child_holder`'s.
 
 use std::time::SystemTime;
 

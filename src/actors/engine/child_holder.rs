@@ -1,4 +1,4 @@
-//! The child slot: the live child, what the engine is busy with, and the
+//! The child holder: the live child, what the engine is busy with, and the
 //! only code that puts a child in place or takes it out. `install` makes a
 //! ready child the live one (a load, a brake respawn); `stop` takes it out
 //! and stops its process (every retirement and the respawn's old child);
@@ -124,12 +124,12 @@ pub struct Stopped {
 
 /// The live child (at most one) and what the engine is busy with.
 #[derive(Debug)]
-pub struct ChildSlot {
+pub struct ChildHolder {
     live: Option<LiveChild>,
     activity: Activity,
 }
 
-impl Default for ChildSlot {
+impl Default for ChildHolder {
     fn default() -> Self {
         Self {
             live: None,
@@ -138,7 +138,7 @@ impl Default for ChildSlot {
     }
 }
 
-impl ChildSlot {
+impl ChildHolder {
     /// The live child.
     pub fn get(&self) -> Option<&LiveChild> {
         self.live.as_ref()
