@@ -115,7 +115,7 @@ struct Engine {
     running: Vec<(usize, u64)>,
     /// Turns routed here, waiting, in arrival order.
     queue: VecDeque<usize>,
-    /// A load waiting for room (`room::RoomWait`): when it began to wait.
+    /// A load waiting for room (`peers::RoomWait`): when it began to wait.
     wait_began: Option<u64>,
     /// When the waiting load decides again at the latest (a grace's end).
     wake_at: Option<u64>,
@@ -636,7 +636,7 @@ impl World {
     fn room_step(&mut self, m: usize) -> Result<bool, String> {
         let now = self.now;
         // The scheduler weighs the load's wait from its first decision
-        // (`room::RoomWait`); the head's own deadline counts from its
+        // (`peers::RoomWait`); the head's own deadline counts from its
         // arrival (`room::Patience`).
         let began = *self.engines[m].wait_began.get_or_insert(now);
         let head = *self.engines[m].queue.front().expect("a load is asked for a turn");

@@ -13,7 +13,8 @@
 
 use tokio::time::Instant;
 
-use super::core::{Kv, LiveChild};
+use super::child_holder::LiveChild;
+use super::kv::{Kv, PoolMeter};
 use super::counts::ChildCounts;
 use super::kv::Saved;
 use super::slots::Busy;
@@ -22,16 +23,6 @@ use crate::law::compact_meter::Meter;
 use crate::law::kv_save;
 use crate::status::{PoolStatus, WardenEvent};
 
-/// One model's pool as the KV controller measures and compacts it.
-#[derive(Debug, Clone)]
-pub struct PoolMeter {
-    /// Its child's rates as shown so far.
-    pub meter: Meter,
-    /// Conversations the law moved to disk.
-    pub moved: u64,
-    /// Cells those held.
-    pub moved_cells: u64,
-}
 
 /// A turn about to start, as compaction weighs what is ahead of it.
 #[derive(Debug, Clone, Copy)]

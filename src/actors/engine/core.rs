@@ -62,13 +62,12 @@ pub struct Outlets {
     pub launcher: Launcher,
     /// The other residents (`None`: this engine serves every model, one
     /// child at a time, switching).
-    pub peers: Option<Arc<dyn super::room::Peers>>,
+    pub peers: Option<Arc<dyn super::peers::Peers>>,
     /// The turns routed to this engine, waiting or running.
     pub queue: Arc<crate::queue::QueueGauge>,
 }
 
-/// The KV store's view, shared by every resident's engine and the warden.
-pub type SharedStoreView = Arc<std::sync::RwLock<Option<crate::kv_store::StoreView>>>;
+pub use super::kv::SharedStoreView;
 
 /// The engine's whole state, divided by who writes it: the child holder
 /// (`child_holder`: the child and the activity), the brake controller
@@ -104,9 +103,9 @@ pub struct EngineCore {
     /// The model whose load the residents' law admitted, until its child is
     /// published or the load failed (`room`: its reservation is given back).
     pub(crate) admitted: Option<String>,
-    /// A load waiting for room among the residents (`room`), between
+    /// A load waiting for room among the residents (`peers::RoomWait`), between
     /// handlers.
-    pub(crate) room: Option<super::room::RoomWait>,
+    pub(crate) room: Option<super::peers::RoomWait>,
     /// The model this one yields its memory to, and why, once said
     /// (`schedule`).
     pub(crate) yielding: Option<(String, String)>,

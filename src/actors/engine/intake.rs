@@ -48,7 +48,7 @@ pub struct Waiting {
     pub started: bool,
     /// A turn whose child died under it: what it carries to the next
     /// (`resume`); `None` for a new turn.
-    pub carry: Option<Box<super::resume::Carry>>,
+    pub carry: Option<Box<super::carry::Carry>>,
 }
 
 /// What waits, in arrival order.
@@ -108,19 +108,19 @@ pub struct Intake {
     /// Where a turn's relay task reports its end (the engine's own
     /// address, set when the actor starts).
     ends: Option<Recipient<super::relay::TurnRelayed>>,
-    /// Where a load waiting for room is woken (`room::Wake`; the same).
-    wake: Option<Recipient<super::room::Wake>>,
+    /// Where a load waiting for room is woken (`peers::Wake`; the same).
+    wake: Option<Recipient<super::peers::Wake>>,
 }
 
 impl Intake {
     /// Where relay tasks report.
-    pub fn set_ends(&mut self, to: Recipient<super::relay::TurnRelayed>, wake: Recipient<super::room::Wake>) {
+    pub fn set_ends(&mut self, to: Recipient<super::relay::TurnRelayed>, wake: Recipient<super::peers::Wake>) {
         self.ends = Some(to);
         self.wake = Some(wake);
     }
 
     /// Where a waiting load is woken (`None` before the actor started).
-    pub fn wake(&self) -> Option<Recipient<super::room::Wake>> {
+    pub fn wake(&self) -> Option<Recipient<super::peers::Wake>> {
         self.wake.clone()
     }
 

@@ -24,12 +24,27 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::core::{LiveChild, SharedStoreView};
+use super::child_holder::LiveChild;
+use super::slots::SlotHeld;
 use crate::config::WardenConfig;
 use crate::engines::Backend;
 use crate::kv_store::{self, KvStore, SaveRecord};
 use crate::law::kv_keep::{self, Keep};
 use crate::law::kv_save::{self, SLOT_IO_TIMEOUT_S};
+
+/// The KV store's view, shared by every resident's engine and the warden.
+pub type SharedStoreView = std::sync::Arc<std::sync::RwLock<Option<crate::kv_store::StoreView>>>;
+
+/// One model's pool as the KV controller measures and compacts it.
+#[derive(Debug, Clone)]
+pub struct PoolMeter {
+    /// Its child's rates as shown so far.
+    pub meter: crate::law::compact_meter::Meter,
+    /// Conversations the law moved to disk.
+    pub moved: u64,
+    /// Cells those held.
+    pub moved_cells: u64,
+}
 
 /// Why a slot action did not happen. The two are kept apart because they
 /// mean opposite things for the file: a refusal is the child's word that
@@ -52,21 +67,6 @@ impl std::fmt::Display for SlotFailure {
     }
 }
 
-/// Who the live child's slot holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotHeld {
-    /// The conversation's key.
-    pub conversation: String,
-    /// The tokens it holds: the child's count at the last turn's end, else
-    /// an estimate from the request's size.
-    pub tokens: u32,
-    /// Tokens the model generated in the conversation's last turn (the
-    /// child's `predicted_n`): a client may send that answer back otherwise.
-    pub answer_tokens: u32,
-    /// A restore not yet judged: the tokens it put in the slot and the
-    /// answer tokens they end with (`kv_check` judges it after the turn).
-    pub unchecked_restore: Option<(u32, u32)>,
-}
 
 /// How a save went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +89,7 @@ pub(crate) enum Saved {
 pub struct Kv {
     store: Option<KvStore>,
     /// Per model: its rates as measured, and what compaction moved.
-    pub(super) pools: std::collections::HashMap<String, super::compact::PoolMeter>,
+    pub(super) pools: std::collections::HashMap<String, PoolMeter>,
     /// The store as status shows it, refreshed after each change of the
     /// store (not derived at each publish: reading it is a directory scan
     /// and a JSON parse per save, and every handler publishes). One cell

@@ -6,7 +6,8 @@
 //! status (`ps`, `/warden/status`, the dashboard). The KV controller's
 //! (`kv`) reading of a child, through its public face.
 
-use super::core::{Kv, LiveChild};
+use super::child_holder::LiveChild;
+use super::kv::Kv;
 use super::counts::ChildCounts;
 use crate::law::kv_keep::{self, Keep, Reuse};
 use crate::status::KvKeepView;

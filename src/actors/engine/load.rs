@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::core::{EngineCore, LiveChild};
 use super::outbox::Outbox;
-use super::room::{Patience, Room};
+use super::peers::{Patience, Room};
 use crate::catalog::{ModelEntry, ModelFormat};
 use crate::child::client::ChildClient;
 use crate::engines::SpawnPlan;
@@ -22,7 +22,7 @@ use crate::status::WardenEvent;
 pub(crate) enum Loading {
     /// The model's child is live.
     Ready,
-    /// It waits for room among the residents (`room::RoomWait`): the
+    /// It waits for room among the residents (`peers::RoomWait`): the
     /// request goes back to the head of the intake, and the engine is woken
     /// when it may go on.
     Waits,

@@ -12,9 +12,9 @@
 //! the MLX cache over), the `SensorActor` (`BrakeSample`, the idle cadence),
 //! the `IdleTimer` (`Reap`), `Warden` (`Load`, `Unload`, `Shutdown`), the
 //! worker watch (`WorkerCheck`), another resident's engine (`Evict`), the
-//! watcher of a load waiting for room (`room::Wake`). One
+//! watcher of a load waiting for room (`peers::Wake`). One
 //! engine runs per resident model (`warden::residency`); what it asks of
-//! the others goes through `Peers` (`room`). No handler awaits another
+//! the others goes through `Peers` (`peers`; carried out in `room`). No handler awaits another
 //! actor but a load making room, which awaits each idle resident's `Evict`
 //! (no circle: only a resident with no turn routed to it is evicted, and
 //! `Evict` awaits nothing but its own child); the brake reads the sensor's
@@ -35,6 +35,13 @@
 //! | `state::Usage` | the idle clock, turns, the keep-alive, the reaped model, loads and time served | `touch`, `turn_done`, `hold`, `switching_to`, `reaped`, `loaded`, `yielded`, `running` |
 //! | the core | `shut_down`, `admitted` | `shutdown`, `room` |
 //!
+//! No import circle among these files: the types the core and the intake
+//! keep live in leaves that import no behaviour (`carry`, what a turn
+//! carries across children; `peers`, what a load asks of the residency and
+//! keeps while it waits; `slots`, `kv`'s owners; `relay`'s ends), and the
+//! files that act on the core import those, never the reverse
+//! (`tests::no_import_circle`).
+//!
 //! What the core talks through is one value (`Outlets`), as is what it is
 //! wired to (`Wiring`). Every way a child leaves ends in `retire::gone`
 //! (a retirement, or a brake respawn that failed after the old child
@@ -47,6 +54,7 @@
 pub(crate) mod brake;
 mod brake_act;
 mod brake_state;
+mod carry;
 mod child_holder;
 mod compact;
 mod core;
@@ -57,6 +65,7 @@ mod kv;
 mod kv_check;
 mod load;
 pub(crate) mod outbox;
+mod peers;
 mod prefix;
 mod publish;
 mod reap;
@@ -83,10 +92,10 @@ use futures::FutureExt;
 pub use self::core::{EngineCore, Outlets, SharedStoreView, Wiring};
 pub use crate::engines::cpu::workers::workers_link;
 pub use door::{Door, DoorError};
-pub use room::Peers;
+pub use peers::Peers;
 // Nameable where the engine is public (with `testing`).
 #[cfg(feature = "testing")]
-pub use room::Wake;
+pub use peers::Wake;
 pub use supervise::CoreGuard;
 pub use relay::TurnRelayed;
 pub use turn::shutting_down;
@@ -224,10 +233,10 @@ impl Handler<Load> for EngineActor {
     }
 }
 
-impl Handler<room::Wake> for EngineActor {
+impl Handler<peers::Wake> for EngineActor {
     type Result = AtomicResponse<Self, ()>;
 
-    fn handle(&mut self, _msg: room::Wake, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, _msg: peers::Wake, _ctx: &mut Self::Context) -> Self::Result {
         self.atomic(
             |mut core| async move {
                 core.settle().await;
@@ -377,6 +386,69 @@ impl Handler<crate::messages::recover::PanicNextTurn> for EngineActor {
     fn handle(&mut self, _msg: crate::messages::recover::PanicNextTurn, _ctx: &mut Self::Context) {
         if let Some(core) = self.home.borrow_mut().as_mut() {
             core.panic_next_turn = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The files of this folder import each other without a circle: a
+    /// circle would make every file in it depend on every other.
+    #[test]
+    fn no_import_circle() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/actors/engine");
+        let mut files: BTreeMap<String, String> = BTreeMap::new();
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "rs") {
+                let stem = p.file_stem().unwrap().to_string_lossy().to_string();
+                files.insert(stem, std::fs::read_to_string(&p).unwrap());
+            }
+        }
+        let names: BTreeSet<String> = files.keys().cloned().collect();
+        let mut edges: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for (f, text) in &files {
+            let out = edges.entry(f.as_str()).or_default();
+            for piece in text.split("super::").skip(1) {
+                let name: String = piece.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                if let Some(n) = names.get(&name)
+                    && n != f
+                    && f != "mod"
+                {
+                    out.insert(n.as_str());
+                }
+            }
+        }
+        // Depth-first search for a back edge, naming the circle found.
+        fn visit<'a>(
+            v: &'a str,
+            edges: &BTreeMap<&'a str, BTreeSet<&'a str>>,
+            path: &mut Vec<&'a str>,
+            done: &mut BTreeSet<&'a str>,
+        ) -> Option<Vec<&'a str>> {
+            if let Some(i) = path.iter().position(|p| *p == v) {
+                return Some(path[i..].to_vec());
+            }
+            if done.contains(v) {
+                return None;
+            }
+            path.push(v);
+            for w in edges.get(v).into_iter().flatten() {
+                if let Some(c) = visit(w, edges, path, done) {
+                    return Some(c);
+                }
+            }
+            path.pop();
+            done.insert(v);
+            None
+        }
+        let mut done = BTreeSet::new();
+        for v in edges.keys() {
+            if let Some(c) = visit(v, &edges, &mut Vec::new(), &mut done) {
+                panic!("an import circle in actors/engine: {}", c.join(" -> "));
+            }
         }
     }
 }

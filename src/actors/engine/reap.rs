@@ -50,7 +50,7 @@ impl EngineCore {
             return Err(super::turn::shutting_down());
         }
         let entry = self.resolve(id)?;
-        let patience = super::room::Patience {
+        let patience = super::peers::Patience {
             since: arrived,
             at_most: None,
         };

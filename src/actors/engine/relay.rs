@@ -27,8 +27,7 @@ use tokio::time::Instant;
 
 use super::counts::ChildCounts;
 use super::outbox::{Outbox, Refused};
-use super::resume::Carry;
-use super::turn::{Finish, Relayed};
+use super::carry::Carry;
 use crate::catalog::ModelEntry;
 use crate::child::client::ChildClient;
 use crate::engines::cpu::workers::Lost;
@@ -40,6 +39,53 @@ use crate::messages::TurnEvent;
 use crate::queue::QueueTicket;
 use crate::sse::SseParser;
 use crate::status::TurnTimings;
+
+/// What ends a turn, sent after the brake's turn end and its notice.
+#[derive(Debug)]
+pub enum Finish {
+    /// A stream's end: the child's held-back `[DONE]` event, then `Done`.
+    Stream(Option<Bytes>),
+    /// One final event (a whole body, or an error).
+    Event(TurnEvent),
+    /// Nothing (the client is gone).
+    Nothing,
+}
+
+impl Finish {
+    /// Sends what closes the turn (a gone client is no error here).
+    pub(crate) async fn send(self, out: &mut Outbox) {
+        match self {
+            Finish::Event(ev) => {
+                let _ = out.send(ev).await;
+            }
+            Finish::Stream(done) => {
+                if let Some(done) = done {
+                    let _ = out.send(TurnEvent::Chunk(done)).await;
+                }
+                let _ = out.send(TurnEvent::Done).await;
+            }
+            Finish::Nothing => {}
+        }
+    }
+}
+
+/// How a relay ended without an error of the warden's own.
+#[derive(Debug)]
+pub enum Relayed {
+    /// The child finished.
+    Completed {
+        /// What remains to send closes the turn.
+        finish: Finish,
+        /// The child's own counts, when it gave them.
+        counts: Option<super::counts::ChildCounts>,
+        /// How fast it answered (a stream that got events).
+        timings: Option<TurnTimings>,
+    },
+    /// The caller went away; the upstream request was dropped (cancelled).
+    Abandoned,
+    /// The child itself reported an error, which was relayed as it sent it.
+    UpstreamError,
+}
 
 /// How long a broken stream waits for the child's exit before it is called a
 /// transport failure rather than a death (SIGKILL closes the socket first).
@@ -90,7 +136,7 @@ pub(crate) struct Running {
     /// next child gets when this one dies under it (`resume`).
     pub request: Option<crate::messages::TurnRequest>,
     /// What it carries from one child to the next.
-    pub carry: Box<super::resume::Carry>,
+    pub carry: Box<super::carry::Carry>,
 }
 
 /// How a relay ended, as the relay alone can tell; the engine turns the

@@ -1,5 +1,5 @@
 //! A turn whose child died under it goes on on the next child: what
-//! a turn carries across its children (`Carry`), the law's verdict when its
+//! a turn carries across its children (`carry::Carry`), the law's verdict when its
 //! child dies (`law::resume`), and the way back into the intake, at its
 //! head, where the next admission respawns the child and starts it again:
 //! run again when its client had nothing yet, else continued from the text
@@ -8,6 +8,7 @@
 
 use tokio::time::Instant;
 
+use super::carry::{Carry, Pause};
 use super::core::EngineCore;
 use super::intake::{Pending, Waiting};
 use super::relay::Running;
@@ -15,74 +16,10 @@ use crate::error::GenerationError;
 use crate::law::crash::EngineCode;
 use crate::law::resume::{self, Death, Verdict};
 use crate::law::route::Route;
-use crate::law::splice::{self, Dialect, Splice, Transcript};
+use crate::law::splice;
 use crate::law::types::EngineKind;
 use crate::messages::TurnRequest;
-use crate::sse::SseEvent;
 use crate::status::WardenEvent;
-
-/// What a generating turn carries from one child to the next.
-#[derive(Debug, Default)]
-pub(crate) struct Carry {
-    /// Its stream's shape (`None`: a route with none to continue).
-    pub dialect: Option<Dialect>,
-    /// Times it went on after a death.
-    pub resumes: u32,
-    /// What its client was sent before the last joint.
-    pub transcript: Transcript,
-    /// The joint of this child's stream to that (a continuation).
-    pub splice: Option<Splice>,
-    /// Its last child's death, while it waits for the next.
-    pub pause: Option<Pause>,
-    /// The next admission continues (else it runs again).
-    pub continuing: bool,
-    /// Tokens its client already had, counted once on the new child.
-    pub produced: Option<u64>,
-    /// What the next child says again before its own text
-    /// (`splice::continuation`).
-    pub echo: Option<String>,
-}
-
-/// A turn's last child's death.
-#[derive(Debug, Clone)]
-pub(crate) struct Pause {
-    /// When (the pause runs from there to the next child's first event).
-    pub at: Instant,
-    /// The child's pid.
-    pub pid: u32,
-    /// How it ended: the turn's error code (`child_killed`, `worker_lost`).
-    pub code: String,
-}
-
-impl Carry {
-    /// A new turn's, on `route`.
-    pub fn new(route: Route) -> Self {
-        Self {
-            dialect: Dialect::of(route),
-            ..Self::default()
-        }
-    }
-
-    /// The events a streamed event of the child's becomes for the client:
-    /// through the joint on a continuation; as it is otherwise, read into
-    /// the transcript (the stream's held-back last event is not sent yet).
-    pub fn outgoing(&mut self, ev: &SseEvent, last: bool) -> Vec<bytes::Bytes> {
-        if let Some(s) = self.splice.as_mut() {
-            return s.pass(ev.event.as_deref(), &ev.data, &ev.raw);
-        }
-        if !last && let Some(d) = self.dialect {
-            self.transcript.read(d, ev.event.as_deref(), &ev.data);
-        }
-        vec![ev.raw.clone()]
-    }
-
-    /// What its client has now, across every joint.
-    fn sent(&self) -> Transcript {
-        self.splice
-            .as_ref()
-            .map_or_else(|| self.transcript.clone(), Splice::transcript)
-    }
-}
 
 /// How a turn's error says its child ended, when it is a death.
 fn death(e: &GenerationError) -> Option<Death> {

@@ -1,5 +1,5 @@
 //! The live child's slots as the warden keeps them: for each slot,
-//! the conversation whose cells it holds and how many (`kv::SlotHeld`), the
+//! the conversation whose cells it holds and how many (`SlotHeld`), the
 //! turn running on it and what that turn reserved of the one KV pool, and
 //! when it was last used. `law::slots` decides from this table (which slot
 //! a turn takes, whether it may start, which idle conversations go to
@@ -8,9 +8,24 @@
 
 use tokio::time::Instant;
 
-use super::kv::SlotHeld;
 use crate::law::slots::SlotView;
 use crate::status::SlotStatus;
+
+/// Who the live child's slot holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotHeld {
+    /// The conversation's key.
+    pub conversation: String,
+    /// The tokens it holds: the child's count at the last turn's end, else
+    /// an estimate from the request's size.
+    pub tokens: u32,
+    /// Tokens the model generated in the conversation's last turn (the
+    /// child's `predicted_n`): a client may send that answer back otherwise.
+    pub answer_tokens: u32,
+    /// A restore not yet judged: the tokens it put in the slot and the
+    /// answer tokens they end with (`kv_check` judges it after the turn).
+    pub unchecked_restore: Option<(u32, u32)>,
+}
 
 /// A turn running on a slot.
 #[derive(Debug, Clone)]

@@ -28,64 +28,17 @@ use std::sync::Arc;
 use super::core::EngineCore;
 use super::intake::{Pending, Waiting};
 use super::load::Loading;
-use super::room::Patience;
+use super::peers::Patience;
 use super::outbox::Outbox;
 use super::relay::{RelayJob, RelayLine, Running};
-use super::resume::Carry;
+use super::carry::Carry;
 use crate::law::splice::Splice;
 use crate::catalog::ModelEntry;
 use crate::error::WardenError;
 use crate::law::brake::Point;
 use crate::law::slots::{self, Admit, Pool};
 use crate::messages::{Generate, Notice, TurnEvent, TurnOptions};
-use crate::status::{TurnOutcome, TurnTimings, WardenEvent};
-
-/// What ends a turn, sent after the brake's turn end and its notice.
-#[derive(Debug)]
-pub enum Finish {
-    /// A stream's end: the child's held-back `[DONE]` event, then `Done`.
-    Stream(Option<Bytes>),
-    /// One final event (a whole body, or an error).
-    Event(TurnEvent),
-    /// Nothing (the client is gone).
-    Nothing,
-}
-
-impl Finish {
-    /// Sends what closes the turn (a gone client is no error here).
-    pub(crate) async fn send(self, out: &mut Outbox) {
-        match self {
-            Finish::Event(ev) => {
-                let _ = out.send(ev).await;
-            }
-            Finish::Stream(done) => {
-                if let Some(done) = done {
-                    let _ = out.send(TurnEvent::Chunk(done)).await;
-                }
-                let _ = out.send(TurnEvent::Done).await;
-            }
-            Finish::Nothing => {}
-        }
-    }
-}
-
-/// How a relay ended without an error of the warden's own.
-#[derive(Debug)]
-pub enum Relayed {
-    /// The child finished.
-    Completed {
-        /// What remains to send closes the turn.
-        finish: Finish,
-        /// The child's own counts, when it gave them.
-        counts: Option<super::counts::ChildCounts>,
-        /// How fast it answered (a stream that got events).
-        timings: Option<TurnTimings>,
-    },
-    /// The caller went away; the upstream request was dropped (cancelled).
-    Abandoned,
-    /// The child itself reported an error, which was relayed as it sent it.
-    UpstreamError,
-}
+use crate::status::{TurnOutcome, WardenEvent};
 
 /// An admission's result.
 enum Admission {

@@ -12,7 +12,7 @@ use super::core::EngineCore;
 use super::intake::Waiting;
 use super::outbox::Outbox;
 use super::relay::{DEATH_GRACE, RelayEnd, Running, TurnRelayed};
-use super::turn::{Finish, Relayed};
+use super::relay::{Finish, Relayed};
 use crate::error::{GenerationError, WardenError};
 use crate::law::brake::Point;
 use crate::law::keep_alive::{self, KeepAlive};
