@@ -18,6 +18,9 @@ pub enum Mutant {
     EvictRefusalOff,
     /// A load's reservation is never given back once its child is up.
     ReservationKept,
+    /// The slots' law forgets the idle conversations' cells: a turn is
+    /// admitted into a pool they fill.
+    PoolOvercommit,
 }
 
 thread_local! {

@@ -239,7 +239,14 @@ pub fn admit(pool: Pool, slots: &[SlotView], slot: usize, prompt: u32, requested
         .filter(|(i, s)| *i != slot && !s.busy && s.tokens > 0)
         .collect();
     idle.sort_by_key(|(_, s)| s.used);
-    let free = |idle_left: u64| u64::from(w).saturating_sub(held_busy + idle_left + u64::from(prompt));
+    #[cfg(test)]
+    let idle_counted = !crate::law::mutant::is(crate::law::mutant::Mutant::PoolOvercommit);
+    #[cfg(not(test))]
+    let idle_counted = true;
+    let free = |idle_left: u64| {
+        let idle_left = if idle_counted { idle_left } else { 0 };
+        u64::from(w).saturating_sub(held_busy + idle_left + u64::from(prompt))
+    };
     let mut left: u64 = idle.iter().map(|(_, s)| u64::from(s.tokens)).sum();
     let mut evict = Vec::new();
     for (i, s) in &idle {

@@ -15,11 +15,18 @@
 //! reload; a turn routed to a resident between the decision to evict it and
 //! the eviction. Each engine's part is the order `actors::engine` keeps
 //! (`room`: a load's step, its evictions, its wait; `schedule`: a holder's
-//! yield at a turn's admission; `turn`: arrival order, the slots): what
+//! yield at a turn's admission; `turn`: arrival order, the slot the law
+//! picks and admits, idle conversations cleared first; a turn's end frees
+//! its slot, which keeps its conversation): what
 //! decides is the machine and the law, called exactly as the engines call
 //! them.
 //!
 //! Invariants, after every step:
+//! - a model's pool (its child's slots over the shared window, the real
+//!   `actors::engine::slots::Slots` under `law::slots`) never holds more
+//!   idle and reserved cells than its window, never gives a slot to two
+//!   turns, never clears a slot a turn runs on, and every turn that
+//!   started ends on its slot;
 //! - the memory the law admitted (footprints and reservations) never
 //!   exceeds its budget while two models or more hold memory, and never
 //!   more models than the count cap;
@@ -42,10 +49,12 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, refuses_eviction};
+use crate::actors::engine::slots::{SlotHeld, Slots};
 use crate::law::brake::{BrakeState, Level, Point, Readings, WindowFacts};
 use crate::law::mutant::{self, Mutant};
 use crate::law::residents::{Memory, ModelKind, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
 use crate::law::schedule::{self, Holder, Policy};
+use crate::law::slots::{self as pool_law, Admit, Pool};
 use crate::law::window::{COMPUTE_INTERCEPT_BYTES, CPU_RAM_FRACTION};
 
 const MIB: u64 = 1 << 20;
@@ -90,6 +99,8 @@ struct Spec {
     pinned: bool,
     weight: f64,
     slots: usize,
+    /// Its child's window: the shared pool's cells.
+    window: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +122,8 @@ struct Engine {
     last_used: u64,
     /// No turn has started since its child came up.
     fresh: bool,
+    /// Its child's slots over the shared pool (`actors::engine::slots`).
+    pool: Slots,
     /// Turns running, and when each ends.
     running: Vec<(usize, u64)>,
     /// Turns routed here, waiting, in arrival order.
@@ -173,6 +186,13 @@ struct Turn {
     arrived: u64,
     /// Its place in its model's arrival order (set as it arrives).
     seq: u64,
+    /// Its conversation (a client's conversations return).
+    conversation: String,
+    /// Its prompt, tokens, and the answer bound it asked (`max_tokens`).
+    prompt: u32,
+    requested: Option<u32>,
+    /// The answer it gets, tokens (at most its bound).
+    answer: u32,
     len_ms: u64,
     gone_at: Option<u64>,
     started: bool,
@@ -211,6 +231,8 @@ struct World {
     arrivals: u64,
     trace: VecDeque<String>,
     full_trace: bool,
+    /// The pool's clock's origin (`Slots` keeps `Instant`s).
+    clock: tokio::time::Instant,
 }
 
 type Verdict = Result<(), String>;
@@ -239,7 +261,9 @@ impl World {
                     pinned: pins_on && rng.chance(300),
                     weight: if rng.chance(200) { 2.0 } else { 1.0 },
                     slots: rng.range(1, 4) as usize,
+                    window: rng.range(2, 16) as u32 * 1024,
                 },
+                pool: Slots::new(1),
                 child: Child::Cold,
                 footprint: 0,
                 reserved: 0,
@@ -280,6 +304,7 @@ impl World {
             engines,
             trace: VecDeque::new(),
             full_trace,
+            clock: tokio::time::Instant::now(),
         };
         if w.rng.chance(300) {
             w.max_resident = Some(w.rng.range(1, n as u64) as usize);
@@ -330,6 +355,10 @@ impl World {
             arrived: at,
             len_ms: self.rng.range(50, 4_000),
             seq: 0,
+            conversation: format!("m{m}-c{}", self.rng.range(0, 5)),
+            prompt: self.rng.range(20, 1_500) as u32,
+            requested: self.rng.chance(500).then(|| self.rng.range(1, 2_000) as u32),
+            answer: self.rng.range(1, 2_000) as u32,
             gone_at,
             started: false,
             ended: None,
@@ -456,6 +485,7 @@ impl World {
                     let e = &mut self.engines[m];
                     e.child = Child::Cold;
                     e.footprint = 0;
+                    e.pool = Slots::new(1);
                     self.say(format!("m{m}'s child dies"));
                 }
             }
@@ -488,6 +518,7 @@ impl World {
             self.engines[m].running.retain(|(_, end)| *end > now);
             for t in ended {
                 self.engines[m].last_used = now;
+                self.release(m, t)?;
                 self.end(t, End::Answered)?;
             }
             if let Child::Loading { done_at } = self.engines[m].child
@@ -495,6 +526,7 @@ impl World {
             {
                 let e = &mut self.engines[m];
                 e.child = Child::Up;
+                e.pool = Slots::new(e.spec.slots as u32);
                 e.footprint = e.reserved;
                 if !mutant::is(Mutant::ReservationKept) {
                     e.reserved = 0;
@@ -605,14 +637,16 @@ impl World {
             return Ok(false);
         }
         let mut changed = false;
-        while self.engines[m].running.len() < self.engines[m].spec.slots {
-            let Some(t) = self.engines[m].queue.pop_front() else {
-                break;
-            };
+        while let Some(&t) = self.engines[m].queue.front() {
             if self.turns[t].gone_at.is_some_and(|g| g <= now) {
+                self.engines[m].queue.pop_front();
                 self.end(t, End::Skipped)?;
                 continue;
             }
+            if !self.seat(m, t)? {
+                break;
+            }
+            self.engines[m].queue.pop_front();
             let seq = self.turns[t].seq;
             if self.starts[m].is_some_and(|last| last > seq) {
                 return Err(format!(
@@ -629,6 +663,78 @@ impl World {
             changed = true;
         }
         Ok(changed)
+    }
+
+    /// `turn::seat` and `admit_generation` on the live child's pool: the
+    /// slot the law picks and its admission there (idle conversations in
+    /// the way go to disk first); `false` when the turn must wait.
+    fn seat(&mut self, m: usize, t: usize) -> Result<bool, String> {
+        let (window, n) = (self.engines[m].spec.window, self.engines[m].spec.slots as u32);
+        let turn = self.turns[t].clone();
+        let prompt = turn.prompt.min(window / 2);
+        let e = &mut self.engines[m];
+        let views = e.pool.views(None);
+        let Some(slot) = pool_law::pick(&views, Some(&turn.conversation), prompt) else {
+            return Ok(false);
+        };
+        let pool = Pool { window, slots: n };
+        let Admit::Run { bound, reserve, evict } = pool_law::admit(pool, &views, slot, prompt, turn.requested) else {
+            return Ok(false);
+        };
+        for i in evict {
+            if e.pool.get(i).busy.is_some() {
+                return Err(format!("m{m}'s pool law clears slot {i} with a turn running on it"));
+            }
+            // Saved, then erased (`kv::evict`).
+            let s = e.pool.get_mut(i);
+            s.held = None;
+            s.anonymous_tokens = 0;
+        }
+        if e.pool.get(slot).busy.is_some() {
+            return Err(format!(
+                "m{m}'s slot {slot} is given to turn {t} while another runs on it"
+            ));
+        }
+        // The slot changes hands (`kv::claim`): the turn's conversation,
+        // about its prompt until its answer is counted.
+        let s = e.pool.get_mut(slot);
+        s.held = Some(SlotHeld {
+            conversation: turn.conversation.clone(),
+            tokens: prompt,
+            answer_tokens: 0,
+            unchecked_restore: None,
+        });
+        s.anonymous_tokens = 0;
+        e.pool.start(slot, t as u64, reserve, bound, None);
+        let (idle, busy) = e.pool.cells();
+        if u64::from(idle) + u64::from(busy) > u64::from(window) {
+            return Err(format!(
+                "m{m}'s pool holds {idle} idle and {busy} reserved cells, over its window of {window}"
+            ));
+        }
+        if bound == 0 || reserve > window {
+            return Err(format!(
+                "m{m}'s turn {t} admitted with bound {bound}, reserve {reserve} of {window}"
+            ));
+        }
+        Ok(true)
+    }
+
+    /// Turn `t`'s slot on `m` is freed at its end; the slot keeps its
+    /// conversation: its prompt and its answer (`kv_check::counted`).
+    fn release(&mut self, m: usize, t: usize) -> Verdict {
+        let at = self.clock + Duration::from_millis(self.now);
+        let answer = self.turns[t].answer;
+        let e = &mut self.engines[m];
+        let Some((slot, busy)) = e.pool.end(t as u64, at) else {
+            return Err(format!("m{m}'s turn {t} ended on no slot"));
+        };
+        let answer = answer.min(busy.bound);
+        if let Some(h) = e.pool.get_mut(slot).held.as_mut() {
+            h.tokens = h.tokens.saturating_add(answer).min(busy.reserved);
+            h.answer_tokens = answer;
+        }
+        Ok(())
     }
 
     /// `room::room_step`: the arbiter's step for this engine's load, then
@@ -985,6 +1091,7 @@ fn a_broken_rule_is_caught() {
         Mutant::BrakeInFlight,
         Mutant::EvictRefusalOff,
         Mutant::ReservationKept,
+        Mutant::PoolOvercommit,
     ] {
         let Some((seed, e)) = first_failure(SCHEDULES_DEFAULT, Some(m)) else {
             panic!("{m:?}: no schedule of {SCHEDULES_DEFAULT} caught it");

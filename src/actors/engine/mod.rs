@@ -74,7 +74,7 @@ mod schedule;
 pub(crate) mod relay;
 mod resume;
 pub(crate) mod retire;
-mod slots;
+pub(crate) mod slots;
 mod spawn;
 mod state;
 mod supervise;
