@@ -41,7 +41,13 @@ pub(super) fn invalid(code: &str, msg: impl Into<String>, param: &str) -> ApiErr
 
 /// Parses and validates a request body.
 pub fn chat_request(bytes: &[u8]) -> Result<ChatRequest, ApiError> {
-    let mut body = json_object(bytes)?;
+    chat_request_of(json_object(bytes)?)
+}
+
+/// As `chat_request`, over a body already read into a JSON object (a
+/// dialect that translated its own body: read once, never written out
+/// and read again).
+pub fn chat_request_of(mut body: Map<String, Value>) -> Result<ChatRequest, ApiError> {
     let model = model_field(&mut body)?;
     let stream = stream_field(&body)?;
     let keep_alive = super::validate_text::keep_alive_field(&mut body)?;

@@ -33,7 +33,14 @@ pub struct TextRequest {
 
 /// Parses and validates a body for `route` (not chat: see `validate`).
 pub fn text_request(route: Route, bytes: &[u8]) -> Result<TextRequest, ApiError> {
-    let mut body = json_object(bytes)?;
+    text_request_of(route, json_object(bytes)?)
+}
+
+/// As `text_request`, over a body already read into a JSON object.
+pub fn text_request_of(
+    route: Route,
+    mut body: serde_json::Map<String, serde_json::Value>,
+) -> Result<TextRequest, ApiError> {
     let model = model_field(&mut body)?;
     let keep_alive = keep_alive_field(&mut body)?;
     let stream = match route {

@@ -35,8 +35,8 @@ use crate::error::ApiError;
 use crate::error::WardenError;
 use crate::http::body::read_body;
 use crate::http::reply::{Wire, respond_in};
-use crate::http::validate::{chat_request, json_object, model_name, violation};
-use crate::http::validate_text::{keep_alive, keep_alive_value, text_request};
+use crate::http::validate::{chat_request_of, json_object, model_name, violation};
+use crate::http::validate_text::{keep_alive, keep_alive_value, text_request_of};
 use crate::law::keep_alive::KeepAlive;
 use crate::law::route::Route;
 use crate::messages::TurnOptions;
@@ -96,8 +96,9 @@ async fn turn(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
     if asked.translated.load_only {
         return load_only(warden, api, asked, started).await;
     }
-    let t = asked.translated;
-    let (route, body, conversation, options) = match checked(&t, asked.caps) {
+    let mut t = asked.translated;
+    let translated = std::mem::take(&mut t.body);
+    let (route, body, conversation, options) = match checked(t.target, translated, asked.caps) {
         Ok(c) => c,
         Err(e) => return refused(warden, route, &e),
     };
@@ -119,10 +120,13 @@ type Checked = (Route, Map<String, Value>, Option<String>, TurnOptions);
 /// The translated body through the rules of the route it takes, and what
 /// it asks of its model (`model`, or the default): images need a projector
 /// that reads them, a suffix fill-in-the-middle tokens.
-fn checked(t: &Translated, caps: Option<(String, crate::capabilities::Capabilities)>) -> Result<Checked, ApiError> {
-    let bytes = serde_json::to_vec(&t.body).expect("a JSON map serializes");
-    if t.target == Target::Chat {
-        let r = chat_request(&bytes)?;
+fn checked(
+    target: Target,
+    body: Map<String, Value>,
+    caps: Option<(String, crate::capabilities::Capabilities)>,
+) -> Result<Checked, ApiError> {
+    if target == Target::Chat {
+        let r = chat_request_of(body)?;
         if let Some((id, caps)) = caps
             && let Some(v) = r.needs.unmet(caps, &id)
         {
@@ -130,7 +134,7 @@ fn checked(t: &Translated, caps: Option<(String, crate::capabilities::Capabiliti
         }
         return Ok((Route::Chat, r.body, Some(r.conversation), r.options));
     }
-    let route = if t.target == Target::Infill {
+    let route = if target == Target::Infill {
         Route::Infill
     } else {
         Route::Completions
@@ -141,7 +145,7 @@ fn checked(t: &Translated, caps: Option<(String, crate::capabilities::Capabiliti
     {
         return Err(crate::http::text::no_fim(&id));
     }
-    let r = text_request(route, &bytes)?;
+    let r = text_request_of(route, body)?;
     let options = TurnOptions {
         announce_idle_reload: false,
         stateful: true,
