@@ -21,6 +21,9 @@ pub enum Mutant {
     /// The slots' law forgets the idle conversations' cells: a turn is
     /// admitted into a pool they fill.
     PoolOvercommit,
+    /// A waiting load is not woken when a resident's turn ends or it
+    /// leaves (only by the line, its deadline or a message).
+    LostWake,
 }
 
 thread_local! {

@@ -141,6 +141,11 @@ pub struct PlaceView {
 /// whom it waits on, and who lets whom go first.
 pub type LineKey = (Vec<(String, Vec<String>)>, Vec<(String, String)>);
 
+/// Everything a load's step reads: the residents as the law sees them and
+/// the line. A waiting load is woken when it changes (`wake_key`), not at
+/// every status a resident publishes: its own engine publishes too.
+pub type WakeKey = (Vec<Resident>, LineKey);
+
 /// The machine.
 #[derive(Debug, Default)]
 pub struct Arbiter {
@@ -439,8 +444,17 @@ impl Arbiter {
             .collect()
     }
 
+    /// What a waiting load's wake depends on, beside `residents`.
+    pub fn wake_key(&self, residents: Vec<Resident>) -> WakeKey {
+        #[cfg(test)]
+        if crate::law::mutant::is(crate::law::mutant::Mutant::LostWake) {
+            return (Vec::new(), self.key());
+        }
+        (residents, self.key())
+    }
+
     /// What a waiting load's wake depends on in the line.
-    pub fn key(&self) -> LineKey {
+    fn key(&self) -> LineKey {
         let places = self.places.iter().map(|p| (p.model.clone(), p.on.clone())).collect();
         let behind = self.behind.iter().map(|(a, b)| (a.clone(), b.clone())).collect();
         (places, behind)

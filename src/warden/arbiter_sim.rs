@@ -35,6 +35,11 @@
 //!   evicted with a turn running or routed;
 //! - a model's turns start in their arrival order, each turn ends exactly
 //!   once, with an outcome the law allows for what happened;
+//! - a waiting load decides again only when something wakes it, as
+//!   `peers::Wake` does (what its step reads changed: `Arbiter::wake_key`,
+//!   the key the residency wakes on; its deadline or grace; a message to
+//!   its engine): a wake that is never sent shows as a load waiting past
+//!   the starvation bound;
 //! - a request waiting for room is served or refused by its own deadline
 //!   (its arrival and the load timeout), never before; with no pinned
 //!   model, under the weighed scheduler, no model's load waits longer than
@@ -48,7 +53,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, refuses_eviction};
+use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, WakeKey, refuses_eviction};
 use crate::actors::engine::slots::{SlotHeld, Slots};
 use crate::law::brake::{BrakeState, Level, Point, Readings, WindowFacts};
 use crate::law::mutant::{self, Mutant};
@@ -132,6 +137,11 @@ struct Engine {
     wait_began: Option<u64>,
     /// When the waiting load decides again at the latest (a grace's end).
     wake_at: Option<u64>,
+    /// What its load's last step read (`arbiter::WakeKey`): it decides
+    /// again only when that changed, as `peers::Wake` wakes it, or when a
+    /// message reaches its engine (`poked`).
+    seen: Option<WakeKey>,
+    poked: bool,
 }
 
 impl Engine {
@@ -274,6 +284,8 @@ impl World {
                 queue: VecDeque::new(),
                 wait_began: None,
                 wake_at: None,
+                seen: None,
+                poked: false,
             });
         }
         let policy = if rng.chance(850) {
@@ -575,6 +587,8 @@ impl World {
             }
             self.engines[m].queue.pop_front();
             self.end(head, End::Skipped)?;
+            // The head's client left: its watcher wakes the engine.
+            self.engines[m].poked = true;
             changed = true;
         }
         match self.engines[m].child {
@@ -591,6 +605,22 @@ impl World {
                     }
                     return Ok(changed);
                 }
+                // A waiting load decides again only when woken: what its
+                // step reads changed, its deadline or grace came, or a
+                // message reached its engine. A lost wake shows as a load
+                // waiting past the starvation bound.
+                let key = self.wake_key();
+                let e = &self.engines[m];
+                let woken = e.wait_began.is_none()
+                    || e.poked
+                    || e.wake_at.is_some_and(|w| self.now >= w)
+                    || e.seen.as_ref() != Some(&key);
+                if !woken {
+                    return Ok(changed);
+                }
+                let e = &mut self.engines[m];
+                e.poked = false;
+                e.seen = Some(key);
                 Ok(self.room_step(m)? || changed)
             }
         }
@@ -854,6 +884,20 @@ impl World {
         self.turns[i].seq = self.arrivals;
         let m = self.turns[i].model;
         self.engines[m].queue.push_back(i);
+        // A `Generate` reaches the engine: its handler settles.
+        self.engines[m].poked = true;
+    }
+
+    /// What a waiting load's step reads now (`warden::residency` computes
+    /// the same from the published statuses).
+    fn wake_key(&self) -> WakeKey {
+        let residents = self
+            .engines
+            .iter()
+            .filter(|e| e.holds_memory())
+            .map(Engine::resident)
+            .collect();
+        self.arbiter.wake_key(residents)
     }
 
     /// Every engine holding memory but `but`, as the residency reads them.
@@ -1092,6 +1136,7 @@ fn a_broken_rule_is_caught() {
         Mutant::EvictRefusalOff,
         Mutant::ReservationKept,
         Mutant::PoolOvercommit,
+        Mutant::LostWake,
     ] {
         let Some((seed, e)) = first_failure(SCHEDULES_DEFAULT, Some(m)) else {
             panic!("{m:?}: no schedule of {SCHEDULES_DEFAULT} caught it");

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use actix::prelude::*;
 use tokio::sync::watch;
 
-use super::arbiter::{Arbiter, LineKey, LoadAsk, LoadStep, Seat};
+use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, WakeKey};
 use crate::actors::engine::{Door, Peers, SharedStoreView};
 use crate::actors::{EngineActor, IdleTimer, PrefixCacheActor};
 use crate::law::brake::{BrakeState, WindowFacts};
@@ -172,7 +172,7 @@ pub(crate) struct Residency {
 /// What the admission, the eviction and the line read of the residents:
 /// the residents as the law sees them, each waiting load and the residents
 /// it waits on, and who lets whom go first.
-type RoomKey = (Vec<Resident>, LineKey);
+type RoomKey = WakeKey;
 
 impl Residency {
     pub fn new(default_model: Option<String>, max_resident: Option<usize>, kv_view: SharedStoreView) -> Arc<Self> {
@@ -348,7 +348,7 @@ impl Residency {
                 s.as_resident(&st)
             })
             .collect();
-        let key = (residents, self.arbiter().key());
+        let key = self.arbiter().wake_key(residents);
         let mut last = self.room_key.lock().unwrap_or_else(|p| p.into_inner());
         if last.as_ref() != Some(&key) {
             *last = Some(key);
