@@ -4,11 +4,15 @@
 //! work), and the map from model to engine that routes a turn. Turns for
 //! different models run at once, each engine on its own arbiter.
 //!
-//! The residents' law (`law::residents`) is asked by the engine that loads
-//! (`actors::engine::room`), through `Peers`, which this answers from each
-//! engine's published status and queue: no mailbox is asked, and the one
-//! lock (`admitting`) is held for the law's arithmetic only, so that each
-//! admission sees the reservation of the one before it. (ARCHITECTURE.md
+//! Every decision between residents is the arbiter's (`warden::arbiter`, a
+//! machine with no I/O), asked by the engine that loads
+//! (`actors::engine::room`) or admits a turn (`schedule`) through `Peers`,
+//! which this answers from each engine's published status and queue (as
+//! `arbiter::Seat`s): no mailbox is asked, and the one lock (the
+//! arbiter's) is held for its arithmetic only, so that each admission sees
+//! the reservation of the one before it. A waiting load is woken when what
+//! the arbiter reads changes (`touch_room`, over `Arbiter::wake_key`), not
+//! at every status an engine publishes. (ARCHITECTURE.md
 //! drew a residency actor; its every decision is a pure function over
 //! published state that awaits nothing, so an actor would only add a hop
 //! to every turn's route and an await to every load.)

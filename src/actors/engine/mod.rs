@@ -33,7 +33,7 @@
 //! | `brake_state::Brake` | the sensor view, the live brake state, the last reading and action, the carry, the window memory | its methods: `read`, `take_sample`, `llama_step`/`mlx_step`, `respawned`, `bounded`, `record_unload`, `seed`, `started`, `child_gone`, ... |
 //! | `kv::Kv` | the KV store and the status's view of it; each model's pool meter and what compaction moved (`compact`) | `save`, `claim`, `evict`, `compact`, `turn_counted` (and the child's `SlotHeld`, with `kv_check::counted`) |
 //! | `state::Usage` | the idle clock, turns, the keep-alive, the reaped model, loads and time served | `touch`, `turn_done`, `hold`, `switching_to`, `reaped`, `loaded`, `yielded`, `running` |
-//! | the core | `shut_down`, `admitted` | `shutdown`, `room` |
+//! | the core | `shut_down`, `admitted`, `room` (a load waiting for room: `peers::RoomWait`) | `shutdown`, `room` |
 //!
 //! No import circle among these files: the types the core and the intake
 //! keep live in leaves that import no behaviour (`carry`, what a turn
