@@ -166,13 +166,7 @@ impl Engine {
             pinned: self.spec.pinned,
             reload_ms: self.spec.load_ms,
             queued: (self.queue.len() + self.running.len()) as u32,
-            window: WindowFacts {
-                allocated: 0,
-                kv_per_token: 0,
-                ram_bytes: 0,
-                uncapped: 0,
-                pinned: false,
-            },
+            window: WindowFacts::default(),
             brake: BrakeState::default(),
         }
     }

@@ -111,10 +111,7 @@ impl EngineHandle {
             queued: self.queue.depth() as u32,
             window: WindowFacts {
                 allocated: s.context_tokens.unwrap_or(0),
-                kv_per_token: 0,
-                ram_bytes: 0,
-                uncapped: 0,
-                pinned: false,
+                ..WindowFacts::default()
             },
             brake: BrakeState::default(),
         })
@@ -341,17 +338,7 @@ impl Residency {
 
     /// Wakes the waiting loads when what the residents' law reads changed.
     fn touch_room(&self) {
-        let residents = self
-            .engines()
-            .iter()
-            .filter_map(|s| {
-                let st = s.status.borrow();
-                if !s.resident(&st) {
-                    return None;
-                }
-                s.as_resident(&st)
-            })
-            .collect();
+        let residents = self.each_resident(|_, r| Some(r));
         let key = self.arbiter().wake_key(residents);
         let mut last = self.room_key.lock().unwrap_or_else(|p| p.into_inner());
         if last.as_ref() != Some(&key) {
@@ -375,8 +362,9 @@ impl Residency {
             .collect()
     }
 
-    /// Every resident but `me`, as the law sees them.
-    fn others(&self, me: &str) -> Vec<Resident> {
+    /// `f` over every engine holding memory, with its status and the
+    /// resident the law sees (reservations included).
+    fn each_resident<T>(&self, f: impl Fn(&EngineStatus, Resident) -> Option<T>) -> Vec<T> {
         self.engines()
             .iter()
             .filter_map(|s| {
@@ -384,9 +372,14 @@ impl Residency {
                 if !s.resident(&st) {
                     return None;
                 }
-                s.as_resident(&st).filter(|r| r.model != me)
+                f(&st, s.as_resident(&st)?)
             })
             .collect()
+    }
+
+    /// Every resident but `me`, as the law sees them.
+    fn others(&self, me: &str) -> Vec<Resident> {
+        self.each_resident(|_, r| (r.model != me).then_some(r))
     }
 
     /// Every resident but `me`, as the arbiter weighs them.
@@ -394,22 +387,14 @@ impl Residency {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        self.engines()
-            .iter()
-            .filter_map(|s| {
-                let st = s.status.borrow();
-                if !s.resident(&st) {
-                    return None;
-                }
-                let resident = s.as_resident(&st).filter(|r| r.model != me)?;
-                Some(Seat {
-                    resident,
-                    weight: st.weight,
-                    resident_ms: now.saturating_sub(st.loaded_since.unwrap_or(now)),
-                    idle_ms: now.saturating_sub(st.last_used.or(st.loaded_since).unwrap_or(0)),
-                })
+        self.each_resident(|st, resident| {
+            (resident.model != me).then(|| Seat {
+                resident,
+                weight: st.weight,
+                resident_ms: now.saturating_sub(st.loaded_since.unwrap_or(now)),
+                idle_ms: now.saturating_sub(st.last_used.or(st.loaded_since).unwrap_or(0)),
             })
-            .collect()
+        })
     }
 
     /// The turns routed to `model`'s engine, waiting or running.

@@ -151,8 +151,9 @@ pub struct Readings {
     pub footprint_bytes: Option<u64>,
 }
 
-/// What the law knows of the live child's window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the law knows of the live child's window (`Default`: nothing,
+/// as the residents' law sees a resident other than the one sampled).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WindowFacts {
     /// The allocated window.
     pub allocated: u32,
