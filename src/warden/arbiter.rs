@@ -309,7 +309,8 @@ impl Arbiter {
     /// Whether `holder`, about to start a turn, yields to a load waiting on
     /// it: the model it yields to and why. Every waiter's decision is kept
     /// for the status. `queued` says the turns waiting for each model;
-    /// `all` is every resident, the holder among them.
+    /// `all` gives every resident, the holder among them (read only when a
+    /// load waits on the holder: this runs at every turn's admission).
     ///
     /// A waiter that would not fit even if every resident it waits on that
     /// may leave did (a pinned one holds what it needs) is not yielded to:
@@ -319,18 +320,23 @@ impl Arbiter {
     pub fn holder_step(
         &mut self,
         holder: &Holder,
-        all: &[Seat],
+        all: impl FnOnce() -> Vec<Seat>,
         queued: impl Fn(&str) -> u32,
         policy: Policy,
         limit: Duration,
         now_ms: u64,
     ) -> Option<(String, Next)> {
         let mut yes: Vec<(u64, Waiter, Next)> = Vec::new();
+        let (mut all, mut seats) = (Some(all), Vec::new());
         for p in self
             .places
             .iter_mut()
             .filter(|p| p.model != holder.model && p.on.contains(&holder.model))
         {
+            if let Some(read) = all.take() {
+                seats = read();
+            }
+            let all = &seats;
             if !fits_once_they_leave(&p.ask, &p.on, all) {
                 let pinned: Vec<&str> = all
                     .iter()
@@ -392,6 +398,14 @@ impl Arbiter {
     /// A load took `ms`, ending at `now_ms`: the time every model spent
     /// loading over the last `law::schedule::THRASH_WINDOW_MS`, ms.
     pub fn loaded(&mut self, ms: u64, now_ms: u64) -> u64 {
+        // Loads older than the window are forgotten here, where they grow.
+        while self
+            .loads
+            .front()
+            .is_some_and(|(at, _)| now_ms.saturating_sub(*at) > schedule::THRASH_WINDOW_MS)
+        {
+            self.loads.pop_front();
+        }
         self.loads.push_back((now_ms, ms));
         self.loading_ms(now_ms).1
     }
@@ -408,17 +422,6 @@ impl Arbiter {
             .iter()
             .filter(|(at, _)| now_ms.saturating_sub(*at) <= schedule::THRASH_WINDOW_MS);
         recent.fold((0, 0), |(n, sum), (_, ms)| (n + 1, sum + ms))
-    }
-
-    /// Forgets loads older than the thrash window.
-    pub fn prune(&mut self, now_ms: u64) {
-        while self
-            .loads
-            .front()
-            .is_some_and(|(at, _)| now_ms.saturating_sub(*at) > schedule::THRASH_WINDOW_MS)
-        {
-            self.loads.pop_front();
-        }
     }
 
     /// The line, longest weighted wait first.
@@ -454,7 +457,7 @@ impl Arbiter {
     }
 
     /// What a waiting load's wake depends on in the line.
-    fn key(&self) -> LineKey {
+    pub fn key(&self) -> LineKey {
         let places = self.places.iter().map(|p| (p.model.clone(), p.on.clone())).collect();
         let behind = self.behind.iter().map(|(a, b)| (a.clone(), b.clone())).collect();
         (places, behind)

@@ -541,7 +541,6 @@ impl World {
                 e.last_used = now;
                 e.fresh = true;
                 let ms = e.spec.load_ms;
-                self.arbiter.prune(now);
                 self.arbiter.loaded(ms, now);
                 self.say(format!("m{m} is up"));
             }
@@ -647,7 +646,7 @@ impl World {
         let all = self.seats(None);
         if let Some((to, why)) = self
             .arbiter
-            .holder_step(&holder, &all, queued_of, self.policy, self.limit, now)
+            .holder_step(&holder, || all, queued_of, self.policy, self.limit, now)
         {
             if self.engines[m].running.is_empty() {
                 self.say(format!(

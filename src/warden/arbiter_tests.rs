@@ -95,7 +95,7 @@ fn memory_yielded_to_a_model_is_kept_for_it() {
     let _ = a.load_step(&ask("b", 6), &busy, 0);
     let yielded = a.holder_step(
         &holder("a"),
-        &busy,
+        || busy.to_vec(),
         |_| 1,
         Policy::Weighed,
         Duration::from_secs(30),
@@ -132,7 +132,7 @@ fn no_yield_to_a_waiter_that_could_not_use_it() {
     let _ = a.load_step(&ask("new", 9), &all, 0);
     let limit = Duration::from_secs(30);
     assert_eq!(
-        a.holder_step(&holder("a"), &all, |_| 1, Policy::Weighed, limit, 600_000),
+        a.holder_step(&holder("a"), || all.to_vec(), |_| 1, Policy::Weighed, limit, 600_000),
         None
     );
     let why = &a.line(|_| 1, 600_000)[0].why;
@@ -144,7 +144,7 @@ fn no_yield_to_a_waiter_that_could_not_use_it() {
     let all = [seat("a", 4, true, false)];
     let _ = a.load_step(&ask("new", 9), &all, 600_001);
     assert!(
-        a.holder_step(&holder("a"), &all, |_| 1, Policy::Weighed, limit, 600_002)
+        a.holder_step(&holder("a"), || all.to_vec(), |_| 1, Policy::Weighed, limit, 600_002)
             .is_some()
     );
 }
@@ -162,13 +162,20 @@ fn a_fresh_holder_serves_its_first_turn() {
     };
     for policy in [Policy::Weighed, Policy::Arrival] {
         assert_eq!(
-            a.holder_step(&fresh, &all, |_| 1, policy, Duration::from_secs(30), 600_000),
+            a.holder_step(&fresh, || all.to_vec(), |_| 1, policy, Duration::from_secs(30), 600_000),
             None,
             "{policy:?}"
         );
         assert!(
-            a.holder_step(&holder("a"), &all, |_| 1, policy, Duration::from_secs(30), 600_000)
-                .is_some()
+            a.holder_step(
+                &holder("a"),
+                || all.to_vec(),
+                |_| 1,
+                policy,
+                Duration::from_secs(30),
+                600_000
+            )
+            .is_some()
         );
     }
 }

@@ -437,13 +437,18 @@ impl Peers for Peerage {
         };
         let now = r.now_ms();
         let mut arbiter = r.arbiter();
+        let line = arbiter.key();
         let step = arbiter.load_step(&ask, &r.seats(&ask.new.model), now);
         if let (LoadStep::Go { reserve, .. }, Some(me)) = (&step, r.handle_of(&ask.new.model)) {
             me.reserved.store(*reserve, Ordering::Release);
         }
+        let moved = arbiter.key() != line;
         drop(arbiter);
-        // A new place in the line is seen at once in the status.
-        r.republish();
+        if moved {
+            // A new place in the line is seen at once in the status (and
+            // wakes the loads it concerns).
+            r.republish();
+        }
         step
     }
 
@@ -482,9 +487,8 @@ impl Peers for Peerage {
     ) -> Option<(String, Next)> {
         let r = self.0.upgrade()?;
         let now = r.now_ms();
-        let all = r.seats("");
         let mut arbiter = r.arbiter();
-        arbiter.holder_step(holder, &all, |m| r.queued(m), policy, limit, now)
+        arbiter.holder_step(holder, || r.seats(""), |m| r.queued(m), policy, limit, now)
     }
 
     fn yielded(&self, me: &str, to: &str) {
@@ -497,9 +501,7 @@ impl Peers for Peerage {
     fn loaded(&self, ms: u64) -> u64 {
         let Some(r) = self.0.upgrade() else { return ms };
         let now = r.now_ms();
-        let mut arbiter = r.arbiter();
-        arbiter.prune(now);
-        arbiter.loaded(ms, now)
+        r.arbiter().loaded(ms, now)
     }
 
     fn estimate(&self, me: &str) -> Option<u64> {
