@@ -70,24 +70,42 @@ impl EngineCore {
             };
             return Err(self.load_failed(&entry.id, e));
         }
-        // A file refused before any spawn (not a GGUF, truncated) is a
-        // failed load like any other: published and logged.
-        let facts = match self.read_facts(&entry).await {
-            Ok(f) => f,
-            Err(e) => return Err(self.load_failed(&entry.id, e)),
-        };
         // The unload's carry, else the window memory, seeds this spawn: its
         // cap folds into the window.
         let seed = self.brake.seed(&entry.id);
+        // A load waiting for room planned as it began to wait; a wake
+        // reuses that plan.
+        let planned = self
+            .room
+            .as_mut()
+            .filter(|r| r.model == entry.id)
+            .and_then(|r| r.alone.take());
         // Beside other residents: room first (evictions, or a wait for a
         // turn's end), then a window sized beside what stays (`room`); the
         // plan alone stands when nothing stays (one reading of the machine).
-        let alone = self.backend.plan(&self.cfg(), entry.clone(), facts.clone(), seed.cap, 0);
+        let alone = match planned {
+            Some(p) => p,
+            None => {
+                // A file refused before any spawn (not a GGUF, truncated)
+                // is a failed load like any other: published and logged.
+                let facts = match self.read_facts(&entry).await {
+                    Ok(f) => f,
+                    Err(e) => return Err(self.load_failed(&entry.id, e)),
+                };
+                self.backend.plan(&self.cfg(), entry.clone(), facts, seed.cap, 0)
+            }
+        };
+        let facts = alone.facts.clone();
         let mut events = events;
         let plan = match self.make_room(&alone, patience, events.as_deref()).await {
             Ok(Room::Made(0)) => alone,
             Ok(Room::Made(beside)) => self.backend.plan(&self.cfg(), entry.clone(), facts, seed.cap, beside),
-            Ok(Room::Waits) => return Ok(Loading::Waits),
+            Ok(Room::Waits) => {
+                if let Some(r) = self.room.as_mut() {
+                    r.alone = Some(alone);
+                }
+                return Ok(Loading::Waits);
+            }
             Err(e) => return Err(self.load_failed(&entry.id, e)),
         };
         let plan = match self.plan_over_workers(plan, events.as_deref_mut()).await {

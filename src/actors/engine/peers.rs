@@ -62,6 +62,9 @@ pub(crate) struct RoomWait {
     pub(super) began: Instant,
     /// Why it waits was said once.
     pub(super) said: bool,
+    /// The load's plan alone, read once as it began to wait: a wake reads
+    /// no header and no machine again (`load`).
+    pub(super) alone: Option<crate::engines::SpawnPlan>,
     pub(super) peers: Arc<dyn Peers>,
     pub(super) watcher: Option<tokio::task::JoinHandle<()>>,
 }

@@ -165,6 +165,7 @@ impl EngineCore {
                 model: new.model.clone(),
                 began: now,
                 said: false,
+                alone: None,
                 peers: peers.clone(),
                 watcher: None,
             })
