@@ -838,7 +838,9 @@ impl World {
                     ));
                     return Ok(true);
                 }
+                // A refused eviction: the engine decides again at once.
                 self.engines[m].wake_at = Some(deadline);
+                self.engines[m].poked = true;
                 Ok(true)
             }
             LoadStep::Wait { grace, .. } => {

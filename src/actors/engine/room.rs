@@ -191,7 +191,6 @@ impl EngineCore {
             limit: cfg.starvation_limit,
         };
         let model = ask.new.model.clone();
-        let before = peers.others(&model);
         let until = match peers.load_step(&ask) {
             LoadStep::Go { evict, kept_bytes, .. } => {
                 let mut all_gone = true;
@@ -218,12 +217,12 @@ impl EngineCore {
                     return Ok(Room::Made(kept_bytes));
                 }
                 peers.settled(&model);
-                // The refusing resident's turn or stop publishes when it
-                // lands; one that landed while the eviction was asked was
-                // taken by it: then the law decides again at once.
-                if peers.others(&model) != before {
-                    changes.mark_changed();
-                }
+                // A resident refuses because a turn was routed to it since
+                // the decision: the law decides again at once and sees it
+                // busy (its queue counts), so the load waits on it, in the
+                // line, instead of waiting for a change that may have come
+                // while the eviction was asked. One more decision, no loop.
+                changes.mark_changed();
                 deadline
             }
             LoadStep::Wait { grace, why, .. } => {
