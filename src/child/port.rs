@@ -59,6 +59,12 @@ fn bindable(port: u16) -> bool {
     s.bind(&addr.into()).is_ok() && s.listen(1).is_ok()
 }
 
+/// Whether another socket holds `port` on loopback now: a load that exited
+/// on it failed to bind even when its output was lost (`Hints::port_held`).
+pub fn held_elsewhere(port: u16) -> bool {
+    !bindable(port)
+}
+
 /// Leases the first port of `pool` not in `skip`, not leased, and bindable now.
 pub fn pick_port(pool: RangeInclusive<u16>, skip: &[u16]) -> Option<PortLease> {
     // The lock only guards the set; a poisoned lock still holds a valid set.
@@ -90,5 +96,8 @@ mod tests {
         drop(a);
         assert_eq!(pick_port(a_port..=a_port, &[]).map(|l| l.port()), Some(a_port));
         assert!(pick_port(port..=port, &[]).is_none());
+        assert!(held_elsewhere(port));
+        drop(held);
+        assert!(!held_elsewhere(port), "a port nobody holds is free");
     }
 }

@@ -209,11 +209,22 @@ pub struct Hints {
     /// The kernel's OOM-kill counter of our memory cgroup moved while the
     /// child ran (cgroup v2 `memory.events`, v1 `memory.oom_control`).
     pub oom_kill_seen: bool,
+    /// The port the child was told to listen on was held by another socket
+    /// once it had exited (the warden probes it by binding it, as the child
+    /// would). Only a load sets it: a child that exits with a status during
+    /// its load and says nothing else that explains it failed to bind.
+    /// llama.cpp logs through a detached thread that the process does not
+    /// wait for at exit, and a child that fails to bind exits about 10 ms
+    /// after its start: the `couldn't bind` line is sometimes lost, and a
+    /// port conflict must still be retried on the next port.
+    pub port_held: bool,
 }
 
 /// Classifies a failed child from its output tail and how it ended.
 ///
-/// The output decides when a line matches (the last match wins). A silent
+/// The output decides when a line matches (the last match wins). A load
+/// that exited with a failing status on a port another socket holds is a
+/// port conflict even when its output was lost (`Hints::port_held`). A silent
 /// SIGKILL nobody in the warden sent is the OOM killer when the cgroup's
 /// counter says so, else `child_killed`: guessing "out of memory" from the
 /// signal alone would send a user after memory when another process (or a
@@ -232,6 +243,7 @@ pub fn classify(tail: &[String], exit: ExitKind, hints: Hints) -> EngineCode {
     }
     match exit {
         _ if hints.oom_kill_seen && !hints.stopped_by_us => EngineCode::OutOfMemory,
+        ExitKind::Code(c) if c != 0 && hints.port_held && !hints.stopped_by_us => EngineCode::PortInUse,
         ExitKind::Signal(SIGKILL) if !hints.stopped_by_us => EngineCode::ChildKilled,
         _ => EngineCode::ChildCrashed,
     }

@@ -13,14 +13,22 @@ type Row<'a> = (&'a [&'a str], ExitKind, Hints, EngineCode);
 const NONE: Hints = Hints {
     stopped_by_us: false,
     oom_kill_seen: false,
+    port_held: false,
 };
 const OURS: Hints = Hints {
     stopped_by_us: true,
     oom_kill_seen: false,
+    port_held: false,
 };
 const OOM: Hints = Hints {
     stopped_by_us: false,
     oom_kill_seen: true,
+    port_held: false,
+};
+const HELD: Hints = Hints {
+    stopped_by_us: false,
+    oom_kill_seen: false,
+    port_held: true,
 };
 
 fn check(rows: &[Row]) {
@@ -147,6 +155,37 @@ fn a_fatal_signal_is_a_crash_and_sigill_wins_over_the_output() {
             NONE,
             EngineCode::IllegalInstruction,
         ),
+    ];
+    check(rows);
+}
+
+/// A load that failed on a port another socket holds is a port conflict
+/// even when llama.cpp's logger lost the line that says so.
+#[test]
+fn a_failed_load_on_a_held_port_is_a_port_conflict_without_its_line() {
+    let rows: &[Row] = &[
+        // why: seen in CI: exit 1 with only the first start-up line captured
+        (
+            &["common_params_print_info: verbosity = 3 (adjust with the `-lv N` CLI arg)"],
+            ExitKind::Code(1),
+            HELD,
+            EngineCode::PortInUse,
+        ),
+        // why: the same with nothing captured at all
+        (&[], ExitKind::Code(1), HELD, EngineCode::PortInUse),
+        // why: a line that explains the exit wins over the probe
+        (
+            &["gguf_init_from_reader: invalid magic characters: 'hell', expected 'GGUF'"],
+            ExitKind::Code(1),
+            HELD,
+            EngineCode::NotGguf,
+        ),
+        // why: a signal is no failed bind
+        (&[], ExitKind::Signal(libc::SIGSEGV), HELD, EngineCode::ChildCrashed),
+        // why: a clean exit is no failed bind
+        (&[], ExitKind::Code(0), HELD, EngineCode::ChildCrashed),
+        // why: the port free again: a plain crash, not a conflict to retry
+        (&[], ExitKind::Code(1), NONE, EngineCode::ChildCrashed),
     ];
     check(rows);
 }

@@ -237,6 +237,7 @@ impl Run {
                 (oom_before, crate::sensors::ram::oom_kill_count()),
                 (Some(a), Some(b)) if b > a
             ),
+            ..Hints::default()
         };
         let code = restart::exit_code(&tail, exit, hints);
         Some(restart::describe_exit(code, exit, &self.endpoint))

@@ -210,6 +210,8 @@ pub(crate) fn classify_exit(c: &LiveChild, info: process::ExitInfo) -> EngineCod
     let hints = Hints {
         stopped_by_us: c.process.stopped_by_us(),
         oom_kill_seen,
+        // A child that served died of something else than its bind.
+        port_held: false,
     };
     crash::classify(
         &c.process.output().tail(crate::child::output::RAW_TAIL_LINES),

@@ -189,7 +189,7 @@ impl EngineCore {
     async fn not_ready(&self, mut s: Started, id: String, why: NotReady, timeout: Duration) -> Attempt {
         match why {
             NotReady::Exited(info) => {
-                let code = classify_load_exit(&s.proc, info, s.oom_before);
+                let code = classify_load_exit(&s.proc, info, s.oom_before, s.lease.port());
                 let e = ModelLoadError::Exited {
                     id,
                     code,
@@ -224,10 +224,11 @@ impl EngineCore {
 }
 
 /// Classifies a child that died while loading.
-fn classify_load_exit(proc: &ChildProcess, info: ExitInfo, oom_before: Option<u64>) -> EngineCode {
+fn classify_load_exit(proc: &ChildProcess, info: ExitInfo, oom_before: Option<u64>, port: u16) -> EngineCode {
     let hints = Hints {
         stopped_by_us: proc.stopped_by_us(),
         oom_kill_seen: crash::oom_killed_since(oom_before, ram::oom_kill_count()),
+        port_held: crate::child::port::held_elsewhere(port),
     };
     crash::classify(
         &proc.output().tail(crate::child::output::RAW_TAIL_LINES),
