@@ -354,6 +354,12 @@ pub enum WardenError {
         /// The route's path.
         route: &'static str,
     },
+    /// The request needs of its model what the model cannot take (an image
+    /// and no projector, an infill and no fill-in-the-middle tokens): the
+    /// 400 naming the part, decided once on the model the front door
+    /// resolved (`law::request_chat::Needs::unmet`).
+    #[error("{}", .0.message)]
+    Unmet(crate::law::request::Violation),
     /// The child did not answer a tokenizer call in time.
     #[error("the model server did not answer {route} within {after:?}")]
     ChildTimeout {
@@ -404,6 +410,7 @@ impl WardenError {
                 ..
             } => "no_chat_template".into(),
             Self::WrongKind { .. } => "wrong_model_kind".into(),
+            Self::Unmet(v) => v.code.into(),
             Self::Load(e) => e.code(),
             // A child's own refusal is coded by what its body says; the one
             // reading of it is the wire mapping's (`http::wire_upstream`).

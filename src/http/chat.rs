@@ -24,7 +24,7 @@ use bytes::{Bytes, BytesMut};
 use super::body::read_body;
 use super::errors::answer_error;
 use super::reply::{OpenAi, respond_in};
-use super::validate::{chat_request, violation};
+use super::validate::chat_request;
 use super::validate_text::keep_alive;
 use crate::error::ApiError;
 use crate::law::route::Route;
@@ -42,11 +42,6 @@ pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payl
         Ok(r) => r,
         Err(e) => return refused(&warden, Route::Chat, &e),
     };
-    if let Some((id, caps)) = warden.capabilities(req.model.as_deref())
-        && let Some(v) = req.needs.unmet(caps, &id)
-    {
-        return refused(&warden, Route::Chat, &violation(v));
-    }
     let keep_alive = match keep_alive(req.keep_alive, &http) {
         Ok(k) => k,
         Err(e) => return refused(&warden, Route::Chat, &e),
@@ -63,7 +58,8 @@ pub async fn chat_completions(warden: web::Data<Warden>, http: HttpRequest, payl
         .options(req.options)
         .conversation(Some(header("X-Warden-Conversation").unwrap_or(req.conversation)))
         .kind(kind)
-        .keep_alive(keep_alive);
+        .keep_alive(keep_alive)
+        .needs(req.needs);
     respond(&warden, &http, turn).await
 }
 

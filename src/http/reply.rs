@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use super::errors::{error_response, log_error_sent};
 use super::stall;
 use crate::error::{ApiError, GenerationError, WardenError};
+use crate::law::request_chat::Needs;
 use crate::law::route::Route;
 use crate::messages::{Notice, TurnEvent};
 use crate::status::TurnOutcome;
@@ -150,12 +151,13 @@ pub async fn beside_or_queued<W: Wire>(
     http: &HttpRequest,
     route: Route,
     model: Option<String>,
+    needs: Needs,
     body: serde_json::Map<String, serde_json::Value>,
     wire: W,
 ) -> HttpResponse {
     let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON map serializes"));
     let stall_bound = warden.config().client_stall_timeout;
-    match warden.tokenize_now(route, model.as_deref(), bytes).await {
+    match warden.tokenize_now(route, model.as_deref(), &needs, bytes).await {
         Some(Ok((status, body))) if (200..300).contains(&status) => {
             warden.metrics().direct(route, TurnOutcome::Completed);
             return whole_body(http, status, body, &[], stall_bound);
@@ -172,7 +174,7 @@ pub async fn beside_or_queued<W: Wire>(
         // Its model is not running: a turn loads it first.
         None => {}
     }
-    let turn = TurnRequest::new(route, body).model(model);
+    let turn = TurnRequest::new(route, body).model(model).needs(needs);
     respond_in(warden, http, turn, wire).await
 }
 

@@ -12,6 +12,7 @@ use super::body::read_body;
 use super::chat::{refused, respond};
 use super::reply::{OpenAi, beside_or_queued};
 use super::validate_text::{keep_alive, text_request};
+use crate::law::request_chat::Needs;
 use crate::law::route::Route;
 use crate::messages::TurnOptions;
 use crate::warden::{TurnRequest, Warden};
@@ -48,18 +49,6 @@ pub async fn rerank(warden: web::Data<Warden>, http: HttpRequest, payload: web::
     relay(&warden, &http, payload, Route::Rerank).await
 }
 
-/// The 400 of an infill for a model without fill-in-the-middle tokens
-/// (llama-server would answer 501 after a load; the header says it first).
-pub(crate) fn no_fim(model: &str) -> crate::error::ApiError {
-    crate::error::ApiError::invalid(
-        "unsupported_value",
-        format!(
-            "the model '{model}' has no fill-in-the-middle tokens (prefix, suffix and middle), so it cannot infill; name a code model that has them in 'model'"
-        ),
-        Some("model"),
-    )
-}
-
 async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route: Route) -> HttpResponse {
     let cfg = warden.config();
     let bytes = match read_body(payload, cfg.max_body_bytes, cfg.body_timeout).await {
@@ -70,14 +59,9 @@ async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route
         Ok(r) => r,
         Err(e) => return refused(warden, route, &e),
     };
-    if route == Route::Infill
-        && let Some((id, caps)) = warden.capabilities(req.model.as_deref())
-        && !caps.fim
-    {
-        return refused(warden, route, &no_fim(&id));
-    }
+    let needs = Needs::infill(route == Route::Infill);
     if route.beside_turns() {
-        return beside_or_queued(warden, http, route, req.model, req.body, OpenAi).await;
+        return beside_or_queued(warden, http, route, req.model, needs, req.body, OpenAi).await;
     }
     let keep_alive = match keep_alive(req.keep_alive, http) {
         Ok(k) => k,
@@ -90,6 +74,7 @@ async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route
             announce_idle_reload: false,
             stateful: true,
         })
-        .keep_alive(keep_alive);
+        .keep_alive(keep_alive)
+        .needs(needs);
     respond(warden, http, turn).await
 }

@@ -25,6 +25,7 @@ impl WardenError {
             Self::EnginePanicked(_) => plain(500, "server_error", None),
             Self::ChildTimeout { .. } => plain(504, "server_error", None),
             Self::WrongKind { .. } => plain(400, "invalid_request_error", Some("model")),
+            Self::Unmet(v) => v.clone().into(),
             Self::Load(e) => e.to_api(),
             Self::Generation(e) => e.to_api(),
         }

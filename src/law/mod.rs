@@ -23,7 +23,7 @@
 //! | `route` | which routes an engine serves, which generate, and how each dialect's stream ends |
 //! | `request` | what a request body may hold, field by field, and every generation's token bound |
 //! | `request_routes` | what the body of each route beside chat must hold (completions, infill, tokenizer, embeddings, rerank), row by row |
-//! | `request_chat` | what a request needs of its model (media parts) and what a model can take |
+//! | `request_chat` | what a request needs of its model (media parts, an infill's tokens) and what a model can take |
 //! | `compact` | which idle conversations leave the shared KV pool for the store while others decode |
 //! | `compact_meter` | the rates `compact` weighs, as the child shows them (decode per attended cell, the store's rates, answers) |
 //! | `slots` | how many slots a child runs, which one a turn takes, whether it may start beside the others (the shared KV pool) |

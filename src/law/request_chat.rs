@@ -1,9 +1,10 @@
-//! What a chat request needs of its model beyond text (its media parts)
-//! and what a model can take (its projector and header): the decision
-//! that refuses a part the model cannot read (`Needs::unmet`), where
-//! llama-server b10883 answers a runtime error (a 500: "image input is not
-//! supported"). The request's shapes are read by its dialect
-//! (`http::chat_request`); this is the decision. Pure.
+//! What a request needs of its model beyond text (its media parts, or the
+//! fill-in-the-middle tokens an infill needs) and what a model can take
+//! (its projector and header): the decision that refuses a part the model
+//! cannot read (`Needs::unmet`), where llama-server b10883 answers a
+//! runtime error (a 500: "image input is not supported"). Each dialect
+//! reads its request's shapes into `Needs`; the front door
+//! (`Warden::submit`) decides, once, on the model it resolved. Pure.
 
 use super::request::Violation;
 
@@ -17,6 +18,9 @@ pub struct Needs {
     pub audio: Option<String>,
     /// An `input_video` part.
     pub video: Option<String>,
+    /// The request infills (`/infill`): the model needs the prefix,
+    /// suffix and middle tokens.
+    pub infill: bool,
 }
 
 /// What a model can take, read from its files (its projector and its
@@ -59,6 +63,31 @@ impl Needs {
             return Some(refuse(p, "audio"));
         }
         // No projector format of b10883 reads video for the server.
-        self.video.as_ref().map(|p| refuse(p, "a video"))
+        if let Some(p) = &self.video {
+            return Some(refuse(p, "a video"));
+        }
+        (self.infill && !caps.fim).then(|| Violation {
+            param: "model".into(),
+            code: "unsupported_value",
+            message: format!(
+                "the model '{model}' has no fill-in-the-middle tokens (prefix, suffix and middle), so it cannot infill; name a code model that has them in 'model'"
+            ),
+        })
+    }
+
+    /// Needs an image read, its first part at `param` (`None`: no image).
+    pub fn image_at(param: Option<String>) -> Self {
+        Self {
+            image: param,
+            ..Self::default()
+        }
+    }
+
+    /// An infill's need (`false`: none).
+    pub fn infill(infill: bool) -> Self {
+        Self {
+            infill,
+            ..Self::default()
+        }
     }
 }

@@ -168,6 +168,7 @@ fn media_parts_need_a_projector_that_reads_them() {
         image: Some("messages[0].content[1]".into()),
         audio: Some("messages[0].content[2]".into()),
         video: None,
+        infill: false,
     };
     let none = Capabilities::default();
     let vision = Capabilities { vision: true, ..none };
@@ -189,6 +190,35 @@ fn media_parts_need_a_projector_that_reads_them() {
                 "row {i}: {}",
                 v.message
             );
+        }
+    }
+}
+
+#[test]
+fn an_infill_needs_the_fill_in_the_middle_tokens() {
+    let none = Capabilities::default();
+    let fim = Capabilities { fim: true, ..none };
+    let rows = [
+        // why: an infill on a model without FIM tokens names the model
+        (Needs::infill(true), none, Some("model")),
+        (Needs::infill(true), fim, None),
+        // why: a plain completion needs no FIM tokens
+        (Needs::infill(false), none, None),
+        // why: an image with no projector is named before the infill
+        (
+            Needs {
+                infill: true,
+                ..Needs::image_at(Some("messages[0].content[0]".into()))
+            },
+            none,
+            Some("messages[0].content[0]"),
+        ),
+    ];
+    for (i, (needs, caps, want)) in rows.into_iter().enumerate() {
+        let got = needs.unmet(caps, "m");
+        assert_eq!(got.as_ref().map(|v| v.param.as_str()), want, "row {i}");
+        if let Some(v) = got.filter(|v| v.param == "model") {
+            assert!(v.message.contains("fill-in-the-middle") && v.message.contains("'m'"), "row {i}");
         }
     }
 }

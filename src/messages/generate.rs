@@ -13,6 +13,7 @@ use std::sync::Arc;
 use crate::catalog::ModelEntry;
 use crate::error::WardenError;
 use crate::law::keep_alive::KeepAlive;
+use crate::law::request_chat::Needs;
 use crate::law::route::Route;
 use crate::messages::prefix::TurnKind;
 use crate::queue::QueueTicket;
@@ -45,6 +46,10 @@ pub struct TurnRequest {
     /// refused with a `Retry-After` (`Prefer: wait=N`); `None`: up to the
     /// load timeout.
     pub wait_at_most: Option<std::time::Duration>,
+    /// What it needs of its model beyond text (an image read, an infill's
+    /// tokens): `Warden::submit` refuses it on the model it resolved when
+    /// the model cannot (`WardenError::Unmet`).
+    pub needs: Needs,
 }
 
 impl TurnRequest {
@@ -97,6 +102,12 @@ impl TurnRequest {
     /// Asking its model be kept for `keep_alive`.
     pub fn keep_alive(mut self, keep_alive: Option<KeepAlive>) -> Self {
         self.keep_alive = keep_alive;
+        self
+    }
+
+    /// Needing `needs` of its model.
+    pub fn needs(mut self, needs: Needs) -> Self {
+        self.needs = needs;
         self
     }
 }

@@ -4,6 +4,7 @@
 use super::Warden;
 use crate::actors::engine::{Door, DoorError};
 use crate::error::WardenError;
+use crate::law::request_chat::Needs;
 use crate::law::route::Route;
 
 /// How long a tokenizer call through the side door may take (it reads the
@@ -48,10 +49,19 @@ impl Warden {
         &self,
         route: Route,
         model: Option<&str>,
+        needs: &Needs,
         body: bytes::Bytes,
     ) -> Option<Result<(u16, bytes::Bytes), WardenError>> {
         if !route.served_by(self.engine_kind()) {
             return None;
+        }
+        // What the queue's submit would refuse, refused here too (an
+        // image counted for a model with no projector).
+        if *needs != Needs::default()
+            && let Some((id, caps)) = self.capabilities(model)
+            && let Some(v) = needs.unmet(caps, &id)
+        {
+            return Some(Err(WardenError::Unmet(v)));
         }
         let door = self.door_for(model)?;
         match door.tokenizer(route, body, TOKENIZER_TIMEOUT).await {

@@ -268,7 +268,8 @@ impl Warden {
             m.fill(&mut req.body);
         }
         // A chat request to an embedding model, or the reverse, is the
-        // client's mistake: said before it waits in the queue or loads.
+        // client's mistake: said before it waits in the queue or loads;
+        // so is a part the model cannot read (an image and no projector).
         let caps = self.caps_of(&entry);
         if !req.route.serves(caps.kind, caps.reranks) {
             return Err(refused(WardenError::WrongKind {
@@ -276,6 +277,9 @@ impl Warden {
                 kind: caps.kind,
                 route: req.route.path(),
             }));
+        }
+        if let Some(v) = req.needs.unmet(caps, &entry.id) {
+            return Err(refused(WardenError::Unmet(v)));
         }
         // No engine: a model the engine cannot run (the catalog lists only
         // what it can).

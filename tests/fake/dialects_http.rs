@@ -126,19 +126,29 @@ async fn malformed_bodies_answer_400_in_each_dialects_shape() {
             "/error",
             "/code",
         ),
+        // why: the front door decides on the model it resolved, and names the image's part
         (
             "/v1/messages",
             json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "data": "aGk="}}]}]}),
-            "",
+            "messages[0].content[0]",
             "/error/message",
-            "/error/code",
+            "/error/param",
+        ),
+        // why: counting an image's tokens needs the projector too (the same check beside a turn)
+        (
+            "/v1/messages/count_tokens",
+            json!({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"},
+                                {"role": "user", "content": [{"type": "text", "text": "z"}, {"type": "image", "source": {"type": "url", "url": "http://x/i.png"}}]}]}),
+            "messages[2].content[1]",
+            "/error/message",
+            "/error/param",
         ),
         (
             "/v1/responses",
             json!({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "data:image/png;base64,aGk="}]}]}),
-            "",
+            "input[0].content[0]",
             "/error/message",
-            "/error/code",
+            "/error/param",
         ),
         // why: the translated body still passes chat's own rules
         (
@@ -374,5 +384,43 @@ async fn mlx_refuses_what_its_server_cannot_serve_in_each_dialect() {
         );
     }
     assert_eq!(w.status().child_pid, None);
+    w.shutdown().await;
+}
+
+/// An embedder's turn that needs what its model cannot take (an image and
+/// no projector, an infill and no fill-in-the-middle tokens) is refused by
+/// `submit` itself, on the model it resolved, before it queues or loads.
+#[actix_rt::test]
+async fn submit_refuses_what_the_resolved_model_cannot_take() {
+    use llm_warden::law::request_chat::Needs;
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "m", json!({}));
+    let w = TestWarden::fake(dir.path()).start();
+    let rows = [
+        (
+            Needs::image_at(Some("messages[0].content[1]".into())),
+            "messages[0].content[1]",
+        ),
+        (Needs::infill(true), "model"),
+    ];
+    for (i, (needs, param)) in rows.into_iter().enumerate() {
+        let e = w.submit(chat(Some("m"), 4, false).needs(needs)).unwrap_err();
+        let api = e.to_api();
+        assert_eq!(
+            (api.status, api.code.as_str(), api.param.as_deref()),
+            (400, "unsupported_value", Some(param)),
+            "row {i}: {e}"
+        );
+        assert!(
+            api.message.contains("'m'"),
+            "row {i}: the model is named: {}",
+            api.message
+        );
+    }
+    assert_eq!(w.status().child_pid, None, "nothing was loaded for a refused turn");
+    assert_eq!(w.queue_depth(), 0);
+    // The default model with nothing needed still answers.
+    let ok = collect(w.submit(chat(None, 4, true)).unwrap()).await;
+    assert!(ok.done && ok.error.is_none(), "{ok:?}");
     w.shutdown().await;
 }

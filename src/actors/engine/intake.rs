@@ -54,8 +54,9 @@ pub struct Waiting {
 /// What waits, in arrival order.
 #[derive(Debug)]
 pub enum Pending {
-    /// A turn.
-    Turn(Waiting),
+    /// A turn (boxed: it is most of what waits, and the control messages
+    /// beside it are a tenth of its size).
+    Turn(Box<Waiting>),
     /// The MLX prefix cache's reset, ahead of its turn.
     Reset(Reset),
     /// `Load`, answered when done.

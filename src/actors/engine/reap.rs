@@ -85,7 +85,7 @@ impl EngineCore {
         for p in self.intake.drain_all() {
             match p {
                 super::intake::Pending::Turn(w) => {
-                    self.refuse(w, super::turn_end::failed(super::turn::shutting_down())).await
+                    self.refuse(*w, super::turn_end::failed(super::turn::shutting_down())).await
                 }
                 super::intake::Pending::Load { reply, .. } => {
                     let _ = reply.send(Err(super::turn::shutting_down()));

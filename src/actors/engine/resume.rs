@@ -119,7 +119,7 @@ impl EngineCore {
             carry,
             ..
         } = turn;
-        self.intake.push_front(Pending::Turn(Waiting {
+        self.intake.push_front(Pending::Turn(Box::new(Waiting {
             request: request.expect("a resumable turn kept its request"),
             entry,
             out,
@@ -129,7 +129,7 @@ impl EngineCore {
             ticket,
             started: true,
             carry: Some(carry),
-        }));
+        })));
     }
 
     /// A resumed turn on its new child, before its seat: a continuation's

@@ -81,7 +81,7 @@ impl EngineCore {
             ticket,
         } = msg;
         let out = Outbox::new(events, self.cfg().client_stall_timeout);
-        self.intake.push(Pending::Turn(Waiting {
+        self.intake.push(Pending::Turn(Box::new(Waiting {
             request,
             entry,
             out,
@@ -90,7 +90,7 @@ impl EngineCore {
             ticket,
             started: false,
             carry: None,
-        }));
+        })));
         self.settle().await;
     }
 
@@ -103,21 +103,21 @@ impl EngineCore {
         }
         while let Some(p) = self.intake.pop() {
             let p = match p {
-                Pending::Turn(w) => match self.admit(w).await {
+                Pending::Turn(w) => match self.admit(*w).await {
                     Admission::Started(job) => {
                         self.spawn_relay(job);
                         continue;
                     }
                     Admission::Ended => continue,
-                    Admission::Wait(w) => Pending::Turn(w),
+                    Admission::Wait(w) => Pending::Turn(Box::new(w)),
                     Admission::Yield(w, to) if self.intake.running() == 0 => {
                         // Nothing runs: it leaves now, and the turn loads
                         // it again behind the model it yielded to.
-                        self.intake.push_front(Pending::Turn(w));
+                        self.intake.push_front(Pending::Turn(Box::new(w)));
                         self.yield_memory(&to).await;
                         continue;
                     }
-                    Admission::Yield(w, _) => Pending::Turn(w),
+                    Admission::Yield(w, _) => Pending::Turn(Box::new(w)),
                 },
                 other if self.intake.running() == 0 && !self.intake.brake_held() => match self.control(other).await {
                     None => continue,

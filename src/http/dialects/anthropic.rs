@@ -96,7 +96,7 @@ pub fn messages_request(bytes: &[u8], generate: bool) -> Result<MessagesRequest,
         body,
         keep_alive,
         has_answer: read.has_answer,
-        images: read.images,
+        image: read.image,
     })
 }
 

@@ -130,12 +130,12 @@ struct ToolChoice {
 }
 
 /// What the warden takes from a Messages body beside the body itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Read {
     /// The conversation carries an earlier answer.
     pub has_answer: bool,
-    /// Some block is an image (a tool result's included).
-    pub images: bool,
+    /// The first image block's path (a tool result's included), if any.
+    pub image: Option<String>,
 }
 
 impl Body {
@@ -158,7 +158,7 @@ impl Body {
         }
         let mut read = Read {
             has_answer: false,
-            images: false,
+            image: None,
         };
         for (i, m) in messages.iter().enumerate() {
             let role = m
@@ -168,7 +168,8 @@ impl Body {
             let param = format!("messages[{i}].content");
             let content = m.content.as_ref().ok_or_else(|| Violation::required(&param))?;
             for (j, b) in content.items().iter().enumerate() {
-                read.images |= b.check(&format!("{param}[{j}]"))?;
+                let image = b.check(&format!("{param}[{j}]"))?;
+                read.image = read.image.or(image);
             }
         }
         for (i, t) in self.tools.iter().flatten().enumerate() {
@@ -182,13 +183,13 @@ impl Body {
 }
 
 impl Block {
-    /// The fields its type requires (the table), at `param`; whether it is
-    /// or holds an image.
-    fn check(&self, param: &str) -> Result<bool, Violation> {
+    /// The fields its type requires (the table), at `param`; the path of
+    /// the first image it is or holds.
+    fn check(&self, param: &str) -> Result<Option<String>, Violation> {
         let at = |k: &str| format!("{param}.{k}");
         let kind = self.kind.ok_or_else(|| Violation::required(at("type")))?;
         match kind {
-            BlockKind::Text => need(&self.text, || at("text")).map(|_| false),
+            BlockKind::Text => need(&self.text, || at("text")).map(|_| None),
             BlockKind::Image => {
                 let source = self.source.as_ref().ok_or_else(|| Violation::required(at("source")))?;
                 match source.kind {
@@ -196,22 +197,23 @@ impl Block {
                     Some(SourceKind::Url) => need(&source.url, || at("source.url"))?,
                     None => return Err(Violation::required(at("source.type"))),
                 }
-                Ok(true)
+                Ok(Some(param.to_string()))
             }
             BlockKind::ToolUse => {
                 need(&self.id, || at("id"))?;
-                need(&self.name, || at("name")).map(|_| false)
+                need(&self.name, || at("name")).map(|_| None)
             }
             // A tool's result may hold blocks, images among them.
             BlockKind::ToolResult => {
                 need(&self.tool_use_id, || at("tool_use_id"))?;
-                let mut images = false;
+                let mut image = None;
                 for (k, b) in self.content.iter().flat_map(StrOr::items).enumerate() {
-                    images |= b.check(&format!("{param}.content[{k}]"))?;
+                    let inner = b.check(&format!("{param}.content[{k}]"))?;
+                    image = image.or(inner);
                 }
-                Ok(images)
+                Ok(image)
             }
-            BlockKind::Thinking | BlockKind::RedactedThinking => Ok(false),
+            BlockKind::Thinking | BlockKind::RedactedThinking => Ok(None),
         }
     }
 }

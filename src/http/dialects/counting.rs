@@ -37,5 +37,7 @@ async fn relay(warden: &Warden, http: &HttpRequest, payload: web::Payload, route
     };
     // Nothing is generated: a stream has nothing to carry.
     req.body.remove("stream");
-    beside_or_queued(warden, http, route, req.model, req.body, OpenAi).await
+    // What is counted is not read by the model: no media need is checked
+    // (llama-server counts an image part's text placeholder).
+    beside_or_queued(warden, http, route, req.model, Default::default(), req.body, OpenAi).await
 }

@@ -28,7 +28,6 @@ use actix_web::{HttpRequest, HttpResponse};
 use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::warden::Warden;
 
 /// A request header as text.
 pub(crate) fn header(http: &HttpRequest, name: &str) -> Option<String> {
@@ -47,22 +46,6 @@ pub(crate) fn conversation(http: &HttpRequest, opening: &[&Value]) -> String {
 }
 
 pub(crate) use crate::law::conversation::opening;
-
-/// A request with images for a model whose projector reads none (or that
-/// has no projector): refused here, where llama-server would answer 500
-/// (measured on b10883). The capabilities are `Warden::capabilities`'.
-pub(crate) fn no_projector(warden: &Warden, model: Option<&str>) -> Option<ApiError> {
-    let (id, caps) = warden.capabilities(model)?;
-    (!caps.vision).then(|| {
-        ApiError::invalid(
-            "unsupported_value",
-            format!(
-                "the model '{id}' has no projector that reads images (a mmproj GGUF beside the model); send text only"
-            ),
-            None,
-        )
-    })
-}
 
 /// The dialect whose shape an error on `path` takes (for the answers given
 /// before any handler: a refused key, an unknown route).

@@ -12,6 +12,7 @@ use crate::http::body::read_body;
 use crate::http::reply::{Wire, beside_or_queued, refused_in, respond_in};
 use crate::http::validate_text::keep_alive;
 use crate::law::keep_alive::KeepAlive;
+use crate::law::request_chat::Needs;
 use crate::law::route::Route;
 use crate::messages::TurnOptions;
 use crate::warden::{TurnRequest, Warden};
@@ -30,26 +31,20 @@ pub struct NativeRequest {
     pub keep_alive: Option<KeepAlive>,
     /// The conversation carries an earlier answer (an idle reload is said).
     pub has_answer: bool,
-    /// Some part is an image.
-    pub images: bool,
+    /// The first image part's path (its model must read images), if any.
+    pub image: Option<String>,
 }
 
 /// A dialect's body parser (`generate`: for the generating route, else for
 /// its token counter, which ignores the sampling fields).
 pub type Parse = fn(&[u8], bool) -> Result<NativeRequest, ApiError>;
 
-/// Reads and parses a body, then refuses images for a model without a
-/// projector that reads them.
+/// Reads and parses a body (an image for a model without a projector that
+/// reads it is refused by the front door, on the model it resolves).
 async fn read(warden: &Warden, payload: web::Payload, parse: Parse, generate: bool) -> Result<NativeRequest, ApiError> {
     let cfg = warden.config();
     let bytes = read_body(payload, cfg.max_body_bytes, cfg.body_timeout).await?;
-    let req = parse(&bytes, generate)?;
-    if req.images
-        && let Some(e) = super::no_projector(warden, req.model.as_deref())
-    {
-        return Err(e);
-    }
-    Ok(req)
+    parse(&bytes, generate)
 }
 
 /// The generating route: the body as a turn of the conversation whose
@@ -80,7 +75,8 @@ pub async fn turn<W: Wire>(
             stateful: true,
         })
         .conversation(Some(conversation))
-        .keep_alive(keep_alive);
+        .keep_alive(keep_alive)
+        .needs(Needs::image_at(req.image));
     respond_in(&warden, &http, turn, wire).await
 }
 
@@ -98,5 +94,6 @@ pub async fn count<W: Wire>(
         Ok(r) => r,
         Err(e) => return refused_in(&warden, route, &e, &wire),
     };
-    beside_or_queued(&warden, &http, route, req.model, req.body, wire).await
+    let needs = Needs::image_at(req.image);
+    beside_or_queued(&warden, &http, route, req.model, needs, req.body, wire).await
 }

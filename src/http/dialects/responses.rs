@@ -129,7 +129,7 @@ pub fn responses_request(bytes: &[u8], generate: bool) -> Result<ResponsesReques
         body,
         keep_alive,
         has_answer: read.has_answer,
-        images: read.images,
+        image: read.image,
     })
 }
 

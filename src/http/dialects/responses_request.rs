@@ -142,8 +142,8 @@ pub(super) enum FormatKind {
 pub(super) struct Read {
     /// The conversation carries an earlier answer.
     pub has_answer: bool,
-    /// Some part is an image.
-    pub images: bool,
+    /// The first image part's path, if any.
+    pub image: Option<String>,
     /// The assistant items without `"type": "message"` (the SDKs' short
     /// form of a history entry), by index: llama-server cannot classify
     /// them without it.
@@ -165,7 +165,7 @@ impl Body<'_> {
         let input = self.input.as_ref().ok_or_else(|| Violation::required("input"))?;
         let mut read = Read {
             has_answer: false,
-            images: false,
+            image: None,
             untyped_answers: Vec::new(),
             format: None,
         };
@@ -202,7 +202,8 @@ impl Item {
         let at = |k: &str| format!("{param}.{k}");
         match (self.role, self.kind) {
             (Some(Role::User | Role::System | Role::Developer), _) => {
-                read.images |= self.parts(&param, false)?;
+                let image = self.parts(&param, false)?;
+                read.image = read.image.take().or(image);
             }
             (Some(Role::Assistant), None | Some(ItemKind::Message)) => {
                 if self.kind.is_none() {
@@ -248,16 +249,16 @@ impl Item {
     }
 
     /// A message item's content: a string or parts of the types its role
-    /// may send (`answer`: the assistant's); whether any is an image.
-    fn parts(&self, param: &str, answer: bool) -> Result<bool, Violation> {
+    /// may send (`answer`: the assistant's); the first image's path.
+    fn parts(&self, param: &str, answer: bool) -> Result<Option<String>, Violation> {
         let param = format!("{param}.content");
         let parts = match &self.content {
-            Some(StrOr::Str) => return Ok(false),
-            None if answer => return Ok(false),
+            Some(StrOr::Str) => return Ok(None),
+            None if answer => return Ok(None),
             Some(StrOr::Items(p)) => p,
             None => return Err(Violation::required(param)),
         };
-        let mut images = false;
+        let mut image = None;
         for (j, p) in parts.iter().enumerate() {
             let at = |k: &str| format!("{param}[{j}].{k}");
             let kind = p.kind.ok_or_else(|| Violation::required(at("type")))?;
@@ -266,7 +267,7 @@ impl Item {
                 (true, PartKind::Refusal) => need(&p.refusal, || at("refusal"))?,
                 (false, PartKind::InputImage) => {
                     need(&p.image_url, || at("image_url"))?;
-                    images = true;
+                    image = image.or_else(|| Some(format!("{param}[{j}]")));
                 }
                 (false, PartKind::InputFile) => {
                     return Err(Violation::new(
@@ -285,6 +286,6 @@ impl Item {
                 }
             }
         }
-        Ok(images)
+        Ok(image)
     }
 }

@@ -35,9 +35,10 @@ use crate::error::ApiError;
 use crate::error::WardenError;
 use crate::http::body::read_body;
 use crate::http::reply::{Wire, respond_in};
-use crate::http::validate::{chat_request_of, json_object, model_name, violation};
+use crate::http::validate::{chat_request_of, json_object, model_name};
 use crate::http::validate_text::{keep_alive, keep_alive_value, text_request_of};
 use crate::law::keep_alive::KeepAlive;
+use crate::law::request_chat::Needs;
 use crate::law::route::Route;
 use crate::messages::TurnOptions;
 use crate::warden::{TurnRequest, Warden};
@@ -72,8 +73,6 @@ pub fn error_response(e: &ApiError) -> HttpResponse {
 
 /// What an Ollama request asked for, read.
 struct Asked {
-    /// The model's id and capabilities (`None`: no such entry).
-    caps: Option<(String, crate::capabilities::Capabilities)>,
     /// The catalog id (`None`: the default).
     model: Option<String>,
     /// The name the reply echoes: the client's, else the default's id.
@@ -98,7 +97,7 @@ async fn turn(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
     }
     let mut t = asked.translated;
     let translated = std::mem::take(&mut t.body);
-    let (route, body, conversation, options) = match checked(t.target, translated, asked.caps) {
+    let (route, body, conversation, options, needs) = match checked(t.target, translated) {
         Ok(c) => c,
         Err(e) => return refused(warden, route, &e),
     };
@@ -109,48 +108,35 @@ async fn turn(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
         .stream(asked.stream)
         .options(options)
         .conversation(conversation)
-        .keep_alive(asked.keep_alive);
+        .keep_alive(asked.keep_alive)
+        .needs(needs);
     respond_in(warden, http, req, wire).await
 }
 
 /// What a checked, translated request takes to the engine: its route, body,
-/// conversation and notice switches.
-type Checked = (Route, Map<String, Value>, Option<String>, TurnOptions);
+/// conversation, notice switches and what it needs of its model.
+type Checked = (Route, Map<String, Value>, Option<String>, TurnOptions, Needs);
 
 /// The translated body through the rules of the route it takes, and what
-/// it asks of its model (`model`, or the default): images need a projector
-/// that reads them, a suffix fill-in-the-middle tokens.
-fn checked(
-    target: Target,
-    body: Map<String, Value>,
-    caps: Option<(String, crate::capabilities::Capabilities)>,
-) -> Result<Checked, ApiError> {
+/// it needs of its model (images a projector that reads them, a suffix
+/// fill-in-the-middle tokens: the front door decides on the model it
+/// resolves).
+fn checked(target: Target, body: Map<String, Value>) -> Result<Checked, ApiError> {
     if target == Target::Chat {
         let r = chat_request_of(body)?;
-        if let Some((id, caps)) = caps
-            && let Some(v) = r.needs.unmet(caps, &id)
-        {
-            return Err(violation(v));
-        }
-        return Ok((Route::Chat, r.body, Some(r.conversation), r.options));
+        return Ok((Route::Chat, r.body, Some(r.conversation), r.options, r.needs));
     }
     let route = if target == Target::Infill {
         Route::Infill
     } else {
         Route::Completions
     };
-    if let Some((id, caps)) = caps
-        && route == Route::Infill
-        && !caps.fim
-    {
-        return Err(crate::http::text::no_fim(&id));
-    }
     let r = text_request_of(route, body)?;
     let options = TurnOptions {
         announce_idle_reload: false,
         stateful: true,
     };
-    Ok((route, r.body, None, options))
+    Ok((route, r.body, None, options, Needs::infill(route == Route::Infill)))
 }
 
 fn refused(warden: &Warden, route: Route, e: &ApiError) -> HttpResponse {
@@ -188,14 +174,13 @@ async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
         }
     };
     let keep_alive = keep_alive(keep_alive_value(body.get("keep_alive"))?, http)?;
-    // Read once: the translation and the checks both ask it.
-    let caps = warden.capabilities(model.as_deref());
-    let templated = caps
-        .as_ref()
+    // The translation asks whether the model has a chat template (a
+    // generate with no template is a raw completion).
+    let templated = warden
+        .capabilities(model.as_deref())
         .is_none_or(|(_, c)| c.kind != crate::law::types::ModelKind::Completion);
     let translated = translate(api, &body, templated)?;
     Ok(Asked {
-        caps,
         model,
         name,
         stream,
