@@ -1,7 +1,8 @@
 //! What a catalog entry's files let a request send it: images and audio
 //! (its projector's encoders), fill-in-the-middle (its FIM tokens). Read
 //! from the headers once per entry and kept, so a request is checked
-//! against its model before any turn or load (`http::validate`), and the
+//! against its model before any turn or load (`Warden::submit`, on what
+//! each dialect says the request needs: `law::request_chat::Needs`), and the
 //! child never answers a capability it lacks with a 500.
 //!
 //! - GGUF: a `mmproj` projector beside the model reads images unless its

@@ -168,6 +168,9 @@ pub mod warden;
 
 pub use catalog::Catalog;
 pub use config::WardenConfig;
+/// What a turn needs of its model beyond text (`TurnRequest::needs`), and
+/// what a model can take: `Warden::submit` refuses the one the other lacks.
+pub use law::request_chat::{Capabilities, Needs};
 pub use messages::prefix::TurnKind;
 pub use messages::{Notice, TurnEvent, TurnOptions};
 pub use warden::{Chunk, TurnRequest, TurnStream, TurnWatch, Warden, WardenBuilder};
