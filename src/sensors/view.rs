@@ -10,6 +10,7 @@
 //! moving amount (available memory), so an older reading decides the same.
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::law::brake::{Level, Point, Readings};
 use crate::law::pressure;
@@ -91,6 +92,41 @@ impl PressureView for SensorView {
             paging,
             footprint_bytes: None,
         })
+    }
+}
+
+/// The brake's I/O: the pressure view samples read (a test's script
+/// instead) and the monotonic clock whose milliseconds the brake
+/// controller is given.
+#[derive(Debug)]
+pub struct BrakeSensor {
+    view: Box<dyn PressureView>,
+    epoch: Instant,
+}
+
+impl BrakeSensor {
+    /// Reading `view`, its clock starting now.
+    pub fn new(view: Box<dyn PressureView>) -> Self {
+        Self {
+            view,
+            epoch: Instant::now(),
+        }
+    }
+
+    /// `t` as milliseconds on the brake's clock (a moment before the
+    /// epoch, which this engine never records, reads as 0).
+    pub fn ms(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_millis() as u64
+    }
+
+    /// Now on the brake's clock.
+    pub fn now_ms(&self) -> u64 {
+        self.ms(Instant::now())
+    }
+
+    /// The reading at `point`: `given`, else the view's latest.
+    pub fn read(&mut self, point: Point, given: Option<Given>) -> Given {
+        given.unwrap_or_else(|| self.view.read(point))
     }
 }
 

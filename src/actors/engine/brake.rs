@@ -4,12 +4,14 @@
 //! `BrakeSample` brought, or the engine's own gauge), and hands it to the
 //! law's executor (`brake_act`). Part of `EngineCore`; runs inside an atomic handler (a turn, or the idle
 //! `BrakeSample`), so it never meets a generation in flight. What the brake
-//! keeps is the brake controller's (`brake_state`).
+//! keeps, and its protocol, are the brake controller's (`brake_state`),
+//! which reads no sensor and no clock: `sensors::view::BrakeSensor` does
+//! both for it.
 
 use super::core::EngineCore;
 use crate::engines::hooks::{BrakeInput, Gauge};
 use crate::law::brake::{self, Point, Readings};
-use crate::sensors::view::Given;
+use crate::sensors::view::{BrakeOff, Given};
 
 impl EngineCore {
     /// Takes one brake sample at `point` and acts on it; `given`: the
@@ -25,14 +27,14 @@ impl EngineCore {
             return;
         };
         let skip = brake::idle_sample_skip(self.cfg().brake_tick);
-        if !self.brake.take_sample(point, self.usage.last().map(|u| u.at), skip) {
+        let last_used = self.usage.last().map(|u| self.sensor.ms(u.at));
+        if !self.brake.take_sample(point, self.sensor.now_ms(), last_used, skip) {
             return;
         }
-        let tag = self.backend.kind().tag();
         match input {
             BrakeInput::Llama { facts, gauge } => {
                 let sampled = match gauge {
-                    Gauge::Sensor => self.brake.read(point, given, tag).map(|r| {
+                    Gauge::Sensor => self.read_sensor(point, given).map(|r| {
                         // A worker under pressure counts like this machine.
                         let (level, facts) = crate::law::workers::combine(r.level, facts, &self.worker_pressure());
                         (Readings { level, ..r }, facts)
@@ -47,22 +49,23 @@ impl EngineCore {
                 }
             }
             BrakeInput::Mlx { facts, base_bytes } => {
-                if let Some(readings) = self.brake.read(point, given, tag) {
+                if let Some(readings) = self.read_sensor(point, given) {
                     self.mlx_brake(point, readings, facts, base_bytes).await;
                 }
             }
         }
     }
 
-    /// The brake's emergency unload of the live child (any engine): the
-    /// carry first, since it is the live brake state the retirement drops,
-    /// then the retirement. `false` without a child.
-    pub(crate) async fn brake_unload_child(&mut self) -> bool {
-        let Some(id) = self.child.model_id().map(str::to_string) else {
-            return false;
-        };
-        self.brake.record_unload(&id);
-        self.retire(super::retire::Retire::Brake).await;
-        true
+    /// The reading at `point` (`given`, else the sensor's latest); `None`
+    /// once the brake turned off because it cannot be read (said once).
+    fn read_sensor(&mut self, point: Point, given: Option<Given>) -> Option<Readings> {
+        match self.sensor.read(point, given) {
+            Ok(r) => Some(r),
+            Err(BrakeOff(why)) => {
+                tracing::warn!("{}: the memory brake is off: {why}", self.backend.kind().tag());
+                self.brake.turn_off(why);
+                None
+            }
+        }
     }
 }

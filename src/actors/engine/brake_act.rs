@@ -3,7 +3,9 @@
 //! place, defer, arm, unload), the window memory written, the spec's log
 //! line. MLX: `law::mlx::mlx_step`, its release or bound done inside the
 //! child by the engine (`MlxChild::act`), its unload here. The actor alone
-//! respawns and unloads. Part of `EngineCore`; runs inside an atomic
+//! respawns and unloads; what each came to is said to the brake controller
+//! (`Brake::finish_llama`/`finish_mlx`: `Carried`), which keeps the order of
+//! its own bookkeeping. Part of `EngineCore`; runs inside an atomic
 //! handler. With several slots a decision that stops the child (a respawn,
 //! an unload) may come while other turns run: it is held in the intake
 //! (`intake::HeldBrake`), new turns wait, and it is carried out when the
@@ -11,12 +13,13 @@
 
 use tokio::time::Instant;
 
+use super::brake_state::{Carried, Decided};
 use super::child_holder::Stopped;
 use super::core::EngineCore;
 use super::intake::HeldBrake;
 use super::retire::Retire;
 use crate::engines::live::Acted;
-use crate::law::brake::{self, Action, BrakeDid, Point, Readings, WindowFacts};
+use crate::law::brake::{Action, BrakeDid, Level, Point, Readings, WindowFacts};
 use crate::law::mlx::{MlxAction, MlxFacts, MlxReadings};
 use crate::sensors::footprint;
 use crate::status::WardenEvent;
@@ -29,7 +32,8 @@ impl EngineCore {
         if self.brake_over_residents(point, &readings, &facts).await {
             return;
         }
-        let (action, before) = self.brake.llama_step(point, &readings, &facts);
+        let decided = self.brake.llama_step(point, &readings, &facts);
+        let action = decided.action;
         // The footprint only feeds the log line: read once there is one.
         let mut readings = readings;
         if action != Action::None && readings.footprint_bytes.is_none() {
@@ -38,9 +42,8 @@ impl EngineCore {
         let held = HeldBrake {
             point,
             readings,
-            action,
             facts,
-            before,
+            decided,
         };
         let running = self.intake.running();
         if stops_the_child(action) && running > 0 {
@@ -65,29 +68,54 @@ impl EngineCore {
         let HeldBrake {
             point,
             readings,
-            action,
             facts,
-            before,
+            decided,
         } = held;
-        match action {
-            Action::None => {}
+        match decided.action {
+            Action::None => self.finish_llama(decided, Carried::Said),
             Action::DeferShrink { cap } => {
-                self.log_brake(point, &readings, BrakeDid::ShrinkDeferred, facts.allocated, cap, None)
+                self.log_brake(point, &readings, BrakeDid::ShrinkDeferred, facts.allocated, cap, None);
+                self.finish_llama(decided, Carried::Said);
             }
             Action::ArmUnload => {
                 let at = facts.allocated;
-                self.log_brake(point, &readings, BrakeDid::ArmUnload, at, at, None)
+                self.log_brake(point, &readings, BrakeDid::ArmUnload, at, at, None);
+                self.finish_llama(decided, Carried::Said);
             }
             Action::Shrink { cap } | Action::Grow { cap } => {
-                self.brake_respawn(point, &readings, action, cap, facts).await
+                self.brake_respawn(point, &readings, decided, cap, facts).await
             }
-            Action::Unload => self.brake_unload(point, &readings, facts.allocated).await,
+            Action::Unload => self.brake_unload(point, &readings, decided, facts.allocated).await,
         }
-        if let Some(did) = action.did() {
-            self.brake.acted(did);
-        }
+    }
+
+    /// Tells the brake what its llama.cpp decision came to, on the child
+    /// live now.
+    fn finish_llama(&mut self, decided: Decided<Action>, carried: Carried<'_>) {
+        let now = self.sensor.now_ms();
         let model = self.child.model_id().map(str::to_string);
-        self.brake.settle(model.as_deref(), &before, true);
+        self.brake.finish_llama(decided, carried, model.as_deref(), now);
+    }
+
+    /// As `finish_llama`, for an MLX decision.
+    fn finish_mlx(&mut self, decided: Decided<MlxAction>, carried: Carried<'_>) {
+        let now = self.sensor.now_ms();
+        let model = self.child.model_id().map(str::to_string);
+        self.brake.finish_mlx(decided, carried, model.as_deref(), now);
+    }
+
+    /// The brake's emergency unload of the live child (any engine): the
+    /// brake is told first, since its carry is made of the live state the
+    /// retirement drops, then the child retires. `false` without a child
+    /// (the decision is finished all the same).
+    async fn brake_unload_child<A>(&mut self, decided: Decided<A>, finish: fn(&mut Self, Decided<A>, Carried<'_>)) -> bool {
+        let Some(id) = self.child.model_id().map(str::to_string) else {
+            finish(self, decided, Carried::Said);
+            return false;
+        };
+        finish(self, decided, Carried::Unloading { model: &id });
+        self.retire(Retire::Brake).await;
+        true
     }
 
     /// The spec's log line for an action that did not respawn.
@@ -115,12 +143,14 @@ impl EngineCore {
     /// the cap handed to the spawn plan, readiness bounded by the respawn
     /// timeout. The model, the idle clock and the brake state are kept; a
     /// failed respawn degrades into an unload, recorded for the next spawn.
-    async fn brake_respawn(&mut self, point: Point, r: &Readings, action: Action, cap: u32, facts: WindowFacts) {
+    async fn brake_respawn(&mut self, point: Point, r: &Readings, decided: Decided<Action>, cap: u32, facts: WindowFacts) {
+        let action = decided.action;
         if let Some(c) = self.child.get_mut() {
             self.kv.save_all(c, "memory brake").await;
         }
         let started = Instant::now();
         let Some(Stopped { child: old, .. }) = self.child.stop(self.cfg().stop_grace).await else {
+            self.finish_llama(decided, Carried::Said);
             return;
         };
         let entry = old.plan.entry.clone();
@@ -137,14 +167,14 @@ impl EngineCore {
         match spawned {
             Ok(child) => {
                 let to = child.allocated.unwrap_or(cap);
-                self.brake.respawned(action, cap, true, facts.pinned);
                 // The idle clock is kept: a respawn is not a use.
                 self.child.install(child);
+                let pinned = facts.pinned;
+                self.finish_llama(decided, Carried::Respawned { cap, pinned });
                 let ms = started.elapsed().as_millis() as u64;
                 self.log_brake(point, r, did, facts.allocated, to, Some(ms));
             }
             Err(e) => {
-                self.brake.respawned(action, cap, false, facts.pinned);
                 tracing::warn!(
                     "[{tag}] Memory brake: point={}, level={}, action=respawn-failed ({}), window={}->{cap}, footprint_mib={}; the model reloads at the next message",
                     point.as_str(),
@@ -153,7 +183,8 @@ impl EngineCore {
                     facts.allocated,
                     footprint_mib(r)
                 );
-                self.brake.record_unload(&entry.id);
+                let (pinned, model) = (facts.pinned, entry.id.as_str());
+                self.finish_llama(decided, Carried::RespawnFailed { cap, pinned, model });
                 // The old child is stopped and no new one runs: it is gone
                 // as a retirement's is.
                 self.gone(&entry.id, Retire::Brake, None);
@@ -170,8 +201,8 @@ impl EngineCore {
 
     /// The emergency unload: the child stops; its episode and cap are
     /// carried to the model's next spawn.
-    async fn brake_unload(&mut self, point: Point, r: &Readings, allocated: u32) {
-        if !self.brake_unload_child().await {
+    async fn brake_unload(&mut self, point: Point, r: &Readings, decided: Decided<Action>, allocated: u32) {
+        if !self.brake_unload_child(decided, Self::finish_llama).await {
             return;
         }
         tracing::warn!(
@@ -207,7 +238,8 @@ impl EngineCore {
             above_base: readings.footprint_bytes.map(|b| b.saturating_sub(base)),
         };
         let window = facts.window;
-        let (action, before) = self.brake.mlx_step(point, &r, &facts);
+        let decided = self.brake.mlx_step(point, &r, &facts);
+        let action = decided.action;
         let excess = |b: Option<u64>| b.map_or("unknown".into(), |b| (b.saturating_sub(base) >> 20).to_string());
         let log = |action: &str, to: u32, excess_mib: String| {
             tracing::info!(
@@ -224,61 +256,65 @@ impl EngineCore {
             }
             None => None,
         };
-        match (action, acted) {
-            (MlxAction::ArmUnload, _) => log("arm-unload", window, excess(readings.footprint_bytes)),
-            (MlxAction::Unload, _) => self.mlx_unload(point, r.level, window).await,
+        let carried = match (action, acted) {
+            (MlxAction::ArmUnload, _) => {
+                log("arm-unload", window, excess(readings.footprint_bytes));
+                Carried::Said
+            }
+            (MlxAction::Unload, _) => {
+                // Finished there: the brake is told before the child retires.
+                self.mlx_unload(point, r.level, window, decided).await;
+                self.said_mlx(point, r.level, action, window);
+                return;
+            }
             (_, Some(Acted::Released { barrier, after })) => {
                 self.said_reset("memory", barrier);
                 match after {
-                    Ok(after) => log(
-                        "release",
-                        window,
-                        format!("{}->{}", excess(readings.footprint_bytes), excess(after)),
-                    ),
-                    Err(why) => self.release_incomplete(&why, before),
+                    Ok(after) => {
+                        let excess_mib = format!("{}->{}", excess(readings.footprint_bytes), excess(after));
+                        log("release", window, excess_mib);
+                        Carried::Said
+                    }
+                    Err(why) => release_incomplete(&why),
                 }
             }
             (_, Some(Acted::ResetFailed(why))) => {
                 self.prefix_failed();
-                self.release_incomplete(&why, before);
+                release_incomplete(&why)
             }
             (_, Some(Acted::Bounded(b))) => {
-                self.brake.bounded(&before, action, true);
                 if let Some(c) = self.child.get_mut() {
                     c.allocated = Some(b);
                 }
                 log(action.log_name(), b, excess(readings.footprint_bytes));
+                Carried::Bounded { applied: true }
             }
             (_, Some(Acted::NotBounded { bound, why })) => {
                 tracing::warn!("[MLX_Engine] the child did not apply the bound {bound} ({why})");
-                self.brake.bounded(&before, action, false);
+                Carried::Bounded { applied: false }
             }
-            (_, None) => {}
-        }
+            (_, None) => Carried::Said,
+        };
+        self.finish_mlx(decided, carried);
+        self.said_mlx(point, r.level, action, window);
+    }
+
+    /// The event of an MLX action taken, if it was one.
+    fn said_mlx(&self, point: Point, level: Level, action: MlxAction, window: u32) {
         if let Some(did) = action.did() {
-            self.brake.acted(did);
             self.emit(WardenEvent::Brake {
                 point: point.as_str(),
-                level: r.level.as_str(),
+                level: level.as_str(),
                 action: did,
                 window_from: Some(window),
                 window_to: self.child.get().and_then(|c| c.allocated),
             });
         }
-        let model = self.child.model_id().map(str::to_string);
-        self.brake.settle(model.as_deref(), &before, false);
-    }
-
-    /// A release that did not complete: said, and nothing recorded (the
-    /// next sample retries).
-    fn release_incomplete(&mut self, why: &str, before: brake::BrakeState) {
-        tracing::warn!("[MLX_Engine] the memory release is incomplete ({why})");
-        self.brake.undo(before);
     }
 
     /// The MLX emergency unload (the CPU engine's carry and records).
-    async fn mlx_unload(&mut self, point: Point, level: brake::Level, window: u32) {
-        if !self.brake_unload_child().await {
+    async fn mlx_unload(&mut self, point: Point, level: Level, window: u32, decided: Decided<MlxAction>) {
+        if !self.brake_unload_child(decided, Self::finish_mlx).await {
             return;
         }
         tracing::warn!(
@@ -287,6 +323,13 @@ impl EngineCore {
             level.as_str()
         );
     }
+}
+
+/// A release that did not complete: said, and nothing recorded (the next
+/// sample decides again).
+fn release_incomplete(why: &str) -> Carried<'static> {
+    tracing::warn!("[MLX_Engine] the memory release is incomplete ({why})");
+    Carried::Incomplete
 }
 
 /// Whether `action` stops the live child (a respawn or an unload), so it

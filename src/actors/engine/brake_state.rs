@@ -1,38 +1,86 @@
 //! The brake controller: everything the memory brake keeps, in one value
-//! whose fields nothing else can write. It alone reads the pressure view
-//! (and turns the brake off when that cannot be read), paces the idle
-//! samples, asks the law (`law::brake`, `law::mlx`) and records what the law
-//! decided and what was done: the live child's state (carried whole across
-//! its respawns, dropped with the child), the last reading and action, and
-//! what outlives a child (an unload's carry, the per-model window memory).
-//! The engine's code (`brake`, `brake_act`, `turn`, `retire`, `load`,
-//! `reap`, `room`) calls these methods and never assigns a field: before
-//! this split the brake's state was written at 29 places in 8 files.
+//! whose fields nothing else can write, and the brake's protocol in one
+//! place. A sample is asked of the law (`law::brake`, `law::mlx`) through
+//! `llama_step`/`mlx_step`, which hand back a `Decided`: the action and the
+//! state before it, which only `finish_llama`/`finish_mlx` consume, told
+//! what carrying it out came to (`Carried`). Those two are the protocol's
+//! order: the state after the respawn or the bound (or back to `before`
+//! when the action did not complete), an unload's carry, the status's
+//! action, the window memory written through. The engine's code carries
+//! the action out and says what happened; it never sequences the brake's
+//! bookkeeping itself.
 //!
-//! Time: the law reads no clock. `now` and a record's time are plain
-//! milliseconds on this controller's monotonic clock (`ms`), whose origin
-//! is the controller's creation.
+//! No I/O and no clock: the engine reads the sensor (`sensors::view::BrakeSensor`)
+//! and gives the time as plain milliseconds on its monotonic clock; the
+//! controller keeps what the law decided and what was done: the live
+//! child's state (carried whole across its respawns, dropped with the
+//! child), the last reading and action, and what outlives a child (an
+//! unload's carry, the per-model window memory). Table tests:
+//! `brake_state_tests`.
 
 use std::collections::HashMap;
-
-use tokio::time::Instant;
 
 use crate::law::brake::{
     self, Action, BrakeDid, BrakeNotice, BrakeReload, BrakeState, Level, Point, Readings, Remembered,
     WindowFacts,
 };
 use crate::law::mlx::{self as mlx_law, MlxAction, MlxFacts, MlxReadings};
-use crate::sensors::view::{BrakeOff, Given, PressureView};
 use crate::status::BrakeView;
 
-/// The memory brake's state and its reading of the machine.
-#[derive(Debug)]
+/// What the law decided on one sample and the state it decided from: the
+/// brake's half of a decision the engine carries out. Only the brake's
+/// `finish_*` consumes it, so no step is left half-recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a decision is finished with finish_llama or finish_mlx"]
+pub struct Decided<A> {
+    /// What to carry out.
+    pub action: A,
+    /// The state before the decision (an action that did not complete
+    /// goes back to it).
+    before: BrakeState,
+}
+
+/// What carrying out a decided action came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carried<'a> {
+    /// Nothing to carry out beyond its log line (no action, a deferred
+    /// shrink, an armed unload), or no child to act on any more.
+    Said,
+    /// A respawn at `cap` came up.
+    Respawned {
+        /// The cap the new child runs at.
+        cap: u32,
+        /// The model's window is pinned by its settings.
+        pinned: bool,
+    },
+    /// A respawn at `cap` failed after `model`'s old child stopped: the
+    /// model is gone as an unload's, and reloads at the next message.
+    RespawnFailed {
+        /// The cap it was to run at.
+        cap: u32,
+        /// The model's window is pinned by its settings.
+        pinned: bool,
+        /// The model that is gone.
+        model: &'a str,
+    },
+    /// `model`'s child is about to stop for the emergency unload (said
+    /// before its retirement drops the live state the carry is made of).
+    Unloading {
+        /// The model unloaded.
+        model: &'a str,
+    },
+    /// MLX: the child applied (or refused) the bound.
+    Bounded {
+        /// Whether the child applied it.
+        applied: bool,
+    },
+    /// MLX: a release did not complete; the next sample decides again.
+    Incomplete,
+}
+
+/// The memory brake's state.
+#[derive(Debug, Default)]
 pub struct Brake {
-    /// Where samples read the sensor's latest reading (a test's script
-    /// instead).
-    sensor: Box<dyn PressureView>,
-    /// The origin of the milliseconds the law is given.
-    epoch: Instant,
     /// The live child's brake state.
     state: BrakeState,
     /// Why the brake is off, once it turned off (said once).
@@ -50,32 +98,6 @@ pub struct Brake {
 }
 
 impl Brake {
-    /// A brake with nothing recorded, reading `sensor`, its clock starting now.
-    pub fn new(sensor: Box<dyn PressureView>) -> Self {
-        Self {
-            sensor,
-            epoch: Instant::now(),
-            state: BrakeState::default(),
-            off: None,
-            level: None,
-            last_action: None,
-            last_sample_ms: None,
-            reload: None,
-            memory: HashMap::new(),
-        }
-    }
-
-    /// `t` as milliseconds on the brake's clock (a moment before the
-    /// epoch, which this engine never records, reads as 0).
-    pub fn ms(&self, t: Instant) -> u64 {
-        t.saturating_duration_since(self.epoch).as_millis() as u64
-    }
-
-    /// Now on the brake's clock.
-    fn now_ms(&self) -> u64 {
-        self.ms(Instant::now())
-    }
-
     /// The live child's state, as the law and the residents see it.
     pub fn state(&self) -> BrakeState {
         self.state
@@ -86,27 +108,16 @@ impl Brake {
         self.off.is_some()
     }
 
-    /// The reading at `point` (`given`, else the sensor's latest); `None`
-    /// once the brake turned off because it cannot be read (said once, with
-    /// the engine's `tag`).
-    pub fn read(&mut self, point: Point, given: Option<Given>, tag: &str) -> Option<Readings> {
-        match given.unwrap_or_else(|| self.sensor.read(point)) {
-            Ok(r) => Some(r),
-            Err(BrakeOff(why)) => {
-                tracing::warn!("{tag}: the memory brake is off: {why}");
-                self.off = Some(why);
-                None
-            }
-        }
+    /// The sensor cannot be read (`why`): the brake is off for good.
+    pub fn turn_off(&mut self, why: String) {
+        self.off = Some(why);
     }
 
-    /// Whether a sample at `point` is taken (an idle one only past the
-    /// pacing `skip` since the last sample and the last use); a taken one is
-    /// recorded for the next idle one.
-    pub fn take_sample(&mut self, point: Point, last_used: Option<Instant>, skip: std::time::Duration) -> bool {
-        let now_ms = self.now_ms();
-        let due = point != Point::Idle
-            || brake::idle_sample_due(now_ms, self.last_sample_ms, last_used.map(|t| self.ms(t)), skip);
+    /// Whether a sample at `point` is taken at `now_ms` (an idle one only
+    /// past the pacing `skip` since the last sample and the last use,
+    /// `last_used_ms`); a taken one is recorded for the next idle one.
+    pub fn take_sample(&mut self, point: Point, now_ms: u64, last_used_ms: Option<u64>, skip: std::time::Duration) -> bool {
+        let due = point != Point::Idle || brake::idle_sample_due(now_ms, self.last_sample_ms, last_used_ms, skip);
         if due {
             self.last_sample_ms = Some(now_ms);
         }
@@ -118,72 +129,98 @@ impl Brake {
         self.level = Some(level);
     }
 
-    /// The llama.cpp law on a sample: the next state kept; the action to
-    /// carry out and the state before it.
-    pub fn llama_step(&mut self, point: Point, r: &Readings, facts: &WindowFacts) -> (Action, BrakeState) {
+    /// The llama.cpp law on a sample: the next state kept; the decision
+    /// to carry out (and to finish with `finish_llama`).
+    pub fn llama_step(&mut self, point: Point, r: &Readings, facts: &WindowFacts) -> Decided<Action> {
         let before = self.state;
         let (action, next) = brake::llama_step(point, r, &before, facts);
         self.state = next;
-        (action, before)
+        Decided { action, before }
     }
 
-    /// The MLX law on a sample: as `llama_step`.
-    pub fn mlx_step(&mut self, point: Point, r: &MlxReadings, facts: &MlxFacts) -> (MlxAction, BrakeState) {
+    /// The MLX law on a sample: as `llama_step` (finished with `finish_mlx`).
+    pub fn mlx_step(&mut self, point: Point, r: &MlxReadings, facts: &MlxFacts) -> Decided<MlxAction> {
         let before = self.state;
         let (action, next) = mlx_law::mlx_step(point, r, &before, facts);
         self.state = next;
-        (action, before)
+        Decided { action, before }
     }
 
-    /// A respawn at `cap` for `action` was carried out (`ok`) or failed.
-    pub fn respawned(&mut self, action: Action, cap: u32, ok: bool, pinned: bool) {
-        self.state = brake::after_respawn(&self.state, action, cap, ok, pinned);
+    /// A llama.cpp decision carried out as `carried` said, at `now_ms` on
+    /// the live child of `model` (`None`: none any more): the state after
+    /// a respawn, an unload's carry, the action for the status, then the
+    /// window memory written through when the cap, the hurt window or the
+    /// deferred cap changed.
+    pub fn finish_llama(&mut self, d: Decided<Action>, carried: Carried<'_>, model: Option<&str>, now_ms: u64) {
+        match carried {
+            Carried::Respawned { cap, pinned } => {
+                self.state = brake::after_respawn(&self.state, d.action, cap, true, pinned)
+            }
+            Carried::RespawnFailed { cap, pinned, model } => {
+                self.state = brake::after_respawn(&self.state, d.action, cap, false, pinned);
+                self.record_unload(model, now_ms);
+            }
+            Carried::Unloading { model } => self.record_unload(model, now_ms),
+            Carried::Said | Carried::Bounded { .. } | Carried::Incomplete => {}
+        }
+        if let Some(did) = d.action.did() {
+            self.last_action = Some(did);
+        }
+        self.write_through(model, &d.before, true, now_ms);
     }
 
-    /// The MLX child applied (or did not apply) the bound `action` decided.
-    pub fn bounded(&mut self, before: &BrakeState, action: MlxAction, applied: bool) {
-        self.state = mlx_law::after_bound(before, &self.state, action, applied);
+    /// An MLX decision carried out as `carried` said (the bound applied or
+    /// not, a release incomplete: the state back to before it, an unload's
+    /// carry), then as `finish_llama` (the deferred cap is llama.cpp's).
+    pub fn finish_mlx(&mut self, d: Decided<MlxAction>, carried: Carried<'_>, model: Option<&str>, now_ms: u64) {
+        match carried {
+            Carried::Bounded { applied } => {
+                self.state = mlx_law::after_bound(&d.before, &self.state, d.action, applied)
+            }
+            Carried::Incomplete => self.state = d.before,
+            Carried::Unloading { model } => self.record_unload(model, now_ms),
+            Carried::Said | Carried::Respawned { .. } | Carried::RespawnFailed { .. } => {}
+        }
+        if let Some(did) = d.action.did() {
+            self.last_action = Some(did);
+        }
+        self.write_through(model, &d.before, false, now_ms);
     }
 
-    /// An action that did not complete: the state goes back to `before`
-    /// (the next sample decides again).
-    pub fn undo(&mut self, before: BrakeState) {
-        self.state = before;
-    }
-
-    /// The log word of the action just taken, for the status.
-    pub fn acted(&mut self, did: BrakeDid) {
+    /// A step outside the law's two (an idle resident evicted for this
+    /// one's pressure): the status's last action.
+    pub fn said(&mut self, did: BrakeDid) {
         self.last_action = Some(did);
     }
 
     /// After a step on `model`'s child that began at `before`: the window
     /// memory is written through when the cap or the hurt window changed
     /// (or, `pending_too`, the deferred cap).
-    pub fn settle(&mut self, model: Option<&str>, before: &BrakeState, pending_too: bool) {
+    fn write_through(&mut self, model: Option<&str>, before: &BrakeState, pending_too: bool, now_ms: u64) {
         let changed = (self.state.cap, self.state.hurt) != (before.cap, before.hurt)
             || (pending_too && self.state.pending_cap != before.pending_cap);
         if changed {
-            self.remember_window(model);
+            self.remember_window(model, now_ms);
         }
     }
 
     /// Records the carry of `model`'s unload and clears the live state.
-    pub fn record_unload(&mut self, model: &str) {
+    fn record_unload(&mut self, model: &str, now_ms: u64) {
         self.reload = Some(BrakeReload {
             model: model.to_string(),
             cap: self.state.cap,
             hurt: self.state.hurt,
             episode: self.state.episode,
-            at_ms: Some(self.now_ms()),
+            at_ms: Some(now_ms),
         });
-        self.remember_window(Some(model));
+        self.remember_window(Some(model), now_ms);
         self.state = BrakeState::default();
     }
 
     /// Writes the live child's cap and hurt window through to the window
     /// memory of `model` (else of the carry's model); an entry with
     /// neither is deleted.
-    fn remember_window(&mut self, model: Option<&str>) {
+    fn remember_window(&mut self, model: Option<&str>, now_ms: u64) {
         let Some(model) = model
             .map(str::to_string)
             .or_else(|| self.reload.as_ref().map(|r| r.model.clone()))
@@ -196,15 +233,21 @@ impl Brake {
         if cap.is_none() && hurt.is_none() {
             self.memory.remove(&model);
         } else {
-            let written_ms = self.now_ms();
-            self.memory.insert(model, Remembered { cap, hurt, written_ms });
+            self.memory.insert(
+                model,
+                Remembered {
+                    cap,
+                    hurt,
+                    written_ms: now_ms,
+                },
+            );
         }
     }
 
-    /// The brake state and cap a new child of `model` starts with (the
-    /// carry first, then the window memory), dropping expired records.
-    pub fn seed(&mut self, model: &str) -> BrakeState {
-        let now = self.now_ms();
+    /// The brake state and cap a new child of `model` starts with at
+    /// `now` (the carry first, then the window memory), dropping expired
+    /// records.
+    pub fn seed(&mut self, model: &str, now: u64) -> BrakeState {
         self.memory
             .retain(|_, m| brake::alive(m.written_ms, now, brake::WINDOW_MEMORY_TTL));
         let carry = self.reload.as_ref().filter(|c| c.model == model);
@@ -230,11 +273,10 @@ impl Brake {
         self.reload = None;
     }
 
-    /// Whether the turn for `model` must announce a brake reload: its
-    /// unload carry waits (`live`: the live child's model, none here), or a
-    /// brake respawn of it that no turn announced yet.
-    pub fn reload_pending(&self, model: &str, live: Option<&str>) -> bool {
-        let now = self.now_ms();
+    /// Whether the turn for `model` must announce a brake reload at `now`:
+    /// its unload carry waits (`live`: the live child's model, none here),
+    /// or a brake respawn of it that no turn announced yet.
+    pub fn reload_pending(&self, model: &str, live: Option<&str>, now: u64) -> bool {
         let carried = live.is_none()
             && self.reload.as_ref().is_some_and(|c| {
                 c.model == model && c.at_ms.is_some_and(|at| brake::alive(at, now, brake::BRAKE_RELOAD_TTL))
@@ -271,3 +313,7 @@ impl Brake {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "brake_state_tests.rs"]
+mod tests;

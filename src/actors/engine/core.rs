@@ -89,8 +89,10 @@ pub struct EngineCore {
     pub(crate) outlets: Outlets,
     /// The live child and what the engine is busy with.
     pub(crate) child: ChildHolder,
-    /// The memory brake.
+    /// The memory brake (its state and protocol; no I/O).
     pub(crate) brake: Brake,
+    /// What the brake reads: the pressure view and the clock.
+    pub(crate) sensor: crate::sensors::view::BrakeSensor,
     /// The saved KV caches.
     pub(crate) kv: Kv,
     /// The idle clock, the turn count, the keep-alive, the reaped model.
@@ -130,7 +132,8 @@ impl EngineCore {
             http: crate::child::client::shared_http_client(),
             outlets,
             child: ChildHolder::default(),
-            brake: Brake::new(sensor),
+            brake: Brake::default(),
+            sensor: crate::sensors::view::BrakeSensor::new(sensor),
             kv,
             usage: Usage::default(),
             intake: Default::default(),

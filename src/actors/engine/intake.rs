@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 use super::outbox::Outbox;
 use crate::catalog::ModelEntry;
 use crate::error::{GenerationError, WardenError};
-use crate::law::brake::{Action, BrakeState, Point, Readings, WindowFacts};
+use crate::law::brake::{Action, Point, Readings, WindowFacts};
 use crate::law::crash::{EngineCode, ExitInfo};
 use crate::law::keep_alive::KeepAlive;
 use crate::messages::{Reset, TurnRequest};
@@ -82,12 +82,10 @@ pub struct HeldBrake {
     pub point: Point,
     /// What was read.
     pub readings: Readings,
-    /// What the law decided.
-    pub action: Action,
     /// The window's facts it decided on.
     pub facts: WindowFacts,
-    /// The brake's state before the decision.
-    pub before: BrakeState,
+    /// What the law decided, for the brake to finish once carried out.
+    pub decided: super::brake_state::Decided<Action>,
 }
 
 /// How a child ended, kept so every turn that ran on it gets the same
@@ -275,22 +273,24 @@ mod tests {
         let mut i = Intake::default();
         i.started();
         i.started();
+        let readings = Readings {
+            level: crate::law::brake::Level::Critical,
+            paging: None,
+            footprint_bytes: None,
+        };
+        let facts = WindowFacts {
+            allocated: 8192,
+            kv_per_token: 1,
+            ram_bytes: 1,
+            uncapped: 8192,
+            pinned: false,
+        };
+        let decided = super::super::brake_state::Brake::default().llama_step(Point::TurnEnd, &readings, &facts);
         i.hold_brake(HeldBrake {
             point: Point::TurnEnd,
-            readings: Readings {
-                level: crate::law::brake::Level::Critical,
-                paging: None,
-                footprint_bytes: None,
-            },
-            action: Action::Unload,
-            facts: WindowFacts {
-                allocated: 8192,
-                kv_per_token: 1,
-                ram_bytes: 1,
-                uncapped: 8192,
-                pinned: false,
-            },
-            before: BrakeState::default(),
+            readings,
+            facts,
+            decided,
         });
         assert!(i.brake_held() && i.take_brake().is_none());
         i.ended();

@@ -72,7 +72,7 @@ impl EngineCore {
         }
         // The unload's carry, else the window memory, seeds this spawn: its
         // cap folds into the window.
-        let seed = self.brake.seed(&entry.id);
+        let seed = self.brake.seed(&entry.id, self.sensor.now_ms());
         // A load waiting for room planned as it began to wait; a wake
         // reuses that plan.
         let planned = self

@@ -30,7 +30,7 @@
 //! | owner | holds | the only writers |
 //! |---|---|---|
 //! | `child_holder::ChildHolder` | the live child, the activity | `install`, `stop`, `take_dead`, `set_activity` |
-//! | `brake_state::Brake` | the sensor view, the live brake state, the last reading and action, the carry, the window memory | its methods: `read`, `take_sample`, `llama_step`/`mlx_step`, `respawned`, `bounded`, `record_unload`, `seed`, `started`, `child_gone`, ... |
+//! | `brake_state::Brake` | the live brake state, the last reading and action, the carry, the window memory (no sensor, no clock: `sensors::view::BrakeSensor` reads both) | its methods; a decision is `llama_step`/`mlx_step`, then `finish_llama`/`finish_mlx` told what carrying it out came to (`Carried`), which keep the protocol's order |
 //! | `kv::Kv` | the KV store and the status's view of it; each model's pool meter and what compaction moved (`compact`) | `save`, `claim`, `evict`, `compact`, `turn_counted` (and the child's `SlotHeld`, with `kv_check::counted`) |
 //! | `state::Usage` | the idle clock, turns, the keep-alive, the reaped model, loads and time served | `touch`, `turn_done`, `hold`, `switching_to`, `reaped`, `loaded`, `yielded`, `running` |
 //! | the core | `shut_down`, `admitted`, `room` (a load waiting for room: `peers::RoomWait`) | `shutdown`, `room` |

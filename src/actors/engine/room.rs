@@ -398,7 +398,7 @@ impl EngineCore {
             window_from: None,
             window_to: None,
         });
-        self.brake.acted(BrakeDid::Evict);
+        self.brake.said(BrakeDid::Evict);
         if model == me.model {
             self.retire(super::retire::Retire::Evicted).await;
         } else if let Some(engine) = peers.engine_of(&model) {

@@ -464,7 +464,7 @@ impl EngineCore {
         // The idle record is always consumed here; it counts only for the
         // reaped model while nothing is loaded.
         let idle = self.usage.take_reaped();
-        if self.brake.reload_pending(model, self.child.model_id()) {
+        if self.brake.reload_pending(model, self.child.model_id(), self.sensor.now_ms()) {
             announced = self.announce(Notice::MemoryReload { reason: "brake" }, events).await;
         } else if idle.as_deref() == Some(model) && !self.child.is_live() && options.announce_idle_reload {
             announced = self.announce(Notice::MemoryReload { reason: "idle" }, events).await;
