@@ -24,6 +24,11 @@ pub enum Mutant {
     /// A waiting load is not woken when a resident's turn ends or it
     /// leaves (only by the line, its deadline or a message).
     LostWake,
+    /// The engine's brake carries out a respawn or an unload at once, with
+    /// turns running on the child it stops.
+    BrakeCutsTurn,
+    /// The idle reap counts a model with turns waiting or running as idle.
+    ReapBusy,
 }
 
 thread_local! {

@@ -1,6 +1,9 @@
 //! The deterministic simulator of several residents: the arbiter machine
 //! (`arbiter::Arbiter`) and the residents' law it calls
-//! (`law::residents::admit`, `brake_over`, `law::schedule`), driven through
+//! (`law::residents::admit`, `brake_over`, `law::schedule`), and each
+//! engine's own memory brake (the controller `actors::engine::brake_state`,
+//! its decision held in the engine's `intake` while turns run) and idle
+//! reap (`law::reap`), driven through
 //! thousands of seeded schedules of a hostile world, with invariants
 //! checked after every step (FoundationDB's simulation and TigerBeetle's
 //! VOPR are the model: one seed drives every arrival, fault and
@@ -10,8 +13,11 @@
 //! memory that holds one, two or all of them (sometimes with
 //! `WARDEN_MAX_RESIDENT`), some pinned, some weighted; clients per model
 //! that are steady, bursty or lone, with answers of random lengths, that
-//! leave while they wait; children that die under their turns; idle brake
-//! samples at critical pressure; unloads; a pin flipped by a settings
+//! leave while they wait; children that die under their turns; pressure
+//! episodes (idle samples at critical pressure, and the turns' end samples
+//! critical while they last, calm after: the brake shrinks, respawns,
+//! arms, unloads and grows back; a respawn fails now and then); an idle
+//! reaper on a random timeout; unloads; a pin flipped by a settings
 //! reload; a turn routed to a resident between the decision to evict it and
 //! the eviction. Each engine's part is the order `actors::engine` keeps
 //! (`room`: a load's step, its evictions, its wait; `schedule`: a holder's
@@ -35,6 +41,14 @@
 //!   evicted with a turn running or routed;
 //! - a model's turns start in their arrival order, each turn ends exactly
 //!   once, with an outcome the law allows for what happened;
+//! - an engine's brake never stops its child (a respawn, an unload) with a
+//!   turn running on it: the action is held, no new turn starts meanwhile,
+//!   and it is carried out when the last one ended (never left held with
+//!   none running); the intake's count of running turns is the truth;
+//! - the window a brake unload (or a failed respawn) carried seeds the
+//!   model's next load (no window memory lost across the unload); a live
+//!   window stays within the model's own;
+//! - the idle reap never takes a model with a turn running or waiting;
 //! - a waiting load decides again only when something wakes it, as
 //!   `peers::Wake` does (what its step reads changed: `Arbiter::wake_key`,
 //!   the key the residency wakes on; its deadline or grace; a message to
@@ -54,9 +68,12 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, WakeKey, refuses_eviction};
+use crate::actors::engine::brake_state::{Brake, Carried};
+use crate::actors::engine::intake::{HeldBrake, Intake};
 use crate::actors::engine::slots::{SlotHeld, Slots};
-use crate::law::brake::{BrakeState, Level, Point, Readings, WindowFacts};
+use crate::law::brake::{Action, BRAKE_RELOAD_TTL, BrakeState, Level, Point, Readings, WindowFacts};
 use crate::law::mutant::{self, Mutant};
+use crate::law::reap::should_reap;
 use crate::law::residents::{Memory, ModelKind, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
 use crate::law::schedule::{self, Holder, Policy};
 use crate::law::slots::{self as pool_law, Admit, Pool};
@@ -142,6 +159,17 @@ struct Engine {
     /// message reaches its engine (`poked`).
     seen: Option<WakeKey>,
     poked: bool,
+    /// Its memory brake: the engine's own controller (`brake_state`),
+    /// finished as `brake_act` finishes it.
+    brake: Brake,
+    /// Its intake's count of running turns and the brake action held for
+    /// them (`intake`, as the engine keeps it).
+    intake: Intake,
+    /// Its live child's window (a brake respawn changes it).
+    window: u32,
+    /// The cap its brake's unload (or failed respawn) carried, and when:
+    /// its next load must be seeded with it (`Brake::seed`).
+    carried: Option<(Option<u32>, u64)>,
 }
 
 impl Engine {
@@ -211,6 +239,8 @@ enum Outside {
     Pressure,
     Unload(usize),
     FlipPin(usize),
+    /// The idle reaper's tick on a model.
+    Reap(usize),
 }
 
 struct World {
@@ -237,6 +267,12 @@ struct World {
     full_trace: bool,
     /// The pool's clock's origin (`Slots` keeps `Instant`s).
     clock: tokio::time::Instant,
+    /// The machine's RAM (the brake's facts).
+    ram: u64,
+    /// Brake samples read critical until then (a pressure episode).
+    critical_until: u64,
+    /// The idle timeout the reaper ticks against (`None`: no reaper).
+    reap_after_ms: Option<u64>,
 }
 
 type Verdict = Result<(), String>;
@@ -280,6 +316,10 @@ impl World {
                 wake_at: None,
                 seen: None,
                 poked: false,
+                brake: Brake::default(),
+                intake: Intake::default(),
+                window: 0,
+                carried: None,
             });
         }
         let policy = if rng.chance(850) {
@@ -311,7 +351,13 @@ impl World {
             trace: VecDeque::new(),
             full_trace,
             clock: tokio::time::Instant::now(),
+            ram,
+            critical_until: 0,
+            reap_after_ms: None,
         };
+        if w.rng.chance(400) {
+            w.reap_after_ms = Some(w.rng.range(1_000, 30_000));
+        }
         if w.rng.chance(300) {
             w.max_resident = Some(w.rng.range(1, n as u64) as usize);
         }
@@ -392,6 +438,15 @@ impl World {
             let at = self.rng.range(0, HORIZON_MS);
             let m = self.rng.range(0, n as u64 - 1) as usize;
             self.outside.push((at, Outside::FlipPin(m)));
+        }
+        if self.reap_after_ms.is_some() {
+            for m in 0..n {
+                let mut at = self.rng.range(0, 10_000);
+                while at < HORIZON_MS {
+                    self.outside.push((at, Outside::Reap(m)));
+                    at += self.rng.range(2_000, 10_000);
+                }
+            }
         }
     }
 
@@ -486,13 +541,17 @@ impl World {
                 if self.engines[m].child == Child::Up {
                     let running: Vec<usize> = self.engines[m].running.drain(..).map(|(t, _)| t).collect();
                     for t in running {
+                        self.engines[m].intake.ended();
                         self.end(t, End::ChildDied)?;
                     }
                     let e = &mut self.engines[m];
                     e.child = Child::Cold;
                     e.footprint = 0;
                     e.pool = Slots::new(1);
+                    e.brake.child_gone();
                     self.say(format!("m{m}'s child dies"));
+                    // What was held for its turns is carried out now (on no child).
+                    self.take_held(m)?;
                 }
             }
             Outside::Pressure => self.pressure()?,
@@ -506,6 +565,16 @@ impl World {
                 self.engines[m].spec.pinned ^= true;
                 let p = self.engines[m].spec.pinned;
                 self.say(format!("a settings reload pins m{m}: {p}"));
+            }
+            Outside::Reap(m) => {
+                // `reap`: the idle clock against the timeout (a pinned
+                // model has none).
+                let e = &self.engines[m];
+                let timeout = Duration::from_millis(self.reap_after_ms.unwrap_or(u64::MAX));
+                let idle_for = Duration::from_millis(self.now.saturating_sub(e.last_used));
+                if !e.spec.pinned && should_reap(e.child == Child::Up, e.busy(), idle_for, timeout) {
+                    self.retire(m, "reaped")?;
+                }
             }
         }
         Ok(())
@@ -522,15 +591,38 @@ impl World {
                 .map(|(t, _)| *t)
                 .collect();
             self.engines[m].running.retain(|(_, end)| *end > now);
+            let any_ended = !ended.is_empty();
             for t in ended {
                 self.engines[m].last_used = now;
+                self.engines[m].intake.ended();
                 self.release(m, t)?;
                 self.end(t, End::Answered)?;
+            }
+            if any_ended {
+                // `turn_end`: the turn's end sample, then `settle`: a held
+                // action once nothing runs.
+                self.brake_sample(m, Point::TurnEnd)?;
+                self.take_held(m)?;
             }
             if let Child::Loading { done_at } = self.engines[m].child
                 && done_at <= now
             {
+                let name = self.engines[m].spec.name.clone();
                 let e = &mut self.engines[m];
+                // `load`: the brake seeds the new child (an unload's carry
+                // first, then the window memory).
+                let seed = e.brake.seed(&name, now);
+                if let Some((cap, at)) = e.carried.take()
+                    && now.saturating_sub(at) < BRAKE_RELOAD_TTL.as_millis() as u64
+                    && seed.cap != cap
+                {
+                    return Err(format!(
+                        "m{m}'s brake carried its window {cap:?} over its unload; its reload is seeded with {:?}",
+                        seed.cap
+                    ));
+                }
+                e.window = seed.cap.map_or(e.spec.window, |c| c.min(e.spec.window));
+                e.brake.started(seed);
                 e.child = Child::Up;
                 e.pool = Slots::new(e.spec.slots as u32);
                 e.footprint = e.reserved;
@@ -661,6 +753,10 @@ impl World {
         }
         let mut changed = false;
         while let Some(&t) = self.engines[m].queue.front() {
+            // A brake action held for the running turns: new ones wait.
+            if self.engines[m].intake.brake_held() {
+                break;
+            }
             if self.turns[t].gone_at.is_some_and(|g| g <= now) {
                 self.engines[m].queue.pop_front();
                 self.end(t, End::Skipped)?;
@@ -680,6 +776,7 @@ impl World {
             self.turns[t].started = true;
             let end = now + self.turns[t].len_ms;
             self.engines[m].running.push((t, end));
+            self.engines[m].intake.started();
             self.engines[m].last_used = now;
             self.engines[m].fresh = false;
             self.say(format!("turn {t} starts on m{m}"));
@@ -692,7 +789,7 @@ impl World {
     /// slot the law picks and its admission there (idle conversations in
     /// the way go to disk first); `false` when the turn must wait.
     fn seat(&mut self, m: usize, t: usize) -> Result<bool, String> {
-        let (window, n) = (self.engines[m].spec.window, self.engines[m].spec.slots as u32);
+        let (window, n) = (self.engines[m].window, self.engines[m].spec.slots as u32);
         let turn = self.turns[t].clone();
         let prompt = turn.prompt.min(window / 2);
         let e = &mut self.engines[m];
@@ -941,6 +1038,8 @@ impl World {
         if up.is_empty() {
             return Ok(());
         }
+        // An episode: the turns' end samples read critical a while.
+        self.critical_until = self.critical_until.max(now + self.rng.range(1_000, 20_000));
         let me = up[self.rng.range(0, up.len() as u64 - 1) as usize];
         let all: Vec<Resident> = self
             .engines
@@ -970,6 +1069,121 @@ impl World {
             if !refused {
                 self.retire(t, "evicted by the brake")?;
             }
+            return Ok(());
+        }
+        // No other resident answers: its own brake's idle sample, taken
+        // only while none of its turns runs (`brake_idle_sample`).
+        if self.engines[me].running.is_empty() {
+            self.brake_sample(me, Point::Idle)?;
+        }
+        Ok(())
+    }
+
+    /// A brake sample of `m`'s child at `point` (`brake_point`,
+    /// `llama_brake`): the law's decision, held for the running turns when
+    /// it stops the child, else carried out.
+    fn brake_sample(&mut self, m: usize, point: Point) -> Verdict {
+        let now = self.now;
+        let level = if now < self.critical_until {
+            Level::Critical
+        } else {
+            Level::Calm
+        };
+        let e = &mut self.engines[m];
+        if e.child != Child::Up || e.intake.brake_held() {
+            return Ok(());
+        }
+        let readings = Readings {
+            level,
+            paging: Some(level == Level::Critical),
+            footprint_bytes: Some(e.footprint),
+        };
+        let facts = WindowFacts {
+            allocated: e.window,
+            kv_per_token: ((e.spec.floor - e.spec.weights) / u64::from(e.spec.window)).max(1),
+            ram_bytes: self.ram,
+            uncapped: e.spec.window,
+            pinned: false,
+        };
+        let decided = e.brake.llama_step(point, &readings, &facts);
+        let held = HeldBrake {
+            point,
+            readings,
+            facts,
+            decided,
+        };
+        if held.decided.action.waits_for(e.intake.running()) {
+            let running = e.intake.running();
+            e.intake.hold_brake(held);
+            self.say(format!("m{m}'s brake holds its action for {running} running turn(s)"));
+            return Ok(());
+        }
+        self.brake_act(m, held)
+    }
+
+    /// The held brake action of `m`, once none of its turns runs
+    /// (`settle`).
+    fn take_held(&mut self, m: usize) -> Verdict {
+        match self.engines[m].intake.take_brake() {
+            Some(held) => self.brake_act(m, held),
+            None => Ok(()),
+        }
+    }
+
+    /// `carry_out_brake`: a respawn at the cap (failing now and then: the
+    /// model is gone as an unload's), the emergency unload, or a line;
+    /// the brake told what it came to.
+    fn brake_act(&mut self, m: usize, held: HeldBrake) -> Verdict {
+        let now = self.now;
+        let name = self.engines[m].spec.name.clone();
+        let fails = self.rng.chance(50);
+        let e = &mut self.engines[m];
+        let decided = held.decided;
+        if e.child != Child::Up {
+            e.brake.finish_llama(decided, Carried::Said, None, now);
+            return Ok(());
+        }
+        match decided.action {
+            Action::Shrink { cap } | Action::Grow { cap } => {
+                if !e.running.is_empty() {
+                    return Err(format!(
+                        "m{m}'s brake respawns its child with {} turns running",
+                        e.running.len()
+                    ));
+                }
+                if fails {
+                    let model = name.as_str();
+                    let carried = Carried::RespawnFailed {
+                        cap,
+                        pinned: false,
+                        model,
+                    };
+                    e.brake.finish_llama(decided, carried, Some(model), now);
+                    e.carried = Some((Some(cap), now));
+                    e.child = Child::Cold;
+                    e.footprint = 0;
+                    e.pool = Slots::new(1);
+                    e.brake.child_gone();
+                    self.say(format!(
+                        "m{m}'s brake respawn at {cap} fails: it reloads at the next message"
+                    ));
+                } else {
+                    // Its conversations go to the KV store; the new pool is empty.
+                    e.window = cap;
+                    e.pool = Slots::new(e.spec.slots as u32);
+                    e.brake
+                        .finish_llama(decided, Carried::Respawned { cap, pinned: false }, Some(&name), now);
+                    self.say(format!("m{m}'s brake respawns it at {cap}"));
+                }
+            }
+            Action::Unload => {
+                let cap = e.brake.state().cap;
+                e.brake
+                    .finish_llama(decided, Carried::Unloading { model: &name }, Some(&name), now);
+                e.carried = Some((cap, now));
+                self.retire(m, "unloaded by the brake")?;
+            }
+            _ => e.brake.finish_llama(decided, Carried::Said, Some(&name), now),
         }
         Ok(())
     }
@@ -986,8 +1200,12 @@ impl World {
         if why.starts_with("evicted") && e.spec.pinned {
             return Err(format!("pinned m{m} {why}"));
         }
+        if why == "reaped" && !e.queue.is_empty() {
+            return Err(format!("m{m} {why} with {} turns waiting for it", e.queue.len()));
+        }
         e.child = Child::Cold;
         e.footprint = 0;
+        e.brake.child_gone();
         self.say(format!("m{m} {why}"));
         Ok(())
     }
@@ -1032,6 +1250,26 @@ impl World {
             && holders.len() > cap
         {
             return Err(format!("{} models hold memory, over the cap of {cap}", holders.len()));
+        }
+        for (m, e) in self.engines.iter().enumerate() {
+            if e.intake.running() != e.running.len() {
+                return Err(format!(
+                    "m{m}'s intake counts {} running turns, {} run",
+                    e.intake.running(),
+                    e.running.len()
+                ));
+            }
+            if e.intake.brake_held() && e.running.is_empty() {
+                return Err(format!(
+                    "m{m}'s brake action is held with no turn running: it never acts"
+                ));
+            }
+            if e.child == Child::Up && (e.window == 0 || e.window > e.spec.window) {
+                return Err(format!(
+                    "m{m} runs a window of {}, outside 1..={}",
+                    e.window, e.spec.window
+                ));
+            }
         }
         for (m, e) in self.engines.iter().enumerate() {
             if e.wait_began.is_none() {
@@ -1132,6 +1370,8 @@ fn a_broken_rule_is_caught() {
         Mutant::ReservationKept,
         Mutant::PoolOvercommit,
         Mutant::LostWake,
+        Mutant::BrakeCutsTurn,
+        Mutant::ReapBusy,
     ] {
         let Some((seed, e)) = first_failure(SCHEDULES_DEFAULT, Some(m)) else {
             panic!("{m:?}: no schedule of {SCHEDULES_DEFAULT} caught it");

@@ -46,7 +46,7 @@ impl EngineCore {
             decided,
         };
         let running = self.intake.running();
-        if stops_the_child(action) && running > 0 {
+        if action.waits_for(running) {
             // Never cut a running turn: new turns wait, the running ones
             // end (bounded by the watchdogs), then it acts (`turn::settle`).
             tracing::info!(
@@ -330,12 +330,6 @@ impl EngineCore {
 fn release_incomplete(why: &str) -> Carried<'static> {
     tracing::warn!("[MLX_Engine] the memory release is incomplete ({why})");
     Carried::Incomplete
-}
-
-/// Whether `action` stops the live child (a respawn or an unload), so it
-/// must wait for the turns running on it.
-fn stops_the_child(action: Action) -> bool {
-    matches!(action, Action::Shrink { .. } | Action::Grow { .. } | Action::Unload)
 }
 
 fn footprint_mib(r: &Readings) -> String {

@@ -53,14 +53,14 @@
 
 pub(crate) mod brake;
 mod brake_act;
-mod brake_state;
+pub(crate) mod brake_state;
 mod carry;
 mod child_holder;
 mod compact;
 mod core;
 mod counts;
 mod door;
-mod intake;
+pub(crate) mod intake;
 mod kv;
 mod kv_check;
 mod load;

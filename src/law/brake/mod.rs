@@ -208,6 +208,23 @@ impl Action {
         }
     }
 
+    /// Whether carrying it out stops the live child (a respawn, an unload).
+    pub fn stops_the_child(self) -> bool {
+        matches!(self, Self::Shrink { .. } | Self::Grow { .. } | Self::Unload)
+    }
+
+    /// Whether it waits for the `running` turns to end before it is
+    /// carried out: one that stops the child never cuts a running turn
+    /// (new turns wait meanwhile, the running ones end, bounded by their
+    /// watchdogs); the rest act at once.
+    pub fn waits_for(self, running: usize) -> bool {
+        #[cfg(test)]
+        if crate::law::mutant::is(crate::law::mutant::Mutant::BrakeCutsTurn) {
+            return false;
+        }
+        self.stops_the_child() && running > 0
+    }
+
     /// The cap a respawn must use, when the action respawns.
     #[cfg(test)]
     pub fn respawn_cap(self) -> Option<u32> {
