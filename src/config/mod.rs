@@ -125,6 +125,14 @@ pub struct WardenConfig {
     /// `WARDEN_KV_SAVE_MAX_GB`: the store's cap (default 5 % of the free
     /// disk, at most 8 GiB).
     pub kv_save_max_bytes: Option<u64>,
+    /// `WARDEN_KV_SAVE_AHEAD_S` (`0` turns it off): once a model has been
+    /// idle this long, the idle conversations the law would move to disk
+    /// before a new conversation's turn (`law::compact`), or that such a
+    /// turn would take the slot of, are saved ahead, so that turn's first
+    /// token waits for an erase only. 2 s: a person reading an answer
+    /// pauses longer, while a client sending turns back to back (an agent)
+    /// never waits for a save it did not need.
+    pub kv_save_ahead: Duration,
     /// `WARDEN_MAX_CONNECTIONS`: open client connections the HTTP server
     /// serves at once (more wait in the listen backlog). 4096: far above
     /// any desktop's tools, and within the file descriptors the server
@@ -271,6 +279,7 @@ impl Default for WardenConfig {
             kv_save: true,
             kv_save_dir: None,
             kv_save_max_bytes: None,
+            kv_save_ahead: Duration::from_secs(2),
             max_connections: 4096,
             stop_grace: Duration::from_secs(5),
             max_queue: 256,

@@ -138,6 +138,9 @@ impl WardenConfig {
         if let Some(g) = parse::<f64>(var, "WARDEN_KV_SAVE_MAX_GB", "a size in GiB, e.g. 2")? {
             self.kv_save_max_bytes = Some(gib(g.max(0.0)));
         }
+        if let Some(d) = secs(var, "WARDEN_KV_SAVE_AHEAD_S")? {
+            self.kv_save_ahead = d;
+        }
         if let Some(n) = parse(var, "WARDEN_CHILD_VERBOSITY", "0 to 5")? {
             self.child_verbosity = n;
         }

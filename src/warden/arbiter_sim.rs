@@ -823,6 +823,7 @@ impl World {
             tokens: prompt,
             answer_tokens: 0,
             unchecked_restore: None,
+            on_disk: false,
         });
         s.anonymous_tokens = 0;
         e.pool.start(slot, t as u64, reserve, bound, None);

@@ -146,3 +146,75 @@ async fn compaction_saves_before_it_erases_and_a_failed_save_keeps_the_conversat
         w.shutdown().await;
     }
 }
+
+/// A long conversation left idle past the save ahead's delay is written
+/// while nobody waits; the next conversation's turn that moves it off the
+/// pool then only erases it (no second save on that turn's way to its
+/// first token), and the conversation comes back from that one save. A
+/// turn that arrives before the delay writes nothing ahead.
+#[actix_rt::test]
+async fn an_idle_conversation_is_saved_ahead_and_its_move_only_erases() {
+    tokio::time::pause();
+    let dir = tempfile::tempdir().unwrap();
+    let kv = tempfile::tempdir().unwrap();
+    heavy_model(dir.path(), "m", serde_json::json!({}));
+    let fake = Arc::new(FakeLlama::new(Script::default()));
+    let after = Duration::from_secs(2);
+    let cfg = WardenConfig {
+        kv_save_dir: Some(kv.path().to_path_buf()),
+        kv_save_ahead: after,
+        ..test_config()
+    };
+    let w = TestWarden::in_process(&fake, dir.path()).config(cfg).start();
+    let mut events = w.subscribe();
+    let held = collect(w.submit(long_turn().conversation(Some("held".into()))).unwrap()).await;
+    assert!(held.done, "{held:?}");
+    // Back to back: nothing is written ahead of a turn that comes first.
+    tokio::time::sleep(after / 4).await;
+    let again = collect(w.submit(long_turn().conversation(Some("held".into()))).unwrap()).await;
+    assert!(again.done, "{again:?}");
+    assert!(fake.slot_actions().is_empty(), "{:?}", fake.slot_actions());
+    // Idle past the delay: the save ahead writes it once (virtual time,
+    // bounded).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while saved(&w).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(saved(&w), vec!["held".to_string()], "saved ahead while idle");
+    assert_eq!(fake.slot_actions(), vec!["save"]);
+    let st = w.status();
+    assert!(
+        st.slots.iter().any(|s| s.conversation.as_deref() == Some("held")),
+        "it stays in its slot: {:?}",
+        st.slots
+    );
+    // Another conversation's long turn moves it off the pool: an erase only.
+    let next = collect(
+        w.submit(chat(None, 2048, true).conversation(Some("next".into())))
+            .unwrap(),
+    )
+    .await;
+    assert!(next.done && next.error.is_none(), "{next:?}");
+    let mut moved = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        if let llm_warden::status::WardenEvent::PoolCompacted { conversation, .. } = e {
+            moved.push(conversation);
+        }
+    }
+    assert_eq!(moved, vec!["held".to_string()]);
+    assert_eq!(
+        fake.slot_actions(),
+        vec!["save", "erase"],
+        "moved without a second save"
+    );
+    // It returns from that save.
+    let back = collect(w.submit(long_turn().conversation(Some("held".into()))).unwrap()).await;
+    assert!(back.done && back.error.is_none(), "{back:?}");
+    assert_eq!(
+        fake.slot_actions().last().map(String::as_str),
+        Some("restore"),
+        "{:?}",
+        fake.slot_actions()
+    );
+    w.shutdown().await;
+}

@@ -123,6 +123,67 @@ async fn a_lone_stream_runs_beside_no_held_conversation_and_each_returns_reading
     w.shutdown().await;
 }
 
+/// One person's conversation, then a pause past the save ahead's delay:
+/// its KV is written while nobody waits; the next conversation's turn
+/// moves it off the pool with an erase only (its save is not written
+/// again: the same record, the same time), and it comes back from that
+/// save reading only its new message.
+#[actix_rt::test]
+#[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
+async fn a_pause_saves_the_conversation_ahead_and_the_next_one_only_erases_it() {
+    let _one = serial();
+    let kv = tempfile::tempdir().unwrap();
+    let cfg = WardenConfig {
+        kv_save_ahead: Duration::from_secs(1),
+        ..cfg(kv.path())
+    };
+    let (w, _dir) = real_smollm_warden(cfg);
+    let base = serve_http(&w);
+    let mut events = w.subscribe();
+    let long = json!({"ignore_eos": true});
+    let first = conversation_turn(&base, "conv-0", &opening(0, 105), 384, long.clone()).await;
+    // The save ahead, waited for as a state (bounded), not as a time.
+    let record = |w: &llm_warden::Warden| {
+        w.status()
+            .kv_saves
+            .and_then(|v| v.saves.into_iter().find(|s| s.conversation.contains("conv-0")))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let ahead = loop {
+        if let Some(r) = record(&w) {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "no save ahead within 60 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(ahead.tokens > 2000, "the whole conversation: {ahead:?}");
+    assert!(moved(&mut events).is_empty(), "saved ahead, not moved yet");
+    let lone = [json!({"role": "user", "content": "Write a long story about a lighthouse keeper."})];
+    let story = conversation_turn(&base, "lone", &lone, 384, long).await;
+    assert_eq!(story["usage"]["completion_tokens"], 384, "{story}");
+    let order = moved(&mut events);
+    assert!(
+        order.len() == 1 && order[0].contains("conv-0"),
+        "the held conversation left the pool before the stream: {order:?}"
+    );
+    let after = record(&w).expect("its save stays");
+    assert_eq!(
+        (after.saved_at_ms, after.tokens),
+        (ahead.saved_at_ms, ahead.tokens),
+        "its move wrote nothing: the save ahead is the one kept"
+    );
+    let mut next = opening(0, 105);
+    next.push(answer(&first));
+    next.push(json!({"role": "user", "content": "And which follows 8?"}));
+    let back = conversation_turn(&base, "conv-0", &next, 8, json!({})).await;
+    let (n, cached) = processed(&back);
+    assert!(
+        n <= 64 && cached > 2000,
+        "it came back from the save ahead: processed {n}, reused {cached}"
+    );
+    w.shutdown().await;
+}
+
 /// Four clients at once, each a conversation of ~1,000 tokens and three
 /// turns back to back: every turn is answered in full, and every return
 /// reads only its new message, whether its cells stayed in the pool while

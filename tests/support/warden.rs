@@ -18,7 +18,8 @@ use llm_warden::sensors::view::PressureView;
 use super::models::fake_server;
 use super::real::{SMOLLM2, real_llama_server, real_model};
 
-/// A config for tests: no timers unless asked, a short stop grace,
+/// A config for tests: no timers unless asked (the idle reap, the brake's
+/// idle samples, the KV save ahead), a short stop grace,
 /// watchdogs generous enough for a loaded 2-core machine (tests of the
 /// watchdogs themselves set theirs), and the KV saves in a directory of
 /// its own (`test_kv_dir`).
@@ -27,6 +28,7 @@ pub fn test_config() -> WardenConfig {
         kv_save_dir: Some(test_kv_dir()),
         idle_tick: Duration::ZERO,
         brake_tick: Duration::ZERO,
+        kv_save_ahead: Duration::ZERO,
         load_timeout: Duration::from_secs(120),
         first_token_timeout: Duration::from_secs(120),
         stall_timeout: Duration::from_secs(60),

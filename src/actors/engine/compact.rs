@@ -24,6 +24,10 @@ use crate::law::kv_save;
 use crate::status::{PoolStatus, WardenEvent};
 
 
+/// The prompt of the new conversation a save ahead weighs for: a first
+/// question, a few dozen tokens.
+const AHEAD_PROMPT_TOKENS: u32 = 64;
+
 /// A turn about to start, as compaction weighs what is ahead of it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Admitted {
@@ -95,6 +99,37 @@ impl Kv {
             placing: u64::from(turn.prompt.saturating_sub(own)) + tokens,
         };
         compact::plan(reading.rates, ahead, &candidates, turn.slot)
+    }
+
+    /// The idle conversations a save ahead writes while `child` is idle:
+    /// those the law would move before a new conversation's turn now (its
+    /// answer as long as this model's typical one), and the conversation
+    /// whose slot that turn would take (its change of hands saves it). Only
+    /// what is not on disk already.
+    pub(crate) fn ahead(&self, child: &LiveChild, now: Instant) -> Vec<usize> {
+        if !self.is_on() || !super::kv::kept(child) {
+            return Vec::new();
+        }
+        let views = child.slots.views(None);
+        let Some(slot) = crate::law::slots::pick(&views, None, AHEAD_PROMPT_TOKENS) else {
+            return Vec::new();
+        };
+        let kv_per_cell = child.plan.shape.map_or(0, |s| s.kv_per_token);
+        let typical = self
+            .pools
+            .get(child.model_id())
+            .map_or_else(|| Meter::new(kv_per_cell).reading(), |p| p.meter.reading())
+            .typical_answer;
+        let turn = Admitted {
+            slot,
+            bound: typical,
+            prompt: AHEAD_PROMPT_TOKENS,
+        };
+        let mut slots: Vec<usize> = self.compaction(child, turn, &[], now).into_iter().map(|w| w.slot).collect();
+        slots.push(slot);
+        slots.retain(|&i| child.slots.get(i).held.as_ref().is_some_and(|h| !h.on_disk));
+        slots.dedup();
+        slots
     }
 
     /// Moves one idle conversation the law chose to disk: saved, then

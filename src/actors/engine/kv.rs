@@ -165,9 +165,45 @@ impl Kv {
         if !kept(child) || !kv_save::worth_saving(held.tokens) {
             return Saved::Nothing;
         }
+        if held.on_disk && self.holds(child, &held.conversation) {
+            tracing::debug!(
+                conversation = %held.conversation,
+                tokens = held.tokens,
+                "kv: the conversation's cache was saved ahead; nothing to write before the {why}"
+            );
+            return Saved::Kept;
+        }
         let saved = self.write(child, slot, held, why).await;
         self.refresh();
         saved
+    }
+
+    /// Saves ahead, while the child is idle, the conversation `child`'s
+    /// slot `slot` holds, and keeps it there marked as on disk (`ahead`):
+    /// its later move or change of hands writes nothing. A save that fails
+    /// leaves it unmarked (the later one writes).
+    pub(crate) async fn save_ahead(&mut self, child: &mut LiveChild, slot: usize) {
+        let s = child.slots.get(slot);
+        let Some(held) = s.held.clone().filter(|h| !h.on_disk) else {
+            return;
+        };
+        if s.busy.is_some() || self.store.is_none() || !kept(child) || !kv_save::worth_saving(held.tokens) {
+            return;
+        }
+        if self.write(child, slot, held, "next conversation (saved ahead while idle)").await == Saved::Kept
+            && let Some(h) = child.slots.get_mut(slot).held.as_mut()
+        {
+            h.on_disk = true;
+        }
+        self.refresh();
+    }
+
+    /// Whether the store holds `conversation`'s save for `child`'s model.
+    fn holds(&self, child: &LiveChild, conversation: &str) -> bool {
+        let Some(store) = self.store.as_ref() else {
+            return false;
+        };
+        save_name(child, conversation).is_some_and(|(name, _)| store.find(&name).is_some())
     }
 
     /// Writes `held`, the conversation of `child`'s slot `slot`, to the
@@ -245,6 +281,8 @@ impl Kv {
             .filter(|h| Some(h.conversation.as_str()) == conversation)
         {
             held.tokens = tokens;
+            // Its turn is about to change it: a save ahead is stale.
+            held.on_disk = false;
             return;
         }
         if child.slots.get(slot).held.is_some() {
@@ -263,6 +301,8 @@ impl Kv {
             tokens,
             answer_tokens: restored.map_or(0, |(_, a)| a),
             unchecked_restore: restored,
+            // Its turn is about to change it.
+            on_disk: false,
         });
     }
 

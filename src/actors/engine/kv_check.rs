@@ -27,6 +27,8 @@ pub(crate) fn counted(child: &mut LiveChild, slot: usize, counts: Option<ChildCo
         held.tokens = c.slot_tokens();
         held.answer_tokens = c.predicted_n;
     }
+    // The turn changed it.
+    held.on_disk = false;
     let Some((restored, answer)) = held.unchecked_restore.take() else {
         return;
     };

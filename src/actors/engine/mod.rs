@@ -12,7 +12,8 @@
 //! the MLX cache over), the `SensorActor` (`BrakeSample`, the idle cadence),
 //! the `IdleTimer` (`Reap`), `Warden` (`Load`, `Unload`, `Shutdown`), the
 //! worker watch (`WorkerCheck`), another resident's engine (`Evict`), the
-//! watcher of a load waiting for room (`peers::Wake`). One
+//! watcher of a load waiting for room (`peers::Wake`), the save ahead's
+//! watcher of the idle clock (`ahead::SaveAhead`). One
 //! engine runs per resident model (`warden::residency`); what it asks of
 //! the others goes through `Peers` (`peers`; carried out in `room`). No handler awaits another
 //! actor but a load making room, which awaits each idle resident's `Evict`
@@ -31,7 +32,7 @@
 //! |---|---|---|
 //! | `child_holder::ChildHolder` | the live child, the activity | `install`, `stop`, `take_dead`, `set_activity` |
 //! | `brake_state::Brake` | the live brake state, the last reading and action, the carry, the window memory (no sensor, no clock: `sensors::view::BrakeSensor` reads both) | its methods; a decision is `llama_step`/`mlx_step`, then `finish_llama`/`finish_mlx` told what carrying it out came to (`Carried`), which keep the protocol's order |
-//! | `kv::Kv` | the KV store and the status's view of it; each model's pool meter and what compaction moved (`compact`) | `save`, `claim`, `evict`, `compact`, `turn_counted` (and the child's `SlotHeld`, with `kv_check::counted`) |
+//! | `kv::Kv` | the KV store and the status's view of it; each model's pool meter and what compaction moved (`compact`) | `save`, `save_ahead`, `claim`, `evict`, `compact`, `turn_counted` (and the child's `SlotHeld`, with `kv_check::counted`) |
 //! | `state::Usage` | the idle clock, turns, the keep-alive, the reaped model, loads and time served | `touch`, `turn_done`, `hold`, `switching_to`, `reaped`, `loaded`, `yielded`, `running` |
 //! | the core | `shut_down`, `admitted`, `room` (a load waiting for room: `peers::RoomWait`) | `shutdown`, `room` |
 //!
@@ -51,6 +52,7 @@
 //! `footprint_at`) or of the plan (`SpawnPlan::window_line`, `gpu_label`);
 //! the RPC workers' part is `workers`.
 
+mod ahead;
 pub(crate) mod brake;
 mod brake_act;
 pub(crate) mod brake_state;
@@ -94,6 +96,8 @@ pub use crate::engines::cpu::workers::workers_link;
 pub use door::{Door, DoorError};
 pub use peers::Peers;
 // Nameable where the engine is public (with `testing`).
+#[cfg(feature = "testing")]
+pub use ahead::SaveAhead;
 #[cfg(feature = "testing")]
 pub use peers::Wake;
 pub use supervise::CoreGuard;
@@ -166,6 +170,12 @@ impl Actor for EngineActor {
         // Where each turn's relay task reports its end.
         if let Some(core) = self.home.borrow_mut().as_mut() {
             core.intake.set_ends(ctx.address().recipient(), ctx.address().recipient());
+            // The save ahead's watcher, when saves and it are on.
+            let after = core.cfg().kv_save_ahead;
+            if core.kv.is_on() && !after.is_zero() {
+                let idle = core.outlets.idle_clock_tx.subscribe();
+                actix::spawn(ahead::watch(idle, after, ctx.address().recipient()));
+            }
         }
     }
 }
@@ -315,6 +325,20 @@ impl Handler<Reap> for EngineActor {
         self.atomic(
             |mut core| async move {
                 core.reap().await;
+                (core, ())
+            },
+            nothing,
+        )
+    }
+}
+
+impl Handler<ahead::SaveAhead> for EngineActor {
+    type Result = AtomicResponse<Self, ()>;
+
+    fn handle(&mut self, msg: ahead::SaveAhead, _ctx: &mut Self::Context) -> Self::Result {
+        self.atomic(
+            |mut core| async move {
+                core.save_ahead(msg.last_use).await;
                 (core, ())
             },
             nothing,

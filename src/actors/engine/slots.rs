@@ -25,6 +25,11 @@ pub struct SlotHeld {
     /// A restore not yet judged: the tokens it put in the slot and the
     /// answer tokens they end with (`kv_check` judges it after the turn).
     pub unchecked_restore: Option<(u32, u32)>,
+    /// The store holds the conversation as the slot holds it now (saved
+    /// ahead while the child was idle, `ahead`): the save before its erase
+    /// or its slot's change of hands writes nothing. A turn on the slot
+    /// clears it.
+    pub on_disk: bool,
 }
 
 /// A turn running on a slot.
@@ -233,6 +238,7 @@ mod tests {
             tokens: 900,
             answer_tokens: 0,
             unchecked_restore: None,
+            on_disk: false,
         });
         t.get_mut(1).anonymous_tokens = 40;
         let v = t.views(None);
