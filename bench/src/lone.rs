@@ -1,6 +1,7 @@
 //! The lone phase (#43): one person having one conversation after another.
 //! N conversations of about M tokens each end (a long first message and
-//! an answer of `ANSWER_TOKENS`); then `LONE_STREAMS` new questions stream
+//! an answer of `ANSWER_TOKENS`); the person reads the last answer
+//! (`READ_PAUSE`); then `LONE_STREAMS` new questions stream
 //! `LONE_TOKENS` alone, one after another (the median by decode rate is
 //! the sample); then the first conversation comes back with one
 //! more message. Three sides, each a fresh process per round, their order
@@ -54,6 +55,13 @@ const LONE_TOKENS: u32 = 256;
 /// ended, the others after the one before it (each beside whatever its
 /// server still holds then).
 const LONE_STREAMS: usize = 3;
+
+/// The pause before the first lone stream, every side alike: the person
+/// reads the last answer before asking something new. Longer than the
+/// warden's save ahead (`WARDEN_KV_SAVE_AHEAD_S`, 2 s), which writes the
+/// held conversations while nobody waits; llama-server saves its idle
+/// slots to its host cache only when the new task starts, pause or not.
+const READ_PAUSE: Duration = Duration::from_secs(3);
 
 /// The most prompt tokens a return may re-read (the target).
 const RETURN_REREAD_MAX: u64 = 64;
@@ -205,6 +213,7 @@ async fn one(
             first = vec![user, json!({"role": "assistant", "content": answer})];
         }
     }
+    tokio::time::sleep(READ_PAUSE).await;
     // Lone streams one after another, each a new conversation; the sample
     // is the median one by decode rate (one stream's rate on this machine
     // moves by 10% between runs of one server).
@@ -222,11 +231,8 @@ async fn one(
             .await?,
         );
     }
-    lones.sort_by(|a, b| {
-        a.server_tps
-            .partial_cmp(&b.server_tps)
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
+    // The first, beside what the conversations left (taken before the sort
+    // by rate, which would hand over the slowest instead).
     let first_lone = lones[0].clone();
     lones.sort_by(|a, b| {
         a.server_tps
