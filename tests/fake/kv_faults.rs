@@ -149,11 +149,13 @@ async fn compaction_saves_before_it_erases_and_a_failed_save_keeps_the_conversat
 
 /// A long conversation left idle past the save ahead's delay is written
 /// while nobody waits; the next conversation's turn that moves it off the
-/// pool then only erases it (no second save on that turn's way to its
-/// first token), and the conversation comes back from that one save. A
-/// turn that arrives before the delay writes nothing ahead.
+/// pool writes nothing on its way to its first token (no second save) and
+/// takes its slot (the child keeps the cells both prompts begin with and
+/// frees the rest: no erase either), and the conversation comes back from
+/// that one save. A turn that arrives before the delay writes nothing
+/// ahead.
 #[actix_rt::test]
-async fn an_idle_conversation_is_saved_ahead_and_its_move_only_erases() {
+async fn an_idle_conversation_is_saved_ahead_and_its_move_writes_nothing() {
     tokio::time::pause();
     let dir = tempfile::tempdir().unwrap();
     let kv = tempfile::tempdir().unwrap();
@@ -183,12 +185,14 @@ async fn an_idle_conversation_is_saved_ahead_and_its_move_only_erases() {
     assert_eq!(saved(&w), vec!["held".to_string()], "saved ahead while idle");
     assert_eq!(fake.slot_actions(), vec!["save"]);
     let st = w.status();
-    assert!(
-        st.slots.iter().any(|s| s.conversation.as_deref() == Some("held")),
-        "it stays in its slot: {:?}",
-        st.slots
-    );
-    // Another conversation's long turn moves it off the pool: an erase only.
+    let held_slot = st
+        .slots
+        .iter()
+        .find(|s| s.conversation.as_deref() == Some("held"))
+        .map(|s| s.id);
+    assert!(held_slot.is_some(), "it stays in its slot: {:?}", st.slots);
+    // Another conversation's long turn moves it off the pool and takes its
+    // slot: no write, no erase.
     let next = collect(
         w.submit(chat(None, 2048, true).conversation(Some("next".into())))
             .unwrap(),
@@ -204,8 +208,21 @@ async fn an_idle_conversation_is_saved_ahead_and_its_move_only_erases() {
     assert_eq!(moved, vec!["held".to_string()]);
     assert_eq!(
         fake.slot_actions(),
-        vec!["save", "erase"],
-        "moved without a second save"
+        vec!["save"],
+        "moved without a second save, nor an erase"
+    );
+    let st = w.status();
+    let slot_of = |c: &str| {
+        st.slots
+            .iter()
+            .find(|s| s.conversation.as_deref() == Some(c))
+            .map(|s| s.id)
+    };
+    assert!(slot_of("held").is_none(), "{:?}", st.slots);
+    assert_eq!(
+        slot_of("next"),
+        held_slot,
+        "the new conversation took the moved one's slot"
     );
     // It returns from that save.
     let back = collect(w.submit(long_turn().conversation(Some("held".into()))).unwrap()).await;

@@ -125,12 +125,13 @@ async fn a_lone_stream_runs_beside_no_held_conversation_and_each_returns_reading
 
 /// One person's conversation, then a pause past the save ahead's delay:
 /// its KV is written while nobody waits; the next conversation's turn
-/// moves it off the pool with an erase only (its save is not written
-/// again: the same record, the same time), and it comes back from that
-/// save reading only its new message.
+/// moves it off the pool writing nothing (its save is not written again:
+/// the same record, the same time) and takes its slot, reusing the cells
+/// both prompts begin with (the chat template's opening); the held one
+/// comes back from that save reading only its new message.
 #[actix_rt::test]
 #[ignore = "needs the real llama-server and SmolLM2 (./build-llama.sh); ./test.sh runs it"]
-async fn a_pause_saves_the_conversation_ahead_and_the_next_one_only_erases_it() {
+async fn a_pause_saves_the_conversation_ahead_and_the_next_one_writes_nothing() {
     let _one = serial();
     let kv = tempfile::tempdir().unwrap();
     let cfg = WardenConfig {
@@ -161,6 +162,8 @@ async fn a_pause_saves_the_conversation_ahead_and_the_next_one_only_erases_it() 
     let lone = [json!({"role": "user", "content": "Write a long story about a lighthouse keeper."})];
     let story = conversation_turn(&base, "lone", &lone, 384, long).await;
     assert_eq!(story["usage"]["completion_tokens"], 384, "{story}");
+    let (_, reused) = processed(&story);
+    assert!(reused > 0, "it took the moved one's slot and reused their common beginning: {story}");
     let order = moved(&mut events);
     assert!(
         order.len() == 1 && order[0].contains("conv-0"),

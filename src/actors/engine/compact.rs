@@ -133,8 +133,13 @@ impl Kv {
     }
 
     /// Moves one idle conversation the law chose to disk: saved, then
-    /// erased. A save that fails leaves it where it is, counted.
-    pub(crate) async fn compact(&mut self, child: &mut LiveChild, w: Weighed, emit: impl Fn(WardenEvent)) {
+    /// erased. A save that fails leaves it where it is, counted. `taken`:
+    /// the admitted turn takes its slot (`turn::seat`), so it is not erased:
+    /// the child keeps the cells both prompts begin with (the chat
+    /// template's opening) and frees the rest itself as it places the new
+    /// prompt (b10883's `seq_rm` from the common prefix), which moves its
+    /// allocation head down as an erase would.
+    pub(crate) async fn compact(&mut self, child: &mut LiveChild, w: Weighed, taken: bool, emit: impl Fn(WardenEvent)) {
         let Some(held) = child.slots.get(w.slot).held.clone() else {
             return;
         };
@@ -149,7 +154,7 @@ impl Kv {
                 return;
             }
         }
-        if !super::kv::erase(child, w.slot).await {
+        if !taken && !super::kv::erase(child, w.slot).await {
             // Its cells are still in the slot (and its save on disk).
             child.slots.get_mut(w.slot).held = Some(held);
             return;

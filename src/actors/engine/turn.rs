@@ -291,10 +291,11 @@ impl EngineCore {
             slots: c.slots.len() as u32,
         };
         let requested = crate::law::request::requested_bound(&w.request.body);
-        match slots::admit(pool, &views, slot, prompt, requested) {
+        let now = tokio::time::Instant::now();
+        let plan = |slot: usize| match slots::admit(pool, &views, slot, prompt, requested) {
             Admit::Run { bound, reserve, evict } => {
                 let turn = super::compact::Admitted { slot, bound, prompt };
-                let compact = self.kv.compaction(c, turn, &evict, tokio::time::Instant::now());
+                let compact = self.kv.compaction(c, turn, &evict, now);
                 Some(Seat {
                     slot,
                     bound,
@@ -302,11 +303,32 @@ impl EngineCore {
                     evict,
                     compact,
                     prompt,
-                    text,
+                    text: None,
                 })
             }
             Admit::Wait => None,
+        };
+        let mut seat = plan(slot)?;
+        // A conversation new to the pool, bound for an empty slot while the
+        // law moves another's out that is on disk already (saved ahead): it
+        // takes that slot instead. The child then reuses the cells both
+        // prompts begin with (the chat template's opening: 24 to 33 of
+        // SmolLM2's 44 for a short question, measured here: 40-60 ms of its
+        // first token) where an empty slot re-reads them. Only a saved one:
+        // a move whose save failed must leave its conversation in place,
+        // and a slot that changes hands cannot.
+        let fresh = views[slot].holds.is_none() && !views.iter().any(|v| v.holds.is_some() && v.holds == owner.as_deref());
+        let saved = |i: usize| c.slots.get(i).held.as_ref().is_some_and(|h| h.on_disk);
+        if fresh
+            && let Some(first) = seat.compact.first().copied().filter(|w| saved(w.slot))
+            && let Some(mut there) = plan(first.slot)
+        {
+            there.compact.retain(|w| w.slot != first.slot);
+            there.compact.insert(0, first);
+            seat = there;
         }
+        seat.text = text;
+        Some(seat)
     }
 
     /// The conversation a generating turn's slot is kept for (a raw
@@ -364,7 +386,7 @@ impl EngineCore {
         let outlets = &self.outlets;
         for w in seat.compact {
             self.kv
-                .compact(c, w, |e| {
+                .compact(c, w, w.slot == seat.slot, |e| {
                     outlets.metrics.observe(&e);
                     let _ = outlets.events_tx.send(e);
                 })
