@@ -163,7 +163,10 @@ async fn a_pause_saves_the_conversation_ahead_and_the_next_one_writes_nothing() 
     let story = conversation_turn(&base, "lone", &lone, 384, long).await;
     assert_eq!(story["usage"]["completion_tokens"], 384, "{story}");
     let (_, reused) = processed(&story);
-    assert!(reused > 0, "it took the moved one's slot and reused their common beginning: {story}");
+    assert!(
+        reused > 0,
+        "it took the moved one's slot and reused their common beginning: {story}"
+    );
     let order = moved(&mut events);
     assert!(
         order.len() == 1 && order[0].contains("conv-0"),
