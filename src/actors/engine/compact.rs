@@ -56,6 +56,15 @@ impl Kv {
             })
     }
 
+    /// What `child`'s model's meter reads now (its priors for the model's
+    /// KV shape until it has measured anything).
+    fn reading(&self, child: &LiveChild) -> crate::law::compact_meter::Reading {
+        match self.pools.get(child.model_id()) {
+            Some(p) => p.meter.reading(),
+            None => Meter::new(child.plan.shape.map_or(0, |s| s.kv_per_token)).reading(),
+        }
+    }
+
     /// The idle conversations the law moves to disk before `turn` starts
     /// on `child`, beside the slots `evicting` already clears for room;
     /// empty when saves are off or the model's saves do not restore.
@@ -63,11 +72,7 @@ impl Kv {
         if !self.is_on() || !super::kv::kept(child) {
             return Vec::new();
         }
-        let kv_per_cell = child.plan.shape.map_or(0, |s| s.kv_per_token);
-        let reading = self
-            .pools
-            .get(child.model_id())
-            .map_or_else(|| Meter::new(kv_per_cell).reading(), |p| p.meter.reading());
+        let reading = self.reading(child);
         let typical = reading.typical_answer;
         let mut tokens = u64::from(compact::expected_answer(turn.bound, typical));
         let mut running = 0;
@@ -114,21 +119,15 @@ impl Kv {
         let Some(slot) = crate::law::slots::pick(&views, None, AHEAD_PROMPT_TOKENS) else {
             return Vec::new();
         };
-        let kv_per_cell = child.plan.shape.map_or(0, |s| s.kv_per_token);
-        let typical = self
-            .pools
-            .get(child.model_id())
-            .map_or_else(|| Meter::new(kv_per_cell).reading(), |p| p.meter.reading())
-            .typical_answer;
         let turn = Admitted {
             slot,
-            bound: typical,
+            bound: self.reading(child).typical_answer,
             prompt: AHEAD_PROMPT_TOKENS,
         };
         let mut slots: Vec<usize> = self.compaction(child, turn, &[], now).into_iter().map(|w| w.slot).collect();
+        // The law never weighs the slot the turn takes: no duplicate.
         slots.push(slot);
         slots.retain(|&i| child.slots.get(i).held.as_ref().is_some_and(|h| !h.on_disk));
-        slots.dedup();
         slots
     }
 
@@ -202,9 +201,8 @@ impl Kv {
     /// The status's view of `child`'s pool.
     pub(crate) fn pool_view(&self, child: &LiveChild) -> PoolStatus {
         let (idle_cells, busy_cells) = child.slots.cells();
-        let kv_per_cell = child.plan.shape.map_or(0, |s| s.kv_per_token);
         let pool = self.pools.get(child.model_id());
-        let reading = pool.map_or_else(|| Meter::new(kv_per_cell).reading(), |p| p.meter.reading());
+        let reading = self.reading(child);
         PoolStatus {
             window: child.allocated,
             idle_cells,
