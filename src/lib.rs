@@ -30,6 +30,7 @@
 //!    |                   reading in a watch
 //!    |-- reads <-- that watch at a turn's start and end (sensors::view)
 //!    |<-- Reap -- IdleTimer (every 30 s, only when a model looks idle)
+//!    |<-- SaveAhead -- IdleTimer (once the idle clock stood still 2 s)
 //!    |-- ResetFailed --> PrefixCacheActor (the next claim resets)
 //!    |-- publishes Door (watch): /tokenize, /detokenize and the child's
 //!    |   /metrics reach the live child beside a turn, nothing else can

@@ -8,6 +8,11 @@
 //! `WARDEN_IDLE_TIMEOUT_S`; none for a model kept forever): a tick with
 //! nothing to reap never enters the mailbox (the spec's "returns before the
 //! lock"). The engine re-checks when it handles it.
+//!
+//! The idle clock's other deadline is the KV save ahead's
+//! (`WARDEN_KV_SAVE_AHEAD_S`): once the clock has stood still that long,
+//! `SaveAhead` goes to the engine; a change of the clock (a turn, a load)
+//! starts the wait again. The engine waits on no timer itself.
 
 use std::time::Duration;
 
@@ -16,7 +21,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::law::reap::should_reap;
-use crate::messages::Reap;
+use crate::messages::{Reap, SaveAhead};
 use crate::status::{EngineState, EngineStatus};
 
 /// The timer actor.
@@ -29,6 +34,9 @@ pub struct IdleTimer {
     last_used: watch::Receiver<Option<Instant>>,
     /// The tick period.
     idle_tick: Duration,
+    /// Where `SaveAhead` goes, and after how long a still idle clock
+    /// (`None`: saves ahead off).
+    save_ahead: Option<(Recipient<SaveAhead>, Duration)>,
 }
 
 impl IdleTimer {
@@ -44,6 +52,36 @@ impl IdleTimer {
             status,
             last_used,
             idle_tick,
+            save_ahead: None,
+        }
+    }
+
+    /// Also sends `SaveAhead` to `to` each time the idle clock stands still
+    /// for `after` (nothing when `after` is zero).
+    pub fn save_ahead(mut self, to: Recipient<SaveAhead>, after: Duration) -> Self {
+        self.save_ahead = (!after.is_zero()).then_some((to, after));
+        self
+    }
+}
+
+/// Sends `SaveAhead` to `to` each time the idle clock `idle` stays
+/// unchanged for `after`; ends when the engine (the clock's sender) is gone.
+async fn save_ahead_when_still(mut idle: watch::Receiver<Option<Instant>>, after: Duration, to: Recipient<SaveAhead>) {
+    loop {
+        let last = *idle.borrow_and_update();
+        if let Some(at) = last {
+            tokio::select! {
+                () = tokio::time::sleep_until(at + after) => to.do_send(SaveAhead { last_use: at }),
+                changed = idle.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            }
+        }
+        if idle.changed().await.is_err() {
+            return;
         }
     }
 }
@@ -52,6 +90,9 @@ impl Actor for IdleTimer {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        if let Some((to, after)) = self.save_ahead.take() {
+            ctx.spawn(save_ahead_when_still(self.last_used.clone(), after, to).into_actor(self));
+        }
         if self.idle_tick.is_zero() {
             return;
         }

@@ -84,7 +84,7 @@ const BOUND_AT_START: &[Bound] = &[
     ("WARDEN_KV_SAVE_MAX_GB", |a, b| {
         a.kv_save_max_bytes != b.kv_save_max_bytes
     }),
-    // Its watcher is started with the engine.
+    // Its deadline is kept by the engine's idle timer, started with it.
     ("WARDEN_KV_SAVE_AHEAD_S", |a, b| a.kv_save_ahead != b.kv_save_ahead),
     ("WARDEN_MAX_CONNECTIONS", |a, b| a.max_connections != b.max_connections),
     ("WARDEN_MAX_RESIDENT", |a, b| a.max_resident != b.max_resident),

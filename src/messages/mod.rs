@@ -7,6 +7,7 @@
 //! | `Reset` | `PrefixCacheActor` (MLX), just ahead of the turn that needs it | `EngineActor` | `()` |
 //! | `BrakeSample` | `SensorActor` (every 60 s while a model is loaded) | `EngineActor` | `()` |
 //! | `Reap` | `IdleTimer` (every 30 s while a model looks idle) | `EngineActor` | `()` |
+//! | `SaveAhead` | `IdleTimer` (once the idle clock stood still `WARDEN_KV_SAVE_AHEAD_S`) | `EngineActor` | `()` |
 //! | `Load` | `/warden/load`, embedders | `EngineActor` | `Reply<Result<EngineStatus, WardenError>>` (later when turns run) |
 //! | `Unload` | `/warden/unload`, embedders | `EngineActor` | `Reply<Result<bool, WardenError>>` (later when turns run) |
 //! | `TurnRelayed` | a turn's relay task (`actors::engine::relay`), at its end | `EngineActor` | `()` |
@@ -32,6 +33,7 @@ pub mod generate;
 pub mod load;
 pub mod prefix;
 pub mod reap;
+pub mod save_ahead;
 pub mod recover;
 pub mod reply;
 pub mod reset;
@@ -44,6 +46,7 @@ pub use evict::Evict;
 pub use generate::{Generate, Notice, TurnEvent, TurnOptions, TurnRequest};
 pub use load::Load;
 pub use reap::Reap;
+pub use save_ahead::SaveAhead;
 pub use recover::Recover;
 pub use reply::Reply;
 pub use reset::Reset;

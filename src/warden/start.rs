@@ -264,13 +264,17 @@ impl Shell {
             None => EngineActor::new(core).start(),
         };
         let prefix = prefix_ctx.map(|ctx| ctx.run(PrefixCacheActor::new(engine.clone())));
-        let timer = IdleTimer::new(
+        let cfg = self.config.get();
+        let mut timer = IdleTimer::new(
             engine.clone().recipient(),
             status_rx.clone(),
             idle_clock_rx,
-            self.config.get().idle_tick,
-        )
-        .start();
+            cfg.idle_tick,
+        );
+        if cfg.kv_save {
+            timer = timer.save_ahead(engine.clone().recipient(), cfg.kv_save_ahead);
+        }
+        let timer = timer.start();
         EngineHandle::new(model, engine, prefix, status_rx, door_rx, queue, arbiter, timer)
     }
 }

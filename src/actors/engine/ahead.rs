@@ -8,51 +8,19 @@
 //! idle conversations of 2,000 tokens, seconds for a large model's
 //! window). A turn on a saved slot makes its save stale again.
 //!
-//! Waiting is an event: a watcher task sleeps until the idle clock's last
-//! value plus the delay, and a change of the clock (a turn, a load) starts
-//! it again; the engine checks, in its own mailbox, that nothing ran since.
+//! The deadline is the `IdleTimer`'s, the actor that keeps the idle
+//! clock's deadlines (the reap's too): it sends `SaveAhead` once the clock
+//! has stood still for the delay, and a change of the clock (a turn, a
+//! load) starts its wait again. The engine itself waits on no timer; it
+//! checks, in its own mailbox, that nothing ran since.
 
-use std::time::Duration;
-
-use actix::{Message, Recipient};
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::core::EngineCore;
 
-/// The engine has been idle since `last_use` for the save ahead's delay.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct SaveAhead {
-    /// The idle clock's value the watcher waited from.
-    pub last_use: Instant,
-}
-
-/// Sends `SaveAhead` to `to` each time the idle clock `idle` stays
-/// unchanged for `after`; ends when the engine (the clock's sender) is gone.
-pub(super) async fn watch(mut idle: watch::Receiver<Option<Instant>>, after: Duration, to: Recipient<SaveAhead>) {
-    loop {
-        let last = *idle.borrow_and_update();
-        if let Some(at) = last {
-            tokio::select! {
-                () = tokio::time::sleep_until(at + after) => to.do_send(SaveAhead { last_use: at }),
-                changed = idle.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                    continue;
-                }
-            }
-        }
-        if idle.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
 impl EngineCore {
     /// Saves ahead what a new conversation's turn would move, when nothing
-    /// ran or waits since the watcher's `last_use`.
+    /// ran or waits since the timer's `last_use`.
     pub(crate) async fn save_ahead(&mut self, last_use: Instant) {
         if !self.intake.idle() || self.usage.last().map(|u| u.at) != Some(last_use) {
             return;

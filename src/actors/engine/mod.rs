@@ -12,8 +12,8 @@
 //! the MLX cache over), the `SensorActor` (`BrakeSample`, the idle cadence),
 //! the `IdleTimer` (`Reap`), `Warden` (`Load`, `Unload`, `Shutdown`), the
 //! worker watch (`WorkerCheck`), another resident's engine (`Evict`), the
-//! watcher of a load waiting for room (`peers::Wake`), the save ahead's
-//! watcher of the idle clock (`ahead::SaveAhead`). One
+//! watcher of a load waiting for room (`peers::Wake`), the `IdleTimer`
+//! again (`SaveAhead`, the idle clock's other deadline). One
 //! engine runs per resident model (`warden::residency`); what it asks of
 //! the others goes through `Peers` (`peers`; carried out in `room`). No handler awaits another
 //! actor but a load making room, which awaits each idle resident's `Evict`
@@ -97,8 +97,6 @@ pub use door::{Door, DoorError};
 pub use peers::Peers;
 // Nameable where the engine is public (with `testing`).
 #[cfg(feature = "testing")]
-pub use ahead::SaveAhead;
-#[cfg(feature = "testing")]
 pub use peers::Wake;
 pub use supervise::CoreGuard;
 pub use relay::TurnRelayed;
@@ -106,7 +104,8 @@ pub use turn::shutting_down;
 
 use crate::error::WardenError;
 use crate::messages::{
-    BrakeSample, Evict, Generate, Load, Reap, Recover, Reply, Reset, Shutdown, TurnEvent, Unload, WorkerCheck,
+    BrakeSample, Evict, Generate, Load, Reap, Recover, Reply, Reset, SaveAhead, Shutdown, TurnEvent, Unload,
+    WorkerCheck,
 };
 use crate::status::EngineStatus;
 
@@ -170,12 +169,6 @@ impl Actor for EngineActor {
         // Where each turn's relay task reports its end.
         if let Some(core) = self.home.borrow_mut().as_mut() {
             core.intake.set_ends(ctx.address().recipient(), ctx.address().recipient());
-            // The save ahead's watcher, when saves and it are on.
-            let after = core.cfg().kv_save_ahead;
-            if core.kv.is_on() && !after.is_zero() {
-                let idle = core.outlets.idle_clock_tx.subscribe();
-                actix::spawn(ahead::watch(idle, after, ctx.address().recipient()));
-            }
         }
     }
 }
@@ -332,10 +325,10 @@ impl Handler<Reap> for EngineActor {
     }
 }
 
-impl Handler<ahead::SaveAhead> for EngineActor {
+impl Handler<SaveAhead> for EngineActor {
     type Result = AtomicResponse<Self, ()>;
 
-    fn handle(&mut self, msg: ahead::SaveAhead, _ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: SaveAhead, _ctx: &mut Self::Context) -> Self::Result {
         self.atomic(
             |mut core| async move {
                 core.save_ahead(msg.last_use).await;
