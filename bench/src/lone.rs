@@ -46,10 +46,10 @@ const FACT_TOKENS: usize = 19;
 
 /// Each conversation's answer: about what a chat answer of a small model
 /// runs.
-const ANSWER_TOKENS: u32 = 128;
+pub(crate) const ANSWER_TOKENS: u32 = 128;
 
 /// The lone stream's answer.
-const LONE_TOKENS: u32 = 256;
+pub(crate) const LONE_TOKENS: u32 = 256;
 
 /// Lone streams per sample: the first right after the held conversations
 /// ended, the others after the one before it (each beside whatever its
@@ -61,22 +61,22 @@ const LONE_STREAMS: usize = 3;
 /// warden's save ahead (`WARDEN_KV_SAVE_AHEAD_S`, 2 s), which writes the
 /// held conversations while nobody waits; llama-server saves its idle
 /// slots to its host cache only when the new task starts, pause or not.
-const READ_PAUSE: Duration = Duration::from_secs(3);
+pub(crate) const READ_PAUSE: Duration = Duration::from_secs(3);
 
 /// The most prompt tokens a return may re-read (the target).
 const RETURN_REREAD_MAX: u64 = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Side {
+pub(crate) enum Side {
     OneSlot,
     Defaults,
     Warden,
 }
 
 impl Side {
-    const ALL: [Side; 3] = [Side::OneSlot, Side::Defaults, Side::Warden];
+    pub(crate) const ALL: [Side; 3] = [Side::OneSlot, Side::Defaults, Side::Warden];
 
-    fn tag(self) -> &'static str {
+    pub(crate) fn tag(self) -> &'static str {
         match self {
             Side::OneSlot => "one_slot",
             Side::Defaults => "defaults",
@@ -98,13 +98,13 @@ struct Sample {
 }
 
 /// A server of one side, started fresh.
-enum Server {
+pub(crate) enum Server {
     Direct(Direct),
     Warden(WardenProc, tempfile::TempDir),
 }
 
 impl Server {
-    async fn start(http: &reqwest::Client, setup: &Setup, side: Side, window: u32) -> anyhow::Result<Self> {
+    pub(crate) async fn start(http: &reqwest::Client, setup: &Setup, side: Side, window: u32) -> anyhow::Result<Self> {
         let s = setup;
         Ok(match side {
             Side::Warden => {
@@ -130,7 +130,7 @@ impl Server {
         })
     }
 
-    fn target(&self, conversation: String) -> Target {
+    pub(crate) fn target(&self, conversation: String) -> Target {
         match self {
             Server::Direct(d) => d.target(),
             Server::Warden(w, _) => Target {
@@ -148,7 +148,7 @@ impl Server {
         procs::rss_kib(pid)
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         match self {
             Server::Direct(d) => {
                 d.stop().await;
@@ -162,7 +162,7 @@ impl Server {
 
 /// The first message of conversation `i`: about `tokens` tokens of facts
 /// of its own, and a question.
-fn opening(i: usize, tokens: usize) -> String {
+pub(crate) fn opening(i: usize, tokens: usize) -> String {
     let base = i * 100_000;
     let facts: Vec<String> = (0..tokens / FACT_TOKENS)
         .map(|k| format!("Fact {k}: the number {} is followed by {}.", base + k, base + k + 1))
@@ -170,7 +170,7 @@ fn opening(i: usize, tokens: usize) -> String {
     format!("{} Tell me what these facts have in common.", facts.join(" "))
 }
 
-fn body(messages: &[Value], max_tokens: u32, stream: bool) -> Bytes {
+pub(crate) fn body(messages: &[Value], max_tokens: u32, stream: bool) -> Bytes {
     let v = json!({
         "messages": messages,
         "max_tokens": max_tokens,
@@ -182,18 +182,15 @@ fn body(messages: &[Value], max_tokens: u32, stream: bool) -> Bytes {
     Bytes::from(v.to_string())
 }
 
-/// One side, one round, one configuration: the conversations, the lone
-/// stream, the return.
-async fn one(
+/// Holds `n` conversations of about `m` tokens on `server`, one after
+/// another (`key(i)` names conversation `i`), and hands back the first
+/// one's messages so far (its question and answer), for its return.
+pub(crate) async fn hold(
     http: &reqwest::Client,
-    setup: &Setup,
-    side: Side,
-    window: u32,
+    server: &Server,
+    key: &dyn Fn(&str) -> String,
     (n, m): (usize, usize),
-    round: usize,
-) -> anyhow::Result<Sample> {
-    let server = Server::start(http, setup, side, window).await?;
-    let key = |what: &str| format!("lone-{round}-{n}x{m}-{what}");
+) -> anyhow::Result<Vec<Value>> {
     let mut first = Vec::new();
     for i in 0..n {
         let user = json!({"role": "user", "content": opening(i, m)});
@@ -213,15 +210,34 @@ async fn one(
             first = vec![user, json!({"role": "assistant", "content": answer})];
         }
     }
+    Ok(first)
+}
+
+/// A new question for lone stream `k`: the same text on every side.
+pub(crate) fn lone_question(k: usize) -> [Value; 1] {
+    [json!({"role": "user", "content": format!("Write a long story about lighthouse keeper number {k} and the sea.")})]
+}
+
+/// One side, one round, one configuration: the conversations, the lone
+/// stream, the return.
+async fn one(
+    http: &reqwest::Client,
+    setup: &Setup,
+    side: Side,
+    window: u32,
+    (n, m): (usize, usize),
+    round: usize,
+) -> anyhow::Result<Sample> {
+    let server = Server::start(http, setup, side, window).await?;
+    let key = |what: &str| format!("lone-{round}-{n}x{m}-{what}");
+    let mut first = hold(http, &server, &key, (n, m)).await?;
     tokio::time::sleep(READ_PAUSE).await;
     // Lone streams one after another, each a new conversation; the sample
     // is the median one by decode rate (one stream's rate on this machine
     // moves by 10% between runs of one server).
     let mut lones = Vec::new();
     for k in 0..LONE_STREAMS {
-        let lone_msg = [
-            json!({"role": "user", "content": format!("Write a long story about lighthouse keeper number {k} and the sea.")}),
-        ];
+        let lone_msg = lone_question(k);
         lones.push(
             client::stream(
                 http,
@@ -255,17 +271,20 @@ async fn one(
 /// Per configuration, per side: every round's sample.
 type Samples = Vec<[Vec<Sample>; 3]>;
 
+/// The window every side runs: the warden's for this model.
+pub(crate) async fn window(http: &reqwest::Client, setup: &Setup) -> anyhow::Result<u32> {
+    if setup.window > 0 {
+        return Ok(setup.window);
+    }
+    let w = WardenProc::spawn(&setup.warden_bin, &setup.server, &setup.model, true, &[]).await?;
+    let s = w.wait_ready(http).await?;
+    w.stop().await;
+    Ok(s["context_tokens"].as_u64().context("no context_tokens")? as u32)
+}
+
 /// Runs the phase.
 pub async fn run(http: &reqwest::Client, setup: &Setup, rounds: usize, raw: &mut Raw) -> anyhow::Result<Vec<Line>> {
-    // The window every side runs: the warden's for this model.
-    let window = if setup.window > 0 {
-        setup.window
-    } else {
-        let w = WardenProc::spawn(&setup.warden_bin, &setup.server, &setup.model, true, &[]).await?;
-        let s = w.wait_ready(http).await?;
-        w.stop().await;
-        s["context_tokens"].as_u64().context("no context_tokens")? as u32
-    };
+    let window = window(http, setup).await?;
     let mut all: Samples = CONFIGS.iter().map(|_| Default::default()).collect();
     for round in 0..rounds {
         for (k, &cfg) in CONFIGS.iter().enumerate() {

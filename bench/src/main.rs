@@ -32,7 +32,10 @@
 //! 14. `lone`: one person's conversations one after another: a lone stream
 //!     after N held conversations, and a return, against llama-server with
 //!     one slot and with its own defaults.
-//! 15. `contention`: two models that cannot both be resident, clients per
+//! 15. `lone-paired`: the lone stream's decode settled beyond the noise:
+//!     the three sides of `lone` alive at once, taking turns, 8 pairs a
+//!     round.
+//! 16. `contention`: two models that cannot both be resident, clients per
 //!     model at different rates, the scheduler against first come, first
 //!     served.
 //!
@@ -54,6 +57,7 @@ mod contention;
 mod gguf;
 mod kv;
 mod lone;
+mod lone_paired;
 mod memory;
 mod pairs;
 mod phases;
@@ -101,11 +105,11 @@ struct Args {
     /// `WARDEN_RAM_OVERRIDE_GB` of the brake phase.
     #[arg(long, default_value = "0.65")]
     brake_ram_gb: String,
-    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc,concurrency,lone,contention.
+    /// Phases to run (comma-separated): gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc,concurrency,lone,lone-paired,contention.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc,concurrency,lone,contention"
+        default_value = "gguf,pairs,relay,aa,status,cold,rss,brake,kv,residents,rpc,concurrency,lone,lone-paired,contention"
     )]
     phases: Vec<String>,
     /// The llm-warden binary (default: next to this one).
@@ -215,6 +219,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     run.rpc().await;
     run.concurrency().await;
     run.lone().await;
+    run.lone_paired().await;
     run.contention().await;
     run.report(&out_dir, &start)
 }

@@ -60,7 +60,7 @@ pub fn model_json(
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
-    let caps = w.capabilities(Some(&e.id)).map(|(_, c)| c).unwrap_or_default();
+    let caps = w.caps_of(e);
     let mut v = json!({
         "id": e.id,
         "object": "model",

@@ -155,9 +155,17 @@ pub async fn beside_or_queued<W: Wire>(
     body: serde_json::Map<String, serde_json::Value>,
     wire: W,
 ) -> HttpResponse {
+    // Resolved once: the side door and the turn behind it take the value.
+    let model = match warden.resolve_for(route, model.as_deref()) {
+        Ok(m) => m,
+        Err(e) => {
+            warden.metrics().refused(route, &e.code());
+            return answer(&wire, route, None, &e.to_api());
+        }
+    };
     let bytes = Bytes::from(serde_json::to_vec(&body).expect("a JSON map serializes"));
     let stall_bound = warden.config().client_stall_timeout;
-    match warden.tokenize_now(route, model.as_deref(), &needs, bytes).await {
+    match warden.tokenize_now(route, &model, &needs, bytes).await {
         Some(Ok((status, body))) if (200..300).contains(&status) => {
             warden.metrics().direct(route, TurnOutcome::Completed);
             return whole_body(http, status, body, &[], stall_bound);
@@ -174,7 +182,7 @@ pub async fn beside_or_queued<W: Wire>(
         // Its model is not running: a turn loads it first.
         None => {}
     }
-    let turn = TurnRequest::new(route, body).model(model).needs(needs);
+    let turn = TurnRequest::new(route, body).resolved(model).needs(needs);
     respond_in(warden, http, turn, wire).await
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::catalog::ModelEntry;
 use crate::error::WardenError;
 use crate::law::keep_alive::KeepAlive;
-use crate::law::request_chat::Needs;
+use crate::law::request_chat::{Capabilities, Needs};
 use crate::law::route::Route;
 use crate::messages::prefix::TurnKind;
 use crate::queue::QueueTicket;
@@ -24,8 +24,14 @@ use crate::queue::QueueTicket;
 #[derive(Debug, Clone, Default)]
 pub struct TurnRequest {
     /// The model id asked for (`None`: the default); `Warden::submit`
-    /// resolves it once and the turn carries the entry.
+    /// resolves it once and the turn carries the entry, unless the face
+    /// resolved it already (`resolved`).
     pub model: Option<String>,
+    /// The model as the face resolved it (`Warden::resolve`), when it read
+    /// the model's capabilities before the turn (Ollama's translation asks
+    /// whether it has a chat template): `Warden::submit` takes it as it is
+    /// instead of looking it up again.
+    pub resolved: Option<Resolved>,
     /// The OpenAI request body, validated by the face; the engine adapts
     /// it for its child (`repetition_penalty` → `repeat_penalty`, ...).
     pub body: serde_json::Map<String, serde_json::Value>,
@@ -75,6 +81,13 @@ impl TurnRequest {
         self
     }
 
+    /// For the model the face resolved (`Warden::resolve`).
+    pub fn resolved(mut self, model: Resolved) -> Self {
+        self.model = Some(model.entry.id.clone());
+        self.resolved = Some(model);
+        self
+    }
+
     /// Streamed or whole.
     pub fn stream(mut self, stream: bool) -> Self {
         self.stream = stream;
@@ -110,6 +123,15 @@ impl TurnRequest {
         self.needs = needs;
         self
     }
+}
+
+/// A model resolved once (`Warden::resolve`): its catalog entry (a
+/// snapshot: a reload of the catalog does not change it under the turn)
+/// and what its files let a request send it, its kind as served.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub entry: Arc<ModelEntry>,
+    pub caps: Capabilities,
 }
 
 /// One turn, queued: the request whole, its model resolved once.

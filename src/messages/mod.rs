@@ -43,7 +43,7 @@ pub mod worker_check;
 
 pub use brake_sample::BrakeSample;
 pub use evict::Evict;
-pub use generate::{Generate, Notice, TurnEvent, TurnOptions, TurnRequest};
+pub use generate::{Generate, Notice, Resolved, TurnEvent, TurnOptions, TurnRequest};
 pub use load::Load;
 pub use reap::Reap;
 pub use save_ahead::SaveAhead;

@@ -1,7 +1,7 @@
 //! The warden's side door: tokenizer calls (and the child's own metrics)
 //! reach the live child beside a running turn instead of through the queue.
 
-use super::Warden;
+use super::{Resolved, Warden};
 use crate::actors::engine::{Door, DoorError};
 use crate::error::WardenError;
 use crate::law::request_chat::Needs;
@@ -12,16 +12,10 @@ use crate::law::route::Route;
 const TOKENIZER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Warden {
-    /// The side door to the live child when it runs `model` (`None`: the
-    /// default), else `None`.
-    pub(crate) fn door_for(&self, model: Option<&str>) -> Option<Door> {
-        let default = self.inner.catalog.get().default_entry();
-        let want = match model {
-            Some(m) => m,
-            None => default.as_ref()?.id.as_str(),
-        };
-        let door = self.inner.residency.engine(Some(want))?.door.borrow().clone()?;
-        (door.model == want).then_some(door)
+    /// The side door to the live child when it runs `model`, else `None`.
+    fn door_for(&self, model: &str) -> Option<Door> {
+        let door = self.inner.residency.engine(Some(model))?.door.borrow().clone()?;
+        (door.model == model).then_some(door)
     }
 
     /// The side door to the child of the most recently used resident.
@@ -48,7 +42,7 @@ impl Warden {
     pub(crate) async fn tokenize_now(
         &self,
         route: Route,
-        model: Option<&str>,
+        model: &Resolved,
         needs: &Needs,
         body: bytes::Bytes,
     ) -> Option<Result<(u16, bytes::Bytes), WardenError>> {
@@ -57,13 +51,10 @@ impl Warden {
         }
         // What the queue's submit would refuse, refused here too (an
         // image counted for a model with no projector).
-        if *needs != Needs::default()
-            && let Some((id, caps)) = self.capabilities(model)
-            && let Some(v) = needs.unmet(caps, &id)
-        {
+        if let Some(v) = needs.unmet(model.caps, &model.entry.id) {
             return Some(Err(WardenError::Unmet(v)));
         }
-        let door = self.door_for(model)?;
+        let door = self.door_for(&model.entry.id)?;
         match door.tokenizer(route, body, TOKENIZER_TIMEOUT).await {
             Ok(v) => Some(Ok(v)),
             Err(DoorError::Transport(_)) => None,

@@ -14,6 +14,7 @@ use crate::catalog::Catalog;
 use crate::config::{Live, WardenConfig};
 use crate::engines::Backend;
 use crate::error::{EngineError, WardenError};
+use crate::law::route::Route;
 use crate::messages::prefix::ClaimPrefix;
 use crate::messages::{Generate, Shutdown, TurnEvent};
 use crate::metrics::Metrics;
@@ -41,7 +42,7 @@ mod start;
 
 /// How long a request asks its model be kept (`TurnRequest::keep_alive`).
 pub use crate::law::keep_alive::KeepAlive;
-pub use crate::messages::TurnRequest;
+pub use crate::messages::{Resolved, TurnRequest};
 pub use chunks::{Chunk, TurnStream};
 pub use recent::{Numbered, RECENT_EVENTS};
 pub use reload::Applied;
@@ -185,22 +186,49 @@ impl Warden {
         self.inner.catalog.get()
     }
 
-    /// The entry a request for `model` (or the default) runs, with what
-    /// its files let a request send it; `None` when there is no such entry
-    /// (the submit answers that with its own 404).
-    pub(crate) fn capabilities(&self, model: Option<&str>) -> Option<(String, crate::capabilities::Capabilities)> {
+    /// The model a request for `model` (or the default) runs, resolved
+    /// once: its entry and what its files let a request send it. A face
+    /// that needs the model before the turn (its capabilities) resolves it
+    /// here and hands the value on (`TurnRequest::resolved`); `submit`
+    /// resolves it otherwise. Unknown: 404 `model_not_found`; no model at
+    /// all: `no_model`.
+    pub fn resolve(&self, model: Option<&str>) -> Result<Resolved, WardenError> {
         let catalog = self.inner.catalog.get();
         let entry = match model {
-            Some(id) => catalog.get(id)?,
-            None => catalog.default_entry()?,
+            Some(id) => catalog
+                .get(id)
+                .ok_or_else(|| WardenError::ModelNotFound(id.to_string()))?,
+            None => catalog.default_entry().ok_or(WardenError::NoModel)?,
         };
-        Some((entry.id.clone(), self.caps_of(&entry)))
+        let caps = self.caps_of(&entry);
+        Ok(Resolved { entry, caps })
+    }
+
+    /// `resolve` for a turn on `route`: a route this engine's child does
+    /// not serve is refused first (501 `unsupported_route`, whatever the
+    /// model), as `submit` orders them, so a face that resolves before it
+    /// submits answers the same error.
+    pub fn resolve_for(&self, route: Route, model: Option<&str>) -> Result<Resolved, WardenError> {
+        self.served(route)?;
+        self.resolve(model)
+    }
+
+    /// `Ok` when this engine's child serves `route`.
+    fn served(&self, route: Route) -> Result<(), WardenError> {
+        if route.served_by(self.engine_kind()) {
+            Ok(())
+        } else {
+            Err(WardenError::UnsupportedRoute {
+                route,
+                engine: self.engine_kind(),
+            })
+        }
     }
 
     /// `entry`'s capabilities, its kind as served: a chat model whose GGUF
     /// has no chat template serves completions only unless its settings
     /// name one (`ModelKind::served`).
-    fn caps_of(&self, entry: &Arc<crate::catalog::ModelEntry>) -> crate::capabilities::Capabilities {
+    pub(crate) fn caps_of(&self, entry: &Arc<crate::catalog::ModelEntry>) -> crate::capabilities::Capabilities {
         let mut caps = self.inner.capabilities.of(entry);
         let named = self.inner.config.get().names_chat_template(&entry.id);
         caps.kind = caps.kind.served(caps.lacks_chat_template && !named);
@@ -243,24 +271,16 @@ impl Warden {
             self.inner.metrics.refused(route, &e.code());
             e
         };
-        if !req.route.served_by(self.engine_kind()) {
-            return Err(refused(WardenError::UnsupportedRoute {
-                route: req.route,
-                engine: self.engine_kind(),
-            }));
-        }
-        // The model is resolved here, once; the turn carries the entry.
-        let catalog = self.inner.catalog.get();
-        let entry = match &req.model {
-            Some(id) => catalog
-                .get(id)
-                .ok_or_else(|| WardenError::ModelNotFound(id.to_string())),
-            None => catalog.default_entry().ok_or(WardenError::NoModel),
+        // The model is resolved once, here or by the face before it; the
+        // turn carries the entry. The route is refused first either way.
+        let mut req = req;
+        let Resolved { entry, caps } = match req.resolved.take() {
+            Some(r) => self.served(route).map(|()| r),
+            None => self.resolve_for(route, req.model.as_deref()),
         }
         .map_err(refused)?;
         // The model's settings fill what a generating request left out
         // (sampling defaults, a system prompt).
-        let mut req = req;
         let config = self.inner.config.get();
         if req.route.generates()
             && let Some(m) = config.models.get(&entry.id)
@@ -270,7 +290,6 @@ impl Warden {
         // A chat request to an embedding model, or the reverse, is the
         // client's mistake: said before it waits in the queue or loads;
         // so is a part the model cannot read (an image and no projector).
-        let caps = self.caps_of(&entry);
         if !req.route.serves(caps.kind, caps.reranks) {
             return Err(refused(WardenError::WrongKind {
                 model: entry.id.clone(),

@@ -387,6 +387,54 @@ async fn mlx_refuses_what_its_server_cannot_serve_in_each_dialect() {
     w.shutdown().await;
 }
 
+/// A model resolved once (`Warden::resolve`) is what the turn runs: `submit`
+/// takes the carried entry and capabilities as they are instead of looking
+/// the model up again (here, capabilities that say embedding refuse a
+/// chat turn on a chat model), and a catalog change after the resolve does
+/// not move the turn. The route is refused before the model, resolved or
+/// not.
+#[actix_rt::test]
+async fn a_turn_runs_the_model_its_face_resolved() {
+    use llm_warden::law::route::Route;
+    use llm_warden::law::types::ModelKind;
+    let dir = tempfile::tempdir().unwrap();
+    fake_model(dir.path(), "m", json!({"tokens": 2}));
+    let w = TestWarden::fake(dir.path()).start();
+    assert_eq!(w.resolve(Some("nope")).unwrap_err().code(), "model_not_found");
+    let mut r = w.resolve(Some("m")).unwrap();
+    assert_eq!(r.entry.id, "m");
+    r.caps.kind = ModelKind::Embedding;
+    let e = w.submit(chat(None, 2, false).resolved(r.clone())).unwrap_err();
+    assert_eq!(e.code(), "wrong_model_kind", "the carried capabilities decide: {e}");
+    assert_eq!(w.queue_depth(), 0);
+    // The true value runs, named by its entry whatever the request said.
+    let ok = collect(
+        w.submit(chat(Some("other"), 2, true).resolved(w.resolve(None).unwrap()))
+            .unwrap(),
+    )
+    .await;
+    assert!(ok.done && ok.error.is_none(), "{ok:?}");
+    assert_eq!(w.status().model.as_deref(), Some("m"));
+    w.shutdown().await;
+
+    // MLX serves chat only: a completion is refused for its route first,
+    // even for a model that is not there.
+    let engine = MlxEngine {
+        python: "/nonexistent/python".into(),
+        runner: "/nonexistent/runner.py".into(),
+        cache_home: dir.path().into(),
+    };
+    let empty = tempfile::tempdir().unwrap();
+    let w = TestWarden::backend(Backend::Mlx(engine), empty.path()).start();
+    let e = w.resolve_for(Route::Completions, Some("nope")).unwrap_err();
+    assert_eq!(e.code(), "unsupported_route");
+    assert_eq!(
+        w.resolve_for(Route::Chat, Some("nope")).unwrap_err().code(),
+        "model_not_found"
+    );
+    w.shutdown().await;
+}
+
 /// An embedder's turn that needs what its model cannot take (an image and
 /// no projector, an infill and no fill-in-the-middle tokens) is refused by
 /// `submit` itself, on the model it resolved, before it queues or loads.

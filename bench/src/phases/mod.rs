@@ -17,7 +17,10 @@ use crate::chart::{self, Series};
 use crate::client;
 use crate::procs::{Direct, WardenProc};
 use crate::report::{self, Headline, Line, Raw, Start};
-use crate::{Args, Setup, brake, cold, concurrency, contention, gguf, kv, lone, memory, residents, rpc, stats, status};
+use crate::{
+    Args, Setup, brake, cold, concurrency, contention, gguf, kv, lone, lone_paired, memory, residents, rpc, stats,
+    status,
+};
 
 /// What every phase shares, and what the phases found so far.
 pub struct Run<'a> {
@@ -264,6 +267,18 @@ impl<'a> Run<'a> {
         );
         let r = lone::run(&self.http, &self.setup, rounds, &mut self.raw).await;
         if let Some(l) = self.keep("lone", r) {
+            self.lines.extend(l);
+        }
+    }
+
+    pub async fn lone_paired(&mut self) {
+        if !self.on("lone-paired") {
+            return;
+        }
+        let rounds = self.args.rounds.min(2);
+        eprintln!("== lone-paired: the lone decode, the three sides alive at once and taking turns ({rounds} rounds)");
+        let r = lone_paired::run(&self.http, &self.setup, rounds, &mut self.raw).await;
+        if let Some(l) = self.keep("lone-paired", r) {
             self.lines.extend(l);
         }
     }

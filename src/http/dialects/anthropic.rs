@@ -22,7 +22,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use bytes::{Bytes, BytesMut};
 use serde_json::{Map, Value, json};
 
-use super::anthropic_request::{Body, Generating};
+use super::anthropic_request::Body;
 use super::native::{self, NativeRequest};
 use crate::error::ApiError;
 use crate::http::reply::Wire;
@@ -75,8 +75,8 @@ fn opening(body: &Map<String, Value>) -> Vec<&Value> {
 }
 
 /// Parses and validates a Messages body (`generate`: for `/v1/messages`,
-/// else for the token counter, which ignores the sampling fields): the
-/// typed request (`anthropic_request`), then the sampling fields by the
+/// else for the token counter, which skips the sampling rules): the typed
+/// request decoded once (`anthropic_request`), then the sampling fields by the
 /// rules every generating route shares (`law::request`), `max_tokens`
 /// folded into the bound the engine gives back as `max_tokens`
 /// (`Route::bound_field`).
@@ -87,7 +87,6 @@ pub fn messages_request(bytes: &[u8], generate: bool) -> Result<MessagesRequest,
     let stream = generate && stream_field(&body)?;
     let read = decode::<Body>(&body)?.check()?;
     if generate {
-        decode::<Generating>(&body)?;
         generating_fields(Route::Messages, &body)?;
     }
     Ok(MessagesRequest {

@@ -18,19 +18,19 @@ use serde::Deserialize;
 use crate::http::typed::{Count, Object, StrOr, Text, need};
 use crate::law::request::Violation;
 
-/// The fields every Messages route reads (the turn and its token counter).
+/// The fields of a Messages body the warden reads, decoded once for both
+/// routes. The token counter reads the generating fields' shapes too
+/// (`stop_sequences`, `thinking`, `metadata`): a client counts the body it
+/// is about to send, and a shape the turn would refuse is better said at
+/// the count than after it (Anthropic's own counter refuses fields it does
+/// not take at all, which is stricter still).
 #[derive(Debug, Deserialize)]
+#[allow(dead_code)] // the generating fields: read for their shape, the child reads their values
 pub(super) struct Body {
     system: Option<StrOr<SystemBlock>>,
     messages: Option<Vec<Message>>,
     tools: Option<Vec<Tool>>,
     tool_choice: Option<ToolChoice>,
-}
-
-/// The fields only a generating turn reads (the counter ignores them).
-#[derive(Debug, Deserialize)]
-#[allow(dead_code)] // read for their shape: the child reads their values
-pub(super) struct Generating {
     stop_sequences: Option<Vec<Text>>,
     thinking: Option<Thinking>,
     metadata: Option<Object>,

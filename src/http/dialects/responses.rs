@@ -38,10 +38,10 @@ use serde_json::{Map, Value, json};
 
 use super::native::{self, NativeRequest};
 use super::responses_events::Responses;
-use super::responses_request::{Body, FormatKind, Generating};
+use super::responses_request::{Body, FormatKind};
 use crate::error::ApiError;
 use crate::http::reply::OpenAi;
-use crate::http::typed::{Count, decode};
+use crate::http::typed::decode;
 use crate::http::validate::{generating_fields, json_object, model_field, stream_field};
 use crate::http::validate_text::keep_alive_field;
 use crate::law::route::Route;
@@ -109,13 +109,12 @@ pub fn responses_request(bytes: &[u8], generate: bool) -> Result<ResponsesReques
     }
     text_format(&mut body, read.format);
     if generate {
-        let output = decode::<Generating>(&body)?.max_output_tokens;
         // The converter passes every other field to the chat parser: the
         // rules every generating route shares (`law::request`), and the
         // bound folded into `n_predict`, the field the child reads first.
         body.remove("max_output_tokens");
         generating_fields(Route::Responses, &body)?;
-        if let Some(Count(m)) = output {
+        if let Some(m) = read.max_output_tokens {
             let n = body
                 .get("n_predict")
                 .and_then(Value::as_u64)

@@ -15,9 +15,13 @@ use serde::de::IgnoredAny;
 use crate::http::typed::{Array, Count, Object, StrOr, Text, need};
 use crate::law::request::Violation;
 
-/// The fields every Responses route reads (the turn and its counter).
+/// The fields of a Responses body the warden reads, decoded once for the
+/// turn and its counter. The counter reads the generating fields' shapes
+/// too (`max_output_tokens`, `reasoning`): a client counts the body it is
+/// about to send (OpenAI's own counter takes the whole create body), and a
+/// shape the turn would refuse is better said at the count.
 #[derive(Debug, Deserialize)]
-#[allow(dead_code)] // `instructions`: read for its shape, the child reads it
+#[allow(dead_code)] // `instructions`, `reasoning`: read for their shape, the child reads them
 pub(super) struct Body<'a> {
     previous_response_id: Option<IgnoredAny>,
     instructions: Option<Text>,
@@ -25,13 +29,7 @@ pub(super) struct Body<'a> {
     #[serde(borrow)]
     tools: Option<Vec<Tool<'a>>>,
     text: Option<TextField>,
-}
-
-/// The fields only a generating turn reads.
-#[derive(Debug, Deserialize)]
-#[allow(dead_code)] // `reasoning` is read for its shape: the child reads it
-pub(super) struct Generating {
-    pub max_output_tokens: Option<Count>,
+    max_output_tokens: Option<Count>,
     reasoning: Option<Object>,
 }
 
@@ -150,6 +148,8 @@ pub(super) struct Read {
     pub untyped_answers: Vec<usize>,
     /// `text.format`'s type, when one is asked for.
     pub format: Option<FormatKind>,
+    /// `max_output_tokens`, when given.
+    pub max_output_tokens: Option<u32>,
 }
 
 impl Body<'_> {
@@ -168,6 +168,7 @@ impl Body<'_> {
             image: None,
             untyped_answers: Vec::new(),
             format: None,
+            max_output_tokens: self.max_output_tokens.map(|Count(m)| m),
         };
         if let StrOr::Items(items) = input {
             if items.is_empty() {

@@ -159,6 +159,11 @@ fn decided_changes() {
     )
     .unwrap();
     assert!(!nulls.body.contains_key("instructions") && !nulls.body.contains_key("previous_response_id"));
+    // why: one decode for both routes: the counter reads the generating fields' shapes too, not their bound
+    let e = responses_request(br#"{"input": "hi", "max_output_tokens": -1}"#, false).unwrap_err();
+    assert_eq!(e.param.as_deref(), Some("max_output_tokens"));
+    let counted = responses_request(br#"{"input": "hi", "max_output_tokens": 7}"#, false).unwrap();
+    assert!(!counted.body.contains_key("n_predict"), "the counter folds no bound");
     let plain = responses_request(br#"{"input": "hi", "stream": true}"#, false).unwrap();
     assert!(!plain.stream && !plain.has_answer && plain.model.is_none());
 }

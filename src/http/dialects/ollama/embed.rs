@@ -86,7 +86,7 @@ async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, legacy
             Some("model"),
         ));
     };
-    let model = super::catalog_id(warden, &name)?;
+    let model = super::resolve(warden, Some(&name))?;
     let field = if legacy { "prompt" } else { "input" };
     let input = match body.get(field) {
         Some(Value::String(s)) if !s.is_empty() => Value::String(s.clone()),
@@ -121,7 +121,7 @@ async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, legacy
     Ok(Asked {
         name,
         turn: TurnRequest::new(Route::Embeddings, child_body)
-            .model(Some(model))
+            .resolved(model)
             .keep_alive(keep_alive),
     })
 }

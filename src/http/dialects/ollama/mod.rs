@@ -32,7 +32,6 @@ use self::reply as ollama_reply;
 use self::translate::{self as ollama, Target, Translated};
 use self::wire::{Api, Ndjson};
 use crate::error::ApiError;
-use crate::error::WardenError;
 use crate::http::body::read_body;
 use crate::http::reply::{Wire, respond_in};
 use crate::http::validate::{chat_request_of, json_object, model_name};
@@ -41,7 +40,7 @@ use crate::law::keep_alive::KeepAlive;
 use crate::law::request_chat::Needs;
 use crate::law::route::Route;
 use crate::messages::TurnOptions;
-use crate::warden::{TurnRequest, Warden};
+use crate::warden::{Resolved, TurnRequest, Warden};
 
 /// `POST /api/chat`.
 pub async fn chat(warden: web::Data<Warden>, http: HttpRequest, payload: web::Payload) -> HttpResponse {
@@ -73,8 +72,12 @@ pub fn error_response(e: &ApiError) -> HttpResponse {
 
 /// What an Ollama request asked for, read.
 struct Asked {
-    /// The catalog id (`None`: the default).
-    model: Option<String>,
+    /// The model, resolved once (the translation read its capabilities;
+    /// the turn takes the same value); `None` when there is no such model,
+    /// which the submit says after the route (`Warden::resolve_for`).
+    model: Option<Resolved>,
+    /// The model name asked for, if any.
+    asked: Option<String>,
     /// The name the reply echoes: the client's, else the default's id.
     name: String,
     stream: bool,
@@ -103,8 +106,11 @@ async fn turn(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
     };
     let conversation = super::header(http, "X-Warden-Conversation").or(conversation);
     let wire = Ndjson::new(api, t.target, asked.name, started, t.num_ctx, warden.watch_status());
-    let req = TurnRequest::new(route, body)
-        .model(asked.model)
+    let req = match asked.model {
+        Some(m) => TurnRequest::new(route, body).resolved(m),
+        None => TurnRequest::new(route, body).model(asked.asked),
+    };
+    let req = req
         .stream(asked.stream)
         .options(options)
         .conversation(conversation)
@@ -144,14 +150,14 @@ fn refused(warden: &Warden, route: Route, e: &ApiError) -> HttpResponse {
     error_response(e)
 }
 
-/// The catalog id an Ollama model name (`name:tag`, or the catalog's own
-/// id) stands for, or the 404 that names it.
-pub(crate) fn catalog_id(warden: &Warden, name: &str) -> Result<String, ApiError> {
-    let id = ollama_reply::catalog_name(name, |id| warden.catalog().get(id).is_some()).to_string();
-    match warden.catalog().get(&id) {
-        Some(_) => Ok(id),
-        None => Err(WardenError::ModelNotFound(id).to_api()),
-    }
+/// The model an Ollama model name (`name:tag`, or the catalog's own id;
+/// `None`: the default) stands for, resolved once (`Warden::resolve`), or
+/// the 404 that names it. The name's spellings are tried against one
+/// snapshot of the catalog.
+pub(crate) fn resolve(warden: &Warden, name: Option<&str>) -> Result<Resolved, ApiError> {
+    let catalog = warden.catalog();
+    let id = name.map(|n| ollama_reply::catalog_name(n, |id| catalog.get(id).is_some()));
+    warden.resolve(id).map_err(|e| e.to_api())
 }
 
 /// Reads, checks and translates a body.
@@ -159,9 +165,15 @@ async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
     let cfg = warden.config();
     let bytes = read_body(payload, cfg.max_body_bytes, cfg.body_timeout).await?;
     let body = json_object(&bytes)?;
-    let name = model_name(&body)?;
-    let model = name.as_deref().map(|n| catalog_id(warden, n)).transpose()?;
-    let name = name.or_else(|| warden.catalog().default_id()).unwrap_or_default();
+    let asked = model_name(&body)?;
+    // Resolved once; a model that is not there is said by the submit,
+    // after the route the translation picks (a route this engine does not
+    // serve is refused first, as in every dialect).
+    let model = resolve(warden, asked.as_deref()).ok();
+    let name = asked
+        .clone()
+        .or_else(|| model.as_ref().map(|m| m.entry.id.clone()))
+        .unwrap_or_default();
     let stream = match body.get("stream") {
         None | Some(Value::Null) => true,
         Some(Value::Bool(b)) => *b,
@@ -176,12 +188,13 @@ async fn read(warden: &Warden, http: &HttpRequest, payload: web::Payload, api: A
     let keep_alive = keep_alive(keep_alive_value(body.get("keep_alive"))?, http)?;
     // The translation asks whether the model has a chat template (a
     // generate with no template is a raw completion).
-    let templated = warden
-        .capabilities(model.as_deref())
-        .is_none_or(|(_, c)| c.kind != crate::law::types::ModelKind::Completion);
+    let templated = model
+        .as_ref()
+        .is_none_or(|m| m.caps.kind != crate::law::types::ModelKind::Completion);
     let translated = translate(api, &body, templated)?;
     Ok(Asked {
         model,
+        asked,
         name,
         stream,
         keep_alive,
@@ -201,28 +214,21 @@ fn translate(api: Api, body: &Map<String, Value>, templated: bool) -> Result<Tra
 /// 0, unload it if it runs), and say so as Ollama does.
 async fn load_only(warden: &Warden, api: Api, asked: Asked, started: Instant) -> HttpResponse {
     let mut wire = Ndjson::new(api, Target::Chat, asked.name, started, None, warden.watch_status());
-    let wanted = asked.model.clone().or_else(|| warden.catalog().default_id());
+    let wanted = asked.model.map(|m| m.entry.id.clone()).or(asked.asked);
     let running = wanted
         .as_ref()
-        .filter(|w| warden.status().residents.iter().any(|r| &r.model == *w))
-        .cloned();
+        .is_some_and(|w| warden.status().residents.iter().any(|r| &r.model == w));
     if crate::law::keep_alive::unload_after_turn(asked.keep_alive) {
-        if running.is_some()
-            && let Err(e) = warden.unload_model(wanted.as_deref()).await
-        {
+        if running && let Err(e) = warden.unload_model(wanted.as_deref()).await {
             return wire.refusal(&e.to_api());
         }
         return HttpResponse::Ok().json(wire.load_reply("unload", 0));
     }
     let load = Instant::now();
-    if let Err(e) = warden.load(asked.model, asked.keep_alive).await {
+    if let Err(e) = warden.load(wanted, asked.keep_alive).await {
         return wire.refusal(&e.to_api());
     }
     // Nothing was loaded when it already ran.
-    let load_ms = if running.is_some() {
-        0
-    } else {
-        load.elapsed().as_millis() as u64
-    };
+    let load_ms = if running { 0 } else { load.elapsed().as_millis() as u64 };
     HttpResponse::Ok().json(wire.load_reply("load", load_ms))
 }

@@ -59,7 +59,7 @@ pub async fn pull(warden: web::Data<Warden>, body: web::Bytes) -> HttpResponse {
     // A model the warden already serves is there, as Ollama answers a
     // pull of a model it has: clients pull before they use a model.
     if let Ok((name, stream)) = named(&body)
-        && super::catalog_id(&warden, &name).is_ok()
+        && super::resolve(&warden, Some(&name)).is_ok()
     {
         return if stream {
             let lines = [json!({"status": "pulling manifest"}), json!({"status": "success"})];
