@@ -90,6 +90,10 @@ struct Args {
     /// Rounds of each paired measure (pairs, cold, brake).
     #[arg(long, default_value_t = 5)]
     rounds: usize,
+    /// Rounds of the lone-paired phase (each three fresh servers and 8
+    /// pairs; about 2.5 minutes a round here).
+    #[arg(long, default_value_t = 2)]
+    lone_paired_rounds: usize,
     /// Tokens generated per warm decode turn.
     #[arg(long, default_value_t = 128)]
     max_tokens: u32,

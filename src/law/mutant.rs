@@ -29,6 +29,12 @@ pub enum Mutant {
     BrakeCutsTurn,
     /// The idle reap counts a model with turns waiting or running as idle.
     ReapBusy,
+    /// A slot changes hands without its previous owner's conversation
+    /// saved first (`kv::claim`, as the simulator carries it out).
+    ClaimUnsaved,
+    /// A resident stopped for another's memory saves none of its
+    /// conversations (`Retire::saves_kv`).
+    EvictUnsaved,
 }
 
 thread_local! {

@@ -49,6 +49,9 @@
 //!   model's next load (no window memory lost across the unload); a live
 //!   window stays within the model's own;
 //! - the idle reap never takes a model with a turn running or waiting;
+//! - no conversation's KV is lost without a record: once a turn of it
+//!   ended holding cells worth a save, it is in its child's pool, in the
+//!   store, or recorded lost with a child that died (`KvBook`);
 //! - a waiting load decides again only when something wakes it, as
 //!   `peers::Wake` does (what its step reads changed: `Arbiter::wake_key`,
 //!   the key the residency wakes on; its deadline or grace; a message to
@@ -64,14 +67,16 @@
 //! `WARDEN_SIM_SCHEDULES` (default 10,000) sets the count;
 //! `WARDEN_SIM_SEED=N` replays one schedule, printing its trace.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
 use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, WakeKey, refuses_eviction};
 use crate::actors::engine::brake_state::{Brake, Carried};
 use crate::actors::engine::intake::{HeldBrake, Intake};
+use crate::actors::engine::retire::Retire;
 use crate::actors::engine::slots::{SlotHeld, Slots};
 use crate::law::brake::{Action, BRAKE_RELOAD_TTL, BrakeState, Level, Point, Readings, WindowFacts};
+use crate::law::kv_save::worth_saving;
 use crate::law::mutant::{self, Mutant};
 use crate::law::reap::should_reap;
 use crate::law::residents::{Memory, ModelKind, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
@@ -170,6 +175,56 @@ struct Engine {
     /// The cap its brake's unload (or failed respawn) carried, and when:
     /// its next load must be seeded with it (`Brake::seed`).
     carried: Option<(Option<u32>, u64)>,
+    /// What became of its conversations' KV.
+    kv: KvBook,
+}
+
+/// What became of the conversations' KV on one model, as `actors::engine::kv`
+/// keeps it: a conversation's cells leave its child's pool only into the
+/// store (`kv::save`: before the pool's law clears its slot, before its
+/// slot changes hands, before the warden stops the child for any reason of
+/// its own), or with a record the status shows (a child's death takes the
+/// cells it held: the crash). A conversation too short to be worth a save
+/// (`kv_save::worth_saving`) is re-read at its return and counts for
+/// nothing here.
+#[derive(Debug, Default)]
+struct KvBook {
+    /// Conversations whose cells were worth saving when a turn of theirs ended.
+    known: BTreeSet<String>,
+    /// Conversations the store holds a save of.
+    stored: BTreeSet<String>,
+    /// Conversations whose cells a child's death took, as its crash record says.
+    lost: BTreeSet<String>,
+}
+
+impl KvBook {
+    /// A slot's conversation goes to the store (`kv::save`), or, too short
+    /// to be worth a save now, is re-read at its return: nothing is lost.
+    fn save(&mut self, held: Option<SlotHeld>) {
+        let Some(h) = held else { return };
+        if worth_saving(h.tokens) {
+            self.stored.insert(h.conversation);
+        } else {
+            self.known.remove(&h.conversation);
+        }
+    }
+
+    /// Every conversation `pool` holds goes to the store: the child is
+    /// about to stop for the warden's own reasons (`kv::save_all`).
+    fn save_all(&mut self, pool: &mut Slots) {
+        for i in 0..pool.len() {
+            self.save(pool.get_mut(i).held.take());
+        }
+    }
+
+    /// Every conversation `pool` holds is lost with its child, recorded.
+    fn lose_all(&mut self, pool: &mut Slots) {
+        for i in 0..pool.len() {
+            if let Some(h) = pool.get_mut(i).held.take() {
+                self.lost.insert(h.conversation);
+            }
+        }
+    }
 }
 
 impl Engine {
@@ -318,6 +373,7 @@ impl World {
                 poked: false,
                 brake: Brake::default(),
                 intake: Intake::default(),
+                kv: KvBook::default(),
                 window: 0,
                 carried: None,
             });
@@ -547,6 +603,7 @@ impl World {
                     let e = &mut self.engines[m];
                     e.child = Child::Cold;
                     e.footprint = 0;
+                    e.kv.lose_all(&mut e.pool);
                     e.pool = Slots::new(1);
                     e.brake.child_gone();
                     self.say(format!("m{m}'s child dies"));
@@ -558,7 +615,7 @@ impl World {
             Outside::Unload(m) => {
                 let e = &self.engines[m];
                 if e.child == Child::Up && e.running.is_empty() {
-                    self.retire(m, "unloaded")?;
+                    self.retire(m, Retire::Request, "unloaded")?;
                 }
             }
             Outside::FlipPin(m) => {
@@ -573,7 +630,7 @@ impl World {
                 let timeout = Duration::from_millis(self.reap_after_ms.unwrap_or(u64::MAX));
                 let idle_for = Duration::from_millis(self.now.saturating_sub(e.last_used));
                 if !e.spec.pinned && should_reap(e.child == Child::Up, e.busy(), idle_for, timeout) {
-                    self.retire(m, "reaped")?;
+                    self.retire(m, Retire::Idle, "reaped")?;
                 }
             }
         }
@@ -746,7 +803,7 @@ impl World {
                     schedule::explain(&holder.model, &to, why)
                 ));
                 self.arbiter.yielded(&holder.model, &to);
-                self.retire(m, "yielded")?;
+                self.retire(m, Retire::Evicted, "yielded")?;
                 return Ok(true);
             }
             return Ok(false);
@@ -807,7 +864,7 @@ impl World {
             }
             // Saved, then erased (`kv::evict`).
             let s = e.pool.get_mut(i);
-            s.held = None;
+            e.kv.save(s.held.take());
             s.anonymous_tokens = 0;
         }
         if e.pool.get(slot).busy.is_some() {
@@ -815,9 +872,15 @@ impl World {
                 "m{m}'s slot {slot} is given to turn {t} while another runs on it"
             ));
         }
-        // The slot changes hands (`kv::claim`): the turn's conversation,
-        // about its prompt until its answer is counted.
+        // The slot changes hands (`kv::claim`): the previous owner's
+        // conversation is saved first; the turn's conversation holds it,
+        // about its prompt until its answer is counted (its own save, if
+        // any, restored: the store keeps it).
         let s = e.pool.get_mut(slot);
+        let previous = s.held.take();
+        if previous.as_ref().is_some_and(|h| h.conversation != turn.conversation) && !mutant::is(Mutant::ClaimUnsaved) {
+            e.kv.save(previous);
+        }
         s.held = Some(SlotHeld {
             conversation: turn.conversation.clone(),
             tokens: prompt,
@@ -854,6 +917,9 @@ impl World {
         if let Some(h) = e.pool.get_mut(slot).held.as_mut() {
             h.tokens = h.tokens.saturating_add(answer).min(busy.reserved);
             h.answer_tokens = answer;
+            if worth_saving(h.tokens) {
+                e.kv.known.insert(h.conversation.clone());
+            }
         }
         Ok(())
     }
@@ -912,7 +978,7 @@ impl World {
                         all_gone = false;
                         continue;
                     }
-                    self.retire(t, "evicted")?;
+                    self.retire(t, Retire::Evicted, "evicted")?;
                 }
                 if all_gone {
                     let e = &mut self.engines[m];
@@ -1068,7 +1134,7 @@ impl World {
             let refused = refuses_eviction(e.queue.len() + e.running.len(), e.spec.pinned);
             self.say(format!("the brake evicts {model}"));
             if !refused {
-                self.retire(t, "evicted by the brake")?;
+                self.retire(t, Retire::Evicted, "evicted by the brake")?;
             }
             return Ok(());
         }
@@ -1163,6 +1229,8 @@ impl World {
                     e.carried = Some((Some(cap), now));
                     e.child = Child::Cold;
                     e.footprint = 0;
+                    // Saved before the old child stopped.
+                    e.kv.save_all(&mut e.pool);
                     e.pool = Slots::new(1);
                     e.brake.child_gone();
                     self.say(format!(
@@ -1171,6 +1239,7 @@ impl World {
                 } else {
                     // Its conversations go to the KV store; the new pool is empty.
                     e.window = cap;
+                    e.kv.save_all(&mut e.pool);
                     e.pool = Slots::new(e.spec.slots as u32);
                     e.brake
                         .finish_llama(decided, Carried::Respawned { cap, pinned: false }, Some(&name), now);
@@ -1182,15 +1251,19 @@ impl World {
                 e.brake
                     .finish_llama(decided, Carried::Unloading { model: &name }, Some(&name), now);
                 e.carried = Some((cap, now));
-                self.retire(m, "unloaded by the brake")?;
+                self.retire(m, Retire::Brake, "unloaded by the brake")?;
             }
             _ => e.brake.finish_llama(decided, Carried::Said, Some(&name), now),
         }
         Ok(())
     }
 
-    /// The child of `m` stops (evicted, yielded, unloaded).
-    fn retire(&mut self, m: usize, why: &str) -> Verdict {
+    /// The child of `m` stops (evicted, yielded, unloaded), as
+    /// `retire::Retire` says: its conversations saved first when the stop
+    /// is one the real rule saves for (`Retire::saves_kv`), else dropped
+    /// with the child (every stop here is the warden's own choice on a
+    /// healthy child, so a rule that saves nothing for one loses KV).
+    fn retire(&mut self, m: usize, how: Retire, why: &str) -> Verdict {
         let e = &mut self.engines[m];
         if !e.running.is_empty() {
             return Err(format!("m{m} {why} with {} turns running", e.running.len()));
@@ -1206,6 +1279,10 @@ impl World {
         }
         e.child = Child::Cold;
         e.footprint = 0;
+        if how.saves_kv().is_some() {
+            e.kv.save_all(&mut e.pool);
+        }
+        e.pool = Slots::new(1);
         e.brake.child_gone();
         self.say(format!("m{m} {why}"));
         Ok(())
@@ -1263,6 +1340,22 @@ impl World {
             if e.intake.brake_held() && e.running.is_empty() {
                 return Err(format!(
                     "m{m}'s brake action is held with no turn running: it never acts"
+                ));
+            }
+            let live = e.child == Child::Up;
+            let held = |c: &str| {
+                live && e
+                    .pool
+                    .iter()
+                    .any(|s| s.held.as_ref().is_some_and(|h| h.conversation == c))
+            };
+            if let Some(c) =
+                e.kv.known
+                    .iter()
+                    .find(|c| !held(c) && !e.kv.stored.contains(*c) && !e.kv.lost.contains(*c))
+            {
+                return Err(format!(
+                    "m{m}'s conversation {c} left its pool unsaved, and no record says it was lost"
                 ));
             }
             if e.child == Child::Up && (e.window == 0 || e.window > e.spec.window) {
@@ -1373,6 +1466,8 @@ fn a_broken_rule_is_caught() {
         Mutant::LostWake,
         Mutant::BrakeCutsTurn,
         Mutant::ReapBusy,
+        Mutant::ClaimUnsaved,
+        Mutant::EvictUnsaved,
     ] {
         let Some((seed, e)) = first_failure(SCHEDULES_DEFAULT, Some(m)) else {
             panic!("{m:?}: no schedule of {SCHEDULES_DEFAULT} caught it");

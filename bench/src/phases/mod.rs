@@ -275,7 +275,7 @@ impl<'a> Run<'a> {
         if !self.on("lone-paired") {
             return;
         }
-        let rounds = self.args.rounds.min(2);
+        let rounds = self.args.lone_paired_rounds;
         eprintln!("== lone-paired: the lone decode, the three sides alive at once and taking turns ({rounds} rounds)");
         let r = lone_paired::run(&self.http, &self.setup, rounds, &mut self.raw).await;
         if let Some(l) = self.keep("lone-paired", r) {

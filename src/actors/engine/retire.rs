@@ -64,7 +64,11 @@ impl Retire {
     /// that still answers. Shutdown is not saved (the process is leaving,
     /// and a save would hold it up); a hung child or one whose worker is gone
     /// cannot answer a save.
-    fn saves_kv(self) -> Option<&'static str> {
+    pub(crate) fn saves_kv(self) -> Option<&'static str> {
+        #[cfg(test)]
+        if self == Self::Evicted && crate::law::mutant::is(crate::law::mutant::Mutant::EvictUnsaved) {
+            return None;
+        }
         match self {
             Self::Request => Some("manual unload"),
             Self::Idle => Some("idle unload"),
