@@ -72,7 +72,7 @@ use std::time::Duration;
 
 use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, WakeKey, refuses_eviction};
 use crate::actors::engine::brake_state::{Brake, Carried};
-use crate::actors::engine::intake::{HeldBrake, Intake};
+use crate::actors::engine::intake::{Held, HeldBrake, Intake};
 use crate::actors::engine::retire::Retire;
 use crate::actors::engine::slots::{SlotHeld, Slots};
 use crate::law::brake::{Action, BRAKE_RELOAD_TTL, BrakeState, Level, Point, Readings, WindowFacts};
@@ -168,8 +168,8 @@ struct Engine {
     /// finished as `brake_act` finishes it.
     brake: Brake,
     /// Its intake's count of running turns and the brake action held for
-    /// them (`intake`, as the engine keeps it).
-    intake: Intake,
+    /// them: the engine's own `Intake`, over plain values (`Plain`).
+    intake: Intake<Plain>,
     /// Its live child's window (a brake respawn changes it).
     window: u32,
     /// The cap its brake's unload (or failed respawn) carried, and when:
@@ -177,6 +177,19 @@ struct Engine {
     carried: Option<(Option<u32>, u64)>,
     /// What became of its conversations' KV.
     kv: KvBook,
+}
+
+/// What the simulated intake holds: plain values where the engine keeps
+/// its callers' channels (the intake never touches either).
+#[derive(Debug)]
+struct Plain;
+
+impl Held for Plain {
+    /// The turn's index.
+    type Turn = usize;
+    type Reset = ();
+    type Load = ();
+    type Unload = ();
 }
 
 /// What became of the conversations' KV on one model, as `actors::engine::kv`

@@ -99,7 +99,7 @@ pub struct EngineCore {
     pub(crate) usage: Usage,
     /// What waits to be admitted, what runs, a brake action held for the
     /// running turns, the last child's death.
-    pub(crate) intake: super::intake::Intake,
+    pub(crate) intake: super::intake::Intake<super::waiting::Live>,
     /// Set by `Shutdown`: no further child is started.
     pub(crate) shut_down: bool,
     /// The model whose load the residents' law admitted, until its child is
@@ -111,9 +111,22 @@ pub struct EngineCore {
     /// The model this one yields its memory to, and why, once said
     /// (`schedule`).
     pub(crate) yielding: Option<(String, String)>,
+    /// The engine's own address, for what runs beside its mailbox (set when
+    /// the actor starts; `None` for a core driven without its actor).
+    pub(crate) own: Option<Own>,
     /// A test asked the next turn to panic once its model is loaded.
     #[cfg(feature = "testing")]
     pub(crate) panic_next_turn: bool,
+}
+
+/// Where what runs beside the mailbox reports back to the engine.
+#[derive(Debug)]
+pub(crate) struct Own {
+    /// A turn's relay task, at its end.
+    pub ends: Recipient<super::relay::TurnRelayed>,
+    /// A load waiting for room, when what it waits on changed
+    /// (`peers::Wake`).
+    pub wake: Recipient<super::peers::Wake>,
 }
 
 impl EngineCore {
@@ -141,6 +154,7 @@ impl EngineCore {
             admitted: None,
             room: None,
             yielding: None,
+            own: None,
             #[cfg(feature = "testing")]
             panic_next_turn: false,
         };

@@ -10,68 +10,43 @@
 //! length as it was at one slot; every decision (admit, reset, load,
 //! unload, brake, reap, evict) still runs one at a time in it, and what
 //! cannot act yet waits here, first come first served.
+//!
+//! No I/O inside: what waits is held as the `Held` types say. The engine's
+//! own (`waiting::Live`) carry each caller's channel and answer, which the
+//! engine uses; the intake only orders and counts them, so the simulator
+//! (`warden::arbiter_sim`) runs this very type over plain values.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::fmt::Debug;
 use std::time::Duration;
 
-use actix::Recipient;
-use tokio::sync::oneshot;
-
-use super::outbox::Outbox;
-use crate::catalog::ModelEntry;
-use crate::error::{GenerationError, WardenError};
+use crate::error::GenerationError;
 use crate::law::brake::{Action, Point, Readings, WindowFacts};
 use crate::law::crash::{EngineCode, ExitInfo};
-use crate::law::keep_alive::KeepAlive;
-use crate::messages::{Reset, TurnRequest};
-use crate::queue::QueueTicket;
-use crate::status::EngineStatus;
 
-/// A turn not yet admitted.
-#[derive(Debug)]
-pub struct Waiting {
-    /// The request, whole.
-    pub request: TurnRequest,
-    /// Its model, resolved by `Warden::submit`.
-    pub entry: Arc<ModelEntry>,
-    /// Its caller's channel.
-    pub out: Outbox,
-    /// Its arrival number.
-    pub seq: u64,
-    /// When it arrived (a wait for another model's memory counts from it).
-    pub arrived: tokio::time::Instant,
-    /// Its place in the queue's bound.
-    pub ticket: Option<QueueTicket>,
-    /// `TurnStarted` was said (a turn sent back to wait after its start
-    /// sample says it once).
-    pub started: bool,
-    /// A turn whose child died under it: what it carries to the next
-    /// (`resume`); `None` for a new turn.
-    pub carry: Option<Box<super::carry::Carry>>,
+/// What the intake holds of each kind of waiting item.
+pub trait Held {
+    /// A turn not yet admitted.
+    type Turn: Debug;
+    /// The MLX prefix cache's reset.
+    type Reset: Debug;
+    /// A load asked outside a turn.
+    type Load: Debug;
+    /// An unload asked while turns run.
+    type Unload: Debug;
 }
 
 /// What waits, in arrival order.
 #[derive(Debug)]
-pub enum Pending {
-    /// A turn (boxed: it is most of what waits, and the control messages
-    /// beside it are a tenth of its size).
-    Turn(Box<Waiting>),
+pub enum Pending<H: Held> {
+    /// A turn.
+    Turn(H::Turn),
     /// The MLX prefix cache's reset, ahead of its turn.
-    Reset(Reset),
+    Reset(H::Reset),
     /// `Load`, answered when done.
-    Load {
-        /// The model (`None`: the default).
-        model: Option<String>,
-        /// The keep-alive to set.
-        keep_alive: Option<KeepAlive>,
-        /// When it arrived.
-        arrived: tokio::time::Instant,
-        /// Where the answer goes.
-        reply: oneshot::Sender<Result<EngineStatus, WardenError>>,
-    },
+    Load(H::Load),
     /// `Unload`, answered when done.
-    Unload(oneshot::Sender<Result<bool, WardenError>>),
+    Unload(H::Unload),
 }
 
 /// A brake action that needs the child stopped (a respawn, an unload),
@@ -98,40 +73,29 @@ enum Death {
 }
 
 /// The intake.
-#[derive(Debug, Default)]
-pub struct Intake {
-    waiting: VecDeque<Pending>,
+#[derive(Debug)]
+pub struct Intake<H: Held> {
+    waiting: VecDeque<Pending<H>>,
     running: usize,
     held_brake: Option<HeldBrake>,
     last_death: Option<(u32, Death)>,
-    /// Where a turn's relay task reports its end (the engine's own
-    /// address, set when the actor starts).
-    ends: Option<Recipient<super::relay::TurnRelayed>>,
-    /// Where a load waiting for room is woken (`peers::Wake`; the same).
-    wake: Option<Recipient<super::peers::Wake>>,
 }
 
-impl Intake {
-    /// Where relay tasks report.
-    pub fn set_ends(&mut self, to: Recipient<super::relay::TurnRelayed>, wake: Recipient<super::peers::Wake>) {
-        self.ends = Some(to);
-        self.wake = Some(wake);
+impl<H: Held> Default for Intake<H> {
+    fn default() -> Self {
+        Self {
+            waiting: VecDeque::new(),
+            running: 0,
+            held_brake: None,
+            last_death: None,
+        }
     }
+}
 
-    /// Where a waiting load is woken (`None` before the actor started).
-    pub fn wake(&self) -> Option<Recipient<super::peers::Wake>> {
-        self.wake.clone()
-    }
-
+impl<H: Held> Intake<H> {
     /// Whether a turn or a load waits (what a load waiting for room is for).
     pub fn wants_load(&self) -> bool {
-        self.waiting.iter().any(|p| matches!(p, Pending::Turn(_) | Pending::Load { .. }))
-    }
-
-    /// Where relay tasks report (`None` before the actor started: a core
-    /// driven without its actor runs no relay).
-    pub fn ends(&self) -> Option<Recipient<super::relay::TurnRelayed>> {
-        self.ends.clone()
+        self.waiting.iter().any(|p| matches!(p, Pending::Turn(_) | Pending::Load(_)))
     }
 
     /// Turns running now.
@@ -150,22 +114,22 @@ impl Intake {
     }
 
     /// Queues `p` behind what waits.
-    pub fn push(&mut self, p: Pending) {
+    pub fn push(&mut self, p: Pending<H>) {
         self.waiting.push_back(p);
     }
 
     /// Puts `p` back at the head (it could not start yet).
-    pub fn push_front(&mut self, p: Pending) {
+    pub fn push_front(&mut self, p: Pending<H>) {
         self.waiting.push_front(p);
     }
 
     /// The next item.
-    pub fn pop(&mut self) -> Option<Pending> {
+    pub fn pop(&mut self) -> Option<Pending<H>> {
         self.waiting.pop_front()
     }
 
     /// Everything waiting, taken (shutdown answers each).
-    pub fn drain_all(&mut self) -> Vec<Pending> {
+    pub fn drain_all(&mut self) -> Vec<Pending<H>> {
         self.waiting.drain(..).collect()
     }
 
@@ -242,11 +206,43 @@ impl Intake {
 mod tests {
     use super::*;
 
+    /// Plain values where the engine keeps its callers' channels.
+    #[derive(Debug)]
+    struct Plain;
+
+    impl Held for Plain {
+        type Turn = u64;
+        type Reset = ();
+        type Load = ();
+        type Unload = ();
+    }
+
+    /// Turns and control items keep their arrival order; a turn put back
+    /// goes first; a load or a turn waiting is what a waiting load is for.
+    #[test]
+    fn what_waits_keeps_its_order() {
+        let mut i: Intake<Plain> = Intake::default();
+        assert!(i.idle() && !i.wants_load());
+        i.push(Pending::Unload(()));
+        assert!(!i.idle() && !i.wants_load(), "an unload is no load");
+        i.push(Pending::Turn(1));
+        i.push(Pending::Load(()));
+        i.push(Pending::Turn(2));
+        assert_eq!(i.waiting_turns(), 2);
+        assert!(matches!(i.pop(), Some(Pending::Unload(()))));
+        let Some(Pending::Turn(t)) = i.pop() else { panic!("the first turn") };
+        i.push_front(Pending::Turn(t));
+        assert!(matches!(i.pop(), Some(Pending::Turn(1))));
+        assert!(i.wants_load());
+        assert_eq!(i.drain_all().len(), 2);
+        assert!(i.idle());
+    }
+
     /// Every turn on a dead child hears the same coded death; a turn on
     /// another child hears nothing of it.
     #[test]
     fn a_death_is_told_to_every_turn_of_that_child_only() {
-        let mut i = Intake::default();
+        let mut i: Intake<Plain> = Intake::default();
         let e = GenerationError::ChildDied {
             code: EngineCode::OutOfMemory,
             exit: ExitInfo {
@@ -270,7 +266,7 @@ mod tests {
     /// A held brake action is given only once nothing runs.
     #[test]
     fn a_held_brake_waits_for_the_running_turns() {
-        let mut i = Intake::default();
+        let mut i: Intake<Plain> = Intake::default();
         i.started();
         i.started();
         let readings = Readings {

@@ -34,10 +34,12 @@
 //! | `brake_state::Brake` | the live brake state, the last reading and action, the carry, the window memory (no sensor, no clock: `sensors::view::BrakeSensor` reads both) | its methods; a decision is `llama_step`/`mlx_step`, then `finish_llama`/`finish_mlx` told what carrying it out came to (`Carried`), which keep the protocol's order |
 //! | `kv::Kv` | the KV store and the status's view of it; each model's pool meter and what compaction moved (`compact`) | `save`, `save_ahead`, `claim`, `evict`, `compact`, `turn_counted` (and the child's `SlotHeld`, with `kv_check::counted`) |
 //! | `state::Usage` | the idle clock, turns, the keep-alive, the reaped model, loads and time served | `touch`, `turn_done`, `hold`, `switching_to`, `reaped`, `loaded`, `yielded`, `running` |
-//! | the core | `shut_down`, `admitted`, `room` (a load waiting for room: `peers::RoomWait`) | `shutdown`, `room` |
+//! | `intake::Intake` | what waits in arrival order, the running count, a held brake action, the last death (no channel inside: generic over what it holds, `waiting::Live` for the engine) | its methods |
+//! | the core | `shut_down`, `admitted`, `room` (a load waiting for room: `peers::RoomWait`), `own` (the engine's address for its relay tasks and waiting loads) | `shutdown`, `room`, the actor's start |
 //!
 //! No import circle among these files: the types the core and the intake
-//! keep live in leaves that import no behaviour (`carry`, what a turn
+//! keep live in leaves that import no behaviour (`waiting`, what the
+//! engine's intake holds; `carry`, what a turn
 //! carries across children; `peers`, what a load asks of the residency and
 //! keeps while it waits; `slots`, `kv`'s owners; `relay`'s ends), and the
 //! files that act on the core import those, never the reverse
@@ -82,6 +84,7 @@ mod state;
 mod supervise;
 mod turn;
 mod turn_end;
+mod waiting;
 mod workers;
 
 use std::future::Future;
@@ -168,7 +171,10 @@ impl Actor for EngineActor {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
         // Where each turn's relay task reports its end.
         if let Some(core) = self.home.borrow_mut().as_mut() {
-            core.intake.set_ends(ctx.address().recipient(), ctx.address().recipient());
+            core.own = Some(core::Own {
+                ends: ctx.address().recipient(),
+                wake: ctx.address().recipient(),
+            });
         }
     }
 }
@@ -222,12 +228,12 @@ impl Handler<Load> for EngineActor {
                 // that must wait for room waits at the head of the intake,
                 // with the mailbox open (`room`).
                 let (reply, rx) = tokio::sync::oneshot::channel();
-                core.intake.push(intake::Pending::Load {
+                core.intake.push(intake::Pending::Load(waiting::LoadAsk {
                     model: msg.model,
                     keep_alive: msg.keep_alive,
                     arrived: tokio::time::Instant::now(),
                     reply,
-                });
+                }));
                 core.settle().await;
                 (core, Reply::Later(rx))
             },

@@ -87,8 +87,8 @@ impl EngineCore {
                 super::intake::Pending::Turn(w) => {
                     self.refuse(*w, super::turn_end::failed(super::turn::shutting_down())).await
                 }
-                super::intake::Pending::Load { reply, .. } => {
-                    let _ = reply.send(Err(super::turn::shutting_down()));
+                super::intake::Pending::Load(ask) => {
+                    let _ = ask.reply.send(Err(super::turn::shutting_down()));
                 }
                 super::intake::Pending::Unload(reply) => {
                     let _ = reply.send(Ok(self.child.is_live()));

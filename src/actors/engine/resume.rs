@@ -10,7 +10,8 @@ use tokio::time::Instant;
 
 use super::carry::{Carry, Pause};
 use super::core::EngineCore;
-use super::intake::{Pending, Waiting};
+use super::intake::Pending;
+use super::waiting::Waiting;
 use super::relay::Running;
 use crate::error::GenerationError;
 use crate::law::crash::EngineCode;

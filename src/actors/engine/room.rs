@@ -267,7 +267,7 @@ impl EngineCore {
     /// deadline, or its client leaving, whichever comes first. One watcher
     /// at a time: a new decision replaces the last one's.
     fn arm(&mut self, mut changes: watch::Receiver<u64>, until: Instant, gone: Option<&Outbox>) {
-        let Some(wake) = self.intake.wake() else { return };
+        let Some(wake) = self.own.as_ref().map(|o| o.wake.clone()) else { return };
         let Some(room) = self.room.as_mut() else { return };
         let gone = gone.map(Outbox::on_close);
         let task = actix::spawn(async move {

@@ -26,7 +26,8 @@ use bytes::Bytes;
 use std::sync::Arc;
 
 use super::core::EngineCore;
-use super::intake::{Pending, Waiting};
+use super::intake::Pending;
+use super::waiting::{Live, Waiting};
 use super::load::Loading;
 use super::peers::Patience;
 use super::outbox::Outbox;
@@ -134,30 +135,18 @@ impl EngineCore {
 
     /// A reset, a load or an unload whose turns before it ended; a load
     /// that waits for room comes back, to wait at the head.
-    async fn control(&mut self, p: Pending) -> Option<Pending> {
+    async fn control(&mut self, p: Pending<Live>) -> Option<Pending<Live>> {
         match p {
             Pending::Reset(r) => self.reset_prefix(r).await,
             // Its caller went away: nobody wants the load.
-            Pending::Load { reply, .. } if reply.is_closed() => {}
-            Pending::Load {
-                model,
-                keep_alive,
-                arrived,
-                reply,
-            } => match self.load_request(model.as_deref(), keep_alive, arrived).await {
-                Ok(Loading::Waits) => {
-                    return Some(Pending::Load {
-                        model,
-                        keep_alive,
-                        arrived,
-                        reply,
-                    });
-                }
+            Pending::Load(ask) if ask.reply.is_closed() => {}
+            Pending::Load(ask) => match self.load_request(ask.model.as_deref(), ask.keep_alive, ask.arrived).await {
+                Ok(Loading::Waits) => return Some(Pending::Load(ask)),
                 Ok(Loading::Ready) => {
-                    let _ = reply.send(Ok(self.snapshot()));
+                    let _ = ask.reply.send(Ok(self.snapshot()));
                 }
                 Err(e) => {
-                    let _ = reply.send(Err(e));
+                    let _ = ask.reply.send(Err(e));
                 }
             },
             Pending::Unload(reply) => {
@@ -175,7 +164,7 @@ impl EngineCore {
         self.intake.started();
         self.usage.running(self.intake.running());
         self.publish();
-        match self.intake.ends() {
+        match self.own.as_ref().map(|o| o.ends.clone()) {
             Some(ends) => {
                 actix::spawn(async move {
                     let done = job.run().await;

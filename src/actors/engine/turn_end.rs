@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use super::core::EngineCore;
-use super::intake::Waiting;
+use super::waiting::Waiting;
 use super::outbox::Outbox;
 use super::relay::{DEATH_GRACE, RelayEnd, Running, TurnRelayed};
 use super::relay::{Finish, Relayed};
