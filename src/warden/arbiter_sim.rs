@@ -2,7 +2,9 @@
 //! (`arbiter::Arbiter`) and the residents' law it calls
 //! (`law::residents::admit`, `brake_over`, `law::schedule`), and each
 //! engine's own memory brake (the controller `actors::engine::brake_state`,
-//! its decision held in the engine's `intake` while turns run) and idle
+//! its decision held in the engine's `intake` while turns run), its
+//! turns waiting in arrival order in that same `Intake` (over plain values
+//! where the engine keeps its callers' channels), and idle
 //! reap (`law::reap`), driven through
 //! thousands of seeded schedules of a hostile world, with invariants
 //! checked after every step (FoundationDB's simulation and TigerBeetle's
@@ -72,7 +74,7 @@ use std::time::Duration;
 
 use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, WakeKey, refuses_eviction};
 use crate::actors::engine::brake_state::{Brake, Carried};
-use crate::actors::engine::intake::{Held, HeldBrake, Intake};
+use crate::actors::engine::intake::{Held, HeldBrake, Intake, Pending};
 use crate::actors::engine::retire::Retire;
 use crate::actors::engine::slots::{SlotHeld, Slots};
 use crate::law::brake::{Action, BRAKE_RELOAD_TTL, BrakeState, Level, Point, Readings, WindowFacts};
@@ -153,8 +155,6 @@ struct Engine {
     pool: Slots,
     /// Turns running, and when each ends.
     running: Vec<(usize, u64)>,
-    /// Turns routed here, waiting, in arrival order.
-    queue: VecDeque<usize>,
     /// A load waiting for room (`peers::RoomWait`): when it began to wait.
     wait_began: Option<u64>,
     /// When the waiting load decides again at the latest (a grace's end).
@@ -241,12 +241,38 @@ impl KvBook {
 }
 
 impl Engine {
+    /// The turn at the head of its intake (turns routed here wait there,
+    /// in arrival order, as the engine's own do).
+    fn head(&self) -> Option<usize> {
+        match self.intake.head() {
+            Some(Pending::Turn(t)) => Some(*t),
+            _ => None,
+        }
+    }
+
+    /// The head turn, taken.
+    fn pop_head(&mut self) -> Option<usize> {
+        match self.intake.pop() {
+            Some(Pending::Turn(t)) => Some(t),
+            Some(other) => {
+                self.intake.push_front(other);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Turns routed here, waiting.
+    fn waiting(&self) -> usize {
+        self.intake.waiting_turns()
+    }
+
     fn holds_memory(&self) -> bool {
         self.child != Child::Cold || self.reserved > 0
     }
 
     fn busy(&self) -> bool {
-        !self.running.is_empty() || !self.queue.is_empty()
+        !self.running.is_empty() || self.waiting() > 0
     }
 
     /// As `warden::residency` reads it from the published status (the
@@ -261,7 +287,7 @@ impl Engine {
             in_flight: !self.running.is_empty() || matches!(self.child, Child::Loading { .. }) || self.reserved > 0,
             pinned: self.spec.pinned,
             reload_ms: self.spec.load_ms,
-            queued: (self.queue.len() + self.running.len()) as u32,
+            queued: (self.waiting() + self.running.len()) as u32,
             window: WindowFacts::default(),
             brake: BrakeState::default(),
         }
@@ -379,7 +405,6 @@ impl World {
                 last_used: 0,
                 fresh: false,
                 running: Vec::new(),
-                queue: VecDeque::new(),
                 wait_began: None,
                 wake_at: None,
                 seen: None,
@@ -549,8 +574,8 @@ impl World {
                     },
                     e.wake_at,
                     e.wait_began
-                        .and(e.queue.front())
-                        .map(|&h| self.turns[h].arrived + self.load_timeout_ms),
+                        .and(e.head())
+                        .map(|h| self.turns[h].arrived + self.load_timeout_ms),
                 ];
                 // What is due now was done at the last step.
                 for s in soonest.into_iter().flatten().filter(|&s| s > self.now) {
@@ -736,11 +761,11 @@ impl World {
     fn settle(&mut self, m: usize) -> Result<bool, String> {
         let now = self.now;
         let mut changed = false;
-        while let Some(&head) = self.engines[m].queue.front() {
+        while let Some(head) = self.engines[m].head() {
             if self.turns[head].gone_at.is_none_or(|g| g > now) {
                 break;
             }
-            self.engines[m].queue.pop_front();
+            self.engines[m].pop_head();
             self.end(head, End::Skipped)?;
             // The head's client left: its watcher wakes the engine.
             self.engines[m].poked = true;
@@ -750,7 +775,7 @@ impl World {
             Child::Loading { .. } => Ok(changed),
             Child::Up => Ok(self.admit(m)? || changed),
             Child::Cold => {
-                if self.engines[m].queue.is_empty() {
+                if self.engines[m].waiting() == 0 {
                     if self.engines[m].wait_began.take().is_some() {
                         // Nobody waits for it any more: it leaves the line.
                         self.engines[m].wake_at = None;
@@ -784,7 +809,7 @@ impl World {
     /// `turn::admit` on a live child: the holder's yield first, then the
     /// slots, in arrival order.
     fn admit(&mut self, m: usize) -> Result<bool, String> {
-        if self.engines[m].queue.is_empty() {
+        if self.engines[m].waiting() == 0 {
             return Ok(false);
         }
         let now = self.now;
@@ -797,12 +822,12 @@ impl World {
             reload_ms: e.spec.load_ms,
             idle: false,
             fresh: e.fresh,
-            queued: (e.queue.len() + e.running.len()) as u32,
+            queued: (e.waiting() + e.running.len()) as u32,
         };
         let queued: Vec<(String, u32)> = self
             .engines
             .iter()
-            .map(|e| (e.spec.name.clone(), (e.queue.len() + e.running.len()) as u32))
+            .map(|e| (e.spec.name.clone(), (e.waiting() + e.running.len()) as u32))
             .collect();
         let queued_of = |name: &str| queued.iter().find(|(n, _)| n == name).map_or(0, |(_, q)| *q);
         let all = self.seats(None);
@@ -822,20 +847,20 @@ impl World {
             return Ok(false);
         }
         let mut changed = false;
-        while let Some(&t) = self.engines[m].queue.front() {
+        while let Some(t) = self.engines[m].head() {
             // A brake action held for the running turns: new ones wait.
             if self.engines[m].intake.brake_held() {
                 break;
             }
             if self.turns[t].gone_at.is_some_and(|g| g <= now) {
-                self.engines[m].queue.pop_front();
+                self.engines[m].pop_head();
                 self.end(t, End::Skipped)?;
                 continue;
             }
             if !self.seat(m, t)? {
                 break;
             }
-            self.engines[m].queue.pop_front();
+            self.engines[m].pop_head();
             let seq = self.turns[t].seq;
             if self.starts[m].is_some_and(|last| last > seq) {
                 return Err(format!(
@@ -945,7 +970,7 @@ impl World {
         // (`peers::RoomWait`); the head's own deadline counts from its
         // arrival (`room::Patience`).
         let began = *self.engines[m].wait_began.get_or_insert(now);
-        let head = *self.engines[m].queue.front().expect("a load is asked for a turn");
+        let head = self.engines[m].head().expect("a load is asked for a turn");
         let deadline = self.turns[head].arrived + self.load_timeout_ms;
         let spec = self.engines[m].spec.clone();
         let ask = LoadAsk {
@@ -961,7 +986,7 @@ impl World {
             max_resident: self.max_resident,
             load_ms: spec.load_ms,
             weight: spec.weight,
-            queued: self.engines[m].queue.len() as u32,
+            queued: self.engines[m].waiting() as u32,
             waited_ms: now - began,
             policy: self.policy,
             limit: self.limit,
@@ -985,7 +1010,7 @@ impl World {
                     // A turn may be routed to it between the decision and the eviction.
                     self.maybe_route_now(t);
                     let e = &self.engines[t];
-                    let refused = refuses_eviction(e.queue.len() + e.running.len(), e.spec.pinned);
+                    let refused = refuses_eviction(e.waiting() + e.running.len(), e.spec.pinned);
                     if refused {
                         self.say(format!("m{t} refuses its eviction for m{m}"));
                         all_gone = false;
@@ -1040,7 +1065,7 @@ impl World {
                         "m{m} starved: its load waited {waited} ms, then was refused: {short}"
                     ));
                 }
-                let head = self.engines[m].queue.pop_front().expect("a load is asked for a turn");
+                let head = self.engines[m].pop_head().expect("a load is asked for a turn");
                 self.engines[m].wait_begun_again();
                 self.arbiter.leave(&spec.name);
                 self.say(format!("m{m}'s turn {head} refused: {short}"));
@@ -1050,12 +1075,12 @@ impl World {
         }
     }
 
-    /// Turn `i` reaches its engine's queue.
+    /// Turn `i` reaches its engine's intake.
     fn arrive(&mut self, i: usize) {
         self.arrivals += 1;
         self.turns[i].seq = self.arrivals;
         let m = self.turns[i].model;
-        self.engines[m].queue.push_back(i);
+        self.engines[m].intake.push(Pending::Turn(i));
         // A `Generate` reaches the engine: its handler settles.
         self.engines[m].poked = true;
     }
@@ -1144,7 +1169,7 @@ impl World {
             if e.busy() || e.spec.pinned || e.child != Child::Up {
                 return Err(format!("the brake evicts {model} with a turn in it, pinned, or not up"));
             }
-            let refused = refuses_eviction(e.queue.len() + e.running.len(), e.spec.pinned);
+            let refused = refuses_eviction(e.waiting() + e.running.len(), e.spec.pinned);
             self.say(format!("the brake evicts {model}"));
             if !refused {
                 self.retire(t, Retire::Evicted, "evicted by the brake")?;
@@ -1281,14 +1306,14 @@ impl World {
         if !e.running.is_empty() {
             return Err(format!("m{m} {why} with {} turns running", e.running.len()));
         }
-        if why.starts_with("evicted") && !e.queue.is_empty() {
-            return Err(format!("m{m} {why} with {} turns routed to it", e.queue.len()));
+        if why.starts_with("evicted") && e.waiting() > 0 {
+            return Err(format!("m{m} {why} with {} turns routed to it", e.waiting()));
         }
         if why.starts_with("evicted") && e.spec.pinned {
             return Err(format!("pinned m{m} {why}"));
         }
-        if why == "reaped" && !e.queue.is_empty() {
-            return Err(format!("m{m} {why} with {} turns waiting for it", e.queue.len()));
+        if why == "reaped" && e.waiting() > 0 {
+            return Err(format!("m{m} {why} with {} turns waiting for it", e.waiting()));
         }
         e.child = Child::Cold;
         e.footprint = 0;
@@ -1382,7 +1407,7 @@ impl World {
             if e.wait_began.is_none() {
                 continue;
             }
-            if let Some(&head) = e.queue.front()
+            if let Some(head) = e.head()
                 && self.turns[head].gone_at.is_none_or(|g| g > self.now)
                 && self.now > self.turns[head].arrived + self.load_timeout_ms
             {

@@ -123,6 +123,13 @@ impl<H: Held> Intake<H> {
         self.waiting.push_front(p);
     }
 
+    /// The next item, left in place (the simulator reads its head's
+    /// deadline; the engine pops it and puts it back when it cannot act).
+    #[cfg(test)]
+    pub fn head(&self) -> Option<&Pending<H>> {
+        self.waiting.front()
+    }
+
     /// The next item.
     pub fn pop(&mut self) -> Option<Pending<H>> {
         self.waiting.pop_front()
