@@ -27,6 +27,34 @@ pub fn worth_saving(tokens: u32) -> bool {
     tokens >= MIN_SAVE_TOKENS
 }
 
+/// What a slot's conversation needs before it leaves its slot (the child
+/// stops, another conversation takes the slot, or the pool's law moves it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeforeLeaving {
+    /// Nothing: the next child could not use a save (`kv_keep`), or the
+    /// conversation is short enough to re-read at its return.
+    Nothing,
+    /// Nothing new: it was saved ahead while idle and the store still
+    /// holds that save (a turn since would have made it stale).
+    SavedAhead,
+    /// A save, now.
+    Write,
+}
+
+/// What conversation of `tokens` needs before it leaves its slot:
+/// `reusable`, the child's saves can be restored by its next child
+/// (`kv_keep`); `saved_ahead`, it was saved while idle and the store still
+/// holds that save.
+pub fn before_leaving(reusable: bool, tokens: u32, saved_ahead: bool) -> BeforeLeaving {
+    if !reusable || !worth_saving(tokens) {
+        BeforeLeaving::Nothing
+    } else if saved_ahead {
+        BeforeLeaving::SavedAhead
+    } else {
+        BeforeLeaving::Write
+    }
+}
+
 /// Whether a save of `tokens` can be restored into a child whose window is
 /// `window` (llama-server refuses one that does not fit the slot, and a
 /// save that fills the window leaves no room for the next message).
@@ -65,6 +93,25 @@ pub fn evict<'a>(saves: &[(&'a str, u64, u64)], cap: u64, newest: &str) -> Vec<&
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_conversation_needs_before_it_leaves_its_slot() {
+        use BeforeLeaving::*;
+        let rows = [
+            // why: a save the next child cannot restore (recurrent memory) is never written
+            (false, 4000, false, Nothing),
+            (false, 4000, true, Nothing),
+            // why: a short conversation re-reads faster than a save and a restore
+            (true, MIN_SAVE_TOKENS - 1, false, Nothing),
+            (true, MIN_SAVE_TOKENS, false, Write),
+            // why: saved ahead while idle and still in the store: the move writes nothing
+            (true, 4000, true, SavedAhead),
+            (true, 4000, false, Write),
+        ];
+        for (i, (reusable, tokens, ahead, want)) in rows.into_iter().enumerate() {
+            assert_eq!(before_leaving(reusable, tokens, ahead), want, "row {i}");
+        }
+    }
 
     #[test]
     fn what_is_saved_and_what_fits() {

@@ -78,7 +78,7 @@ use crate::actors::engine::intake::{Held, HeldBrake, Intake, Pending};
 use crate::actors::engine::retire::Retire;
 use crate::actors::engine::slots::{SlotHeld, Slots};
 use crate::law::brake::{Action, BRAKE_RELOAD_TTL, BrakeState, Level, Point, Readings, WindowFacts};
-use crate::law::kv_save::worth_saving;
+use crate::law::kv_save::{BeforeLeaving, before_leaving, worth_saving};
 use crate::law::mutant::{self, Mutant};
 use crate::law::reap::should_reap;
 use crate::law::residents::{Memory, ModelKind, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
@@ -215,10 +215,13 @@ impl KvBook {
     /// to be worth a save now, is re-read at its return: nothing is lost.
     fn save(&mut self, held: Option<SlotHeld>) {
         let Some(h) = held else { return };
-        if worth_saving(h.tokens) {
-            self.stored.insert(h.conversation);
-        } else {
-            self.known.remove(&h.conversation);
+        match before_leaving(true, h.tokens, h.on_disk && self.stored.contains(&h.conversation)) {
+            BeforeLeaving::Write | BeforeLeaving::SavedAhead => {
+                self.stored.insert(h.conversation);
+            }
+            BeforeLeaving::Nothing => {
+                self.known.remove(&h.conversation);
+            }
         }
     }
 

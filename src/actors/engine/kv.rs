@@ -30,7 +30,7 @@ use crate::config::WardenConfig;
 use crate::engines::Backend;
 use crate::kv_store::{self, KvStore, SaveRecord};
 use crate::law::kv_keep::{self, Keep};
-use crate::law::kv_save::{self, SLOT_IO_TIMEOUT_S};
+use crate::law::kv_save::{self, BeforeLeaving, SLOT_IO_TIMEOUT_S};
 
 /// The KV store's view, shared by every resident's engine and the warden.
 pub type SharedStoreView = std::sync::Arc<std::sync::RwLock<Option<crate::kv_store::StoreView>>>;
@@ -161,21 +161,23 @@ impl Kv {
         let Some(held) = child.slots.get_mut(slot).held.take() else {
             return Saved::Nothing;
         };
-        // A save the next child could not use is not written at all.
-        if !kept(child) || !kv_save::worth_saving(held.tokens) {
-            return Saved::Nothing;
+        let ahead = held.on_disk && self.holds(child, &held.conversation);
+        match kv_save::before_leaving(kept(child), held.tokens, ahead) {
+            BeforeLeaving::Nothing => Saved::Nothing,
+            BeforeLeaving::SavedAhead => {
+                tracing::debug!(
+                    conversation = %held.conversation,
+                    tokens = held.tokens,
+                    "kv: the conversation's cache was saved ahead; nothing to write before the {why}"
+                );
+                Saved::Kept
+            }
+            BeforeLeaving::Write => {
+                let saved = self.write(child, slot, held, why).await;
+                self.refresh();
+                saved
+            }
         }
-        if held.on_disk && self.holds(child, &held.conversation) {
-            tracing::debug!(
-                conversation = %held.conversation,
-                tokens = held.tokens,
-                "kv: the conversation's cache was saved ahead; nothing to write before the {why}"
-            );
-            return Saved::Kept;
-        }
-        let saved = self.write(child, slot, held, why).await;
-        self.refresh();
-        saved
     }
 
     /// Saves ahead, while the child is idle, the conversation `child`'s
