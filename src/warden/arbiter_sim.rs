@@ -74,7 +74,7 @@ use std::time::Duration;
 
 use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, WakeKey, refuses_eviction};
 use crate::actors::engine::brake_state::{Brake, Carried};
-use crate::actors::engine::intake::{Held, HeldBrake, Intake, Pending};
+use crate::actors::engine::intake::{HeldBrake, Intake, Pending, Plain};
 use crate::actors::engine::retire::Retire;
 use crate::actors::engine::slots::{SlotHeld, Slots};
 use crate::law::brake::{Action, BRAKE_RELOAD_TTL, BrakeState, Level, Point, Readings, WindowFacts};
@@ -177,19 +177,6 @@ struct Engine {
     carried: Option<(Option<u32>, u64)>,
     /// What became of its conversations' KV.
     kv: KvBook,
-}
-
-/// What the simulated intake holds: plain values where the engine keeps
-/// its callers' channels (the intake never touches either).
-#[derive(Debug)]
-struct Plain;
-
-impl Held for Plain {
-    /// The turn's index.
-    type Turn = usize;
-    type Reset = ();
-    type Load = ();
-    type Unload = ();
 }
 
 /// What became of the conversations' KV on one model, as `actors::engine::kv`

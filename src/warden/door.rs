@@ -37,8 +37,8 @@ impl Warden {
     /// (beside any running turn: see `law::route`), else `None` and the
     /// caller queues it as a turn, which loads the model first. A child that
     /// stops between the look and the call is also answered through the
-    /// queue, and so is a route this engine's child does not serve (the
-    /// queue's own check refuses it).
+    /// queue. `model` was resolved for `route` (`Warden::resolve_for`),
+    /// which refused a route this engine's child does not serve.
     pub(crate) async fn tokenize_now(
         &self,
         route: Route,
@@ -46,9 +46,6 @@ impl Warden {
         needs: &Needs,
         body: bytes::Bytes,
     ) -> Option<Result<(u16, bytes::Bytes), WardenError>> {
-        if !route.served_by(self.engine_kind()) {
-            return None;
-        }
         // What the queue's submit would refuse, refused here too (an
         // image counted for a model with no projector).
         if let Some(v) = needs.unmet(model.caps, &model.entry.id) {

@@ -209,20 +209,24 @@ impl<H: Held> Intake<H> {
     }
 }
 
+/// Plain values where the engine keeps its callers' channels: a turn is
+/// its index. The intake's tests and the simulator (`warden::arbiter_sim`)
+/// run the intake over these.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct Plain;
+
+#[cfg(test)]
+impl Held for Plain {
+    type Turn = usize;
+    type Reset = ();
+    type Load = ();
+    type Unload = ();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Plain values where the engine keeps its callers' channels.
-    #[derive(Debug)]
-    struct Plain;
-
-    impl Held for Plain {
-        type Turn = u64;
-        type Reset = ();
-        type Load = ();
-        type Unload = ();
-    }
 
     /// Turns and control items keep their arrival order; a turn put back
     /// goes first; a load or a turn waiting is what a waiting load is for.

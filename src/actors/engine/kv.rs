@@ -186,10 +186,15 @@ impl Kv {
     /// leaves it unmarked (the later one writes).
     pub(crate) async fn save_ahead(&mut self, child: &mut LiveChild, slot: usize) {
         let s = child.slots.get(slot);
-        let Some(held) = s.held.clone().filter(|h| !h.on_disk) else {
+        let Some(held) = s.held.clone() else {
             return;
         };
-        if s.busy.is_some() || self.store.is_none() || !kept(child) || !kv_save::worth_saving(held.tokens) {
+        // The save its leaving would write, written now (one already on
+        // disk writes nothing).
+        if s.busy.is_some()
+            || self.store.is_none()
+            || kv_save::before_leaving(kept(child), held.tokens, held.on_disk) != BeforeLeaving::Write
+        {
             return;
         }
         if self.write(child, slot, held, "next conversation (saved ahead while idle)").await == Saved::Kept
