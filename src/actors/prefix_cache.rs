@@ -132,6 +132,7 @@ mod tests {
             events,
             seq: 0,
             ticket: None,
+            home: None,
         })
     }
 

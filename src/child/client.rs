@@ -3,7 +3,9 @@
 //! ignores it on `/health`; mlx-vlm needs it there) and never logs it.
 //!
 //! One `reqwest::Client` is shared by every child (loopback, keep-alive, no
-//! proxy: a system proxy variable must never capture 127.0.0.1 traffic).
+//! proxy: a system proxy variable must never capture 127.0.0.1 traffic);
+//! a stream goes on a connection of its own, from a client that pools
+//! none (`unpooled`, see `send_retrying`).
 //!
 //! # The connection to the child
 //!
@@ -70,6 +72,13 @@ pub const POOL_MAX_IDLE: usize = 2;
 /// The client every child shares.
 pub fn shared_http_client() -> reqwest::Client {
     client_with_pool(POOL_MAX_IDLE)
+}
+
+/// A client that keeps no connection: each request opens its own, on the
+/// runtime that sends it, and closes it at its end.
+fn unpooled() -> &'static reqwest::Client {
+    static UNPOOLED: std::sync::OnceLock<reqwest::Client> = std::sync::OnceLock::new();
+    UNPOOLED.get_or_init(|| client_with_pool(0))
 }
 
 fn client_with_pool(max_idle: usize) -> reqwest::Client {
@@ -144,9 +153,13 @@ impl ChildClient {
             .await
     }
 
-    /// POSTs `body` to `path` (with `Connection: close` when `close`); a send
-    /// that never reached the child is tried once more on a fresh connection
-    /// (never one from the pool).
+    /// POSTs `body` to `path`; a send that never reached the child is tried
+    /// once more on a fresh connection (never one from the pool). With
+    /// `close` (a stream, which the child closes at its end), the request
+    /// says `Connection: close` and goes on a connection of its own, opened
+    /// where it is sent: a pooled one would be served by the task of the
+    /// runtime that opened it (the engine's), and every token of the stream
+    /// would cross to the relay's thread (`Outbox::home`).
     pub async fn send_retrying(
         &self,
         path: &str,
@@ -165,13 +178,14 @@ impl ChildClient {
             };
             r.body(body).send()
         };
-        match post(&self.http, body.clone()).await {
+        let first = if close { unpooled() } else { &self.http };
+        match post(first, body.clone()).await {
             Err(e) if never_reached(&e) => {
                 tracing::debug!(
                     path,
                     "the request never reached the model server ({e}); sending it once more on a fresh connection"
                 );
-                post(&client_with_pool(0), body).await
+                post(unpooled(), body).await
             }
             r => r,
         }

@@ -1,8 +1,8 @@
 //! `Generate`: HTTP handler (or an embedding app) → `EngineActor`, once per
 //! turn (a chat, a raw completion, an infill, or a tokenizer call that needs
-//! its model loaded first). The engine resolves the model (loading or switching the child
-//! as needed), streams the child's answer into `events`, and only then
-//! completes, so the mailbox stays closed for the whole turn.
+//! its model loaded first). The engine admits it (loading or switching the
+//! child as needed), and its relay streams the child's answer into `events`
+//! beside the engine's mailbox (`actors::engine::relay`).
 
 use actix::Message;
 use bytes::Bytes;
@@ -150,6 +150,11 @@ pub struct Generate {
     pub seq: u64,
     /// Holds this turn's place in the queue bound until the turn is done.
     pub ticket: Option<QueueTicket>,
+    /// The caller's arbiter (an HTTP worker's), where a streamed answer is
+    /// relayed: each event is then handed to the reader on its own thread
+    /// instead of waking it from the engine's (`Outbox::home`). `None`
+    /// (a caller on no arbiter): the engine's own.
+    pub home: Option<actix_rt::ArbiterHandle>,
 }
 
 /// Per-turn switches of the spec's runner.

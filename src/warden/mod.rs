@@ -328,6 +328,7 @@ impl Warden {
             events: tx,
             seq,
             ticket: Some(ticket),
+            home: actix_rt::Arbiter::try_current(),
         };
         match &slot.prefix {
             Some(prefix) => prefix.do_send(ClaimPrefix(turn)),

@@ -122,6 +122,46 @@ async fn the_status_shows_busy_slots_and_waiting_turns() {
     w.shutdown().await;
 }
 
+/// A stream is relayed on the arbiter its reader submitted from; when that
+/// arbiter stops mid-stream, the relay is dropped with it and still tells
+/// the engine: the turn ends (its slot freed, `TurnEnded` said) and the
+/// next turn runs on the same child.
+#[actix_rt::test]
+async fn a_stream_whose_readers_arbiter_stops_still_ends_its_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    heavy_model(dir.path(), "m", json!({}));
+    let (w, _fake) = warden(dir.path(), 400, 20, &Script::default());
+    let pid = load_default(&w).await.child_pid.unwrap();
+    let mut ev = w.subscribe();
+    let reader = actix_rt::Arbiter::new();
+    let (first, got_first) = tokio::sync::oneshot::channel();
+    let w2 = w.clone();
+    reader.spawn(async move {
+        let mut rx = w2.submit(turn("c", 400)).unwrap();
+        first_chunk(&mut rx).await;
+        let _ = first.send(());
+        // The reader holds its stream until its arbiter goes.
+        std::future::pending::<()>().await;
+        drop(rx);
+    });
+    tokio::time::timeout(Duration::from_secs(30), got_first)
+        .await
+        .expect("a first token on the reader's arbiter")
+        .unwrap();
+    assert_eq!(w.status().residents[0].busy_slots, 1);
+    reader.stop();
+    event_or_fail(&mut ev, "the stopped reader's turn to end", |e| {
+        matches!(e, WardenEvent::TurnEnded { .. })
+    })
+    .await;
+    let s = w.status();
+    assert_eq!((s.residents[0].busy_slots, s.waiting_turns), (0, 0), "{:?}", s.slots);
+    let t = collect(w.submit(turn("next", 3)).unwrap()).await;
+    assert!(t.done && t.error.is_none(), "{t:?}");
+    assert_eq!(w.status().child_pid, Some(pid), "the same child");
+    w.shutdown().await;
+}
+
 /// Critical pressure at the first of three turns' ends: the respawn is
 /// held until the other two ended (both whole, on the old child), a turn
 /// sent meanwhile waits and is served by the new child.

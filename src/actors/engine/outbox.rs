@@ -40,6 +40,8 @@ pub struct Outbox {
     bound: Duration,
     /// Set once an event stalled: nothing more is offered to this caller.
     stalled: Option<Duration>,
+    /// The arbiter its caller reads on, when it reads on one.
+    home: Option<actix_rt::ArbiterHandle>,
 }
 
 impl Outbox {
@@ -49,7 +51,25 @@ impl Outbox {
             tx,
             bound,
             stalled: None,
+            home: None,
         }
+    }
+
+    /// The same, its caller reading on `home`.
+    pub fn homed(mut self, home: Option<actix_rt::ArbiterHandle>) -> Self {
+        self.home = home;
+        self
+    }
+
+    /// The arbiter its caller reads on (an HTTP worker's). A stream relayed
+    /// there hands each event over on the reader's own thread: the child's
+    /// socket, the relay and the client's socket are served by one wake-up
+    /// per token, where a relay on the engine's thread costs a second
+    /// thread's wake-up and a cross-thread signal per token (measured: the
+    /// engine's thread took two thirds of the warden's CPU per streamed
+    /// token, `docs/performance.md`).
+    pub fn home(&self) -> Option<&actix_rt::ArbiterHandle> {
+        self.home.as_ref()
     }
 
     /// Hands `ev` over, waiting at most the bound for room.

@@ -6,6 +6,12 @@
 //! at its end it sends `TurnRelayed` to the engine, whose `turn_end` acts
 //! on what it found (a hung child is stopped there, a death classified).
 //!
+//! A stream's relay runs on its reader's arbiter (`Outbox::home`: the HTTP
+//! worker that took the request), over a connection opened there
+//! (`ChildClient::send_retrying`), so each token wakes one thread, not
+//! two. Dropped before its end (that arbiter stopped), it still reports
+//! the turn, as abandoned (`Report`).
+//!
 //! The stream passes the child's SSE events through byte for byte (the
 //! parser's zero-copy `raw` slice), so the warden adds no re-encoding.
 //! Watchdogs: the first event must arrive within `first_token_timeout`
@@ -19,7 +25,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::Message;
+use actix::{Message, Recipient};
 use bytes::Bytes;
 use futures::StreamExt;
 use tokio::sync::watch;
@@ -179,15 +185,42 @@ pub(crate) struct RelayJob {
 }
 
 impl RelayJob {
-    /// Relays the answer to its end.
-    pub async fn run(self) -> TurnRelayed {
-        let RelayJob { mut line, mut turn, body } = self;
+    /// Relays the answer to its end and tells `ends` how it ended. Dropped
+    /// before its end (the arbiter it ran on stopped), it tells `ends` its
+    /// client is gone: the engine hears of every turn it started.
+    pub async fn run_to(self, ends: Recipient<TurnRelayed>) {
+        let RelayJob { mut line, turn, body } = self;
+        let mut report = Report { ends, turn: Some(turn) };
+        let turn = report.turn.as_mut().expect("held until the report");
         let end = if turn.stream {
             relay_stream(&mut line, turn.route, body, &mut turn.out, &mut turn.carry).await
         } else {
             relay_whole(&mut line, turn.route, body).await
         };
-        TurnRelayed { turn, end }
+        report.send(end);
+    }
+}
+
+/// A relay's report to its engine, sent once: its end, or, dropped before
+/// it, an abandoned turn.
+struct Report {
+    ends: Recipient<TurnRelayed>,
+    turn: Option<Running>,
+}
+
+impl Report {
+    fn send(&mut self, end: RelayEnd) {
+        if let Some(turn) = self.turn.take() {
+            // A stopped engine cannot take it: the turn's channel drops
+            // with it and its caller hears the engine left.
+            let _ = self.ends.try_send(TurnRelayed { turn, end });
+        }
+    }
+}
+
+impl Drop for Report {
+    fn drop(&mut self) {
+        self.send(RelayEnd::Relayed(Relayed::Abandoned));
     }
 }
 

@@ -80,8 +80,9 @@ impl EngineCore {
             events,
             seq,
             ticket,
+            home,
         } = msg;
-        let out = Outbox::new(events, self.cfg().client_stall_timeout);
+        let out = Outbox::new(events, self.cfg().client_stall_timeout).homed(home);
         self.intake.push(Pending::Turn(Box::new(Waiting {
             request,
             entry,
@@ -164,16 +165,19 @@ impl EngineCore {
         self.intake.started();
         self.usage.running(self.intake.running());
         self.publish();
-        match self.own.as_ref().map(|o| o.ends.clone()) {
-            Some(ends) => {
-                actix::spawn(async move {
-                    let done = job.run().await;
-                    // A stopped engine cannot take it: the turn's channel
-                    // drops with it and its caller hears the engine left.
-                    let _ = ends.try_send(done);
-                });
+        let Some(ends) = self.own.as_ref().map(|o| o.ends.clone()) else {
+            unreachable!("an engine core admits turns only inside its actor")
+        };
+        // A stream runs on its reader's thread (`Outbox::home`); a whole
+        // answer stays here, where the pooled connections it reuses live.
+        match job.turn.out.home().filter(|_| job.turn.stream).cloned() {
+            Some(home) => {
+                // A stopped arbiter drops the job: it reports itself ended.
+                home.spawn(job.run_to(ends));
             }
-            None => unreachable!("an engine core admits turns only inside its actor"),
+            None => {
+                actix::spawn(job.run_to(ends));
+            }
         }
     }
 
