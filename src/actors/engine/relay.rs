@@ -186,18 +186,23 @@ pub(crate) struct RelayJob {
 
 impl RelayJob {
     /// Relays the answer to its end and tells `ends` how it ended. Dropped
-    /// before its end (the arbiter it ran on stopped), it tells `ends` its
-    /// client is gone: the engine hears of every turn it started.
-    pub async fn run_to(self, ends: Recipient<TurnRelayed>) {
-        let RelayJob { mut line, turn, body } = self;
-        let mut report = Report { ends, turn: Some(turn) };
-        let turn = report.turn.as_mut().expect("held until the report");
-        let end = if turn.stream {
-            relay_stream(&mut line, turn.route, body, &mut turn.out, &mut turn.carry).await
-        } else {
-            relay_whole(&mut line, turn.route, body).await
-        };
-        report.send(end);
+    /// before its end, even before it first ran (the arbiter it was sent to
+    /// stopped), it tells `ends` its client is gone: the engine hears of
+    /// every turn it started. (Not an `async fn`: the report is made before
+    /// the future, so an unpolled future holds it too.)
+    pub fn run_to(self, ends: Recipient<TurnRelayed>) -> impl Future<Output = ()> + Send + 'static {
+        let RelayJob { line, turn, body } = self;
+        let report = Report { ends, turn: Some(turn) };
+        async move {
+            let (mut line, mut report) = (line, report);
+            let turn = report.turn.as_mut().expect("held until the report");
+            let end = if turn.stream {
+                relay_stream(&mut line, turn.route, body, &mut turn.out, &mut turn.carry).await
+            } else {
+                relay_whole(&mut line, turn.route, body).await
+            };
+            report.send(end);
+        }
     }
 }
 
@@ -425,4 +430,106 @@ async fn upstream(resp: reqwest::Response) -> GenerationError {
         .and_then(|r| r.ok())
         .and_then(|b| serde_json::from_slice(&b).ok());
     GenerationError::Upstream { status, body }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix::{Actor, Context, Handler};
+    use tokio::sync::mpsc;
+
+    /// Stands for the engine: hands on every report it gets.
+    struct Engine(mpsc::UnboundedSender<TurnRelayed>);
+
+    impl Actor for Engine {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<TurnRelayed> for Engine {
+        type Result = ();
+        fn handle(&mut self, m: TurnRelayed, _: &mut Context<Self>) {
+            let _ = self.0.send(m);
+        }
+    }
+
+    /// A round trip through the mailbox: every report sent before it was handled.
+    #[derive(Message)]
+    #[rtype(result = "()")]
+    struct Flush;
+
+    impl Handler<Flush> for Engine {
+        type Result = ();
+        fn handle(&mut self, _: Flush, _: &mut Context<Self>) {}
+    }
+
+    /// A streamed turn's relay to a child that is never reached, and its
+    /// caller's receiver.
+    fn job() -> (RelayJob, mpsc::Receiver<TurnEvent>) {
+        let (tx, rx) = mpsc::channel(4);
+        let line = RelayLine {
+            client: ChildClient::new(reqwest::Client::new(), 9, crate::secret::ApiKey::mint()),
+            exit: watch::channel(None).1,
+            loss: Box::pin(std::future::pending::<Lost>()),
+            first_token_timeout: Duration::from_secs(60),
+            stall_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(60),
+        };
+        let turn = Running {
+            entry: Arc::new(ModelEntry {
+                id: "m".into(),
+                format: crate::catalog::ModelFormat::Gguf,
+                path: "/m.gguf".into(),
+                mmproj: None,
+            }),
+            out: Outbox::new(tx, Duration::from_secs(30)),
+            seq: 7,
+            ticket: None,
+            route: Route::Chat,
+            keep_alive: None,
+            stateful: false,
+            pid: 1,
+            stream: true,
+            request: None,
+            carry: Box::new(Carry::new(Route::Chat)),
+        };
+        (
+            RelayJob {
+                line,
+                turn,
+                body: Bytes::from_static(b"{}"),
+            },
+            rx,
+        )
+    }
+
+    /// A relay dropped before it ever ran (the arbiter it was sent to had
+    /// stopped) still reports its turn, as abandoned.
+    #[actix_rt::test]
+    async fn a_relay_dropped_before_it_ran_reports_its_turn() {
+        let (tx, mut reports) = mpsc::unbounded_channel();
+        let engine = Engine(tx).start();
+        let (job, _rx) = job();
+        drop(job.run_to(engine.clone().recipient()));
+        let r = tokio::time::timeout(Duration::from_secs(10), reports.recv())
+            .await
+            .expect("a report")
+            .unwrap();
+        assert_eq!(r.turn.seq, 7);
+        assert!(matches!(r.end, RelayEnd::Relayed(Relayed::Abandoned)), "{:?}", r.end);
+    }
+
+    /// A relay run to its end (its caller gone) reports once, not again as
+    /// it is dropped.
+    #[actix_rt::test]
+    async fn a_relay_run_to_its_end_reports_once() {
+        let (tx, mut reports) = mpsc::unbounded_channel();
+        let engine = Engine(tx).start();
+        let (job, rx) = job();
+        drop(rx);
+        job.run_to(engine.clone().recipient()).await;
+        engine.send(Flush).await.unwrap();
+        let r = reports.try_recv().expect("one report");
+        assert!(matches!(r.end, RelayEnd::Relayed(Relayed::Abandoned)), "{:?}", r.end);
+        assert!(reports.try_recv().is_err(), "a second report");
+    }
 }
