@@ -129,6 +129,17 @@ pub(crate) struct Own {
     pub wake: Recipient<super::peers::Wake>,
 }
 
+impl super::state::Used {
+    /// Now, on both clocks: read here, by the core, when an event happens;
+    /// the owners of the engine's state take the time as a value.
+    pub fn read() -> Self {
+        Self {
+            at: tokio::time::Instant::now(),
+            wall: std::time::SystemTime::now(),
+        }
+    }
+}
+
 impl EngineCore {
     /// A core with no child.
     pub fn new(settings: Live<WardenConfig>, backend: Backend, catalog: Live<Catalog>, wiring: Wiring) -> Self {

@@ -170,7 +170,7 @@ impl EngineCore {
     /// clock starts at its end.
     fn install(&mut self, child: LiveChild) {
         self.child.install(child);
-        self.usage.touch();
+        self.usage.touch(super::state::Used::read());
         // The status now carries what the child holds: its reservation goes.
         if self.admitted.is_some() {
             self.publish();

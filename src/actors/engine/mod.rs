@@ -417,6 +417,61 @@ impl Handler<crate::messages::recover::PanicNextTurn> for EngineActor {
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
+    /// The owners of the engine's state that decide without I/O (what
+    /// waits, the brake's state, the use, the slots, the child's counts, a
+    /// turn's carry) and every file of the law read no clock and reach no
+    /// runtime, socket or file: the time and what happened come in as
+    /// values, so a table test or the simulator says when. The types of
+    /// the time (`tokio::time::Instant`, which paused tests advance) are
+    /// values and allowed. Test modules are not read.
+    #[test]
+    fn the_owners_and_the_law_read_no_clock_and_do_no_io() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files: Vec<std::path::PathBuf> = ["intake", "brake_state", "state", "slots", "counts", "carry"]
+            .iter()
+            .map(|f| root.join("actors/engine").join(format!("{f}.rs")))
+            .collect();
+        let mut dirs = vec![root.join("law")];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs")
+                    && !p.file_stem().unwrap().to_string_lossy().ends_with("_tests")
+                {
+                    files.push(p);
+                }
+            }
+        }
+        assert!(files.len() > 20, "the law's files were found: {}", files.len());
+        const FORBIDDEN: [&str; 8] = [
+            "::now()",
+            ".elapsed()",
+            "std::fs",
+            "std::net",
+            "reqwest",
+            "actix",
+            "tokio::",
+            "std::thread",
+        ];
+        let mut found = Vec::new();
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            let body = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+            for (n, line) in body.lines().enumerate() {
+                let code = line.split("//").next().unwrap();
+                let code = code.replace("tokio::time::Instant", "");
+                for bad in FORBIDDEN {
+                    if code.contains(bad) {
+                        found.push(format!("{}:{}: {bad}", f.display(), n + 1));
+                    }
+                }
+            }
+        }
+        assert!(found.is_empty(), "a clock or I/O in a decision: {found:#?}");
+    }
+
     /// The files of this folder import each other without a circle: a
     /// circle would make every file in it depend on every other.
     #[test]

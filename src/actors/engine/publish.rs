@@ -82,7 +82,7 @@ impl EngineCore {
             weight: c.map_or(0.0, |c| self.cfg().weight(c.model_id())),
             residents: Vec::new(),
             settings: None,
-            loads: self.usage.loads(),
+            loads: self.usage.loads(tokio::time::Instant::now()),
             waiting_models: Vec::new(),
             switching: None,
         }

@@ -61,7 +61,7 @@ impl EngineCore {
             self.usage.hold(&entry.id, k);
         }
         // A load is a use: the idle clock starts at its end.
-        self.usage.touch();
+        self.usage.touch(super::state::Used::read());
         Ok(Loading::Ready)
     }
 

@@ -36,7 +36,7 @@ impl EngineCore {
     /// What loading this engine's model costs, ms: its last load, else its
     /// `weights_bytes` over the prior disk rate (`law::schedule::load_cost_ms`).
     pub(crate) fn load_cost_ms(&self, weights_bytes: u64) -> u64 {
-        schedule::load_cost_ms(self.usage.loads().last_ms, weights_bytes)
+        schedule::load_cost_ms(self.usage.loads(tokio::time::Instant::now()).last_ms, weights_bytes)
     }
 
     /// Whether a turn for `model` must wait because this model yields its

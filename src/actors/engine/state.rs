@@ -2,6 +2,10 @@
 //! the last use (on both clocks) and the rest of its use (`Usage`), what
 //! the engine is busy with and the published state derived from it. The
 //! brake's state is `brake_state`'s, the child's `child_holder`'s.
+//!
+//! No clock is read here: the time comes in as a value (`Used::read` is
+//! the core's, at the event), so a test or the simulator can say when
+//! (`tests::the_owners_and_the_law_read_no_clock_and_do_no_io`).
 
 use std::time::SystemTime;
 
@@ -75,18 +79,15 @@ impl Usage {
         self.turns
     }
 
-    /// Marks the idle clock at now (a load's end).
-    pub fn touch(&mut self) {
-        self.last = Some(Used {
-            at: Instant::now(),
-            wall: SystemTime::now(),
-        });
+    /// Marks the idle clock at `now` (a load's end).
+    pub fn touch(&mut self, now: Used) {
+        self.last = Some(now);
     }
 
-    /// A turn ended: counted, and the idle clock marked.
-    pub fn turn_done(&mut self) {
+    /// A turn ended at `now`: counted, and the idle clock marked.
+    pub fn turn_done(&mut self, now: Used) {
         self.turns += 1;
-        self.touch();
+        self.touch(now);
     }
 
     /// The keep-alive a request set, and the model it holds for.
@@ -124,24 +125,23 @@ impl Usage {
         self.loads.yields += 1;
     }
 
-    /// The loads so far, and the time served up to now.
-    pub fn loads(&self) -> Loads {
-        let now = self.serving_since.map_or(0, |t| t.elapsed().as_millis() as u64);
+    /// The loads so far, and the time served up to `now`.
+    pub fn loads(&self, now: Instant) -> Loads {
+        let serving = self.serving_since.map_or(0, |t| millis(now, t));
         Loads {
-            serving_ms: self.loads.serving_ms.saturating_add(now),
+            serving_ms: self.loads.serving_ms.saturating_add(serving),
             ..self.loads
         }
     }
 
-    /// `running` turns relay now (a turn was handed to its relay, or its
-    /// relay ended): serving time runs while any does.
-    pub fn running(&mut self, running: usize) {
+    /// `running` turns relay at `now` (a turn was handed to its relay, or
+    /// its relay ended): serving time runs while any does.
+    pub fn running(&mut self, running: usize, now: Instant) {
         match (running > 0, self.serving_since) {
-            (true, None) => self.serving_since = Some(Instant::now()),
+            (true, None) => self.serving_since = Some(now),
             (false, Some(t)) => {
                 self.serving_since = None;
-                let ms = t.elapsed().as_millis() as u64;
-                self.loads.serving_ms = self.loads.serving_ms.saturating_add(ms);
+                self.loads.serving_ms = self.loads.serving_ms.saturating_add(millis(now, t));
             }
             _ => {}
         }
@@ -153,9 +153,48 @@ impl Usage {
     }
 }
 
+/// Whole milliseconds from `since` to `now` (none when `now` is earlier).
+fn millis(now: Instant, since: Instant) -> u64 {
+    now.saturating_duration_since(since).as_millis() as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    /// Serving time runs while any turn relays, and only then: a status read
+    /// mid-turn counts up to its moment, an idle stretch counts nothing.
+    #[test]
+    fn serving_time_counts_only_while_turns_run() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut u = Usage::default();
+        assert_eq!(u.loads(at(5)).serving_ms, 0);
+        u.running(1, at(10));
+        u.running(2, at(11));
+        assert_eq!(u.loads(at(12)).serving_ms, 2_000);
+        u.running(0, at(14));
+        assert_eq!(u.loads(at(100)).serving_ms, 4_000);
+        u.running(1, at(200));
+        u.running(0, at(201));
+        assert_eq!(u.loads(at(300)).serving_ms, 5_000);
+        // why: a moment read before the start counts nothing, never wraps
+        u.running(1, at(400));
+        assert_eq!(u.loads(at(399)).serving_ms, 5_000);
+    }
+
+    /// A turn's end counts it and marks the idle clock at its moment.
+    #[test]
+    fn a_turns_end_marks_the_idle_clock_at_its_moment() {
+        let now = Used {
+            at: Instant::now(),
+            wall: SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+        };
+        let mut u = Usage::default();
+        u.turn_done(now);
+        assert_eq!((u.turns(), u.last()), (1, Some(now)));
+    }
 
     /// Every input of `state`: shut down or not, each activity, a child or not.
     fn every_input() -> Vec<(bool, Activity, bool)> {

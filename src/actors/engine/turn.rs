@@ -163,7 +163,7 @@ impl EngineCore {
     /// a unit test, relays inline).
     fn spawn_relay(&mut self, job: RelayJob) {
         self.intake.started();
-        self.usage.running(self.intake.running());
+        self.usage.running(self.intake.running(), tokio::time::Instant::now());
         self.publish();
         let Some(ends) = self.own.as_ref().map(|o| o.ends.clone()) else {
             unreachable!("an engine core admits turns only inside its actor")

@@ -47,7 +47,7 @@ impl EngineCore {
     pub async fn turn_relayed(&mut self, done: TurnRelayed) {
         let TurnRelayed { mut turn, end } = done;
         self.intake.ended();
-        self.usage.running(self.intake.running());
+        self.usage.running(self.intake.running(), tokio::time::Instant::now());
         let relayed = match self.verdict(turn.pid, end).await {
             Err(e) => match self.resume_or_fail(&mut turn, e) {
                 Ok(()) => return self.requeue(turn),
@@ -139,7 +139,7 @@ impl EngineCore {
         // end and asked the queue's depth once saw this turn still counted
         // (a real test read 1 on a fresh machine: the count lagged the
         // reply, no turn leaked).
-        self.usage.turn_done();
+        self.usage.turn_done(super::state::Used::read());
         drop(ticket);
         self.publish();
         if stateful {
