@@ -30,11 +30,14 @@ pub enum Mutant {
     /// The idle reap counts a model with turns waiting or running as idle.
     ReapBusy,
     /// A slot changes hands without its previous owner's conversation
-    /// saved first (`kv::claim`, as the simulator carries it out).
+    /// saved first (the slots' protocol, `actors::engine::moves`).
     ClaimUnsaved,
     /// A resident stopped for another's memory saves none of its
     /// conversations (`Retire::saves_kv`).
     EvictUnsaved,
+    /// A conversation whose write failed leaves its slot (for room, a
+    /// change of hands, a stop) without the loss said (`moves`).
+    UnsavedSilent,
 }
 
 thread_local! {

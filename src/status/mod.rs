@@ -290,6 +290,11 @@ pub struct PoolStatus {
     pub moved: u64,
     /// Cells those held.
     pub moved_cells: u64,
+    /// Conversations whose cells left their slot without their save
+    /// written (a failed write, and the cells had to go: room for a turn,
+    /// a slot changing hands, a stop): they re-read what their last save,
+    /// if any, did not hold.
+    pub unsaved: u64,
     /// The decode time one attended cell adds to a token, ns: this child's
     /// fit when `decode_measured`, else the prior.
     pub cell_decode_ns: u64,

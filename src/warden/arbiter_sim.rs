@@ -75,10 +75,11 @@ use std::time::Duration;
 use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, WakeKey, refuses_eviction};
 use crate::actors::engine::brake_state::{Brake, Carried};
 use crate::actors::engine::intake::{HeldBrake, Intake, Pending, Plain};
+use crate::actors::engine::moves::{Move, Moves, Outcome, Step};
 use crate::actors::engine::retire::Retire;
 use crate::actors::engine::slots::{SlotHeld, Slots};
 use crate::law::brake::{Action, BRAKE_RELOAD_TTL, BrakeState, Level, Point, Readings, WindowFacts};
-use crate::law::kv_save::{BeforeLeaving, before_leaving, worth_saving};
+use crate::law::kv_save::worth_saving;
 use crate::law::mutant::{self, Mutant};
 use crate::law::reap::should_reap;
 use crate::law::residents::{Memory, ModelKind, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
@@ -91,6 +92,11 @@ const GIB: u64 = 1 << 30;
 
 /// The schedules per run unless `WARDEN_SIM_SCHEDULES` says.
 const SCHEDULES_DEFAULT: u64 = 10_000;
+
+/// How often a KV write fails (the child refuses, the disk is full), per
+/// mille of writes; and an erase.
+const WRITE_FAILS_PER_MILLE: u64 = 60;
+const ERASE_FAILS_PER_MILLE: u64 = 20;
 
 /// How long clients send, simulated ms.
 const HORIZON_MS: u64 = 90_000;
@@ -179,45 +185,67 @@ struct Engine {
     kv: KvBook,
 }
 
-/// What became of the conversations' KV on one model, as `actors::engine::kv`
-/// keeps it: a conversation's cells leave its child's pool only into the
-/// store (`kv::save`: before the pool's law clears its slot, before its
-/// slot changes hands, before the warden stops the child for any reason of
-/// its own), or with a record the status shows (a child's death takes the
-/// cells it held: the crash). A conversation too short to be worth a save
-/// (`kv_save::worth_saving`) is re-read at its return and counts for
-/// nothing here.
+/// What became of the conversations' KV on one model, as the slots'
+/// protocol (`actors::engine::moves`, run here as the engine runs it)
+/// moves it: a conversation's cells leave its child's pool into the store,
+/// as too short to be worth a save (re-read at its return, counting for
+/// nothing here), or with a record the status shows (a write that failed
+/// when the cells had to go, said `Unsaved`; a child's death, its crash).
 #[derive(Debug, Default)]
 struct KvBook {
     /// Conversations whose cells were worth saving when a turn of theirs ended.
     known: BTreeSet<String>,
     /// Conversations the store holds a save of.
     stored: BTreeSet<String>,
-    /// Conversations whose cells a child's death took, as its crash record says.
+    /// Conversations whose cells left with a record: a child's death, or a
+    /// write that failed when they had to go.
     lost: BTreeSet<String>,
 }
 
 impl KvBook {
-    /// A slot's conversation goes to the store (`kv::save`), or, too short
-    /// to be worth a save now, is re-read at its return: nothing is lost.
-    fn save(&mut self, held: Option<SlotHeld>) {
-        let Some(h) = held else { return };
-        match before_leaving(true, h.tokens, h.on_disk && self.stored.contains(&h.conversation)) {
-            BeforeLeaving::Write | BeforeLeaving::SavedAhead => {
-                self.stored.insert(h.conversation);
-            }
-            BeforeLeaving::Nothing => {
+    /// Carries `moves` out on `pool` as `kv::Kv::carry` does, against a
+    /// store whose writes fail now and then, and a child whose erases do.
+    fn carry(&mut self, pool: &mut Slots, mut moves: Moves, rng: &mut Rng) {
+        let before: Vec<SlotHeld> = pool.iter().filter_map(|s| s.held.clone()).collect();
+        while let Some(step) = moves.next(pool) {
+            let outcome = match step {
+                Step::Confirm { conversation, .. } => Outcome::Confirmed(self.stored.contains(&conversation)),
+                Step::Write { held, .. } => {
+                    let kept = !rng.chance(WRITE_FAILS_PER_MILLE);
+                    if kept {
+                        self.stored.insert(held.conversation);
+                    }
+                    Outcome::Written(kept)
+                }
+                Step::Erase { .. } => Outcome::Erased(!rng.chance(ERASE_FAILS_PER_MILLE)),
+                Step::Restore { conversation, .. } => {
+                    Outcome::Restored(self.stored.contains(&conversation).then_some((0, 0)))
+                }
+                Step::Moved { .. } => Outcome::Said,
+                Step::Unsaved { held, .. } => {
+                    self.lost.insert(held.conversation);
+                    Outcome::Said
+                }
+            };
+            moves.took(pool, outcome);
+        }
+        // One too short to be worth a save left unwritten: re-read at its
+        // return, nothing lost.
+        for h in before {
+            let still = pool
+                .iter()
+                .any(|s| s.held.as_ref().is_some_and(|x| x.conversation == h.conversation));
+            if !still && !worth_saving(h.tokens) && !self.stored.contains(&h.conversation) {
                 self.known.remove(&h.conversation);
             }
         }
     }
 
-    /// Every conversation `pool` holds goes to the store: the child is
-    /// about to stop for the warden's own reasons (`kv::save_all`).
-    fn save_all(&mut self, pool: &mut Slots) {
-        for i in 0..pool.len() {
-            self.save(pool.get_mut(i).held.take());
-        }
+    /// Every conversation `pool` holds is saved: the child is about to
+    /// stop for the warden's own reasons (`kv::save_all`).
+    fn save_all(&mut self, pool: &mut Slots, rng: &mut Rng) {
+        let moves = Moves::new(true, true).stop_all(pool.len(), "stop");
+        self.carry(pool, moves, rng);
     }
 
     /// Every conversation `pool` holds is lost with its child, recorded.
@@ -886,37 +914,29 @@ impl World {
         let Admit::Run { bound, reserve, evict } = pool_law::admit(pool, &views, slot, prompt, turn.requested) else {
             return Ok(false);
         };
-        for i in evict {
-            if e.pool.get(i).busy.is_some() {
-                return Err(format!("m{m}'s pool law clears slot {i} with a turn running on it"));
-            }
-            // Saved, then erased (`kv::evict`).
-            let s = e.pool.get_mut(i);
-            e.kv.save(s.held.take());
-            s.anonymous_tokens = 0;
+        if let Some(i) = evict.iter().find(|&&i| e.pool.get(i).busy.is_some()) {
+            return Err(format!("m{m}'s pool law clears slot {i} with a turn running on it"));
         }
         if e.pool.get(slot).busy.is_some() {
             return Err(format!(
                 "m{m}'s slot {slot} is given to turn {t} while another runs on it"
             ));
         }
-        // The slot changes hands (`kv::claim`): the previous owner's
-        // conversation is saved first; the turn's conversation holds it,
-        // about its prompt until its answer is counted (its own save, if
-        // any, restored: the store keeps it).
-        let s = e.pool.get_mut(slot);
-        let previous = s.held.take();
-        if previous.as_ref().is_some_and(|h| h.conversation != turn.conversation) && !mutant::is(Mutant::ClaimUnsaved) {
-            e.kv.save(previous);
-        }
-        s.held = Some(SlotHeld {
-            conversation: turn.conversation.clone(),
+        // `admit_generation`: the evictions, then the slot changes hands
+        // (the previous owner's conversation saved first; the turn's
+        // conversation holds it, about its prompt until its answer is
+        // counted, its own save restored), by the slots' protocol.
+        let claim = Move::Claim {
+            slot,
+            conversation: Some(turn.conversation.clone()),
             tokens: prompt,
-            answer_tokens: 0,
-            unchecked_restore: None,
-            on_disk: false,
-        });
-        s.anonymous_tokens = 0;
+        };
+        let moves = evict
+            .iter()
+            .map(|&i| Move::Evict(i))
+            .chain([claim])
+            .fold(Moves::new(true, true), Moves::then);
+        e.kv.carry(&mut e.pool, moves, &mut self.rng);
         e.pool.start(slot, t as u64, reserve, bound, None);
         let (idle, busy) = e.pool.cells();
         if u64::from(idle) + u64::from(busy) > u64::from(window) {
@@ -947,6 +967,9 @@ impl World {
             h.answer_tokens = answer;
             if worth_saving(h.tokens) {
                 e.kv.known.insert(h.conversation.clone());
+                // In the pool again: a record of an earlier loss no
+                // longer covers it.
+                e.kv.lost.remove(&h.conversation);
             }
         }
         Ok(())
@@ -1258,7 +1281,7 @@ impl World {
                     e.child = Child::Cold;
                     e.footprint = 0;
                     // Saved before the old child stopped.
-                    e.kv.save_all(&mut e.pool);
+                    e.kv.save_all(&mut e.pool, &mut self.rng);
                     e.pool = Slots::new(1);
                     e.brake.child_gone();
                     self.say(format!(
@@ -1267,7 +1290,7 @@ impl World {
                 } else {
                     // Its conversations go to the KV store; the new pool is empty.
                     e.window = cap;
-                    e.kv.save_all(&mut e.pool);
+                    e.kv.save_all(&mut e.pool, &mut self.rng);
                     e.pool = Slots::new(e.spec.slots as u32);
                     e.brake
                         .finish_llama(decided, Carried::Respawned { cap, pinned: false }, Some(&name), now);
@@ -1308,7 +1331,7 @@ impl World {
         e.child = Child::Cold;
         e.footprint = 0;
         if how.saves_kv().is_some() {
-            e.kv.save_all(&mut e.pool);
+            e.kv.save_all(&mut e.pool, &mut self.rng);
         }
         e.pool = Slots::new(1);
         e.brake.child_gone();
@@ -1496,6 +1519,7 @@ fn a_broken_rule_is_caught() {
         Mutant::ReapBusy,
         Mutant::ClaimUnsaved,
         Mutant::EvictUnsaved,
+        Mutant::UnsavedSilent,
     ] {
         let Some((seed, e)) = first_failure(SCHEDULES_DEFAULT, Some(m)) else {
             panic!("{m:?}: no schedule of {SCHEDULES_DEFAULT} caught it");

@@ -17,6 +17,7 @@
 use tokio::time::Instant;
 
 use super::core::EngineCore;
+use super::moves::{Move, Moves};
 
 impl EngineCore {
     /// Saves ahead what a new conversation's turn would move, when nothing
@@ -28,8 +29,8 @@ impl EngineCore {
         let Some(c) = self.child.get_mut() else {
             return;
         };
-        for slot in self.kv.ahead(c, Instant::now()) {
-            self.kv.save_ahead(c, slot).await;
-        }
+        let moves = self.kv.ahead(c, Instant::now()).into_iter().map(Move::Ahead);
+        let moves = moves.fold(self.kv.moves(c), Moves::then);
+        self.kv.carry(c, moves).await;
     }
 }

@@ -9,15 +9,15 @@
 //! core calls it inside the atomic handlers (`turn`, `turn_end`).
 //!
 //! Nothing held is lost: a conversation is erased only after its save was
-//! kept by the store; a save that fails leaves it in its slot, counted.
+//! kept by the store; a save that fails leaves it in its slot, counted
+//! (the order is the slots' protocol, `moves::Move::Compact`).
 
 use tokio::time::Instant;
 
 use super::child_holder::LiveChild;
 use super::kv::{Kv, PoolMeter};
 use super::counts::ChildCounts;
-use super::kv::Saved;
-use super::slots::Busy;
+use super::slots::{Busy, SlotHeld};
 use crate::law::compact::{self, Ahead, Candidate, Weighed};
 use crate::law::compact_meter::Meter;
 use crate::law::kv_save;
@@ -45,7 +45,7 @@ impl Kv {
         &mut self.pool(child).meter
     }
 
-    fn pool(&mut self, child: &LiveChild) -> &mut PoolMeter {
+    pub(super) fn pool(&mut self, child: &LiveChild) -> &mut PoolMeter {
         let kv_per_cell = child.plan.shape.map_or(0, |s| s.kv_per_token);
         self.pools
             .entry(child.model_id().to_string())
@@ -53,6 +53,7 @@ impl Kv {
                 meter: Meter::new(kv_per_cell),
                 moved: 0,
                 moved_cells: 0,
+                unsaved: 0,
             })
     }
 
@@ -131,35 +132,12 @@ impl Kv {
         slots
     }
 
-    /// Moves one idle conversation the law chose to disk: saved, then
-    /// erased. A save that fails leaves it where it is, counted. `taken`:
-    /// the admitted turn takes its slot (`turn::seat`), so it is not erased:
-    /// the child keeps the cells both prompts begin with (the chat
-    /// template's opening) and frees the rest itself as it places the new
-    /// prompt (b10883's `seq_rm` from the common prefix), which moves its
-    /// allocation head down as an erase would.
-    pub(crate) async fn compact(&mut self, child: &mut LiveChild, w: Weighed, taken: bool, emit: impl Fn(WardenEvent)) {
-        let Some(held) = child.slots.get(w.slot).held.clone() else {
-            return;
-        };
-        if child.slots.get(w.slot).busy.is_some() {
-            return;
-        }
-        match self.save(child, w.slot, "compaction of the pool").await {
-            Saved::Kept => {}
-            Saved::Nothing | Saved::Failed => {
-                // Still in the pool: the slot keeps it, and its cells count.
-                child.slots.get_mut(w.slot).held = Some(held);
-                return;
-            }
-        }
-        if !taken && !super::kv::erase(child, w.slot).await {
-            // Its cells are still in the slot (and its save on disk).
-            child.slots.get_mut(w.slot).held = Some(held);
-            return;
-        }
+    /// The pool's law moved `held` out of `child`'s slot `slot` (`moves`:
+    /// saved, then erased, or taken by the admitted turn): said, counted,
+    /// and the event that shows it.
+    pub(super) fn moved(&mut self, child: &LiveChild, slot: usize, held: SlotHeld, w: Weighed) -> WardenEvent {
         tracing::info!(
-            slot = w.slot,
+            slot,
             conversation = %held.conversation,
             cells = held.tokens,
             keep_ms = w.keep_ms.round(),
@@ -172,14 +150,14 @@ impl Kv {
         let pool = self.pool(child);
         pool.moved += 1;
         pool.moved_cells += u64::from(held.tokens);
-        emit(WardenEvent::PoolCompacted {
+        WardenEvent::PoolCompacted {
             model: child.model_id().to_string(),
-            slot: w.slot as u32,
+            slot: slot as u32,
             conversation: held.conversation,
             cells: held.tokens,
             keep_ms: w.keep_ms.round() as u64,
             move_ms: w.move_ms.round() as u64,
-        });
+        }
     }
 
     /// A generating turn ended on `child`: its answer's length, and, when it
@@ -210,6 +188,7 @@ impl Kv {
             compacting: self.is_on() && super::kv::kept(child),
             moved: pool.map_or(0, |p| p.moved),
             moved_cells: pool.map_or(0, |p| p.moved_cells),
+            unsaved: pool.map_or(0, |p| p.unsaved),
             cell_decode_ns: reading.rates.cell_decode_ns.round() as u64,
             decode_measured: reading.decode_measured,
             save_ns_per_cell: reading.rates.save_ns_per_cell.round() as u64,

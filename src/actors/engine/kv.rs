@@ -6,8 +6,10 @@
 //! room in the shared KV pool (`law::slots`); a conversation's save is
 //! restored into the slot its next turn takes when that slot does not
 //! hold it, so llama-server's prompt cache reuses it and only the new
-//! message is processed. The KV controller (`Kv`) alone owns the store and its view;
-//! the core calls it inside the atomic handlers.
+//! message is processed. The order of those steps, and what the slot
+//! table holds after each, is the slots' protocol (`moves`, no I/O); the
+//! KV controller (`Kv`) carries its steps out (`carry`) and alone owns
+//! the store and its view; the core calls it inside the atomic handlers.
 //!
 //! Never a failed turn because of the cache: a save or restore that fails,
 //! times out (`SLOT_IO_TIMEOUT_S`) or does not fit is logged and the turn
@@ -25,12 +27,14 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::child_holder::LiveChild;
+use super::moves::{Moves, Outcome, Step};
 use super::slots::SlotHeld;
 use crate::config::WardenConfig;
 use crate::engines::Backend;
 use crate::kv_store::{self, KvStore, SaveRecord};
 use crate::law::kv_keep::{self, Keep};
-use crate::law::kv_save::{self, BeforeLeaving, SLOT_IO_TIMEOUT_S};
+use crate::law::kv_save::{self, SLOT_IO_TIMEOUT_S};
+use crate::status::WardenEvent;
 
 /// The KV store's view, shared by every resident's engine and the warden.
 pub type SharedStoreView = std::sync::Arc<std::sync::RwLock<Option<crate::kv_store::StoreView>>>;
@@ -44,6 +48,9 @@ pub struct PoolMeter {
     pub moved: u64,
     /// Cells those held.
     pub moved_cells: u64,
+    /// Conversations whose cells left their slot without their save
+    /// written (the write failed and the cells had to go).
+    pub unsaved: u64,
 }
 
 /// Why a slot action did not happen. The two are kept apart because they
@@ -67,18 +74,6 @@ impl std::fmt::Display for SlotFailure {
     }
 }
 
-
-/// How a save went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Saved {
-    /// Written and kept in the store.
-    Kept,
-    /// Nothing to save: no conversation, too short to be worth it, saves
-    /// off, or a model whose saves the next child could not use.
-    Nothing,
-    /// Tried and failed (the child's refusal, no answer, or the store's).
-    Failed,
-}
 
 /// The KV controller: the store (`None` when saves are off or the engine's
 /// child has no slot files, mlx_vlm.server) and the view of it the status
@@ -134,75 +129,68 @@ impl Kv {
         *self.view.write().unwrap_or_else(|p| p.into_inner()) = view;
     }
 
+    /// The slots' protocol for `child` (`moves`), on this store.
+    pub(crate) fn moves(&self, child: &LiveChild) -> Moves {
+        Moves::new(self.is_on(), kept(child))
+    }
+
     /// Saves every slot of `child` that holds a conversation (the child is
     /// about to stop); `why` names the interruption in the log.
     pub(crate) async fn save_all(&mut self, child: &mut LiveChild, why: &'static str) {
-        for i in 0..child.slots.len() {
-            self.save(child, i, why).await;
-        }
+        let moves = self.moves(child).stop_all(child.slots.len(), why);
+        self.carry(child, moves).await;
     }
 
-    /// Sends slot `slot`'s conversation to disk and clears its cells, so a
-    /// turn beside it fits the shared pool (`law::slots::admit`). A clear
-    /// that fails is said: the pool then holds more than the law counted.
-    pub(crate) async fn evict(&mut self, child: &mut LiveChild, slot: usize) {
-        self.save(child, slot, "room for another conversation").await;
-        erase(child, slot).await;
-    }
-
-    /// Saves `child`'s slot `slot` for the conversation it holds, when
-    /// there is one worth saving; `why` names the interruption in the log.
-    /// The slot forgets its conversation either way (the child is about to
-    /// stop, or another turn takes the slot).
-    pub(crate) async fn save(&mut self, child: &mut LiveChild, slot: usize, why: &'static str) -> Saved {
-        if self.store.is_none() {
-            return Saved::Nothing;
+    /// Carries `moves` out on `child`: each step the machine asks, against
+    /// the child's slot actions and the store, its outcome handed back.
+    /// What the pool's law moved, as events to publish.
+    pub(crate) async fn carry(&mut self, child: &mut LiveChild, mut moves: Moves) -> Vec<WardenEvent> {
+        let mut said = Vec::new();
+        while let Some(step) = moves.next(&mut child.slots) {
+            let outcome = match step {
+                Step::Confirm { conversation, why } => {
+                    let held = self.holds(child, &conversation);
+                    if held {
+                        tracing::debug!(
+                            conversation = %conversation,
+                            "kv: the conversation's cache was saved ahead; nothing to write before the {}",
+                            why.says()
+                        );
+                    }
+                    Outcome::Confirmed(held)
+                }
+                Step::Write { slot, held, why } => {
+                    let kept = self.write(child, slot, held, why.says()).await;
+                    self.refresh();
+                    Outcome::Written(kept)
+                }
+                Step::Erase { slot } => Outcome::Erased(erase(child, slot).await),
+                Step::Restore { slot, conversation } => {
+                    let restored = self.restore(child, slot, &conversation).await;
+                    // A restore may have dropped a save (truncated, refused, too big).
+                    self.refresh();
+                    Outcome::Restored(restored)
+                }
+                Step::Moved { slot, held, weighed } => {
+                    said.push(self.moved(child, slot, held, weighed));
+                    Outcome::Said
+                }
+                Step::Unsaved { slot, held, why } => {
+                    tracing::warn!(
+                        slot,
+                        conversation = %held.conversation,
+                        cells = held.tokens,
+                        "kv: the conversation's {} cells left its slot for the {} without their save; what its last save, if any, did not hold will be re-read",
+                        held.tokens,
+                        why.says()
+                    );
+                    self.pool(child).unsaved += 1;
+                    Outcome::Said
+                }
+            };
+            moves.took(&mut child.slots, outcome);
         }
-        let Some(held) = child.slots.get_mut(slot).held.take() else {
-            return Saved::Nothing;
-        };
-        let ahead = held.on_disk && self.holds(child, &held.conversation);
-        match kv_save::before_leaving(kept(child), held.tokens, ahead) {
-            BeforeLeaving::Nothing => Saved::Nothing,
-            BeforeLeaving::SavedAhead => {
-                tracing::debug!(
-                    conversation = %held.conversation,
-                    tokens = held.tokens,
-                    "kv: the conversation's cache was saved ahead; nothing to write before the {why}"
-                );
-                Saved::Kept
-            }
-            BeforeLeaving::Write => {
-                let saved = self.write(child, slot, held, why).await;
-                self.refresh();
-                saved
-            }
-        }
-    }
-
-    /// Saves ahead, while the child is idle, the conversation `child`'s
-    /// slot `slot` holds, and keeps it there marked as on disk (`ahead`):
-    /// its later move or change of hands writes nothing. A save that fails
-    /// leaves it unmarked (the later one writes).
-    pub(crate) async fn save_ahead(&mut self, child: &mut LiveChild, slot: usize) {
-        let s = child.slots.get(slot);
-        let Some(held) = s.held.clone() else {
-            return;
-        };
-        // The save its leaving would write, written now (one already on
-        // disk writes nothing).
-        if s.busy.is_some()
-            || self.store.is_none()
-            || kv_save::before_leaving(kept(child), held.tokens, held.on_disk) != BeforeLeaving::Write
-        {
-            return;
-        }
-        if self.write(child, slot, held, "next conversation (saved ahead while idle)").await == Saved::Kept
-            && let Some(h) = child.slots.get_mut(slot).held.as_mut()
-        {
-            h.on_disk = true;
-        }
-        self.refresh();
+        said
     }
 
     /// Whether the store holds `conversation`'s save for `child`'s model.
@@ -215,9 +203,9 @@ impl Kv {
 
     /// Writes `held`, the conversation of `child`'s slot `slot`, to the
     /// store.
-    async fn write(&mut self, child: &LiveChild, slot: usize, held: SlotHeld, why: &'static str) -> Saved {
+    async fn write(&mut self, child: &LiveChild, slot: usize, held: SlotHeld, why: &'static str) -> bool {
         let Some(store) = self.store.as_ref() else {
-            return Saved::Nothing;
+            return false;
         };
         let SlotHeld {
             conversation,
@@ -225,7 +213,7 @@ impl Kv {
             ..
         } = held;
         let Some((name, identity)) = save_name(child, &conversation) else {
-            return Saved::Failed;
+            return false;
         };
         let (model, model_path) = (child.model_id().to_string(), child.plan.entry.path.clone());
         let held_conversation = conversation.clone();
@@ -253,12 +241,12 @@ impl Kv {
                             "kv: saved the conversation's cache before the {why}"
                         );
                         self.meter(child).saved(n_saved, ms);
-                        Saved::Kept
+                        true
                     }
                     Err(e) => {
                         tracing::warn!("kv: the save before the {why} could not be kept ({e})");
                         store.remove(&name);
-                        Saved::Failed
+                        false
                     }
                 }
             }
@@ -270,47 +258,9 @@ impl Kv {
                     "kv: the save before the {why} failed ({e}); what it held past the conversation's earlier save, if any, will be re-read"
                 );
                 store.remove_temp(&name);
-                Saved::Failed
+                false
             }
         }
-    }
-
-    /// Before a generating turn: `child`'s slot `slot` changes hands to
-    /// `conversation` (`None`: a turn with no conversation, a raw
-    /// completion). The previous owner's KV is saved, and `conversation`'s
-    /// save restored.
-    pub(crate) async fn claim(&mut self, child: &mut LiveChild, slot: usize, conversation: Option<&str>, tokens: u32) {
-        if let Some(held) = child
-            .slots
-            .get_mut(slot)
-            .held
-            .as_mut()
-            .filter(|h| Some(h.conversation.as_str()) == conversation)
-        {
-            held.tokens = tokens;
-            // Its turn is about to change it: a save ahead is stale.
-            held.on_disk = false;
-            return;
-        }
-        if child.slots.get(slot).held.is_some() {
-            self.save(child, slot, "switch to another conversation").await;
-        }
-        let mut restored = None;
-        if let Some(conv) = conversation {
-            restored = self.restore(child, slot, conv).await;
-            // A restore may have dropped a save (truncated, refused, too big).
-            self.refresh();
-        }
-        let s = child.slots.get_mut(slot);
-        s.anonymous_tokens = if conversation.is_none() { tokens } else { 0 };
-        s.held = conversation.map(|k| SlotHeld {
-            conversation: k.to_string(),
-            tokens,
-            answer_tokens: restored.map_or(0, |(_, a)| a),
-            unchecked_restore: restored,
-            // Its turn is about to change it.
-            on_disk: false,
-        });
     }
 
     /// Restores `conversation`'s save into `child`'s slot when it fits the
@@ -318,14 +268,11 @@ impl Kv {
     async fn restore(&mut self, child: &LiveChild, slot: usize, conversation: &str) -> Option<(u32, u32)> {
         let store = self.store.as_ref()?;
         let (name, _) = save_name(child, conversation)?;
+        // `moves` asks none of a child that cannot use it (`kept`): a
+        // recurrent model's save from an older warden, or a sliding model
+        // the plan gave the small cache this time, stays for a child that
+        // can, and the store's cap ages it out otherwise.
         let record = store.find(&name)?;
-        if !kept(child) {
-            // This child cannot use it (a recurrent model's save from an
-            // older warden, or a sliding model the plan gave the small
-            // cache this time): it stays for a child that can, and the
-            // store's cap ages it out otherwise.
-            return None;
-        }
         let window = child.allocated;
         if !kv_save::fits(record.tokens, window) {
             tracing::warn!(
@@ -413,16 +360,11 @@ impl SlotAction {
 }
 
 /// Clears `child`'s slot `slot` (its conversation saved first, or not
-/// worth keeping); the slot then holds nothing. One that fails is said:
-/// the pool then holds more than the law counted. Whether it was cleared.
-pub(crate) async fn erase(child: &mut LiveChild, slot: usize) -> bool {
+/// worth keeping; `moves` writes the table). One that fails is said: the
+/// pool then holds more than the law counted. Whether it was cleared.
+async fn erase(child: &LiveChild, slot: usize) -> bool {
     match slot_action(child, slot, SlotAction::Erase, None).await {
-        Ok(_) => {
-            let s = child.slots.get_mut(slot);
-            s.held = None;
-            s.anonymous_tokens = 0;
-            true
-        }
+        Ok(_) => true,
         Err(e) => {
             tracing::warn!(slot, "kv: slot {slot} could not be cleared ({e}); the next turns may find the pool fuller than counted");
             false

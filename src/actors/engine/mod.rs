@@ -32,7 +32,8 @@
 //! |---|---|---|
 //! | `child_holder::ChildHolder` | the live child, the activity | `install`, `stop`, `take_dead`, `set_activity` |
 //! | `brake_state::Brake` | the live brake state, the last reading and action, the carry, the window memory (no sensor, no clock: `sensors::view::BrakeSensor` reads both) | its methods; a decision is `llama_step`/`mlx_step`, then `finish_llama`/`finish_mlx` told what carrying it out came to (`Carried`), which keep the protocol's order |
-//! | `kv::Kv` | the KV store and the status's view of it; each model's pool meter and what compaction moved (`compact`) | `save`, `save_ahead`, `claim`, `evict`, `compact`, `turn_counted` (and the child's `SlotHeld`, with `kv_check::counted`) |
+//! | `kv::Kv` | the KV store and the status's view of it; each model's pool meter, what compaction moved and what left unsaved (`compact`) | `carry` (each step of the slots' protocol), `turn_counted` |
+//! | `moves::Moves` | the slots' protocol: every way a conversation leaves its slot or a slot changes hands, in order (no I/O: it asks `Step`s and takes `Outcome`s; the simulator runs it too) | the child's `SlotHeld`s, with `kv_check::counted` at a turn's end |
 //! | `state::Usage` | the idle clock, turns, the keep-alive, the reaped model, loads and time served | `touch`, `turn_done`, `hold`, `switching_to`, `reaped`, `loaded`, `yielded`, `running` |
 //! | `intake::Intake` | what waits in arrival order, the running count, a held brake action, the last death (no channel inside: generic over what it holds, `waiting::Live` for the engine) | its methods |
 //! | the core | `shut_down`, `admitted`, `room` (a load waiting for room: `peers::RoomWait`), `own` (the engine's address for its relay tasks and waiting loads) | `shutdown`, `room`, the actor's start |
@@ -68,6 +69,7 @@ pub(crate) mod intake;
 mod kv;
 mod kv_check;
 mod load;
+pub(crate) mod moves;
 pub(crate) mod outbox;
 mod peers;
 mod prefix;
@@ -427,7 +429,7 @@ mod tests {
     #[test]
     fn the_owners_and_the_law_read_no_clock_and_do_no_io() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files: Vec<std::path::PathBuf> = ["intake", "brake_state", "state", "slots", "counts", "carry"]
+        let mut files: Vec<std::path::PathBuf> = ["intake", "brake_state", "state", "slots", "counts", "carry", "moves"]
             .iter()
             .map(|f| root.join("actors/engine").join(format!("{f}.rs")))
             .collect();

@@ -33,6 +33,7 @@ use super::peers::Patience;
 use super::outbox::Outbox;
 use super::relay::{RelayJob, RelayLine, Running};
 use super::carry::Carry;
+use super::moves::{Move, Moves};
 use crate::law::splice::Splice;
 use crate::catalog::ModelEntry;
 use crate::error::WardenError;
@@ -373,21 +374,26 @@ impl EngineCore {
             let produced = carry.produced.unwrap_or(0);
             carry.splice = Some(Splice::new(d, before, produced, carry.echo.take()));
         }
-        for i in seat.evict {
-            self.kv.evict(c, i).await;
-        }
-        let outlets = &self.outlets;
-        for w in seat.compact {
-            self.kv
-                .compact(c, w, w.slot == seat.slot, |e| {
-                    outlets.metrics.observe(&e);
-                    let _ = outlets.events_tx.send(e);
-                })
-                .await;
-        }
+        let moves = seat.evict.iter().map(|&i| Move::Evict(i));
+        let compact = seat.compact.iter().map(|&weighed| Move::Compact {
+            weighed,
+            taken: weighed.slot == seat.slot,
+        });
         // Until the child's own count arrives with the answer, the slot
         // holds about the prompt.
-        self.kv.claim(c, seat.slot, owner.as_deref(), seat.prompt).await;
+        let claim = Move::Claim {
+            slot: seat.slot,
+            conversation: owner,
+            tokens: seat.prompt,
+        };
+        let moves = moves
+            .chain(compact)
+            .chain([claim])
+            .fold(self.kv.moves(c), Moves::then);
+        for e in self.kv.carry(c, moves).await {
+            self.outlets.metrics.observe(&e);
+            let _ = self.outlets.events_tx.send(e);
+        }
         c.slots.start(seat.slot, seq, seat.reserve, seat.bound, seat.text);
         let line = self.relay_line();
         Some(RelayJob {
