@@ -38,6 +38,9 @@ pub enum Mutant {
     /// A conversation whose write failed leaves its slot (for room, a
     /// change of hands, a stop) without the loss said (`moves`).
     UnsavedSilent,
+    /// The pool's law's move erases a conversation whose save failed
+    /// (`moves`).
+    CompactUnsaved,
 }
 
 thread_local! {

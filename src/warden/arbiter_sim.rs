@@ -24,8 +24,11 @@
 //! the eviction. Each engine's part is the order `actors::engine` keeps
 //! (`room`: a load's step, its evictions, its wait; `schedule`: a holder's
 //! yield at a turn's admission; `turn`: arrival order, the slot the law
-//! picks and admits, idle conversations cleared first; a turn's end frees
-//! its slot, which keeps its conversation): what
+//! picks and admits, idle conversations cleared for room and moved to
+//! disk by the pool's law (`Slots::compaction`) first, the slot changing
+//! hands, all by the engine's own slots' protocol (`moves`) against a
+//! store whose writes fail now and then and a child whose erases do; a
+//! turn's end frees its slot, which keeps its conversation): what
 //! decides is the machine and the law, called exactly as the engines call
 //! them.
 //!
@@ -33,8 +36,8 @@
 //! - a model's pool (its child's slots over the shared window, the real
 //!   `actors::engine::slots::Slots` under `law::slots`) never holds more
 //!   idle and reserved cells than its window, never gives a slot to two
-//!   turns, never clears a slot a turn runs on, and every turn that
-//!   started ends on its slot;
+//!   turns, never clears or moves a slot a turn runs on (nor changes its
+//!   conversation), and every turn that started ends on its slot;
 //! - the memory the law admitted (footprints and reservations) never
 //!   exceeds its budget while two models or more hold memory, and never
 //!   more models than the count cap;
@@ -53,7 +56,8 @@
 //! - the idle reap never takes a model with a turn running or waiting;
 //! - no conversation's KV is lost without a record: once a turn of it
 //!   ended holding cells worth a save, it is in its child's pool, in the
-//!   store, or recorded lost with a child that died (`KvBook`);
+//!   store, or recorded lost: with a child that died, or said `Unsaved`
+//!   when its write failed and its cells had to go (`KvBook`);
 //! - a waiting load decides again only when something wakes it, as
 //!   `peers::Wake` does (what its step reads changed: `Arbiter::wake_key`,
 //!   the key the residency wakes on; its deadline or grace; a message to
@@ -70,6 +74,7 @@
 //! `WARDEN_SIM_SEED=N` replays one schedule, printing its trace.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, WakeKey, refuses_eviction};
@@ -77,8 +82,9 @@ use crate::actors::engine::brake_state::{Brake, Carried};
 use crate::actors::engine::intake::{HeldBrake, Intake, Pending, Plain};
 use crate::actors::engine::moves::{Move, Moves, Outcome, Step};
 use crate::actors::engine::retire::Retire;
-use crate::actors::engine::slots::{SlotHeld, Slots};
+use crate::actors::engine::slots::{Admitted, SlotHeld, Slots};
 use crate::law::brake::{Action, BRAKE_RELOAD_TTL, BrakeState, Level, Point, Readings, WindowFacts};
+use crate::law::compact_meter::Meter;
 use crate::law::kv_save::worth_saving;
 use crate::law::mutant::{self, Mutant};
 use crate::law::reap::should_reap;
@@ -97,6 +103,15 @@ const SCHEDULES_DEFAULT: u64 = 10_000;
 /// mille of writes; and an erase.
 const WRITE_FAILS_PER_MILLE: u64 = 60;
 const ERASE_FAILS_PER_MILLE: u64 = 20;
+
+/// The KV bytes of one cell of the simulated models (SmolLM2's, about):
+/// what the pool's law weighs a held conversation's cells by.
+const SIM_KV_BYTES_PER_CELL: u64 = 23_000;
+
+/// Moves the pool's law made and losses said, over every schedule run
+/// (shown with the count: the world does reach those paths).
+static MOVED: AtomicU64 = AtomicU64::new(0);
+static UNSAVED: AtomicU64 = AtomicU64::new(0);
 
 /// How long clients send, simulated ms.
 const HORIZON_MS: u64 = 90_000;
@@ -221,8 +236,12 @@ impl KvBook {
                 Step::Restore { conversation, .. } => {
                     Outcome::Restored(self.stored.contains(&conversation).then_some((0, 0)))
                 }
-                Step::Moved { .. } => Outcome::Said,
+                Step::Moved { .. } => {
+                    MOVED.fetch_add(1, Ordering::Relaxed);
+                    Outcome::Said
+                }
                 Step::Unsaved { held, .. } => {
+                    UNSAVED.fetch_add(1, Ordering::Relaxed);
                     self.lost.insert(held.conversation);
                     Outcome::Said
                 }
@@ -931,12 +950,31 @@ impl World {
             conversation: Some(turn.conversation.clone()),
             tokens: prompt,
         };
+        // The idle conversations the pool's law moves to disk first, at
+        // the priors of a SmolLM2-sized cell (its meter before it measured).
+        let now = self.clock + Duration::from_millis(self.now);
+        let turn_ahead = Admitted { slot, bound, prompt };
+        let compact = e
+            .pool
+            .compaction(Meter::new(SIM_KV_BYTES_PER_CELL).reading(), turn_ahead, &evict, now)
+            .into_iter()
+            .map(|weighed| Move::Compact { weighed, taken: false });
         let moves = evict
             .iter()
             .map(|&i| Move::Evict(i))
+            .chain(compact)
             .chain([claim])
             .fold(Moves::new(true, true), Moves::then);
+        let running: Vec<(usize, Option<SlotHeld>)> = (0..e.pool.len())
+            .filter(|&i| e.pool.get(i).busy.is_some())
+            .map(|i| (i, e.pool.get(i).held.clone()))
+            .collect();
         e.kv.carry(&mut e.pool, moves, &mut self.rng);
+        if let Some((i, _)) = running.iter().find(|(i, h)| &e.pool.get(*i).held != h) {
+            return Err(format!(
+                "m{m}'s slot {i} changed its conversation with a turn running on it"
+            ));
+        }
         e.pool.start(slot, t as u64, reserve, bound, None);
         let (idle, busy) = e.pool.cells();
         if u64::from(idle) + u64::from(busy) > u64::from(window) {
@@ -1500,8 +1538,10 @@ fn ten_thousand_hostile_schedules_keep_every_invariant() {
     }
     let secs = t0.elapsed().as_secs_f64();
     eprintln!(
-        "arbiter_sim: {n} schedules in {secs:.1} s ({:.0} per second)",
-        n as f64 / secs
+        "arbiter_sim: {n} schedules in {secs:.1} s ({:.0} per second); {} idle conversations moved to disk by the pool's law, {} said unsaved after a failed write",
+        n as f64 / secs,
+        MOVED.load(Ordering::Relaxed),
+        UNSAVED.load(Ordering::Relaxed)
     );
 }
 
@@ -1520,6 +1560,7 @@ fn a_broken_rule_is_caught() {
         Mutant::ClaimUnsaved,
         Mutant::EvictUnsaved,
         Mutant::UnsavedSilent,
+        Mutant::CompactUnsaved,
     ] {
         let Some((seed, e)) = first_failure(SCHEDULES_DEFAULT, Some(m)) else {
             panic!("{m:?}: no schedule of {SCHEDULES_DEFAULT} caught it");

@@ -18,26 +18,15 @@ use super::child_holder::LiveChild;
 use super::kv::{Kv, PoolMeter};
 use super::counts::ChildCounts;
 use super::slots::{Busy, SlotHeld};
-use crate::law::compact::{self, Ahead, Candidate, Weighed};
+use super::slots::Admitted;
+use crate::law::compact::Weighed;
 use crate::law::compact_meter::Meter;
-use crate::law::kv_save;
 use crate::status::{PoolStatus, WardenEvent};
 
 
 /// The prompt of the new conversation a save ahead weighs for: a first
 /// question, a few dozen tokens.
 const AHEAD_PROMPT_TOKENS: u32 = 64;
-
-/// A turn about to start, as compaction weighs what is ahead of it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Admitted {
-    /// The slot it takes.
-    pub slot: usize,
-    /// Its answer bound.
-    pub bound: u32,
-    /// Its prompt, estimated.
-    pub prompt: u32,
-}
 
 impl Kv {
     /// `child`'s model's meter (a new one at the priors for its KV shape).
@@ -73,38 +62,7 @@ impl Kv {
         if !self.is_on() || !super::kv::kept(child) {
             return Vec::new();
         }
-        let reading = self.reading(child);
-        let typical = reading.typical_answer;
-        let mut tokens = u64::from(compact::expected_answer(turn.bound, typical));
-        let mut running = 0;
-        let mut candidates = Vec::new();
-        for (i, s) in child.slots.iter().enumerate() {
-            if let Some(b) = &s.busy {
-                // A running turn is, on average, halfway through its answer.
-                tokens += u64::from(compact::expected_answer(b.bound, typical) / 2);
-                running += 1;
-                continue;
-            }
-            if i == turn.slot || evicting.contains(&i) {
-                continue;
-            }
-            let cells = s.tokens();
-            candidates.push(Candidate {
-                slot: i,
-                cells,
-                idle_ms: s.ended_at.map_or(u64::MAX, |t| now.saturating_duration_since(t).as_millis() as u64),
-                busy: false,
-                keeps: s.held.is_some() && kv_save::worth_saving(cells),
-            });
-        }
-        // The prompt's part the slot does not hold yet is placed too.
-        let own = child.slots.get(turn.slot).tokens();
-        let ahead = Ahead {
-            tokens,
-            running,
-            placing: u64::from(turn.prompt.saturating_sub(own)) + tokens,
-        };
-        compact::plan(reading.rates, ahead, &candidates, turn.slot)
+        child.slots.compaction(self.reading(child), turn, evicting, now)
     }
 
     /// The idle conversations a save ahead writes while `child` is idle:

@@ -346,7 +346,7 @@ impl Moves {
             }
             Move::Compact { weighed, taken } => {
                 let Some(held) = held else { return };
-                if left != Left::Kept {
+                if left != Left::Kept && !broken(Broken::CompactUnsaved) {
                     // Still in the pool: the slot keeps it, and its cells count.
                     slots.get_mut(slot).held = Some(held);
                     return;
@@ -422,6 +422,7 @@ impl Moves {
 enum Broken {
     ClaimUnsaved,
     UnsavedSilent,
+    CompactUnsaved,
 }
 
 /// Whether the simulator broke `b` on purpose (never outside tests).
@@ -432,6 +433,7 @@ fn broken(b: Broken) -> bool {
         is(match b {
             Broken::ClaimUnsaved => Mutant::ClaimUnsaved,
             Broken::UnsavedSilent => Mutant::UnsavedSilent,
+            Broken::CompactUnsaved => Mutant::CompactUnsaved,
         })
     }
     #[cfg(not(test))]

@@ -8,6 +8,9 @@
 
 use tokio::time::Instant;
 
+use crate::law::compact::{self, Ahead, Candidate, Weighed};
+use crate::law::compact_meter::Reading;
+use crate::law::kv_save;
 use crate::law::slots::SlotView;
 use crate::status::SlotStatus;
 
@@ -47,6 +50,17 @@ pub struct Busy {
     /// The cells the other slots held when it started (the idle ones it
     /// attended beside its own).
     pub beside: u32,
+}
+
+/// A turn about to start, as compaction weighs what is ahead of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Admitted {
+    /// The slot it takes.
+    pub slot: usize,
+    /// Its answer bound.
+    pub bound: u32,
+    /// Its prompt, estimated.
+    pub prompt: u32,
 }
 
 /// One slot.
@@ -177,6 +191,45 @@ impl Slots {
             Some(b) => (idle, busy.saturating_add(b.reserved)),
             None => (idle.saturating_add(s.tokens()), busy),
         })
+    }
+
+    /// The idle conversations the pool's law (`law::compact`) moves to
+    /// disk before `turn` starts, beside the slots `evicting` already
+    /// clears for room, at `now`, by what this model's meter `reading`
+    /// says its cells and answers cost. The caller asks only where saves
+    /// are on and restore.
+    pub fn compaction(&self, reading: Reading, turn: Admitted, evicting: &[usize], now: Instant) -> Vec<Weighed> {
+        let typical = reading.typical_answer;
+        let mut tokens = u64::from(compact::expected_answer(turn.bound, typical));
+        let mut running = 0;
+        let mut candidates = Vec::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            if let Some(b) = &s.busy {
+                // A running turn is, on average, halfway through its answer.
+                tokens += u64::from(compact::expected_answer(b.bound, typical) / 2);
+                running += 1;
+                continue;
+            }
+            if i == turn.slot || evicting.contains(&i) {
+                continue;
+            }
+            let cells = s.tokens();
+            candidates.push(Candidate {
+                slot: i,
+                cells,
+                idle_ms: s.ended_at.map_or(u64::MAX, |t| now.saturating_duration_since(t).as_millis() as u64),
+                busy: false,
+                keeps: s.held.is_some() && kv_save::worth_saving(cells),
+            });
+        }
+        // The prompt's part the slot does not hold yet is placed too.
+        let own = self.slots[turn.slot].tokens();
+        let ahead = Ahead {
+            tokens,
+            running,
+            placing: u64::from(turn.prompt.saturating_sub(own)) + tokens,
+        };
+        compact::plan(reading.rates, ahead, &candidates, turn.slot)
     }
 
     /// The status's view of each slot.

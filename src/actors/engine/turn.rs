@@ -288,7 +288,7 @@ impl EngineCore {
         let now = tokio::time::Instant::now();
         let plan = |slot: usize| match slots::admit(pool, &views, slot, prompt, requested) {
             Admit::Run { bound, reserve, evict } => {
-                let turn = super::compact::Admitted { slot, bound, prompt };
+                let turn = super::slots::Admitted { slot, bound, prompt };
                 let compact = self.kv.compaction(c, turn, &evict, now);
                 Some(Seat {
                     slot,
