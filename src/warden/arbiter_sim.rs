@@ -80,9 +80,10 @@ use std::time::Duration;
 use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, WakeKey, refuses_eviction};
 use crate::actors::engine::brake_state::{Brake, Carried};
 use crate::actors::engine::intake::{HeldBrake, Intake, Pending, Plain};
-use crate::actors::engine::moves::{Move, Moves, Outcome, Step};
+use crate::actors::engine::moves::{Move, Moves, Outcome, Step, Why};
 use crate::actors::engine::retire::Retire;
-use crate::actors::engine::slots::{Admitted, SlotHeld, Slots};
+use crate::actors::engine::seating::{self, Ask};
+use crate::actors::engine::slots::{SlotHeld, Slots};
 use crate::law::brake::{Action, BRAKE_RELOAD_TTL, BrakeState, Level, Point, Readings, WindowFacts};
 use crate::law::compact_meter::Meter;
 use crate::law::kv_save::worth_saving;
@@ -90,7 +91,6 @@ use crate::law::mutant::{self, Mutant};
 use crate::law::reap::should_reap;
 use crate::law::residents::{Memory, ModelKind, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
 use crate::law::schedule::{self, Holder, Policy};
-use crate::law::slots::{self as pool_law, Admit, Pool};
 use crate::law::window::{COMPUTE_INTERCEPT_BYTES, CPU_RAM_FRACTION};
 
 const MIB: u64 = 1 << 20;
@@ -112,6 +112,12 @@ const SIM_KV_BYTES_PER_CELL: u64 = 23_000;
 /// (shown with the count: the world does reach those paths).
 static MOVED: AtomicU64 = AtomicU64::new(0);
 static UNSAVED: AtomicU64 = AtomicU64::new(0);
+static AHEAD: AtomicU64 = AtomicU64::new(0);
+static CONFIRMED: AtomicU64 = AtomicU64::new(0);
+
+/// How long a model stands idle before its save ahead (the default of
+/// `WARDEN_KV_SAVE_AHEAD_S`).
+const SAVE_AHEAD_MS: u64 = 2_000;
 
 /// How long clients send, simulated ms.
 const HORIZON_MS: u64 = 90_000;
@@ -224,8 +230,14 @@ impl KvBook {
         let before: Vec<SlotHeld> = pool.iter().filter_map(|s| s.held.clone()).collect();
         while let Some(step) = moves.next(pool) {
             let outcome = match step {
-                Step::Confirm { conversation, .. } => Outcome::Confirmed(self.stored.contains(&conversation)),
-                Step::Write { held, .. } => {
+                Step::Confirm { conversation, .. } => {
+                    CONFIRMED.fetch_add(1, Ordering::Relaxed);
+                    Outcome::Confirmed(self.stored.contains(&conversation))
+                }
+                Step::Write { held, why, .. } => {
+                    if why == Why::Ahead {
+                        AHEAD.fetch_add(1, Ordering::Relaxed);
+                    }
                     let kept = !rng.chance(WRITE_FAILS_PER_MILLE);
                     if kept {
                         self.stored.insert(held.conversation);
@@ -372,6 +384,8 @@ enum Outside {
     FlipPin(usize),
     /// The idle reaper's tick on a model.
     Reap(usize),
+    /// The idle clock's other deadline on a model: its save ahead.
+    SaveAhead(usize),
 }
 
 struct World {
@@ -570,6 +584,13 @@ impl World {
             let m = self.rng.range(0, n as u64 - 1) as usize;
             self.outside.push((at, Outside::FlipPin(m)));
         }
+        for m in 0..n {
+            let mut at = self.rng.range(0, 10_000);
+            while at < HORIZON_MS {
+                self.outside.push((at, Outside::SaveAhead(m)));
+                at += self.rng.range(1_000, 8_000);
+            }
+        }
         if self.reap_after_ms.is_some() {
             for m in 0..n {
                 let mut at = self.rng.range(0, 10_000);
@@ -706,6 +727,23 @@ impl World {
                 let idle_for = Duration::from_millis(self.now.saturating_sub(e.last_used));
                 if !e.spec.pinned && should_reap(e.child == Child::Up, e.busy(), idle_for, timeout) {
                     self.retire(m, Retire::Idle, "reaped")?;
+                }
+            }
+            Outside::SaveAhead(m) => {
+                // `ahead::save_ahead`: once the model stood idle
+                // `WARDEN_KV_SAVE_AHEAD_S`, with nothing running or
+                // waiting, what a new conversation's turn would move is
+                // written while nobody waits.
+                let at = self.clock + Duration::from_millis(self.now);
+                let e = &mut self.engines[m];
+                let idle_for = self.now.saturating_sub(e.last_used);
+                if e.child == Child::Up && !e.busy() && idle_for >= SAVE_AHEAD_MS {
+                    let ahead = e.pool.ahead(Meter::new(SIM_KV_BYTES_PER_CELL).reading(), at);
+                    let moves = ahead
+                        .into_iter()
+                        .map(Move::Ahead)
+                        .fold(Moves::new(true, true), Moves::then);
+                    e.kv.carry(&mut e.pool, moves, &mut self.rng);
                 }
             }
         }
@@ -921,18 +959,24 @@ impl World {
     /// slot the law picks and its admission there (idle conversations in
     /// the way go to disk first); `false` when the turn must wait.
     fn seat(&mut self, m: usize, t: usize) -> Result<bool, String> {
-        let (window, n) = (self.engines[m].window, self.engines[m].spec.slots as u32);
+        let window = self.engines[m].window;
         let turn = self.turns[t].clone();
         let prompt = turn.prompt.min(window / 2);
+        let now = self.clock + Duration::from_millis(self.now);
         let e = &mut self.engines[m];
-        let views = e.pool.views(None);
-        let Some(slot) = pool_law::pick(&views, Some(&turn.conversation), prompt) else {
+        let ask = Ask {
+            owner: Some(&turn.conversation),
+            text: None,
+            prompt,
+            requested: turn.requested,
+        };
+        // The pool's law weighs at the priors of a SmolLM2-sized cell (its
+        // meter before it measured).
+        let reading = Meter::new(SIM_KV_BYTES_PER_CELL).reading();
+        let Some(seat) = seating::seat(&e.pool, window, ask, Some(reading), now) else {
             return Ok(false);
         };
-        let pool = Pool { window, slots: n };
-        let Admit::Run { bound, reserve, evict } = pool_law::admit(pool, &views, slot, prompt, turn.requested) else {
-            return Ok(false);
-        };
+        let (slot, bound, reserve, evict) = (seat.slot, seat.bound, seat.reserve, &seat.evict);
         if let Some(i) = evict.iter().find(|&&i| e.pool.get(i).busy.is_some()) {
             return Err(format!("m{m}'s pool law clears slot {i} with a turn running on it"));
         }
@@ -941,30 +985,12 @@ impl World {
                 "m{m}'s slot {slot} is given to turn {t} while another runs on it"
             ));
         }
-        // `admit_generation`: the evictions, then the slot changes hands
-        // (the previous owner's conversation saved first; the turn's
-        // conversation holds it, about its prompt until its answer is
-        // counted, its own save restored), by the slots' protocol.
-        let claim = Move::Claim {
-            slot,
-            conversation: Some(turn.conversation.clone()),
-            tokens: prompt,
-        };
-        // The idle conversations the pool's law moves to disk first, at
-        // the priors of a SmolLM2-sized cell (its meter before it measured).
-        let now = self.clock + Duration::from_millis(self.now);
-        let turn_ahead = Admitted { slot, bound, prompt };
-        let compact = e
-            .pool
-            .compaction(Meter::new(SIM_KV_BYTES_PER_CELL).reading(), turn_ahead, &evict, now)
-            .into_iter()
-            .map(|weighed| Move::Compact { weighed, taken: false });
-        let moves = evict
-            .iter()
-            .map(|&i| Move::Evict(i))
-            .chain(compact)
-            .chain([claim])
-            .fold(Moves::new(true, true), Moves::then);
+        // `admit_generation`: the evictions, the pool's law's moves, then
+        // the slot changes hands (the previous owner's conversation saved
+        // first; the turn's conversation holds it, about its prompt until
+        // its answer is counted, its own save restored), by the slots'
+        // protocol.
+        let moves = seat.moves(Moves::new(true, true), Some(turn.conversation.clone()), prompt);
         let running: Vec<(usize, Option<SlotHeld>)> = (0..e.pool.len())
             .filter(|&i| e.pool.get(i).busy.is_some())
             .map(|i| (i, e.pool.get(i).held.clone()))
@@ -1538,9 +1564,11 @@ fn ten_thousand_hostile_schedules_keep_every_invariant() {
     }
     let secs = t0.elapsed().as_secs_f64();
     eprintln!(
-        "arbiter_sim: {n} schedules in {secs:.1} s ({:.0} per second); {} idle conversations moved to disk by the pool's law, {} said unsaved after a failed write",
+        "arbiter_sim: {n} schedules in {secs:.1} s ({:.0} per second); {} idle conversations moved to disk by the pool's law, {} saved ahead, {} leavings that found a save ahead, {} said unsaved after a failed write",
         n as f64 / secs,
         MOVED.load(Ordering::Relaxed),
+        AHEAD.load(Ordering::Relaxed),
+        CONFIRMED.load(Ordering::Relaxed),
         UNSAVED.load(Ordering::Relaxed)
     );
 }

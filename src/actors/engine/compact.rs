@@ -18,15 +18,10 @@ use super::child_holder::LiveChild;
 use super::kv::{Kv, PoolMeter};
 use super::counts::ChildCounts;
 use super::slots::{Busy, SlotHeld};
-use super::slots::Admitted;
 use crate::law::compact::Weighed;
 use crate::law::compact_meter::Meter;
 use crate::status::{PoolStatus, WardenEvent};
 
-
-/// The prompt of the new conversation a save ahead weighs for: a first
-/// question, a few dozen tokens.
-const AHEAD_PROMPT_TOKENS: u32 = 64;
 
 impl Kv {
     /// `child`'s model's meter (a new one at the priors for its KV shape).
@@ -55,14 +50,11 @@ impl Kv {
         }
     }
 
-    /// The idle conversations the law moves to disk before `turn` starts
-    /// on `child`, beside the slots `evicting` already clears for room;
-    /// empty when saves are off or the model's saves do not restore.
-    pub(crate) fn compaction(&self, child: &LiveChild, turn: Admitted, evicting: &[usize], now: Instant) -> Vec<Weighed> {
-        if !self.is_on() || !super::kv::kept(child) {
-            return Vec::new();
-        }
-        child.slots.compaction(self.reading(child), turn, evicting, now)
+    /// What the pool's law weighs `child`'s idle conversations by (its
+    /// model's meter), or `None` when none is moved: saves are off, or the
+    /// model's saves do not restore.
+    pub(crate) fn moving(&self, child: &LiveChild) -> Option<crate::law::compact_meter::Reading> {
+        (self.is_on() && super::kv::kept(child)).then(|| self.reading(child))
     }
 
     /// The idle conversations a save ahead writes while `child` is idle:
@@ -71,23 +63,7 @@ impl Kv {
     /// whose slot that turn would take (its change of hands saves it). Only
     /// what is not on disk already.
     pub(crate) fn ahead(&self, child: &LiveChild, now: Instant) -> Vec<usize> {
-        if !self.is_on() || !super::kv::kept(child) {
-            return Vec::new();
-        }
-        let views = child.slots.views(None);
-        let Some(slot) = crate::law::slots::pick(&views, None, AHEAD_PROMPT_TOKENS) else {
-            return Vec::new();
-        };
-        let turn = Admitted {
-            slot,
-            bound: self.reading(child).typical_answer,
-            prompt: AHEAD_PROMPT_TOKENS,
-        };
-        let mut slots: Vec<usize> = self.compaction(child, turn, &[], now).into_iter().map(|w| w.slot).collect();
-        // The law never weighs the slot the turn takes: no duplicate.
-        slots.push(slot);
-        slots.retain(|&i| child.slots.get(i).held.as_ref().is_some_and(|h| !h.on_disk));
-        slots
+        self.moving(child).map_or_else(Vec::new, |r| child.slots.ahead(r, now))
     }
 
     /// The pool's law moved `held` out of `child`'s slot `slot` (`moves`:

@@ -38,6 +38,10 @@
 //! | `intake::Intake` | what waits in arrival order, the running count, a held brake action, the last death (no channel inside: generic over what it holds, `waiting::Live` for the engine) | its methods |
 //! | the core | `shut_down`, `admitted`, `room` (a load waiting for room: `peers::RoomWait`), `own` (the engine's address for its relay tasks and waiting loads) | `shutdown`, `room`, the actor's start |
 //!
+//! Where a generating turn sits, and what moves first, is decided on the
+//! slot table alone (`seating::seat`, the time an argument); the slots'
+//! protocol carries it out. The simulator calls both, as `turn` does.
+//!
 //! No import circle among these files: the types the core and the intake
 //! keep live in leaves that import no behaviour (`waiting`, what the
 //! engine's intake holds; `carry`, what a turn
@@ -77,6 +81,7 @@ mod publish;
 mod reap;
 mod room;
 mod schedule;
+pub(crate) mod seating;
 pub(crate) mod relay;
 mod resume;
 pub(crate) mod retire;
@@ -429,7 +434,7 @@ mod tests {
     #[test]
     fn the_owners_and_the_law_read_no_clock_and_do_no_io() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files: Vec<std::path::PathBuf> = ["intake", "brake_state", "state", "slots", "counts", "carry", "moves"]
+        let mut files: Vec<std::path::PathBuf> = ["intake", "brake_state", "state", "slots", "counts", "carry", "moves", "seating"]
             .iter()
             .map(|f| root.join("actors/engine").join(format!("{f}.rs")))
             .collect();

@@ -52,6 +52,10 @@ pub struct Busy {
     pub beside: u32,
 }
 
+/// The prompt of the new conversation a save ahead weighs for: a first
+/// question, a few dozen tokens.
+const AHEAD_PROMPT_TOKENS: u32 = 64;
+
 /// A turn about to start, as compaction weighs what is ahead of it.
 #[derive(Debug, Clone, Copy)]
 pub struct Admitted {
@@ -230,6 +234,29 @@ impl Slots {
             placing: u64::from(turn.prompt.saturating_sub(own)) + tokens,
         };
         compact::plan(reading.rates, ahead, &candidates, turn.slot)
+    }
+
+    /// The idle conversations a save ahead writes while the child is idle
+    /// (`ahead`): those the pool's law, weighing by `reading`, would move
+    /// at `now` before a new conversation's turn (its answer as long as
+    /// this model's typical one), and the conversation whose slot that turn
+    /// would take (its change of hands saves it). Only what is not on disk
+    /// already.
+    pub fn ahead(&self, reading: Reading, now: Instant) -> Vec<usize> {
+        let views = self.views(None);
+        let Some(slot) = crate::law::slots::pick(&views, None, AHEAD_PROMPT_TOKENS) else {
+            return Vec::new();
+        };
+        let turn = Admitted {
+            slot,
+            bound: reading.typical_answer,
+            prompt: AHEAD_PROMPT_TOKENS,
+        };
+        let mut slots: Vec<usize> = self.compaction(reading, turn, &[], now).into_iter().map(|w| w.slot).collect();
+        // The law never weighs the slot the turn takes: no duplicate.
+        slots.push(slot);
+        slots.retain(|&i| self.slots[i].held.as_ref().is_some_and(|h| !h.on_disk));
+        slots
     }
 
     /// The status's view of each slot.

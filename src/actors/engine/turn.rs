@@ -33,12 +33,12 @@ use super::peers::Patience;
 use super::outbox::Outbox;
 use super::relay::{RelayJob, RelayLine, Running};
 use super::carry::Carry;
-use super::moves::{Move, Moves};
+use super::seating::{self, Ask, Seat};
 use crate::law::splice::Splice;
 use crate::catalog::ModelEntry;
 use crate::error::WardenError;
 use crate::law::brake::Point;
-use crate::law::slots::{self, Admit, Pool};
+use crate::law::slots;
 use crate::messages::{Generate, Notice, TurnEvent, TurnOptions};
 use crate::status::{TurnOutcome, WardenEvent};
 
@@ -55,18 +55,10 @@ enum Admission {
     Yield(Waiting, String),
 }
 
-/// A slot and the law's admission to it.
-struct Seat {
-    slot: usize,
-    bound: u32,
-    reserve: u32,
-    /// Idle slots cleared for room (`law::slots::admit`).
-    evict: Vec<usize>,
-    /// Idle conversations moved to disk to keep the pool compact
-    /// (`law::compact`), the costliest to keep first.
-    compact: Vec<crate::law::compact::Weighed>,
-    /// The request's estimated prompt tokens and its text, read once here
-    /// and carried to the slot.
+/// A generating turn's seat (`seating`), with the request's estimated
+/// prompt tokens and its text, read once here and carried to the slot.
+struct Seated {
+    seat: Seat,
     prompt: u32,
     text: Option<String>,
 }
@@ -260,69 +252,32 @@ impl EngineCore {
     }
 
     /// The slot a generating turn takes and the law's admission to it, on
-    /// the live child; `None` when it must wait (or no child runs).
-    fn seat(&self, w: &Waiting) -> Option<Seat> {
+    /// the live child (`seating::seat`); `None` when it must wait (or no
+    /// child runs).
+    fn seat(&self, w: &Waiting) -> Option<Seated> {
         let c = self.child.get()?;
         let owner = self.owner(w);
         let text = request_text(&w.request.body);
-        let views = c.slots.views(text.as_deref());
         let prompt = prompt_estimate(&w.request.body);
-        // Similarity is the shared text over the request's own text (its
-        // messages), as llama-server weighs shared tokens over the prompt's.
-        let own = text.as_deref().map_or(prompt, slots::estimate_tokens);
-        let slot = slots::pick(&views, owner.as_deref(), own)?;
+        let ask = Ask {
+            owner: owner.as_deref(),
+            text: text.as_deref(),
+            prompt,
+            requested: crate::law::request::requested_bound(&w.request.body),
+        };
+        let window = c.working_window().unwrap_or(crate::law::request::UNKNOWN_WINDOW_BOUND);
+        let seat = seating::seat(&c.slots, window, ask, self.kv.moving(c), tokio::time::Instant::now())?;
         tracing::debug!(
             seq = w.seq,
-            slot,
-            shared = views[slot].shared,
-            "turn {}: slot {slot} of {} (shares about {} of its ~{own} text tokens)",
+            slot = seat.slot,
+            shared = seat.shared,
+            "turn {}: slot {} of {} (shares about {} of its text tokens)",
             w.seq,
-            views.len(),
-            views[slot].shared
+            seat.slot,
+            c.slots.len(),
+            seat.shared
         );
-        let pool = Pool {
-            window: c.working_window().unwrap_or(crate::law::request::UNKNOWN_WINDOW_BOUND),
-            slots: c.slots.len() as u32,
-        };
-        let requested = crate::law::request::requested_bound(&w.request.body);
-        let now = tokio::time::Instant::now();
-        let plan = |slot: usize| match slots::admit(pool, &views, slot, prompt, requested) {
-            Admit::Run { bound, reserve, evict } => {
-                let turn = super::slots::Admitted { slot, bound, prompt };
-                let compact = self.kv.compaction(c, turn, &evict, now);
-                Some(Seat {
-                    slot,
-                    bound,
-                    reserve,
-                    evict,
-                    compact,
-                    prompt,
-                    text: None,
-                })
-            }
-            Admit::Wait => None,
-        };
-        let mut seat = plan(slot)?;
-        // A conversation new to the pool, bound for an empty slot while the
-        // law moves another's out that is on disk already (saved ahead): it
-        // takes that slot instead. The child then reuses the cells both
-        // prompts begin with (the chat template's opening: 24 to 33 of
-        // SmolLM2's 44 for a short question, measured here: 40-60 ms of its
-        // first token) where an empty slot re-reads them. Only a saved one:
-        // a move whose save failed must leave its conversation in place,
-        // and a slot that changes hands cannot.
-        let fresh = views[slot].holds.is_none() && !views.iter().any(|v| v.holds.is_some() && v.holds == owner.as_deref());
-        let saved = |i: usize| c.slots.get(i).held.as_ref().is_some_and(|h| h.on_disk);
-        if fresh
-            && let Some(first) = seat.compact.first().copied().filter(|w| saved(w.slot))
-            && let Some(mut there) = plan(first.slot)
-        {
-            there.compact.retain(|w| w.slot != first.slot);
-            there.compact.insert(0, first);
-            seat = there;
-        }
-        seat.text = text;
-        Some(seat)
+        Some(Seated { seat, prompt, text })
     }
 
     /// The conversation a generating turn's slot is kept for (a raw
@@ -337,7 +292,8 @@ impl EngineCore {
     /// pool), its bound goes in the one field the child obeys, its slot
     /// changes hands (the previous owner's KV saved, its own restored), and
     /// its relay is made.
-    async fn admit_generation(&mut self, w: Waiting, seat: Seat) -> Option<RelayJob> {
+    async fn admit_generation(&mut self, w: Waiting, seated: Seated) -> Option<RelayJob> {
+        let Seated { seat, prompt, text } = seated;
         let Waiting {
             mut request,
             entry,
@@ -374,27 +330,14 @@ impl EngineCore {
             let produced = carry.produced.unwrap_or(0);
             carry.splice = Some(Splice::new(d, before, produced, carry.echo.take()));
         }
-        let moves = seat.evict.iter().map(|&i| Move::Evict(i));
-        let compact = seat.compact.iter().map(|&weighed| Move::Compact {
-            weighed,
-            taken: weighed.slot == seat.slot,
-        });
         // Until the child's own count arrives with the answer, the slot
         // holds about the prompt.
-        let claim = Move::Claim {
-            slot: seat.slot,
-            conversation: owner,
-            tokens: seat.prompt,
-        };
-        let moves = moves
-            .chain(compact)
-            .chain([claim])
-            .fold(self.kv.moves(c), Moves::then);
+        let moves = seat.moves(self.kv.moves(c), owner, prompt);
         for e in self.kv.carry(c, moves).await {
             self.outlets.metrics.observe(&e);
             let _ = self.outlets.events_tx.send(e);
         }
-        c.slots.start(seat.slot, seq, seat.reserve, seat.bound, seat.text);
+        c.slots.start(seat.slot, seq, seat.reserve, seat.bound, text);
         let line = self.relay_line();
         Some(RelayJob {
             line,
