@@ -41,6 +41,9 @@ pub enum Mutant {
     /// The pool's law's move erases a conversation whose save failed
     /// (`moves`).
     CompactUnsaved,
+    /// A save that no longer fits the child's window is restored all the
+    /// same (`moves`).
+    RestoreUnfit,
 }
 
 thread_local! {

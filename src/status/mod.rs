@@ -295,6 +295,10 @@ pub struct PoolStatus {
     /// a slot changing hands, a stop): they re-read what their last save,
     /// if any, did not hold.
     pub unsaved: u64,
+    /// Saves removed at a return because they no longer fit the window (a
+    /// brake shrank it) or the child refused them: those conversations
+    /// re-read.
+    pub dropped: u64,
     /// The decode time one attended cell adds to a token, ns: this child's
     /// fit when `decode_measured`, else the prior.
     pub cell_decode_ns: u64,

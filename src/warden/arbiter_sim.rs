@@ -73,14 +73,14 @@
 //! `WARDEN_SIM_SCHEDULES` (default 10,000) sets the count;
 //! `WARDEN_SIM_SEED=N` replays one schedule, printing its trace.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, WakeKey, refuses_eviction};
 use crate::actors::engine::brake_state::{Brake, Carried};
 use crate::actors::engine::intake::{HeldBrake, Intake, Pending, Plain};
-use crate::actors::engine::moves::{Move, Moves, Outcome, Step, Why};
+use crate::actors::engine::moves::{Found, Move, Moves, Outcome, Restore, Step, Why};
 use crate::actors::engine::retire::Retire;
 use crate::actors::engine::seating::{self, Ask};
 use crate::actors::engine::slots::{SlotHeld, Slots};
@@ -103,6 +103,8 @@ const SCHEDULES_DEFAULT: u64 = 10_000;
 /// mille of writes; and an erase.
 const WRITE_FAILS_PER_MILLE: u64 = 60;
 const ERASE_FAILS_PER_MILLE: u64 = 20;
+/// How often the child refuses a save's file at a restore, per mille.
+const REFUSED_PER_MILLE: u64 = 20;
 
 /// The KV bytes of one cell of the simulated models (SmolLM2's, about):
 /// what the pool's law weighs a held conversation's cells by.
@@ -114,6 +116,7 @@ static MOVED: AtomicU64 = AtomicU64::new(0);
 static UNSAVED: AtomicU64 = AtomicU64::new(0);
 static AHEAD: AtomicU64 = AtomicU64::new(0);
 static CONFIRMED: AtomicU64 = AtomicU64::new(0);
+static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// How long a model stands idle before its save ahead (the default of
 /// `WARDEN_KV_SAVE_AHEAD_S`).
@@ -216,23 +219,26 @@ struct Engine {
 struct KvBook {
     /// Conversations whose cells were worth saving when a turn of theirs ended.
     known: BTreeSet<String>,
-    /// Conversations the store holds a save of.
-    stored: BTreeSet<String>,
+    /// Conversations the store holds a save of, and its tokens.
+    stored: BTreeMap<String, u32>,
     /// Conversations whose cells left with a record: a child's death, or a
     /// write that failed when they had to go.
     lost: BTreeSet<String>,
+    /// A rule of the store the protocol broke (a restore of a save that
+    /// does not fit the window).
+    broken: Option<String>,
 }
 
 impl KvBook {
     /// Carries `moves` out on `pool` as `kv::Kv::carry` does, against a
     /// store whose writes fail now and then, and a child whose erases do.
-    fn carry(&mut self, pool: &mut Slots, mut moves: Moves, rng: &mut Rng) {
+    fn carry(&mut self, pool: &mut Slots, mut moves: Moves, window: u32, rng: &mut Rng) {
         let before: Vec<SlotHeld> = pool.iter().filter_map(|s| s.held.clone()).collect();
         while let Some(step) = moves.next(pool) {
             let outcome = match step {
                 Step::Confirm { conversation, .. } => {
                     CONFIRMED.fetch_add(1, Ordering::Relaxed);
-                    Outcome::Confirmed(self.stored.contains(&conversation))
+                    Outcome::Confirmed(self.stored.contains_key(&conversation))
                 }
                 Step::Write { held, why, .. } => {
                     if why == Why::Ahead {
@@ -240,13 +246,34 @@ impl KvBook {
                     }
                     let kept = !rng.chance(WRITE_FAILS_PER_MILLE);
                     if kept {
-                        self.stored.insert(held.conversation);
+                        self.stored.insert(held.conversation, held.tokens);
                     }
                     Outcome::Written(kept)
                 }
                 Step::Erase { .. } => Outcome::Erased(!rng.chance(ERASE_FAILS_PER_MILLE)),
+                Step::Find { conversation } => Outcome::Found(self.stored.get(&conversation).map(|&tokens| Found {
+                    tokens,
+                    answer_tokens: 0,
+                })),
                 Step::Restore { conversation, .. } => {
-                    Outcome::Restored(self.stored.contains(&conversation).then_some((0, 0)))
+                    let tokens = self.stored.get(&conversation).copied().unwrap_or(0);
+                    if tokens >= window {
+                        self.broken = Some(format!(
+                            "the save of {conversation} ({tokens} tokens) is restored into a window of {window}"
+                        ));
+                    }
+                    Outcome::Restored(if rng.chance(REFUSED_PER_MILLE) {
+                        Restore::Refused
+                    } else {
+                        Restore::Done { tokens }
+                    })
+                }
+                Step::Drop { conversation, .. } => {
+                    DROPPED.fetch_add(1, Ordering::Relaxed);
+                    // Said and counted in the status: a record.
+                    self.stored.remove(&conversation);
+                    self.lost.insert(conversation);
+                    Outcome::Said
                 }
                 Step::Moved { .. } => {
                     MOVED.fetch_add(1, Ordering::Relaxed);
@@ -266,7 +293,7 @@ impl KvBook {
             let still = pool
                 .iter()
                 .any(|s| s.held.as_ref().is_some_and(|x| x.conversation == h.conversation));
-            if !still && !worth_saving(h.tokens) && !self.stored.contains(&h.conversation) {
+            if !still && !worth_saving(h.tokens) && !self.stored.contains_key(&h.conversation) {
                 self.known.remove(&h.conversation);
             }
         }
@@ -275,8 +302,8 @@ impl KvBook {
     /// Every conversation `pool` holds is saved: the child is about to
     /// stop for the warden's own reasons (`kv::save_all`).
     fn save_all(&mut self, pool: &mut Slots, rng: &mut Rng) {
-        let moves = Moves::new(true, true).stop_all(pool.len(), "stop");
-        self.carry(pool, moves, rng);
+        let moves = Moves::new(true, true, None).stop_all(pool.len(), "stop");
+        self.carry(pool, moves, u32::MAX, rng);
     }
 
     /// Every conversation `pool` holds is lost with its child, recorded.
@@ -742,8 +769,8 @@ impl World {
                     let moves = ahead
                         .into_iter()
                         .map(Move::Ahead)
-                        .fold(Moves::new(true, true), Moves::then);
-                    e.kv.carry(&mut e.pool, moves, &mut self.rng);
+                        .fold(Moves::new(true, true, Some(e.window)), Moves::then);
+                    e.kv.carry(&mut e.pool, moves, e.window, &mut self.rng);
                 }
             }
         }
@@ -990,12 +1017,16 @@ impl World {
         // first; the turn's conversation holds it, about its prompt until
         // its answer is counted, its own save restored), by the slots'
         // protocol.
-        let moves = seat.moves(Moves::new(true, true), Some(turn.conversation.clone()), prompt);
+        let moves = seat.moves(
+            Moves::new(true, true, Some(window)),
+            Some(turn.conversation.clone()),
+            prompt,
+        );
         let running: Vec<(usize, Option<SlotHeld>)> = (0..e.pool.len())
             .filter(|&i| e.pool.get(i).busy.is_some())
             .map(|i| (i, e.pool.get(i).held.clone()))
             .collect();
-        e.kv.carry(&mut e.pool, moves, &mut self.rng);
+        e.kv.carry(&mut e.pool, moves, window, &mut self.rng);
         if let Some((i, _)) = running.iter().find(|(i, h)| &e.pool.get(*i).held != h) {
             return Err(format!(
                 "m{m}'s slot {i} changed its conversation with a turn running on it"
@@ -1467,11 +1498,14 @@ impl World {
             if let Some(c) =
                 e.kv.known
                     .iter()
-                    .find(|c| !held(c) && !e.kv.stored.contains(*c) && !e.kv.lost.contains(*c))
+                    .find(|c| !held(c) && !e.kv.stored.contains_key(*c) && !e.kv.lost.contains(*c))
             {
                 return Err(format!(
                     "m{m}'s conversation {c} left its pool unsaved, and no record says it was lost"
                 ));
+            }
+            if let Some(b) = &e.kv.broken {
+                return Err(format!("m{m}: {b}"));
             }
             if e.child == Child::Up && (e.window == 0 || e.window > e.spec.window) {
                 return Err(format!(
@@ -1564,12 +1598,13 @@ fn ten_thousand_hostile_schedules_keep_every_invariant() {
     }
     let secs = t0.elapsed().as_secs_f64();
     eprintln!(
-        "arbiter_sim: {n} schedules in {secs:.1} s ({:.0} per second); {} idle conversations moved to disk by the pool's law, {} saved ahead, {} leavings that found a save ahead, {} said unsaved after a failed write",
+        "arbiter_sim: {n} schedules in {secs:.1} s ({:.0} per second); {} idle conversations moved to disk by the pool's law, {} saved ahead, {} leavings that found a save ahead, {} said unsaved after a failed write, {} saves dropped at a return (too big for a shrunk window, or refused)",
         n as f64 / secs,
         MOVED.load(Ordering::Relaxed),
         AHEAD.load(Ordering::Relaxed),
         CONFIRMED.load(Ordering::Relaxed),
-        UNSAVED.load(Ordering::Relaxed)
+        UNSAVED.load(Ordering::Relaxed),
+        DROPPED.load(Ordering::Relaxed)
     );
 }
 
@@ -1589,6 +1624,7 @@ fn a_broken_rule_is_caught() {
         Mutant::EvictUnsaved,
         Mutant::UnsavedSilent,
         Mutant::CompactUnsaved,
+        Mutant::RestoreUnfit,
     ] {
         let Some((seed, e)) = first_failure(SCHEDULES_DEFAULT, Some(m)) else {
             panic!("{m:?}: no schedule of {SCHEDULES_DEFAULT} caught it");

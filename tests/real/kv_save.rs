@@ -241,6 +241,11 @@ async fn a_brake_respawn_restores_what_fits_and_drops_what_does_not() {
         w.status().kv_saves.unwrap().saves.iter().all(|s| s.conversation != "q"),
         "the save that did not fit is gone"
     );
+    assert_eq!(
+        w.status().pool.map(|p| p.dropped),
+        Some(1),
+        "the status counts the save dropped for the window"
+    );
     // P again: its save (made when Q took the slot) fits and is restored.
     let mut p_next = p_open.clone();
     p_next.push(answer(&p1));

@@ -38,6 +38,7 @@ impl Kv {
                 moved: 0,
                 moved_cells: 0,
                 unsaved: 0,
+                dropped: 0,
             })
     }
 
@@ -123,6 +124,7 @@ impl Kv {
             moved: pool.map_or(0, |p| p.moved),
             moved_cells: pool.map_or(0, |p| p.moved_cells),
             unsaved: pool.map_or(0, |p| p.unsaved),
+            dropped: pool.map_or(0, |p| p.dropped),
             cell_decode_ns: reading.rates.cell_decode_ns.round() as u64,
             decode_measured: reading.decode_measured,
             save_ns_per_cell: reading.rates.save_ns_per_cell.round() as u64,

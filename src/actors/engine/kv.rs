@@ -27,13 +27,13 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::child_holder::LiveChild;
-use super::moves::{Moves, Outcome, Step};
+use super::moves::{Dropped, Found, Moves, Outcome, Restore, Step};
 use super::slots::SlotHeld;
 use crate::config::WardenConfig;
 use crate::engines::Backend;
 use crate::kv_store::{self, KvStore, SaveRecord};
 use crate::law::kv_keep::{self, Keep};
-use crate::law::kv_save::{self, SLOT_IO_TIMEOUT_S};
+use crate::law::kv_save::SLOT_IO_TIMEOUT_S;
 use crate::status::WardenEvent;
 
 /// The KV store's view, shared by every resident's engine and the warden.
@@ -51,6 +51,9 @@ pub struct PoolMeter {
     /// Conversations whose cells left their slot without their save
     /// written (the write failed and the cells had to go).
     pub unsaved: u64,
+    /// Saves removed because they no longer fit the window or the child
+    /// refused them (their conversations re-read).
+    pub dropped: u64,
 }
 
 /// Why a slot action did not happen. The two are kept apart because they
@@ -131,7 +134,7 @@ impl Kv {
 
     /// The slots' protocol for `child` (`moves`), on this store.
     pub(crate) fn moves(&self, child: &LiveChild) -> Moves {
-        Moves::new(self.is_on(), kept(child))
+        Moves::new(self.is_on(), kept(child), child.allocated)
     }
 
     /// Saves every slot of `child` that holds a conversation (the child is
@@ -165,11 +168,16 @@ impl Kv {
                     Outcome::Written(kept)
                 }
                 Step::Erase { slot } => Outcome::Erased(erase(child, slot).await),
-                Step::Restore { slot, conversation } => {
-                    let restored = self.restore(child, slot, &conversation).await;
-                    // A restore may have dropped a save (truncated, refused, too big).
+                Step::Find { conversation } => {
+                    let found = self.find(child, &conversation);
+                    // A truncated save found is removed on the way.
                     self.refresh();
-                    Outcome::Restored(restored)
+                    Outcome::Found(found)
+                }
+                Step::Restore { slot, conversation } => Outcome::Restored(self.restore(child, slot, &conversation).await),
+                Step::Drop { conversation, why } => {
+                    self.drop_save(child, &conversation, why);
+                    Outcome::Said
                 }
                 Step::Moved { slot, held, weighed } => {
                     said.push(self.moved(child, slot, held, weighed));
@@ -263,55 +271,69 @@ impl Kv {
         }
     }
 
-    /// Restores `conversation`'s save into `child`'s slot when it fits the
-    /// window; the tokens restored and the answer tokens they end with.
-    async fn restore(&mut self, child: &LiveChild, slot: usize, conversation: &str) -> Option<(u32, u32)> {
+    /// What the store holds of `conversation`'s save for `child`'s model
+    /// (a truncated one is removed on the way, `KvStore::find`). `moves`
+    /// asks none of a child that cannot use it (`kept`): a recurrent
+    /// model's save from an older warden, or a sliding model the plan gave
+    /// the small cache this time, stays for a child that can, and the
+    /// store's cap ages it out otherwise.
+    fn find(&self, child: &LiveChild, conversation: &str) -> Option<Found> {
         let store = self.store.as_ref()?;
         let (name, _) = save_name(child, conversation)?;
-        // `moves` asks none of a child that cannot use it (`kept`): a
-        // recurrent model's save from an older warden, or a sliding model
-        // the plan gave the small cache this time, stays for a child that
-        // can, and the store's cap ages it out otherwise.
-        let record = store.find(&name)?;
-        let window = child.allocated;
-        if !kv_save::fits(record.tokens, window) {
-            tracing::warn!(
-                conversation,
-                saved_tokens = record.tokens,
-                window,
-                "kv: the saved cache of conversation {conversation:?} ({} tokens) does not fit the window of {} any more; it is dropped and the conversation re-read",
-                record.tokens,
-                window.unwrap_or(0)
-            );
-            store.remove(&name);
-            return None;
-        }
+        let r = store.find(&name)?;
+        Some(Found {
+            tokens: r.tokens,
+            answer_tokens: r.answer_tokens,
+        })
+    }
+
+    /// Reads `conversation`'s save into `child`'s slot `slot`.
+    async fn restore(&mut self, child: &LiveChild, slot: usize, conversation: &str) -> Restore {
+        let Some((name, _)) = save_name(child, conversation) else {
+            return Restore::Unanswered;
+        };
         match slot_action(child, slot, SlotAction::Restore, Some(&KvStore::data_file(&name))).await {
             Ok(v) => {
                 let n = v["n_restored"].as_u64().unwrap_or(0) as u32;
                 let ms = v["timings"]["restore_ms"].as_f64().unwrap_or(0.0);
                 tracing::info!(tokens = n, ms, "kv: restored the conversation's cache");
                 self.meter(child).restored(n, ms);
-                Some((n, record.answer_tokens))
+                Restore::Done { tokens: n }
             }
             Err(SlotFailure::Refused(e)) => {
                 tracing::warn!(
                     conversation,
-                    saved_tokens = record.tokens,
                     "kv: the saved cache of conversation {conversation:?} was refused by the model server ({e}); it is removed and the conversation re-read"
                 );
-                store.remove(&name);
-                None
+                Restore::Refused
             }
             Err(e @ SlotFailure::Unanswered(_)) => {
                 tracing::warn!(
                     conversation,
-                    saved_tokens = record.tokens,
                     "kv: the saved cache of conversation {conversation:?} could not be restored ({e}); this turn re-reads the conversation and the save stays for the next one"
                 );
-                None
+                Restore::Unanswered
             }
         }
+    }
+
+    /// Removes `conversation`'s save for `why` (`moves` decided it): said
+    /// and counted.
+    fn drop_save(&mut self, child: &LiveChild, conversation: &str, why: Dropped) {
+        if let Dropped::DoesNotFit { tokens, window } = why {
+            tracing::warn!(
+                conversation,
+                saved_tokens = tokens,
+                window,
+                "kv: the saved cache of conversation {conversation:?} ({tokens} tokens) does not fit the window of {} any more; it is dropped and the conversation re-read",
+                window.unwrap_or(0)
+            );
+        }
+        if let (Some(store), Some((name, _))) = (self.store.as_ref(), save_name(child, conversation)) {
+            store.remove(&name);
+        }
+        self.pool(child).dropped += 1;
+        self.refresh();
     }
 }
 

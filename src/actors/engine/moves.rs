@@ -27,7 +27,11 @@
 //!   same (the child may still hold the cells, which the next turn's
 //!   count corrects), and the executor says so.
 //! - A turn's own conversation is restored into its slot only when saves
-//!   are on and the child can use them (`kv_keep`).
+//!   are on and the child can use them (`kv_keep`), and only a save that
+//!   fits the child's window (`kv_save::fits`); one that does not, or that
+//!   the child refuses, is dropped from the store and said (`Dropped`):
+//!   the conversation re-reads. A restore left unanswered keeps its save
+//!   (the call said nothing about the file) for the next one.
 
 use std::collections::VecDeque;
 
@@ -97,8 +101,13 @@ pub enum Step {
     Write { slot: usize, held: SlotHeld, why: Why },
     /// Free slot `slot`'s cells.
     Erase { slot: usize },
+    /// Look `conversation`'s save up in the store.
+    Find { conversation: String },
     /// Read `conversation`'s save into slot `slot`.
     Restore { slot: usize, conversation: String },
+    /// Remove `conversation`'s save from the store, for `why` (to say and
+    /// count: the conversation re-reads).
+    Drop { conversation: String, why: Dropped },
     /// The pool's law moved `held` out of slot `slot` (to say and count).
     Moved { slot: usize, held: SlotHeld, weighed: Weighed },
     /// `held`'s cells left slot `slot` without its save written (the write
@@ -116,10 +125,41 @@ pub enum Outcome {
     Written(bool),
     /// `Erase`: the cells are free.
     Erased(bool),
-    /// `Restore`: the tokens restored and the answer tokens they end with.
-    Restored(Option<(u32, u32)>),
+    /// `Find`: what the store holds of it.
+    Found(Option<Found>),
+    /// `Restore`: how it went.
+    Restored(Restore),
     /// `Moved`, `Unsaved`: said.
     Said,
+}
+
+/// A save as the store holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    /// Its tokens.
+    pub tokens: u32,
+    /// The answer tokens it ends with.
+    pub answer_tokens: u32,
+}
+
+/// How a restore went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restore {
+    /// The child read this many tokens into the slot.
+    Done { tokens: u32 },
+    /// The child refused the file: it is of no use.
+    Refused,
+    /// No answer (transport, or the time limit): the file may still serve.
+    Unanswered,
+}
+
+/// Why a save is removed from the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dropped {
+    /// Its `tokens` no longer fit the child's `window` (a brake shrank it).
+    DoesNotFit { tokens: u32, window: Option<u32> },
+    /// The child refused to restore it.
+    Refused,
 }
 
 /// How a conversation's leaving went.
@@ -143,8 +183,15 @@ enum Wait {
     Write { then: Move, slot: usize, held: SlotHeld },
     /// An erase, for `then` (`held`: what a compaction put back if it fails).
     Erase { then: Move, slot: usize, held: Option<SlotHeld> },
-    /// A restore into the slot a turn claims.
-    Restore { slot: usize, conversation: String, tokens: u32 },
+    /// The store's answer for the conversation a turn claims a slot for.
+    Find { slot: usize, conversation: String, tokens: u32 },
+    /// A restore of `found` into the slot a turn claims.
+    Restore {
+        slot: usize,
+        conversation: String,
+        tokens: u32,
+        found: Found,
+    },
     /// A save ahead's write.
     WriteAhead { slot: usize },
     /// Nothing to go on with.
@@ -158,6 +205,8 @@ pub struct Moves {
     saves: bool,
     /// The child's saves can be used again (`kv::kept`).
     reusable: bool,
+    /// The child's window (what a restored save must fit).
+    window: Option<u32>,
     queue: VecDeque<Move>,
     /// Steps decided, not yet asked, each with what follows it.
     ready: VecDeque<(Step, Wait)>,
@@ -166,12 +215,13 @@ pub struct Moves {
 }
 
 impl Moves {
-    /// No moves yet, on a child whose store is on (`saves`) and whose saves
-    /// restore (`reusable`).
-    pub fn new(saves: bool, reusable: bool) -> Self {
+    /// No moves yet, on a child whose store is on (`saves`), whose saves
+    /// restore (`reusable`), and whose window is `window`.
+    pub fn new(saves: bool, reusable: bool, window: Option<u32>) -> Self {
         Self {
             saves,
             reusable,
+            window,
             queue: VecDeque::new(),
             ready: VecDeque::new(),
             asked: None,
@@ -225,9 +275,56 @@ impl Moves {
                 self.left(then, slot, left, Some(held), slots);
             }
             Wait::Erase { then, slot, held } => self.erased(then, slot, held, yes(outcome), slots),
-            Wait::Restore { slot, conversation, tokens } => {
+            Wait::Find { slot, conversation, tokens } => {
+                let found = match outcome {
+                    Outcome::Found(f) => f,
+                    _ => None,
+                };
+                match found {
+                    None => hold(slots, slot, Some(conversation), tokens, None),
+                    Some(f) if !kv_save::fits(f.tokens, self.window) && !broken(Broken::RestoreUnfit) => {
+                        let why = Dropped::DoesNotFit {
+                            tokens: f.tokens,
+                            window: self.window,
+                        };
+                        let step = Step::Drop {
+                            conversation: conversation.clone(),
+                            why,
+                        };
+                        self.ask(step, Wait::Said);
+                        hold(slots, slot, Some(conversation), tokens, None);
+                    }
+                    Some(found) => {
+                        let step = Step::Restore {
+                            slot,
+                            conversation: conversation.clone(),
+                        };
+                        let wait = Wait::Restore {
+                            slot,
+                            conversation,
+                            tokens,
+                            found,
+                        };
+                        self.ask(step, wait);
+                    }
+                }
+            }
+            Wait::Restore {
+                slot,
+                conversation,
+                tokens,
+                found,
+            } => {
                 let restored = match outcome {
-                    Outcome::Restored(r) => r,
+                    Outcome::Restored(Restore::Done { tokens: n }) => Some((n, found.answer_tokens)),
+                    Outcome::Restored(Restore::Refused) => {
+                        let step = Step::Drop {
+                            conversation: conversation.clone(),
+                            why: Dropped::Refused,
+                        };
+                        self.ask(step, Wait::Said);
+                        None
+                    }
                     _ => None,
                 };
                 hold(slots, slot, Some(conversation), tokens, restored);
@@ -405,11 +502,10 @@ impl Moves {
         };
         match conversation {
             Some(conversation) if self.saves && self.reusable => self.ask(
-                Step::Restore {
-                    slot,
+                Step::Find {
                     conversation: conversation.clone(),
                 },
-                Wait::Restore { slot, conversation, tokens },
+                Wait::Find { slot, conversation, tokens },
             ),
             conversation => hold(slots, slot, conversation, tokens, None),
         }
@@ -423,6 +519,7 @@ enum Broken {
     ClaimUnsaved,
     UnsavedSilent,
     CompactUnsaved,
+    RestoreUnfit,
 }
 
 /// Whether the simulator broke `b` on purpose (never outside tests).
@@ -434,6 +531,7 @@ fn broken(b: Broken) -> bool {
             Broken::ClaimUnsaved => Mutant::ClaimUnsaved,
             Broken::UnsavedSilent => Mutant::UnsavedSilent,
             Broken::CompactUnsaved => Mutant::CompactUnsaved,
+            Broken::RestoreUnfit => Mutant::RestoreUnfit,
         })
     }
     #[cfg(not(test))]

@@ -8,6 +8,8 @@ use crate::law::compact::Weighed;
 
 const LONG: u32 = 1_000;
 const SHORT: u32 = 10;
+/// The child's window in these rows.
+const WINDOW: Option<u32> = Some(8192);
 
 fn held(c: &str, tokens: u32, on_disk: bool) -> SlotHeld {
     SlotHeld {
@@ -55,7 +57,12 @@ fn all_well(s: &Step) -> Outcome {
         Step::Confirm { .. } => Outcome::Confirmed(true),
         Step::Write { .. } => Outcome::Written(true),
         Step::Erase { .. } => Outcome::Erased(true),
-        Step::Restore { .. } => Outcome::Restored(Some((40, 5))),
+        Step::Find { .. } => Outcome::Found(Some(Found {
+            tokens: 40,
+            answer_tokens: 5,
+        })),
+        Step::Restore { .. } => Outcome::Restored(Restore::Done { tokens: 40 }),
+        Step::Drop { .. } => Outcome::Said,
         Step::Moved { .. } | Step::Unsaved { .. } => Outcome::Said,
     }
 }
@@ -74,7 +81,9 @@ fn kind(s: &Step) -> String {
         Step::Confirm { conversation, why } => format!("confirm {conversation} ({why:?})"),
         Step::Write { slot, why, .. } => format!("write {slot} ({why:?})"),
         Step::Erase { slot } => format!("erase {slot}"),
+        Step::Find { conversation } => format!("find {conversation}"),
         Step::Restore { slot, conversation } => format!("restore {conversation} into {slot}"),
+        Step::Drop { conversation, why } => format!("drop {conversation} ({why:?})"),
         Step::Moved { slot, .. } => format!("moved {slot}"),
         Step::Unsaved { slot, why, .. } => format!("unsaved {slot} ({why:?})"),
     }
@@ -169,14 +178,14 @@ fn each_move_asks_its_steps_in_order() {
             "a claim by another saves the owner, then restores the new one",
             claim(0, Some("n")),
             all_well,
-            vec!["write 0 (Switch)", "restore n into 0"],
+            vec!["write 0 (Switch)", "find n", "restore n into 0"],
             [Some("n"), Some("b"), Some("s")],
         ),
         (
             "a claim whose save fails says so; the slot changes hands all the same",
             claim(0, Some("n")),
             writes_fail,
-            vec!["write 0 (Switch)", "unsaved 0 (Switch)", "restore n into 0"],
+            vec!["write 0 (Switch)", "unsaved 0 (Switch)", "find n", "restore n into 0"],
             [Some("n"), Some("b"), Some("s")],
         ),
         (
@@ -210,7 +219,7 @@ fn each_move_asks_its_steps_in_order() {
     ];
     for (what, m, answer, steps, after) in rows {
         let mut t = table();
-        let asked = run(Moves::new(true, true).then(m), &mut t, answer);
+        let asked = run(Moves::new(true, true, WINDOW).then(m), &mut t, answer);
         assert_eq!(asked.iter().map(kind).collect::<Vec<_>>(), steps, "{what}");
         assert_eq!([held_at(&t, 0), held_at(&t, 1), held_at(&t, 2)], after, "{what}");
     }
@@ -221,21 +230,21 @@ fn each_move_asks_its_steps_in_order() {
 #[test]
 fn a_save_ahead_is_confirmed_or_written() {
     let mut t = table();
-    let asked = run(Moves::new(true, true).then(Move::Evict(1)), &mut t, |s| match s {
+    let asked = run(Moves::new(true, true, WINDOW).then(Move::Evict(1)), &mut t, |s| match s {
         Step::Confirm { .. } => Outcome::Confirmed(false),
         s => all_well(s),
     });
     assert_eq!(asked.iter().map(kind).collect::<Vec<_>>(), ["confirm b (Room)", "write 1 (Room)", "erase 1"]);
     let mut t = table();
-    run(Moves::new(true, true).then(Move::Ahead(0)), &mut t, all_well);
+    run(Moves::new(true, true, WINDOW).then(Move::Ahead(0)), &mut t, all_well);
     assert!(t.get(0).held.as_ref().is_some_and(|h| h.on_disk));
     let mut t = table();
-    run(Moves::new(true, true).then(Move::Ahead(0)), &mut t, writes_fail);
+    run(Moves::new(true, true, WINDOW).then(Move::Ahead(0)), &mut t, writes_fail);
     assert!(t.get(0).held.as_ref().is_some_and(|h| !h.on_disk));
     // A slot a turn runs on is not saved ahead: its cells are changing.
     let mut t = table();
     t.start(0, 1, 100, 50, None);
-    assert!(run(Moves::new(true, true).then(Move::Ahead(0)), &mut t, all_well).is_empty());
+    assert!(run(Moves::new(true, true, WINDOW).then(Move::Ahead(0)), &mut t, all_well).is_empty());
 }
 
 /// A claim: the restored tokens and answer go to the new owner; the same
@@ -245,7 +254,7 @@ fn a_save_ahead_is_confirmed_or_written() {
 fn a_claim_holds_what_was_restored() {
     let mut t = table();
     let claim = |slot, c: Option<&str>| {
-        Moves::new(true, true).then(Move::Claim {
+        Moves::new(true, true, WINDOW).then(Move::Claim {
             slot,
             conversation: c.map(str::to_string),
             tokens: 30,
@@ -260,7 +269,7 @@ fn a_claim_holds_what_was_restored() {
     run(claim(1, None), &mut t, all_well);
     assert_eq!((held_at(&t, 1), t.get(1).anonymous_tokens), (None, 30));
     run(claim(1, Some("m")), &mut t, |s| match s {
-        Step::Restore { .. } => Outcome::Restored(None),
+        Step::Find { .. } => Outcome::Found(None),
         s => all_well(s),
     });
     let h = t.get(1).held.clone().unwrap();
@@ -274,7 +283,7 @@ fn a_claim_holds_what_was_restored() {
 fn without_saves_nothing_is_written_or_restored() {
     for (saves, reusable) in [(false, true), (true, false)] {
         let mut t = table();
-        let m = Moves::new(saves, reusable)
+        let m = Moves::new(saves, reusable, WINDOW)
             .then(Move::Claim {
                 slot: 0,
                 conversation: Some("n".into()),
@@ -286,7 +295,7 @@ fn without_saves_nothing_is_written_or_restored() {
         assert_eq!(asked.iter().map(kind).collect::<Vec<_>>(), ["erase 1"], "saves {saves}, reusable {reusable}");
         assert_eq!([held_at(&t, 0), held_at(&t, 1), held_at(&t, 2)], [Some("n"), None, Some("s")]);
         let mut t = table();
-        assert!(run(Moves::new(saves, reusable).stop_all(3, "unload"), &mut t, all_well).is_empty());
+        assert!(run(Moves::new(saves, reusable, WINDOW).stop_all(3, "unload"), &mut t, all_well).is_empty());
     }
 }
 
@@ -305,7 +314,7 @@ fn nothing_leaves_a_slot_silently() {
         t3.get_mut(3).held = Some(held("d", LONG, false));
         t = t3;
         let before: Vec<SlotHeld> = t.iter().filter_map(|s| s.held.clone()).collect();
-        let m = Moves::new(true, true)
+        let m = Moves::new(true, true, WINDOW)
             .then(Move::Compact {
                 weighed: weighed(0),
                 taken: false,
@@ -355,4 +364,63 @@ fn nothing_leaves_a_slot_silently() {
         let moved = asked.iter().any(|s| matches!(s, Step::Moved { .. }));
         assert!(!moved || kept.contains(&"a".to_string()), "failures {fails:06b}");
     }
+}
+
+/// A claim's restore: a save that no longer fits the window is dropped
+/// and said, never restored; one the child refuses is dropped after; an
+/// unanswered one stays in the store (no drop); none found restores
+/// nothing. The slot goes to its new owner every time.
+#[test]
+fn a_restore_fits_the_window_or_is_dropped() {
+    type Answer = fn(&Step) -> Outcome;
+    let big: Answer = |s| match s {
+        Step::Find { .. } => Outcome::Found(Some(Found {
+            tokens: 9000,
+            answer_tokens: 5,
+        })),
+        s => all_well(s),
+    };
+    let refused: Answer = |s| match s {
+        Step::Restore { .. } => Outcome::Restored(Restore::Refused),
+        s => all_well(s),
+    };
+    let unanswered: Answer = |s| match s {
+        Step::Restore { .. } => Outcome::Restored(Restore::Unanswered),
+        s => all_well(s),
+    };
+    /// What the row says, how its steps go, the steps asked, and what the
+    /// slot's new owner holds restored.
+    type Row<'a> = (&'a str, Answer, Vec<&'a str>, Option<(u32, u32)>);
+    let rows: [Row; 4] = [
+        (
+            "too big",
+            big,
+            vec!["find n", "drop n (DoesNotFit { tokens: 9000, window: Some(8192) })"],
+            None,
+        ),
+        ("refused", refused, vec!["find n", "restore n into 2", "drop n (Refused)"], None),
+        ("unanswered", unanswered, vec!["find n", "restore n into 2"], None),
+        ("restored", all_well, vec!["find n", "restore n into 2"], Some((40, 5))),
+    ];
+    for (what, answer, steps, restored) in rows {
+        let mut t = Slots::new(3);
+        let m = Moves::new(true, true, WINDOW).then(Move::Claim {
+            slot: 2,
+            conversation: Some("n".into()),
+            tokens: 30,
+        });
+        let asked = run(m, &mut t, answer);
+        assert_eq!(asked.iter().map(kind).collect::<Vec<_>>(), steps, "{what}");
+        let h = t.get(2).held.clone().unwrap();
+        assert_eq!((h.conversation.as_str(), h.unchecked_restore), ("n", restored), "{what}");
+    }
+    // A child whose window is unknown restores nothing (a save fits no
+    // unknown window).
+    let mut t = Slots::new(1);
+    let m = Moves::new(true, true, None).then(Move::Claim {
+        slot: 0,
+        conversation: Some("n".into()),
+        tokens: 30,
+    });
+    assert_eq!(run(m, &mut t, all_well).iter().map(kind).collect::<Vec<_>>()[1], "drop n (DoesNotFit { tokens: 40, window: None })");
 }

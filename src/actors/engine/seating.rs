@@ -182,14 +182,15 @@ mod tests {
         t.get_mut(1).held = held("old", 2000, true);
         let s = seat(&t, 8192, ask(Some("new")), reading, now).unwrap();
         assert_eq!((s.slot, s.compact.iter().map(|w| w.slot).collect::<Vec<_>>()), (1, vec![1]));
-        let mut moves = s.moves(Moves::new(true, true), Some("new".into()), 40);
+        let mut moves = s.moves(Moves::new(true, true, Some(8192)), Some("new".into()), 40);
         let mut steps = Vec::new();
         while let Some(step) = moves.next(&mut t) {
             steps.push(format!("{step:?}").split_whitespace().next().unwrap_or_default().to_string());
             moves.took(&mut t, crate::actors::engine::moves::Outcome::Confirmed(true));
         }
-        // Confirmed in the store, said moved, then the restore of "new".
-        assert_eq!(steps, ["Confirm", "Moved", "Restore"]);
+        // Confirmed in the store, said moved, then "new" looked up (the
+        // answer given is no save: nothing to restore).
+        assert_eq!(steps, ["Confirm", "Moved", "Find"]);
         assert_eq!(t.get(1).held.as_ref().map(|h| h.conversation.as_str()), Some("new"));
         // A returning conversation never trades its own slot away.
         let s = seat(&t, 8192, ask(Some("new")), reading, now).unwrap();
