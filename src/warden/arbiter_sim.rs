@@ -110,6 +110,12 @@ const REFUSED_PER_MILLE: u64 = 20;
 /// what the pool's law weighs a held conversation's cells by.
 const SIM_KV_BYTES_PER_CELL: u64 = 23_000;
 
+/// What the pool's law weighs by: a SmolLM2-sized cell's priors (a meter
+/// before it measured).
+fn sim_reading() -> crate::law::compact_meter::Reading {
+    Meter::new(SIM_KV_BYTES_PER_CELL).reading()
+}
+
 /// Moves the pool's law made and losses said, over every schedule run
 /// (shown with the count: the world does reach those paths).
 static MOVED: AtomicU64 = AtomicU64::new(0);
@@ -214,7 +220,8 @@ struct Engine {
 /// moves it: a conversation's cells leave its child's pool into the store,
 /// as too short to be worth a save (re-read at its return, counting for
 /// nothing here), or with a record the status shows (a write that failed
-/// when the cells had to go, said `Unsaved`; a child's death, its crash).
+/// when the cells had to go, said `Unsaved`; a save dropped at a return,
+/// `Drop`; a child's death, its crash).
 #[derive(Debug, Default)]
 struct KvBook {
     /// Conversations whose cells were worth saving when a turn of theirs ended.
@@ -765,7 +772,7 @@ impl World {
                 let e = &mut self.engines[m];
                 let idle_for = self.now.saturating_sub(e.last_used);
                 if e.child == Child::Up && !e.busy() && idle_for >= SAVE_AHEAD_MS {
-                    let ahead = e.pool.ahead(Meter::new(SIM_KV_BYTES_PER_CELL).reading(), at);
+                    let ahead = e.pool.ahead(sim_reading(), at);
                     let moves = ahead
                         .into_iter()
                         .map(Move::Ahead)
@@ -997,10 +1004,7 @@ impl World {
             prompt,
             requested: turn.requested,
         };
-        // The pool's law weighs at the priors of a SmolLM2-sized cell (its
-        // meter before it measured).
-        let reading = Meter::new(SIM_KV_BYTES_PER_CELL).reading();
-        let Some(seat) = seating::seat(&e.pool, window, ask, Some(reading), now) else {
+        let Some(seat) = seating::seat(&e.pool, window, ask, Some(sim_reading()), now) else {
             return Ok(false);
         };
         let (slot, bound, reserve, evict) = (seat.slot, seat.bound, seat.reserve, &seat.evict);

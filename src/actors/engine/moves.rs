@@ -178,7 +178,7 @@ enum Left {
 #[derive(Debug)]
 enum Wait {
     /// A save ahead confirmed, for `then`.
-    Confirm { then: Move, slot: usize, held: SlotHeld, why: Why },
+    Confirm { then: Move, slot: usize, held: SlotHeld },
     /// A write, for `then`.
     Write { then: Move, slot: usize, held: SlotHeld },
     /// An erase, for `then` (`held`: what a compaction put back if it fails).
@@ -263,10 +263,11 @@ impl Moves {
         // failure, which loses nothing.
         let yes = |o: Outcome| matches!(o, Outcome::Confirmed(true) | Outcome::Written(true) | Outcome::Erased(true));
         match wait {
-            Wait::Confirm { then, slot, held, why } => {
+            Wait::Confirm { then, slot, held } => {
                 if yes(outcome) {
                     self.left(then, slot, Left::Kept, Some(held), slots);
                 } else {
+                    let why = why(&then);
                     self.write(then, slot, held, why);
                 }
             }
@@ -412,7 +413,7 @@ impl Moves {
                     conversation: held.conversation.clone(),
                     why,
                 },
-                Wait::Confirm { then: m, slot, held, why },
+                Wait::Confirm { then: m, slot, held },
             ),
             BeforeLeaving::Write => self.write(m, slot, held, why),
         }

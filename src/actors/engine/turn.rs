@@ -55,10 +55,12 @@ enum Admission {
     Yield(Waiting, String),
 }
 
-/// A generating turn's seat (`seating`), with the request's estimated
-/// prompt tokens and its text, read once here and carried to the slot.
+/// A generating turn's seat (`seating`), with the conversation it keeps
+/// the slot for, the request's estimated prompt tokens and its text, read
+/// once here and carried to the slot.
 struct Seated {
     seat: Seat,
+    owner: Option<String>,
     prompt: u32,
     text: Option<String>,
 }
@@ -277,7 +279,7 @@ impl EngineCore {
             c.slots.len(),
             seat.shared
         );
-        Some(Seated { seat, prompt, text })
+        Some(Seated { seat, owner, prompt, text })
     }
 
     /// The conversation a generating turn's slot is kept for (a raw
@@ -293,7 +295,12 @@ impl EngineCore {
     /// changes hands (the previous owner's KV saved, its own restored), and
     /// its relay is made.
     async fn admit_generation(&mut self, w: Waiting, seated: Seated) -> Option<RelayJob> {
-        let Seated { seat, prompt, text } = seated;
+        let Seated {
+            seat,
+            owner,
+            prompt,
+            text,
+        } = seated;
         let Waiting {
             mut request,
             entry,
@@ -303,7 +310,6 @@ impl EngineCore {
             carry,
             ..
         } = w;
-        let owner = request.conversation.clone().filter(|_| request.route.keeps_conversation());
         let mut body = std::mem::take(&mut request.body);
         let requested = crate::law::request::requested_bound(&body);
         crate::law::request::set_bound(&mut body, request.route.bound_field(), u64::from(seat.bound));
