@@ -44,6 +44,15 @@ pub enum Mutant {
     /// A save that no longer fits the child's window is restored all the
     /// same (`moves`).
     RestoreUnfit,
+    /// A turn whose child died ends with the death, without the law of
+    /// resume asked (`actors::engine::ending`).
+    ResumeSkipped,
+    /// A keep-alive of 0 unloads the model after its turn with other turns
+    /// running or waiting (`ending`).
+    UnloadBusy,
+    /// A child is stopped before its conversations are saved
+    /// (`actors::engine::leaving`).
+    SaveAfterStop,
 }
 
 thread_local! {

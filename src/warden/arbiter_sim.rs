@@ -28,7 +28,11 @@
 //! disk by the pool's law (`Slots::compaction`) first, the slot changing
 //! hands, all by the engine's own slots' protocol (`moves`) against a
 //! store whose writes fail now and then and a child whose erases do; a
-//! turn's end frees its slot, which keeps its conversation): what
+//! turn's end frees its slot, which keeps its conversation; `turn_end`:
+//! each turn's end in the order of the engine's own `ending::Ending`, a
+//! turn whose child died going back to wait for the next child when
+//! `law::resume` lets it; `retire`: each stop in the order of
+//! `Retire::leaving`, saved before stopped): what
 //! decides is the machine and the law, called exactly as the engines call
 //! them.
 //!
@@ -44,8 +48,11 @@
 //! - the law never names a resident with a turn running or routed, or a
 //!   pinned one, for an eviction, nor does the brake; no resident is
 //!   evicted with a turn running or routed;
-//! - a model's turns start in their arrival order, each turn ends exactly
-//!   once, with an outcome the law allows for what happened;
+//! - a model's turns start in their arrival order (a resumed turn goes
+//!   back to the head), each turn ends exactly once, with an outcome the
+//!   law allows for what happened (a child's death only when
+//!   `law::resume` declined to go on);
+//! - a keep-alive of 0 unloads only when nothing else runs or waits;
 //! - an engine's brake never stops its child (a respawn, an unload) with a
 //!   turn running on it: the action is held, no new turn starts meanwhile,
 //!   and it is carried out when the last one ended (never left held with
@@ -79,17 +86,20 @@ use std::time::Duration;
 
 use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, WakeKey, refuses_eviction};
 use crate::actors::engine::brake_state::{Brake, Carried};
+use crate::actors::engine::ending::{self, Came, View};
 use crate::actors::engine::intake::{HeldBrake, Intake, Pending, Plain};
+use crate::actors::engine::leaving::{Leave, Retire};
 use crate::actors::engine::moves::{Found, Move, Moves, Outcome, Restore, Step, Why};
-use crate::actors::engine::retire::Retire;
 use crate::actors::engine::seating::{self, Ask};
 use crate::actors::engine::slots::{SlotHeld, Slots};
 use crate::law::brake::{Action, BRAKE_RELOAD_TTL, BrakeState, Level, Point, Readings, WindowFacts};
 use crate::law::compact_meter::Meter;
+use crate::law::crash::EngineCode;
 use crate::law::kv_save::worth_saving;
 use crate::law::mutant::{self, Mutant};
 use crate::law::reap::should_reap;
 use crate::law::residents::{Memory, ModelKind, Newcomer, Resident, ResidentsBrake, Sample, brake_over};
+use crate::law::resume::{self, Death, RESUME_TURNS_DEFAULT, Verdict as Resumed};
 use crate::law::schedule::{self, Holder, Policy};
 use crate::law::window::{COMPUTE_INTERCEPT_BYTES, CPU_RAM_FRACTION};
 
@@ -123,6 +133,8 @@ static UNSAVED: AtomicU64 = AtomicU64::new(0);
 static AHEAD: AtomicU64 = AtomicU64::new(0);
 static CONFIRMED: AtomicU64 = AtomicU64::new(0);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
+static RESUMED: AtomicU64 = AtomicU64::new(0);
+static DECLINED: AtomicU64 = AtomicU64::new(0);
 
 /// How long a model stands idle before its save ahead (the default of
 /// `WARDEN_KV_SAVE_AHEAD_S`).
@@ -208,6 +220,8 @@ struct Engine {
     intake: Intake<Plain>,
     /// Its live child's window (a brake respawn changes it).
     window: u32,
+    /// Children it started: the one a turn ran on is `Turn::on_child`.
+    births: u64,
     /// The cap its brake's unload (or failed respawn) carried, and when:
     /// its next load must be seeded with it (`Brake::seed`).
     carried: Option<(Option<u32>, u64)>,
@@ -406,6 +420,17 @@ struct Turn {
     gone_at: Option<u64>,
     started: bool,
     ended: Option<End>,
+    /// Streamed (a whole answer sends nothing before its end).
+    streamed: bool,
+    /// It asked for a keep-alive of 0.
+    unload_after: bool,
+    /// The child it runs on (`Engine::births`).
+    on_child: u64,
+    /// Times it went on on a next child, and whether it waits to again.
+    resumes: u32,
+    resumed: bool,
+    /// The law of resume ended it after its child died.
+    declined: bool,
 }
 
 /// A fault or a request from outside, at a time.
@@ -498,6 +523,7 @@ impl World {
                 intake: Intake::default(),
                 kv: KvBook::default(),
                 window: 0,
+                births: 0,
                 carried: None,
             });
         }
@@ -593,6 +619,12 @@ impl World {
             gone_at,
             started: false,
             ended: None,
+            streamed: self.rng.chance(800),
+            unload_after: self.rng.chance(30),
+            on_child: 0,
+            resumes: 0,
+            resumed: false,
+            declined: false,
         });
         self.outside.push((at, Outside::Arrive(self.turns.len() - 1)));
     }
@@ -725,18 +757,22 @@ impl World {
             }
             Outside::Death(m) => {
                 if self.engines[m].child == Child::Up {
-                    let running: Vec<usize> = self.engines[m].running.drain(..).map(|(t, _)| t).collect();
-                    for t in running {
-                        self.engines[m].intake.ended();
-                        self.end(t, End::ChildDied)?;
+                    let code = match self.rng.range(0, 19) {
+                        0..=9 => EngineCode::ChildKilled,
+                        10..=14 => EngineCode::ChildCrashed,
+                        15..=18 => EngineCode::OutOfMemory,
+                        _ => EngineCode::IllegalInstruction,
+                    };
+                    self.say(format!("m{m}'s child dies ({})", code.as_str()));
+                    let running: Vec<usize> = self.engines[m].running.iter().map(|(t, _)| *t).collect();
+                    if running.is_empty() {
+                        self.child_gone(m);
                     }
-                    let e = &mut self.engines[m];
-                    e.child = Child::Cold;
-                    e.footprint = 0;
-                    e.kv.lose_all(&mut e.pool);
-                    e.pool = Slots::new(1);
-                    e.brake.child_gone();
-                    self.say(format!("m{m}'s child dies"));
+                    // Each relay reports its broken stream; the first
+                    // judges the death, the others recall it.
+                    for t in running {
+                        self.turn_end(m, t, Some(code))?;
+                    }
                     // What was held for its turns is carried out now (on no child).
                     self.take_held(m)?;
                 }
@@ -794,18 +830,13 @@ impl World {
                 .filter(|(_, end)| *end <= now)
                 .map(|(t, _)| *t)
                 .collect();
-            self.engines[m].running.retain(|(_, end)| *end > now);
             let any_ended = !ended.is_empty();
             for t in ended {
                 self.engines[m].last_used = now;
-                self.engines[m].intake.ended();
-                self.release(m, t)?;
-                self.end(t, End::Answered)?;
+                self.turn_end(m, t, None)?;
             }
             if any_ended {
-                // `turn_end`: the turn's end sample, then `settle`: a held
-                // action once nothing runs.
-                self.brake_sample(m, Point::TurnEnd)?;
+                // `settle`: a held action once nothing runs.
                 self.take_held(m)?;
             }
             if let Child::Loading { done_at } = self.engines[m].child
@@ -828,6 +859,7 @@ impl World {
                 e.window = seed.cap.map_or(e.spec.window, |c| c.min(e.spec.window));
                 e.brake.started(seed);
                 e.child = Child::Up;
+                e.births += 1;
                 e.pool = Slots::new(e.spec.slots as u32);
                 e.footprint = e.reserved;
                 if !mutant::is(Mutant::ReservationKept) {
@@ -971,13 +1003,17 @@ impl World {
             }
             self.engines[m].pop_head();
             let seq = self.turns[t].seq;
-            if self.starts[m].is_some_and(|last| last > seq) {
-                return Err(format!(
-                    "m{m}'s turn {t} starts after a turn that arrived later: out of arrival order"
-                ));
+            // A resumed turn went back to the head: it started in order once.
+            if !std::mem::take(&mut self.turns[t].resumed) {
+                if self.starts[m].is_some_and(|last| last > seq) {
+                    return Err(format!(
+                        "m{m}'s turn {t} starts after a turn that arrived later: out of arrival order"
+                    ));
+                }
+                self.starts[m] = Some(seq);
             }
-            self.starts[m] = Some(seq);
             self.turns[t].started = true;
+            self.turns[t].on_child = self.engines[m].births;
             let end = now + self.turns[t].len_ms;
             self.engines[m].running.push((t, end));
             self.engines[m].intake.started();
@@ -1377,10 +1413,10 @@ impl World {
                     };
                     e.brake.finish_llama(decided, carried, Some(model), now);
                     e.carried = Some((Some(cap), now));
-                    e.child = Child::Cold;
-                    e.footprint = 0;
                     // Saved before the old child stopped.
                     e.kv.save_all(&mut e.pool, &mut self.rng);
+                    e.child = Child::Cold;
+                    e.footprint = 0;
                     e.pool = Slots::new(1);
                     e.brake.child_gone();
                     self.say(format!(
@@ -1409,7 +1445,7 @@ impl World {
     }
 
     /// The child of `m` stops (evicted, yielded, unloaded), as
-    /// `retire::Retire` says: its conversations saved first when the stop
+    /// `leaving::Retire` says: its conversations saved first when the stop
     /// is one the real rule saves for (`Retire::saves_kv`), else dropped
     /// with the child (every stop here is the warden's own choice on a
     /// healthy child, so a rule that saves nothing for one loses KV).
@@ -1424,18 +1460,123 @@ impl World {
         if why.starts_with("evicted") && e.spec.pinned {
             return Err(format!("pinned m{m} {why}"));
         }
-        if why == "reaped" && e.waiting() > 0 {
+        if why.starts_with("reaped") && e.waiting() > 0 {
             return Err(format!("m{m} {why} with {} turns waiting for it", e.waiting()));
         }
+        // `retire`: the steps its reason orders (`Retire::leaving`).
+        for step in how.leaving(Duration::from_secs(5)) {
+            let e = &mut self.engines[m];
+            match step {
+                // Saved from the child while it answers; a stopped child
+                // has nothing to save from.
+                Leave::Save(_) if e.child == Child::Up => e.kv.save_all(&mut e.pool, &mut self.rng),
+                Leave::Save(_) => {}
+                Leave::Stop(_) => {
+                    e.child = Child::Cold;
+                    e.footprint = 0;
+                    // Its slots go with it.
+                    e.pool = Slots::new(1);
+                }
+                Leave::Forget { .. } => e.brake.child_gone(),
+                Leave::Publish => {}
+                Leave::Said => self.say(format!("m{m} {why}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// `turn_end::turn_relayed`: turn `t`'s end on `m`, in the order the
+    /// engine's own machine (`ending::Ending`) keeps; `death`: its child
+    /// died under it, and how (`law::resume` says whether it goes on).
+    fn turn_end(&mut self, m: usize, t: usize, death: Option<EngineCode>) -> Verdict {
+        let turn = &self.turns[t];
+        let mut end = ending::Ending::new(ending::Turn {
+            came: if death.is_some() { Came::Trouble } else { Came::Relayed },
+            generates: true,
+            holds_model: true,
+            keep_alive: turn.unload_after,
+            unload_after: turn.unload_after,
+            stateful: false,
+        });
+        let how = if death.is_some() { End::ChildDied } else { End::Answered };
+        while let Some(step) = end.next(self.view(m, t)) {
+            match step {
+                ending::Step::Ended => {
+                    let e = &mut self.engines[m];
+                    e.intake.ended();
+                    e.running.retain(|(r, _)| *r != t);
+                }
+                ending::Step::Judge => self.child_gone(m),
+                ending::Step::Recall => {}
+                ending::Step::Resume => {
+                    let code = death.expect("only a death is put to the law here");
+                    let sent = if self.turns[t].streamed && !self.rng.chance(300) {
+                        self.rng.range(1, 200) as u32
+                    } else {
+                        0
+                    };
+                    let tr = &self.turns[t];
+                    let facts = resume::Turn {
+                        sent,
+                        streamed: tr.streamed,
+                        resumes: tr.resumes,
+                        client_gone: tr.gone_at.is_some_and(|g| g <= self.now),
+                        opaque: None,
+                        unfit: None,
+                    };
+                    let goes_on = !matches!(
+                        resume::decide(facts, Death::Died(code), RESUME_TURNS_DEFAULT),
+                        Resumed::Decline(_)
+                    );
+                    if !goes_on {
+                        DECLINED.fetch_add(1, Ordering::Relaxed);
+                        self.turns[t].declined = true;
+                    }
+                    end.took(ending::Outcome::Resumed(goes_on));
+                }
+                ending::Step::Requeue => {
+                    RESUMED.fetch_add(1, Ordering::Relaxed);
+                    let now = self.now;
+                    let tr = &mut self.turns[t];
+                    tr.resumes += 1;
+                    tr.resumed = true;
+                    tr.started = false;
+                    // Its pause counts from its child's death.
+                    tr.arrived = now;
+                    self.engines[m].intake.push_front(Pending::Turn(t));
+                    self.say(format!("turn {t} goes on on m{m}'s next child"));
+                }
+                ending::Step::Free => self.release(m, t)?,
+                ending::Step::Brake => self.brake_sample(m, Point::TurnEnd)?,
+                ending::Step::Said => self.end(t, how)?,
+                ending::Step::Unload => self.retire(m, Retire::Idle, "reaped after its turn (keep-alive 0)")?,
+                ending::Step::Hold | ending::Step::Count | ending::Step::Notice | ending::Step::Finish => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// What the end's order reads of `m` for turn `t`.
+    fn view(&self, m: usize, t: usize) -> View {
+        let e = &self.engines[m];
+        let live = e.child == Child::Up;
+        View {
+            on_its_child: live && e.births == self.turns[t].on_child,
+            live,
+            serves: live,
+            idle: e.intake.idle(),
+        }
+    }
+
+    /// `m`'s child is gone by itself: its conversations lost with it,
+    /// recorded.
+    fn child_gone(&mut self, m: usize) {
+        let e = &mut self.engines[m];
         e.child = Child::Cold;
         e.footprint = 0;
-        if how.saves_kv().is_some() {
-            e.kv.save_all(&mut e.pool, &mut self.rng);
-        }
+        e.kv.lose_all(&mut e.pool);
         e.pool = Slots::new(1);
         e.brake.child_gone();
-        self.say(format!("m{m} {why}"));
-        Ok(())
     }
 
     fn end(&mut self, t: usize, how: End) -> Verdict {
@@ -1444,6 +1585,11 @@ impl World {
         }
         if how == End::Skipped && self.turns[t].gone_at.is_none() {
             return Err(format!("turn {t} skipped with its client there"));
+        }
+        if how == End::ChildDied && !self.turns[t].declined {
+            return Err(format!(
+                "turn {t} ended with its child's death, which the law of resume did not decide"
+            ));
         }
         self.turns[t].ended = Some(how);
         Ok(())
@@ -1602,13 +1748,15 @@ fn ten_thousand_hostile_schedules_keep_every_invariant() {
     }
     let secs = t0.elapsed().as_secs_f64();
     eprintln!(
-        "arbiter_sim: {n} schedules in {secs:.1} s ({:.0} per second); {} idle conversations moved to disk by the pool's law, {} saved ahead, {} leavings that found a save ahead, {} said unsaved after a failed write, {} saves dropped at a return (too big for a shrunk window, or refused)",
+        "arbiter_sim: {n} schedules in {secs:.1} s ({:.0} per second); {} idle conversations moved to disk by the pool's law, {} saved ahead, {} leavings that found a save ahead, {} said unsaved after a failed write, {} saves dropped at a return (too big for a shrunk window, or refused), {} turns gone on on a next child after a death, {} ended by the law of resume",
         n as f64 / secs,
         MOVED.load(Ordering::Relaxed),
         AHEAD.load(Ordering::Relaxed),
         CONFIRMED.load(Ordering::Relaxed),
         UNSAVED.load(Ordering::Relaxed),
-        DROPPED.load(Ordering::Relaxed)
+        DROPPED.load(Ordering::Relaxed),
+        RESUMED.load(Ordering::Relaxed),
+        DECLINED.load(Ordering::Relaxed)
     );
 }
 
@@ -1629,6 +1777,9 @@ fn a_broken_rule_is_caught() {
         Mutant::UnsavedSilent,
         Mutant::CompactUnsaved,
         Mutant::RestoreUnfit,
+        Mutant::ResumeSkipped,
+        Mutant::UnloadBusy,
+        Mutant::SaveAfterStop,
     ] {
         let Some((seed, e)) = first_failure(SCHEDULES_DEFAULT, Some(m)) else {
             panic!("{m:?}: no schedule of {SCHEDULES_DEFAULT} caught it");

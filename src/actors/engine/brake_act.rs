@@ -17,7 +17,7 @@ use super::brake_state::{Carried, Decided};
 use super::child_holder::Stopped;
 use super::core::EngineCore;
 use super::intake::HeldBrake;
-use super::retire::Retire;
+use super::leaving::Retire;
 use crate::engines::live::Acted;
 use crate::law::brake::{Action, BrakeDid, Level, Point, Readings, WindowFacts};
 use crate::law::mlx::{MlxAction, MlxFacts, MlxReadings};

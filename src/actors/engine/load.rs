@@ -46,7 +46,7 @@ impl EngineCore {
             return Ok(Loading::Ready);
         }
         if self.child.is_live() {
-            self.retire(super::retire::Retire::Switch).await;
+            self.retire(super::leaving::Retire::Switch).await;
         }
         self.usage.switching_to(&entry.id);
         self.load(entry.clone(), events, patience).await

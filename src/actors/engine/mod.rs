@@ -34,6 +34,9 @@
 //! | `brake_state::Brake` | the live brake state, the last reading and action, the carry, the window memory (no sensor, no clock: `sensors::view::BrakeSensor` reads both) | its methods; a decision is `llama_step`/`mlx_step`, then `finish_llama`/`finish_mlx` told what carrying it out came to (`Carried`), which keep the protocol's order |
 //! | `kv::Kv` | the KV store and the status's view of it; each model's pool meter, what compaction moved and what left unsaved (`compact`) | `carry` (each step of the slots' protocol), `turn_counted` |
 //! | `moves::Moves` | the slots' protocol: every way a conversation leaves its slot or a slot changes hands, in order (no I/O: it asks `Step`s and takes `Outcome`s; the simulator runs it too) | the child's `SlotHeld`s, with `kv_check::counted` at a turn's end |
+//! | `ending::Ending` | a turn's end, in order: the relay's trouble judged or recalled, the law of resume asked, the slot freed, the keep-alive, the brake's sample, the count, the last events, a keep-alive 0 unload (no I/O: it asks `Step`s, reading a `View` of the engine; the simulator runs it too) | `turn_end` carries its steps out |
+//! | `leaving::Retire` | every way a child leaves, in order: saved, stopped, its brake state forgotten, published, said (`Retire::leaving`; no I/O; the simulator runs it too) | `retire` carries its steps out |
+//! | `spawning::Spawning` | a spawn's port retries: the next free port never one taken already, the last loss said (no I/O) | `spawn` |
 //! | `state::Usage` | the idle clock, turns, the keep-alive, the reaped model, loads and time served | `touch`, `turn_done`, `hold`, `switching_to`, `reaped`, `loaded`, `yielded`, `running` |
 //! | `intake::Intake` | what waits in arrival order, the running count, a held brake action, the last death (no channel inside: generic over what it holds, `waiting::Live` for the engine) | its methods |
 //! | the core | `shut_down`, `admitted`, `room` (a load waiting for room: `peers::RoomWait`), `own` (the engine's address for its relay tasks and waiting loads) | `shutdown`, `room`, the actor's start |
@@ -51,7 +54,7 @@
 //! (`tests::no_import_circle`).
 //!
 //! What the core talks through is one value (`Outlets`), as is what it is
-//! wired to (`Wiring`). Every way a child leaves ends in `retire::gone`
+//! wired to (`Wiring`). Every way a child leaves ends in `retire::gone` (`Retire::gone`'s steps)
 //! (a retirement, or a brake respawn that failed after the old child
 //! stopped). The engine kinds are not named here: what differs is a hook
 //! (`engines::hooks`) or a method of the child's engine state
@@ -69,9 +72,11 @@ mod compact;
 mod core;
 mod counts;
 mod door;
+pub(crate) mod ending;
 pub(crate) mod intake;
 mod kv;
 mod kv_check;
+pub(crate) mod leaving;
 mod load;
 pub(crate) mod moves;
 pub(crate) mod outbox;
@@ -87,6 +92,7 @@ mod resume;
 pub(crate) mod retire;
 pub(crate) mod slots;
 mod spawn;
+mod spawning;
 mod state;
 mod supervise;
 mod turn;
@@ -280,7 +286,7 @@ impl Handler<Unload> for EngineActor {
                     core.intake.push(intake::Pending::Unload(reply));
                     return (core, Reply::Later(rx));
                 }
-                let was = core.retire(retire::Retire::Request).await.is_some();
+                let was = core.retire(leaving::Retire::Request).await.is_some();
                 (core, Reply::Now(Ok(was)))
             },
             |why| Reply::Now(Err(WardenError::EnginePanicked(why.to_string()))),
@@ -434,7 +440,7 @@ mod tests {
     #[test]
     fn the_owners_and_the_law_read_no_clock_and_do_no_io() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files: Vec<std::path::PathBuf> = ["intake", "brake_state", "state", "slots", "counts", "carry", "moves", "seating"]
+        let mut files: Vec<std::path::PathBuf> = ["intake", "brake_state", "state", "slots", "counts", "carry", "moves", "seating", "ending", "leaving", "spawning"]
             .iter()
             .map(|f| root.join("actors/engine").join(format!("{f}.rs")))
             .collect();

@@ -31,7 +31,7 @@ impl EngineCore {
     /// asked for `keep_alive: 0`).
     pub(crate) async fn unload_idle(&mut self) {
         let id = self.child.model_id().map(str::to_string);
-        self.retire(super::retire::Retire::Idle).await;
+        self.retire(super::leaving::Retire::Idle).await;
         // Left for the next turn to announce (the spec's `_idle_unload`).
         self.usage.reaped(id);
         // A reap forgets the unload's record, never the window memory.
@@ -96,7 +96,7 @@ impl EngineCore {
                 super::intake::Pending::Reset(_) => {}
             }
         }
-        self.retire(super::retire::Retire::Shutdown).await;
+        self.retire(super::leaving::Retire::Shutdown).await;
         self.brake.forget_carry();
         self.usage.reaped(None);
     }

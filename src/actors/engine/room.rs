@@ -323,7 +323,7 @@ impl EngineCore {
             return None;
         }
         let bytes = self.child.get()?.footprint_bytes().unwrap_or(0);
-        self.retire(super::retire::Retire::Evicted).await.map(|_| bytes)
+        self.retire(super::leaving::Retire::Evicted).await.map(|_| bytes)
     }
 
     /// This model as the residents' law sees it at a brake sample (not in
@@ -400,7 +400,7 @@ impl EngineCore {
         });
         self.brake.said(BrakeDid::Evict);
         if model == me.model {
-            self.retire(super::retire::Retire::Evicted).await;
+            self.retire(super::leaving::Retire::Evicted).await;
         } else if let Some(engine) = peers.engine_of(&model) {
             // Fire-and-forget: a brake awaits no other engine.
             engine.do_send(Evict);

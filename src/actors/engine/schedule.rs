@@ -87,6 +87,6 @@ impl EngineCore {
             to: to.to_string(),
             why,
         });
-        self.retire(super::retire::Retire::Evicted).await;
+        self.retire(super::leaving::Retire::Evicted).await;
     }
 }

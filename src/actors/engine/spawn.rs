@@ -1,6 +1,7 @@
 //! Spawning a child for a plan (through the configured `Launcher`: an OS
 //! process, or a test's in-process fake) and waiting until it is ready: a
-//! free port (the next one when the child loses the bind race), the key,
+//! free port (the next one when the child loses the bind race, as
+//! `spawning` orders), the key,
 //! readiness raced against the plan's RPC workers, then what each engine
 //! reads after load. Part of `EngineCore`; runs inside an atomic handler (a load or a
 //! brake respawn).
@@ -10,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 use super::core::{EngineCore, LiveChild};
+use super::spawning::{Next, Spawning};
 use crate::child::client::ChildClient;
 use crate::secret::ApiKey;
 use crate::child::port::{PortLease, SPAWN_PORT_ATTEMPTS, pick_port};
@@ -53,10 +55,13 @@ impl EngineCore {
             first: *pool.start(),
             last: *pool.end(),
         };
-        let mut tried: Vec<u16> = Vec::new();
-        let mut last_err = None;
-        for _ in 0..SPAWN_PORT_ATTEMPTS {
-            let lease = pick_port(pool.clone(), &tried).ok_or_else(no_port)?;
+        let mut spawning = Spawning::new(SPAWN_PORT_ATTEMPTS);
+        loop {
+            let skip = match spawning.next() {
+                Next::Launch { skip } => skip,
+                Next::GiveUp(last) => return Err(last.unwrap_or(ModelLoadError::Engine(no_port()))),
+            };
+            let lease = pick_port(pool.clone(), skip).ok_or_else(no_port)?;
             let port = lease.port();
             match self.attempt(&plan, lease, timeout, respawn).await? {
                 Attempt::Ready(child) => return Ok(*child),
@@ -65,13 +70,11 @@ impl EngineCore {
                         port,
                         "the child lost port {port} to another process; trying the next port"
                     );
-                    tried.push(port);
-                    last_err = Some(e);
+                    spawning.port_taken(port, e);
                 }
                 Attempt::Failed(e) => return Err(e),
             }
         }
-        Err(last_err.unwrap_or(ModelLoadError::Engine(no_port())))
     }
 
     /// One spawn on `lease`'s port, to readiness or to why not.
@@ -101,7 +104,7 @@ impl EngineCore {
         let ready = tokio::select! {
             r = probe_ready(&proc, &client, timeout, ping) => r,
             (worker, why) = loss => {
-                process::terminate(&mut proc, super::retire::LOST_STOP_GRACE).await;
+                process::terminate(&mut proc, super::leaving::LOST_STOP_GRACE).await;
                 return Ok(Attempt::Failed(ModelLoadError::WorkerLost { id, worker, why }));
             }
         };

@@ -18,7 +18,7 @@ use std::ops::{Deref, DerefMut};
 use std::rc::Rc;
 
 use super::core::{Activity, EngineCore};
-use super::retire::Retire;
+use super::leaving::Retire;
 
 /// Where the core lives between handlers.
 pub(crate) type Home = Rc<RefCell<Option<EngineCore>>>;

@@ -146,7 +146,7 @@ impl EngineCore {
                 }
             },
             Pending::Unload(reply) => {
-                let was = self.retire(super::retire::Retire::Request).await.is_some();
+                let was = self.retire(super::leaving::Retire::Request).await.is_some();
                 let _ = reply.send(Ok(was));
             }
             Pending::Turn(_) => unreachable!("turns are admitted, not controlled"),

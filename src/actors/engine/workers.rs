@@ -10,7 +10,7 @@ use std::pin::Pin;
 
 use super::core::EngineCore;
 use super::outbox::Outbox;
-use super::retire::Retire;
+use super::leaving::Retire;
 use crate::engines::SpawnPlan;
 use crate::engines::cpu::workers::Lost;
 use crate::error::{GenerationError, ModelLoadError};
