@@ -13,6 +13,14 @@
 //! (`WARDEN_KV_SAVE_AHEAD_S`): once the clock has stood still that long,
 //! `SaveAhead` goes to the engine; a change of the clock (a turn, a load)
 //! starts the wait again. The engine waits on no timer itself.
+//!
+//! This actor is the executor's clock in the sense of quinn-proto's
+//! `poll_timeout`: what is due, and when, is the law's (`should_reap` over
+//! the status; the save ahead's still clock), and only this actor sleeps
+//! until then. A wait for an event (a load waiting for room, a turn waiting
+//! for pool space, an unload waiting for running turns) is never a timer:
+//! the event that frees it wakes it (`peers::Wake`, the intake at a
+//! turn's end).
 
 use std::time::Duration;
 

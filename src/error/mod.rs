@@ -30,6 +30,11 @@ pub struct ApiError {
     #[serde(rename = "type")]
     pub kind: &'static str,
     /// The stable machine code (`model_not_found`, `model_corrupt`, ...).
+    /// A `String`, not an enum, on purpose: the warden's own codes come
+    /// from its domain enums (`EngineCode::as_str`, each error's `code()`),
+    /// but a child's own error passes its type through as the code
+    /// (`upstream_error`: `upstream_503`, or whatever llama-server or
+    /// mlx_vlm.server named it), which no enum of ours can list ahead.
     pub code: String,
     /// The request field at fault, when one is.
     pub param: Option<String>,

@@ -53,6 +53,9 @@ pub enum Mutant {
     /// A child is stopped before its conversations are saved
     /// (`actors::engine::leaving`).
     SaveAfterStop,
+    /// A turn is admitted while a brake action waits for the running turns
+    /// (`actors::engine::admission`).
+    BrakeIgnored,
 }
 
 thread_local! {

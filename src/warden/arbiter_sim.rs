@@ -28,7 +28,9 @@
 //! disk by the pool's law (`Slots::compaction`) first, the slot changing
 //! hands, all by the engine's own slots' protocol (`moves`) against a
 //! store whose writes fail now and then and a child whose erases do; a
-//! turn's end frees its slot, which keeps its conversation; `turn_end`:
+//! turn's end frees its slot, which keeps its conversation; `turn::admit`:
+//! each head turn's admission in the order of the engine's own
+//! `admission::Admitting`, with the brake's start sample; `turn_end`:
 //! each turn's end in the order of the engine's own `ending::Ending`, a
 //! turn whose child died going back to wait for the next child when
 //! `law::resume` lets it; `retire`: each stop in the order of
@@ -85,6 +87,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, WakeKey, refuses_eviction};
+use crate::actors::engine::admission::{self, Admitting};
 use crate::actors::engine::brake_state::{Brake, Carried};
 use crate::actors::engine::ending::{self, Came, View};
 use crate::actors::engine::intake::{HeldBrake, Intake, Pending, Plain};
@@ -426,6 +429,8 @@ struct Turn {
     unload_after: bool,
     /// The child it runs on (`Engine::births`).
     on_child: u64,
+    /// Its start was announced (it may wait after that).
+    announced: bool,
     /// Times it went on on a next child, and whether it waits to again.
     resumes: u32,
     resumed: bool,
@@ -622,6 +627,7 @@ impl World {
             streamed: self.rng.chance(800),
             unload_after: self.rng.chance(30),
             on_child: 0,
+            announced: false,
             resumes: 0,
             resumed: false,
             declined: false,
@@ -950,9 +956,98 @@ impl World {
     /// `turn::admit` on a live child: the holder's yield first, then the
     /// slots, in arrival order.
     fn admit(&mut self, m: usize) -> Result<bool, String> {
-        if self.engines[m].waiting() == 0 {
-            return Ok(false);
+        let mut changed = false;
+        // Each head turn's admission, in the order of the engine's own
+        // machine (`admission::Admitting`).
+        'turns: while let Some(t) = self.engines[m].head() {
+            let mut a = Admitting::new(admission::Turn {
+                generates: true,
+                announced: self.turns[t].announced,
+                resumed: self.turns[t].resumed,
+            });
+            let mut yields = None;
+            while let Some(step) = a.next(self.admission_view(m, t)) {
+                match step {
+                    admission::Step::Skip => {
+                        self.engines[m].pop_head();
+                        self.end(t, End::Skipped)?;
+                        changed = true;
+                        continue 'turns;
+                    }
+                    admission::Step::Wait => break 'turns,
+                    admission::Step::AskYield => {
+                        yields = self.yields(m);
+                        a.took(admission::Outcome::Yields(yields.is_some()));
+                    }
+                    admission::Step::Yield => {
+                        let (to, why) = yields.take().expect("the model it yields to");
+                        if self.engines[m].running.is_empty() {
+                            let name = self.engines[m].spec.name.clone();
+                            self.say(format!("m{m} yields to {to}: {}", schedule::explain(&name, &to, why)));
+                            self.arbiter.yielded(&name, &to);
+                            self.retire(m, Retire::Evicted, "yielded")?;
+                            return Ok(true);
+                        }
+                        break 'turns;
+                    }
+                    admission::Step::Probe => {
+                        let seated = self.probe(m, t);
+                        a.took(admission::Outcome::Seated(seated));
+                    }
+                    admission::Step::Announce => self.turns[t].announced = true,
+                    admission::Step::Begin => self.brake_sample(m, Point::TurnStart)?,
+                    admission::Step::Load => {
+                        // A child that left (the start sample's unload or a
+                        // failed respawn) loads through the room's step, as
+                        // `load_for_turn` loads it in the same handler: the
+                        // engine settles again.
+                        let up = self.engines[m].child == Child::Up;
+                        changed |= !up;
+                        let came = if up {
+                            admission::Came::Ready
+                        } else {
+                            admission::Came::Waits
+                        };
+                        a.took(admission::Outcome::Loaded(came));
+                    }
+                    admission::Step::CountResumed => {}
+                    admission::Step::Seat => {
+                        let seated = self.seat(m, t)?;
+                        a.took(admission::Outcome::Seated(seated));
+                    }
+                    admission::Step::Generate => {
+                        self.start(m, t)?;
+                        changed = true;
+                        continue 'turns;
+                    }
+                    admission::Step::Refuse | admission::Step::Fail | admission::Step::PassThrough => {
+                        return Err(format!(
+                            "turn {t}'s admission on m{m} ended in {step:?}, which nothing here asks"
+                        ));
+                    }
+                }
+            }
+            return Err(format!("turn {t}'s admission on m{m} ended with no verdict"));
         }
+        Ok(changed)
+    }
+
+    /// What the admission's order reads of `m` for turn `t`.
+    fn admission_view(&self, m: usize, t: usize) -> admission::View {
+        let e = &self.engines[m];
+        admission::View {
+            client_gone: self.turns[t].gone_at.is_some_and(|g| g <= self.now),
+            shut_down: false,
+            brake_held: e.intake.brake_held(),
+            running: !e.running.is_empty(),
+            serves: e.child == Child::Up,
+            waits_for_room: e.wait_began.is_some(),
+        }
+    }
+
+    /// `schedule::yields_to`: whether `m`, holding the memory, yields it to
+    /// another model's waiting turns, and why.
+    fn yields(&mut self, m: usize) -> Option<(String, schedule::Next)> {
         let now = self.now;
         let e = &self.engines[m];
         let holder = Holder {
@@ -972,57 +1067,53 @@ impl World {
             .collect();
         let queued_of = |name: &str| queued.iter().find(|(n, _)| n == name).map_or(0, |(_, q)| *q);
         let all = self.seats(None);
-        if let Some((to, why)) = self
-            .arbiter
+        self.arbiter
             .holder_step(&holder, || all, queued_of, self.policy, self.limit, now)
-        {
-            if self.engines[m].running.is_empty() {
-                self.say(format!(
-                    "m{m} yields to {to}: {}",
-                    schedule::explain(&holder.model, &to, why)
+    }
+
+    /// Turn `t`, seated, starts on `m` (in arrival order, but for a turn
+    /// that went back to the head after its child died).
+    fn start(&mut self, m: usize, t: usize) -> Verdict {
+        let now = self.now;
+        self.engines[m].pop_head();
+        let seq = self.turns[t].seq;
+        if !std::mem::take(&mut self.turns[t].resumed) {
+            if self.starts[m].is_some_and(|last| last > seq) {
+                return Err(format!(
+                    "m{m}'s turn {t} starts after a turn that arrived later: out of arrival order"
                 ));
-                self.arbiter.yielded(&holder.model, &to);
-                self.retire(m, Retire::Evicted, "yielded")?;
-                return Ok(true);
             }
-            return Ok(false);
+            self.starts[m] = Some(seq);
         }
-        let mut changed = false;
-        while let Some(t) = self.engines[m].head() {
-            // A brake action held for the running turns: new ones wait.
-            if self.engines[m].intake.brake_held() {
-                break;
-            }
-            if self.turns[t].gone_at.is_some_and(|g| g <= now) {
-                self.engines[m].pop_head();
-                self.end(t, End::Skipped)?;
-                continue;
-            }
-            if !self.seat(m, t)? {
-                break;
-            }
-            self.engines[m].pop_head();
-            let seq = self.turns[t].seq;
-            // A resumed turn went back to the head: it started in order once.
-            if !std::mem::take(&mut self.turns[t].resumed) {
-                if self.starts[m].is_some_and(|last| last > seq) {
-                    return Err(format!(
-                        "m{m}'s turn {t} starts after a turn that arrived later: out of arrival order"
-                    ));
-                }
-                self.starts[m] = Some(seq);
-            }
-            self.turns[t].started = true;
-            self.turns[t].on_child = self.engines[m].births;
-            let end = now + self.turns[t].len_ms;
-            self.engines[m].running.push((t, end));
-            self.engines[m].intake.started();
-            self.engines[m].last_used = now;
-            self.engines[m].fresh = false;
-            self.say(format!("turn {t} starts on m{m}"));
-            changed = true;
+        if self.engines[m].intake.brake_held() {
+            return Err(format!(
+                "m{m}'s turn {t} starts while a brake action waits for the running turns"
+            ));
         }
-        Ok(changed)
+        self.turns[t].started = true;
+        self.turns[t].on_child = self.engines[m].births;
+        let end = now + self.turns[t].len_ms;
+        let e = &mut self.engines[m];
+        e.running.push((t, end));
+        e.intake.started();
+        e.last_used = now;
+        e.fresh = false;
+        self.say(format!("turn {t} starts on m{m}"));
+        Ok(())
+    }
+
+    /// Whether turn `t` would find a seat on `m`'s pool now (`turn::seat`).
+    fn probe(&self, m: usize, t: usize) -> bool {
+        let e = &self.engines[m];
+        let turn = &self.turns[t];
+        let ask = Ask {
+            owner: Some(&turn.conversation),
+            text: None,
+            prompt: turn.prompt.min(e.window / 2),
+            requested: turn.requested,
+        };
+        let now = self.clock + Duration::from_millis(self.now);
+        seating::seat(&e.pool, e.window, ask, Some(sim_reading()), now).is_some()
     }
 
     /// `turn::seat` and `admit_generation` on the live child's pool: the
@@ -1780,6 +1871,7 @@ fn a_broken_rule_is_caught() {
         Mutant::ResumeSkipped,
         Mutant::UnloadBusy,
         Mutant::SaveAfterStop,
+        Mutant::BrakeIgnored,
     ] {
         let Some((seed, e)) = first_failure(SCHEDULES_DEFAULT, Some(m)) else {
             panic!("{m:?}: no schedule of {SCHEDULES_DEFAULT} caught it");

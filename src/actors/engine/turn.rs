@@ -4,7 +4,9 @@
 //! yet waits in the intake, in arrival order; one that starts gets a slot
 //! of the child (`law::slots`), its KV restored there, its bound, and a
 //! relay task of its own (`relay`), so several turns on one model stream
-//! at once while every decision stays one at a time in the mailbox.
+//! at once while every decision stays one at a time in the mailbox. The
+//! order of an admission is the machine `admission::Admitting` (no I/O);
+//! `admit` carries its steps out.
 //!
 //! A turn waits when:
 //! - turns run on another model's child (a switch stops the child), or on
@@ -25,6 +27,7 @@ use bytes::Bytes;
 
 use std::sync::Arc;
 
+use super::admission::{self, Admitting, Came, Outcome, Step, View};
 use super::core::EngineCore;
 use super::intake::Pending;
 use super::waiting::{Live, Waiting};
@@ -176,80 +179,96 @@ impl EngineCore {
         }
     }
 
-    /// One turn's admission.
+    /// One turn's admission: each step its order (`admission`) asks,
+    /// carried out here.
     async fn admit(&mut self, mut w: Waiting) -> Admission {
-        if w.out.is_closed() {
-            // The client left while the turn waited.
-            drop(w.ticket.take());
-            self.emit(WardenEvent::TurnEnded {
-                seq: w.seq,
-                route: w.request.route,
-                outcome: TurnOutcome::Skipped,
-                timings: None,
-            });
-            return Admission::Ended;
-        }
-        if self.shut_down {
-            self.refuse(w, super::turn_end::failed(shutting_down())).await;
-            return Admission::Ended;
-        }
-        let generating = w.request.route.generates();
-        if self.intake.brake_held() {
-            return Admission::Wait(w);
-        }
-        if let Some(to) = self.yields_to(&w.entry.id) {
-            return Admission::Yield(w, to);
-        }
-        if self.intake.running() > 0 {
-            // A switch or a reload stops the child: it waits for the
-            // running turns. So does a turn with no slot or no room.
-            if !self.child.holds(&w.entry.id) || self.child.get().is_some_and(|c| c.process.exit().is_some()) {
-                return Admission::Wait(w);
+        let mut admitting = Admitting::new(admission::Turn {
+            generates: w.request.route.generates(),
+            announced: w.started,
+            resumed: w.carry.is_some(),
+        });
+        // What the asking steps found, for the verdicts that follow them.
+        let mut yields = None;
+        let mut load_failed = None;
+        let mut seated = None;
+        while let Some(step) = admitting.next(self.admission_view(&w)) {
+            match step {
+                Step::Skip => {
+                    drop(w.ticket.take());
+                    self.emit(WardenEvent::TurnEnded {
+                        seq: w.seq,
+                        route: w.request.route,
+                        outcome: TurnOutcome::Skipped,
+                        timings: None,
+                    });
+                    return Admission::Ended;
+                }
+                Step::Refuse => {
+                    self.refuse(w, super::turn_end::failed(shutting_down())).await;
+                    return Admission::Ended;
+                }
+                Step::Wait => return Admission::Wait(w),
+                Step::AskYield => {
+                    yields = self.yields_to(&w.entry.id);
+                    admitting.took(Outcome::Yields(yields.is_some()));
+                }
+                Step::Yield => return Admission::Yield(w, yields.take().expect("the model it yields to")),
+                Step::Probe => admitting.took(Outcome::Seated(self.seat(&w).is_some())),
+                Step::Announce => {
+                    w.started = true;
+                    self.emit(WardenEvent::TurnStarted { seq: w.seq });
+                }
+                Step::Begin => self.begin_turn(&w.entry.id, w.request.options, &mut w.out).await,
+                Step::Load => {
+                    let patience = Patience {
+                        since: w.arrived,
+                        at_most: w.request.wait_at_most,
+                    };
+                    let loaded = match self.load_for_turn(&w.entry, &mut w.out, patience).await {
+                        Ok(Loading::Ready) => Came::Ready,
+                        Ok(Loading::Waits) => Came::Waits,
+                        Err(e) => {
+                            load_failed = Some(e);
+                            Came::Failed
+                        }
+                    };
+                    admitting.took(Outcome::Loaded(loaded));
+                }
+                Step::Fail => {
+                    let e = load_failed.take().expect("the load's error");
+                    self.refuse(w, super::turn_end::failed(e)).await;
+                    return Admission::Ended;
+                }
+                Step::CountResumed => {
+                    if let Some(carry) = w.carry.as_deref_mut() {
+                        self.count_resumed(&mut w.request, carry, &w.entry.id, w.seq).await;
+                    }
+                }
+                Step::Seat => {
+                    seated = self.seat(&w);
+                    admitting.took(Outcome::Seated(seated.is_some()));
+                }
+                Step::Generate => {
+                    let seat = seated.take().expect("the seat it takes");
+                    return self.admit_generation(w, seat).await.map_or(Admission::Ended, Admission::Started);
+                }
+                Step::PassThrough => {
+                    return self.admit_pass_through(w).map_or(Admission::Ended, Admission::Started);
+                }
             }
-            if generating && self.seat(&w).is_none() {
-                return Admission::Wait(w);
-            }
         }
-        if !w.started {
-            w.started = true;
-            self.emit(WardenEvent::TurnStarted { seq: w.seq });
-        }
-        // A turn whose model's load waits for room took its start when the
-        // wait began: its sample and announcements are not repeated at
-        // each wake.
-        if generating && !self.waits_for_room(&w.entry.id) {
-            self.begin_turn(&w.entry.id, w.request.options, &mut w.out).await;
-            if self.intake.brake_held() {
-                // Its start sample held a brake action for the running turns.
-                return Admission::Wait(w);
-            }
-        }
-        let patience = Patience {
-            since: w.arrived,
-            at_most: w.request.wait_at_most,
-        };
-        match self.load_for_turn(&w.entry, &mut w.out, patience).await {
-            Ok(Loading::Ready) => {}
-            Ok(Loading::Waits) => return Admission::Wait(w),
-            Err(e) => {
-                self.refuse(w, super::turn_end::failed(e)).await;
-                return Admission::Ended;
-            }
-        }
-        if let Some(carry) = w.carry.as_deref_mut() {
-            self.count_resumed(&mut w.request, carry, &w.entry.id, w.seq).await;
-        }
-        let job = if generating {
-            match self.seat(&w) {
-                Some(seat) => self.admit_generation(w, seat).await,
-                None => return Admission::Wait(w),
-            }
-        } else {
-            self.admit_pass_through(w)
-        };
-        match job {
-            Some(job) => Admission::Started(job),
-            None => Admission::Ended,
+        unreachable!("an admission ends in a verdict")
+    }
+
+    /// The engine's view, for the admission's order, of `w`.
+    fn admission_view(&self, w: &Waiting) -> View {
+        View {
+            client_gone: w.out.is_closed(),
+            shut_down: self.shut_down,
+            brake_held: self.intake.brake_held(),
+            running: self.intake.running() > 0,
+            serves: self.child.holds(&w.entry.id) && self.child.get().is_none_or(|c| c.process.exit().is_none()),
+            waits_for_room: self.waits_for_room(&w.entry.id),
         }
     }
 
