@@ -779,8 +779,6 @@ impl World {
                     for t in running {
                         self.turn_end(m, t, Some(code))?;
                     }
-                    // What was held for its turns is carried out now (on no child).
-                    self.take_held(m)?;
                 }
             }
             Outside::Pressure => self.pressure()?,
@@ -1568,7 +1566,11 @@ impl World {
                     // Its slots go with it.
                     e.pool = Slots::new(1);
                 }
-                Leave::Forget { .. } => e.brake.child_gone(),
+                Leave::Forget { .. } => {
+                    e.brake.child_gone();
+                    // A brake action held for its turns goes with it.
+                    e.intake.forget_brake();
+                }
                 Leave::Publish => {}
                 Leave::Said => self.say(format!("m{m} {why}")),
             }
@@ -1668,6 +1670,8 @@ impl World {
         e.kv.lose_all(&mut e.pool);
         e.pool = Slots::new(1);
         e.brake.child_gone();
+        // As `take_dead_child`: a brake action held for its turns goes with it.
+        e.intake.forget_brake();
     }
 
     fn end(&mut self, t: usize, how: End) -> Verdict {
@@ -1722,6 +1726,11 @@ impl World {
                     "m{m}'s intake counts {} running turns, {} run",
                     e.intake.running(),
                     e.running.len()
+                ));
+            }
+            if e.intake.brake_held() && e.child != Child::Up {
+                return Err(format!(
+                    "m{m}'s brake action is held for a child that is gone: it outlived its child"
                 ));
             }
             if e.intake.brake_held() && e.running.is_empty() {
