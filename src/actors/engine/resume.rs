@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::carry::{Carry, Pause};
 use super::core::EngineCore;
 use super::intake::Pending;
-use super::waiting::Waiting;
+use super::waiting::{Read, Waiting};
 use super::relay::Running;
 use crate::error::GenerationError;
 use crate::law::crash::EngineCode;
@@ -120,8 +120,11 @@ impl EngineCore {
             carry,
             ..
         } = turn;
+        let request = request.expect("a resumable turn kept its request");
         self.intake.push_front(Pending::Turn(Box::new(Waiting {
-            request: request.expect("a resumable turn kept its request"),
+            // Read again: a continuation rewrote its body.
+            read: Read::of(&request.body),
+            request,
             entry,
             out,
             seq,
@@ -138,17 +141,26 @@ impl EngineCore {
     /// child's tokenizer, as its prompt will read them), and the resume is
     /// said (event, metrics, dashboard). Once per death: a turn sent back to
     /// wait for its seat is not counted again.
-    pub(crate) async fn count_resumed(&mut self, request: &mut TurnRequest, carry: &mut Carry, model: &str, seq: u64) {
+    pub(crate) async fn count_resumed(
+        &mut self,
+        request: &mut TurnRequest,
+        read: &mut Read,
+        carry: &mut Carry,
+        model: &str,
+        seq: u64,
+    ) {
         let Some(pause) = carry.pause.as_ref().filter(|_| carry.produced.is_none()) else {
             return;
         };
         let mut produced = 0;
         if carry.continuing {
             produced = self.count_tokens(&carry.transcript.text).await.unwrap_or(u64::from(carry.transcript.sent));
-            if let Some(bound) = crate::law::request::requested_bound(&request.body) {
+            if let Some(bound) = read.bound {
                 // At least one: the child reads 0 as no bound at all.
                 let rest = u64::from(bound).saturating_sub(produced).max(1);
                 crate::law::request::set_bound(&mut request.body, request.route.bound_field(), rest);
+                // rest <= max(bound, 1): a u32.
+                read.bound = Some(rest as u32);
             }
         }
         self.emit(WardenEvent::TurnResumed {

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use super::admission::{self, Admitting, Came, Outcome, Step, View};
 use super::core::EngineCore;
 use super::intake::Pending;
-use super::waiting::{Live, Waiting};
+use super::waiting::{Live, Read, Waiting};
 use super::load::Loading;
 use super::peers::Patience;
 use super::outbox::Outbox;
@@ -41,7 +41,6 @@ use crate::law::splice::Splice;
 use crate::catalog::ModelEntry;
 use crate::error::WardenError;
 use crate::law::brake::Point;
-use crate::law::slots;
 use crate::messages::{Generate, Notice, TurnEvent, TurnOptions};
 use crate::status::{TurnOutcome, WardenEvent};
 
@@ -81,6 +80,7 @@ impl EngineCore {
             home,
         } = msg;
         let out = Outbox::new(events, self.cfg().client_stall_timeout).homed(home);
+        let read = Read::of(&request.body);
         self.intake.push(Pending::Turn(Box::new(Waiting {
             request,
             entry,
@@ -90,6 +90,7 @@ impl EngineCore {
             ticket,
             started: false,
             carry: None,
+            read,
         })));
         self.settle().await;
     }
@@ -241,7 +242,7 @@ impl EngineCore {
                 }
                 Step::CountResumed => {
                     if let Some(carry) = w.carry.as_deref_mut() {
-                        self.count_resumed(&mut w.request, carry, &w.entry.id, w.seq).await;
+                        self.count_resumed(&mut w.request, &mut w.read, carry, &w.entry.id, w.seq).await;
                     }
                 }
                 Step::Seat => {
@@ -278,13 +279,13 @@ impl EngineCore {
     fn seat(&self, w: &Waiting) -> Option<Seated> {
         let c = self.child.get()?;
         let owner = self.owner(w);
-        let text = request_text(&w.request.body);
-        let prompt = prompt_estimate(&w.request.body);
+        let text = w.read.text.clone();
+        let prompt = w.read.prompt;
         let ask = Ask {
             owner: owner.as_deref(),
             text: text.as_deref(),
             prompt,
-            requested: crate::law::request::requested_bound(&w.request.body),
+            requested: w.read.bound,
         };
         let window = c.working_window().unwrap_or(crate::law::request::UNKNOWN_WINDOW_BOUND);
         let seat = seating::seat(&c.slots, window, ask, self.kv.moving(c), tokio::time::Instant::now())?;
@@ -327,10 +328,11 @@ impl EngineCore {
             seq,
             ticket,
             carry,
+            read,
             ..
         } = w;
         let mut body = std::mem::take(&mut request.body);
-        let requested = crate::law::request::requested_bound(&body);
+        let requested = read.bound;
         crate::law::request::set_bound(&mut body, request.route.bound_field(), u64::from(seat.bound));
         self.backend.adapt_request(&mut body, &entry);
         body.insert("stream".into(), serde_json::Value::Bool(request.stream));
@@ -390,7 +392,7 @@ impl EngineCore {
     fn admit_pass_through(&mut self, w: Waiting) -> Option<RelayJob> {
         let bytes = to_bytes(&w.request.body);
         if let Some(c) = self.child.get_mut() {
-            let asked = u64::from(crate::law::request::requested_bound(&w.request.body).unwrap_or(0));
+            let asked = u64::from(w.read.bound.unwrap_or(0));
             c.engine
                 .note_request((bytes.len() as u64 / 4 + asked).min(u32::MAX as u64) as u32);
         }
@@ -472,26 +474,6 @@ impl EngineCore {
     pub(crate) async fn announce(&self, n: Notice, events: &mut Outbox) -> bool {
         self.emit(WardenEvent::Notice { notice: n.clone() });
         events.send(TurnEvent::Notice(n)).await.is_ok()
-    }
-}
-
-/// About how many tokens a request's prompt is (`slots::estimate_tokens`
-/// over its JSON); the child's own count replaces it at the turn's end.
-fn prompt_estimate(body: &serde_json::Map<String, serde_json::Value>) -> u32 {
-    let text = serde_json::to_string(body).expect("a JSON map serializes");
-    slots::estimate_tokens(&text)
-}
-
-/// What a request's prompt begins with, as text: its messages (chat), or
-/// its prompt (a raw completion or infill). Two requests whose texts begin
-/// alike begin alike in tokens too (the same template renders the same
-/// messages the same way).
-fn request_text(body: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
-    match (body.get("messages"), body.get("prompt")) {
-        (Some(m), _) => serde_json::to_string(m).ok(),
-        (None, Some(serde_json::Value::String(p))) => Some(p.clone()),
-        (None, Some(p)) => serde_json::to_string(p).ok(),
-        (None, None) => None,
     }
 }
 

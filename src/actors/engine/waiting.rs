@@ -50,6 +50,46 @@ pub struct Waiting {
     /// A turn whose child died under it: what it carries to the next
     /// (`resume`); `None` for a new turn.
     pub carry: Option<Box<super::carry::Carry>>,
+    /// What the engine reads of its body, read once (`Read::of`).
+    pub read: Read,
+}
+
+/// What the engine reads of a turn's body: read once, when the turn
+/// reaches the engine, and again only where the engine itself rewrites the
+/// body (a continuation after its child died, a resumed turn's bound), so
+/// the body is never decoded twice for the same facts (each admission's
+/// seat asks for them, at every wake of a waiting turn).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Read {
+    /// The answer bound it asked for (`law::request::requested_bound`).
+    pub bound: Option<u32>,
+    /// What its prompt begins with, as text: its messages (chat) or its
+    /// prompt (a raw completion or infill). Two requests whose texts begin
+    /// alike begin alike in tokens too (the same template renders the same
+    /// messages the same way).
+    pub text: Option<String>,
+    /// About how many tokens its prompt is (`slots::estimate_tokens` over
+    /// the body's JSON); the child's own count replaces it at the turn's end.
+    pub prompt: u32,
+}
+
+impl Read {
+    /// What the engine reads of `body`.
+    pub fn of(body: &serde_json::Map<String, serde_json::Value>) -> Self {
+        use serde_json::Value;
+        let text = match (body.get("messages"), body.get("prompt")) {
+            (Some(m), _) => serde_json::to_string(m).ok(),
+            (None, Some(Value::String(p))) => Some(p.clone()),
+            (None, Some(p)) => serde_json::to_string(p).ok(),
+            (None, None) => None,
+        };
+        let json = serde_json::to_string(body).expect("a JSON map serializes");
+        Self {
+            bound: crate::law::request::requested_bound(body),
+            text,
+            prompt: crate::law::slots::estimate_tokens(&json),
+        }
+    }
 }
 
 /// `Load`, waiting to be carried out and answered.
@@ -63,4 +103,33 @@ pub struct LoadAsk {
     pub arrived: tokio::time::Instant,
     /// Where the answer goes.
     pub reply: oneshot::Sender<Result<EngineStatus, WardenError>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Read;
+    use serde_json::json;
+
+    /// What the engine reads of each kind of body, once.
+    #[test]
+    fn a_body_is_read_for_its_bound_its_text_and_its_size() {
+        let rows = [
+            (
+                json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 40, "n_predict": 30}),
+                Some(30),
+                Some(r#"[{"content":"hi","role":"user"}]"#.to_string()),
+            ),
+            (json!({"prompt": "Once upon", "max_tokens": 8}), Some(8), Some("Once upon".to_string())),
+            (json!({"prompt": [1, 2, 3]}), None, Some("[1,2,3]".to_string())),
+            (json!({"input": "no prompt here"}), None, None),
+        ];
+        for (body, bound, text) in rows {
+            let map = body.as_object().unwrap();
+            let read = Read::of(map);
+            assert_eq!((read.bound, read.text.clone()), (bound, text), "{body}");
+            let json = serde_json::to_string(map).unwrap();
+            assert_eq!(read.prompt, crate::law::slots::estimate_tokens(&json), "{body}");
+            assert!(read.prompt > 0, "{body}");
+        }
+    }
 }
