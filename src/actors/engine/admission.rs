@@ -27,6 +27,8 @@
 //!    or waits when the seat went meanwhile; any other route passes
 //!    through (`PassThrough`).
 
+use super::walk::walk;
+
 /// The turn, as its admission reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Turn {
@@ -149,11 +151,9 @@ impl Admitting {
     /// (`Skip`, `Refuse`, `Wait`, `Yield`, `Fail`, `Generate`,
     /// `PassThrough`).
     pub(crate) fn next(&mut self, now: View) -> Option<Step> {
-        if let Some(v) = self.verdict.take() {
-            return Some(v);
-        }
-        loop {
-            let (step, then) = match self.at {
+        let turn = self.turn;
+        walk(&mut self.at, &mut self.verdict, |at| {
+            Some(match at {
                 At::Door if now.client_gone => (Some(Step::Skip), At::Over),
                 At::Door if now.shut_down => (Some(Step::Refuse), At::Over),
                 At::Door => (None, At::Brake),
@@ -165,24 +165,20 @@ impl Admitting {
                     (Some(Step::Wait), At::Over)
                 }
                 At::Beside if now.running && !now.serves => (Some(Step::Wait), At::Over),
-                At::Beside if now.running && self.turn.generates => (Some(Step::Probe), At::Probed),
+                At::Beside if now.running && turn.generates => (Some(Step::Probe), At::Probed),
                 At::Beside => (None, At::Announcing),
-                At::Announcing => (Some(Step::Announce).filter(|_| !self.turn.announced), At::Beginning),
-                At::Beginning if self.turn.generates && !now.waits_for_room => (Some(Step::Begin), At::Begun),
+                At::Announcing => (Some(Step::Announce).filter(|_| !turn.announced), At::Beginning),
+                At::Beginning if turn.generates && !now.waits_for_room => (Some(Step::Begin), At::Begun),
                 At::Beginning => (None, At::Loading),
                 At::Begun if now.brake_held && !broken(Broken::BrakeIgnored) => (Some(Step::Wait), At::Over),
                 At::Begun => (None, At::Loading),
                 At::Loading => (Some(Step::Load), At::Loaded),
-                At::Counting => (Some(Step::CountResumed).filter(|_| self.turn.resumed), At::Seating),
-                At::Seating if self.turn.generates => (Some(Step::Seat), At::Sat),
+                At::Counting => (Some(Step::CountResumed).filter(|_| turn.resumed), At::Seating),
+                At::Seating if turn.generates => (Some(Step::Seat), At::Sat),
                 At::Seating => (Some(Step::PassThrough), At::Over),
                 At::Over => return None,
-            };
-            self.at = then;
-            if step.is_some() {
-                return step;
-            }
-        }
+            })
+        })
     }
 
     /// What an asking step came to.

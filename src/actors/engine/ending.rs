@@ -29,6 +29,8 @@
 //! 7. `Unload` for a keep-alive of 0, only once a child is live and
 //!    nothing else runs or waits.
 
+use super::walk::walk;
+
 /// What the relay came to, as the end's order reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Came {
@@ -151,10 +153,11 @@ impl Ending {
 
     /// The next step, reading `now`; `None` once the end is over.
     pub(crate) fn next(&mut self, now: View) -> Option<Step> {
-        loop {
-            let (step, then) = match self.at {
+        let turn = self.turn;
+        walk(&mut self.at, &mut None, |at| {
+            Some(match at {
                 At::Ending => (Some(Step::Ended), At::Judging),
-                At::Judging => match self.turn.came {
+                At::Judging => match turn.came {
                     Came::Relayed => (None, At::Freeing),
                     Came::Failed => (None, At::Resuming),
                     Came::Trouble if now.on_its_child => (Some(Step::Judge), At::Resuming),
@@ -168,35 +171,31 @@ impl Ending {
                 }
                 At::Requeuing => (Some(Step::Requeue), At::Over),
                 At::Freeing => (
-                    Some(Step::Free).filter(|_| self.turn.generates && now.on_its_child),
+                    Some(Step::Free).filter(|_| turn.generates && now.on_its_child),
                     At::Holding,
                 ),
                 At::Holding => (
-                    Some(Step::Hold).filter(|_| self.turn.keep_alive && self.turn.holds_model && now.serves),
+                    Some(Step::Hold).filter(|_| turn.keep_alive && turn.holds_model && now.serves),
                     At::Sampling,
                 ),
                 At::Sampling => (
-                    Some(Step::Brake).filter(|_| self.turn.generates && now.serves),
+                    Some(Step::Brake).filter(|_| turn.generates && now.serves),
                     At::Counting,
                 ),
                 At::Counting => (Some(Step::Count), At::Noticing),
-                At::Noticing => (Some(Step::Notice).filter(|_| self.turn.stateful), At::Finishing),
+                At::Noticing => (Some(Step::Notice).filter(|_| turn.stateful), At::Finishing),
                 At::Finishing => (Some(Step::Finish), At::Saying),
                 At::Saying => (Some(Step::Said), At::Unloading),
                 At::Unloading => {
-                    let unload = self.turn.unload_after
-                        && self.turn.holds_model
+                    let unload = turn.unload_after
+                        && turn.holds_model
                         && now.live
                         && (now.idle || broken(Broken::UnloadBusy));
                     (Some(Step::Unload).filter(|_| unload), At::Over)
                 }
                 At::Over => return None,
-            };
-            self.at = then;
-            if step.is_some() {
-                return step;
-            }
-        }
+            })
+        })
     }
 
     /// What a step came to.

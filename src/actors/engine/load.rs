@@ -1,10 +1,12 @@
 //! Loading: the model's header check, the plan (over RPC workers too), the
-//! spawn (`spawn`), `/props`, the post-load check. Part of `EngineCore`;
-//! runs inside an atomic handler.
+//! room among the residents, the spawn (`spawn`), `/props`, the post-load
+//! check, carried out in the order the machine `loading::Loading` keeps (no
+//! I/O there). Part of `EngineCore`; runs inside an atomic handler.
 
 use std::sync::Arc;
 
 use super::core::{EngineCore, LiveChild};
+use super::loading::{self, Outcome, Roomed, Spawned, Step};
 use super::outbox::Outbox;
 use super::peers::{Patience, Room};
 use crate::catalog::{ModelEntry, ModelFormat};
@@ -30,126 +32,198 @@ pub(crate) enum Loading {
 
 impl EngineCore {
     /// Makes `entry` the loaded model: reuses a live child of it, replaces a
-    /// dead one or another model's, or loads it fresh. `events`, when given,
-    /// receives the `loading` notice before a spawn and `loaded` after it;
-    /// `patience` bounds how long it waits for another model's memory.
+    /// dead one or another model's, or loads it fresh, in the order the
+    /// machine `loading::Loading` keeps (each step carried out here).
+    /// `events`, when given, receives the `loading` notice before a spawn
+    /// and `loaded` after it; `patience` bounds how long it waits for
+    /// another model's memory.
     pub(crate) async fn ensure_loaded(
         &mut self,
         entry: &Arc<ModelEntry>,
         events: Option<&mut Outbox>,
         patience: Patience,
     ) -> Result<Loading, ModelLoadError> {
-        // Died while idle: recorded, then loaded again below.
-        self.take_dead_child();
-        self.retire_if_worker_lost().await;
-        if self.child.holds(&entry.id) {
-            return Ok(Loading::Ready);
-        }
-        if self.child.is_live() {
-            self.retire(super::leaving::Retire::Switch).await;
-        }
-        self.usage.switching_to(&entry.id);
-        self.load(entry.clone(), events, patience).await
-    }
-
-    /// Loads `entry` with no child running.
-    async fn load(
-        &mut self,
-        entry: Arc<ModelEntry>,
-        events: Option<&mut Outbox>,
-        patience: Patience,
-    ) -> Result<Loading, ModelLoadError> {
-        if !self.backend.accepts(entry.format) {
-            let e = ModelLoadError::WrongFormat {
-                id: entry.id.clone(),
-                format: match entry.format {
-                    ModelFormat::Gguf => "GGUF",
-                    ModelFormat::Mlx => "MLX",
-                },
-                engine: self.backend.kind().tag(),
-            };
-            return Err(self.load_failed(&entry.id, e));
-        }
-        // The unload's carry, else the window memory, seeds this spawn: its
-        // cap folds into the window.
-        let seed = self.brake.seed(&entry.id, self.sensor.now_ms());
-        // A load waiting for room planned as it began to wait; a wake
-        // reuses that plan.
-        let planned = self
-            .room
-            .as_mut()
-            .filter(|r| r.model == entry.id)
-            .and_then(|r| r.alone.take());
-        // Beside other residents: room first (evictions, or a wait for a
-        // turn's end), then a window sized beside what stays (`room`); the
-        // plan alone stands when nothing stays (one reading of the machine).
-        let alone = match planned {
-            Some(p) => p,
-            None => {
-                // A file refused before any spawn (not a GGUF, truncated)
-                // is a failed load like any other: published and logged.
-                let facts = match self.read_facts(&entry).await {
-                    Ok(f) => f,
-                    Err(e) => return Err(self.load_failed(&entry.id, e)),
-                };
-                self.backend.plan(&self.cfg(), entry.clone(), facts, seed.cap, 0)
-            }
-        };
-        let facts = alone.facts.clone();
         let mut events = events;
-        let plan = match self.make_room(&alone, patience, events.as_deref()).await {
-            Ok(Room::Made(0)) => alone,
-            Ok(Room::Made(beside)) => self.backend.plan(&self.cfg(), entry.clone(), facts, seed.cap, beside),
-            Ok(Room::Waits) => {
-                if let Some(r) = self.room.as_mut() {
-                    r.alone = Some(alone);
+        let mut loading = loading::Loading::new();
+        // What the steps found, for the steps after them.
+        let mut alone: Option<SpawnPlan> = None;
+        let mut beside = 0;
+        let mut seed = None;
+        let mut facts = None;
+        let mut plan: Option<SpawnPlan> = None;
+        let mut failed: Option<ModelLoadError> = None;
+        let mut spawned: Option<Result<LiveChild, ModelLoadError>> = None;
+        let mut started = tokio::time::Instant::now();
+        loop {
+            let view = loading::View {
+                holds: self.child.holds(&entry.id),
+                live: self.child.is_live(),
+                accepts: self.backend.accepts(entry.format),
+                planned: self.room.as_ref().is_some_and(|r| r.model == entry.id && r.alone.is_some()),
+            };
+            let Some(step) = loading.next(view) else {
+                unreachable!("a load ends in a verdict")
+            };
+            match step {
+                Step::Recover => {
+                    // Died while idle: recorded, then loaded again below.
+                    self.take_dead_child();
+                    self.retire_if_worker_lost().await;
                 }
-                return Ok(Loading::Waits);
+                Step::Reuse => return Ok(Loading::Ready),
+                Step::Retire => {
+                    self.retire(super::leaving::Retire::Switch).await;
+                }
+                Step::Switch => self.usage.switching_to(&entry.id),
+                Step::Refuse => {
+                    let e = ModelLoadError::WrongFormat {
+                        id: entry.id.clone(),
+                        format: match entry.format {
+                            ModelFormat::Gguf => "GGUF",
+                            ModelFormat::Mlx => "MLX",
+                        },
+                        engine: self.backend.kind().tag(),
+                    };
+                    return Err(self.load_failed(&entry.id, e));
+                }
+                // The unload's carry, else the window memory, seeds this
+                // spawn: its cap folds into the window.
+                Step::Seed => seed = Some(self.brake.seed(&entry.id, self.sensor.now_ms())),
+                // A load waiting for room planned as it began to wait; its
+                // wake reuses that plan.
+                Step::Wake => alone = self.room.as_mut().and_then(|r| r.alone.take()),
+                Step::Facts => {
+                    // A file refused before any spawn (not a GGUF,
+                    // truncated) is a failed load like any other.
+                    let read = match self.read_facts(entry).await {
+                        Ok(f) => {
+                            facts = Some(f);
+                            true
+                        }
+                        Err(e) => {
+                            failed = Some(e);
+                            false
+                        }
+                    };
+                    loading.took(Outcome::Read(read));
+                }
+                Step::Plan => {
+                    let cap = seed.as_ref().and_then(|s| s.cap);
+                    alone = Some(self.backend.plan(&self.cfg(), entry.clone(), facts.take().flatten(), cap, 0));
+                }
+                Step::Room => {
+                    let a = alone.as_ref().expect("a plan before room is asked");
+                    let roomed = match self.make_room(a, patience, events.as_deref()).await {
+                        Ok(Room::Made(0)) => {
+                            plan = alone.take();
+                            Roomed::Made { beside: false }
+                        }
+                        Ok(Room::Made(n)) => {
+                            beside = n;
+                            Roomed::Made { beside: true }
+                        }
+                        Ok(Room::Waits) => Roomed::Waits,
+                        Err(e) => {
+                            failed = Some(e);
+                            Roomed::Failed
+                        }
+                    };
+                    loading.took(Outcome::Roomed(roomed));
+                }
+                // A window sized beside what stays.
+                Step::Replan => {
+                    let a = alone.take().expect("the plan alone");
+                    let cap = seed.as_ref().and_then(|s| s.cap);
+                    plan = Some(self.backend.plan(&self.cfg(), entry.clone(), a.facts.clone(), cap, beside));
+                }
+                Step::Keep => {
+                    if let Some(r) = self.room.as_mut() {
+                        r.alone = alone.take();
+                    }
+                    return Ok(Loading::Waits);
+                }
+                Step::Workers => {
+                    let p = plan.take().expect("a plan before the workers");
+                    let read = match self.plan_over_workers(p, events.as_deref_mut()).await {
+                        Ok(p) => {
+                            plan = Some(p);
+                            true
+                        }
+                        Err(e) => {
+                            failed = Some(e);
+                            false
+                        }
+                    };
+                    loading.took(Outcome::Read(read));
+                }
+                Step::Announce => {
+                    let p = plan.as_ref().expect("the plan it announces");
+                    self.log_plan(p);
+                    if let Some(out) = events.as_deref_mut() {
+                        // A refusal is seen by the relay, which checks the outbox again.
+                        let _ = out
+                            .send(TurnEvent::Notice(Notice::Loading {
+                                model: entry.id.clone(),
+                            }))
+                            .await;
+                    }
+                }
+                Step::Spawn | Step::Retry => {
+                    let p = if step == Step::Spawn {
+                        started = tokio::time::Instant::now();
+                        self.enter(super::core::Activity::Loading);
+                        plan.clone().expect("the plan it spawns")
+                    } else {
+                        plan.take().expect("the floor's plan")
+                    };
+                    let result = self.spawn_ready(p.clone(), self.cfg().load_timeout, false).await;
+                    let came = match &result {
+                        Ok(_) => Spawned::Ready,
+                        Err(ModelLoadError::Exited { raw, .. }) if step == Step::Spawn => {
+                            match self.backend.retry_at_floor(&p, raw, &self.cfg()) {
+                                Some(retry) => {
+                                    plan = Some(retry);
+                                    Spawned::Retryable
+                                }
+                                None => Spawned::Failed,
+                            }
+                        }
+                        Err(_) => Spawned::Failed,
+                    };
+                    match result {
+                        Ok(child) => spawned = Some(Ok(child)),
+                        Err(e) => failed = Some(e),
+                    }
+                    loading.took(Outcome::Spawned(came));
+                }
+                Step::Install => {
+                    let Some(Ok(child)) = spawned.take() else {
+                        unreachable!("a child is installed once spawned")
+                    };
+                    let seed = seed.take().expect("the seed of the spawn");
+                    if seed.seeded {
+                        tracing::info!(model = %entry.id, cap = seed.cap, "reloaded with the memory brake's cap (the unload's episode continues)");
+                    }
+                    self.brake.started(seed);
+                    let load_ms = started.elapsed().as_millis() as u64;
+                    self.usage.loaded(load_ms);
+                    self.thrash_check(&entry.id, load_ms);
+                    self.install(child);
+                    if let Some(out) = events {
+                        let _ = out
+                            .send(TurnEvent::Notice(Notice::Loaded {
+                                model: entry.id.clone(),
+                                load_ms,
+                            }))
+                            .await;
+                    }
+                    return Ok(Loading::Ready);
+                }
+                Step::Fail => {
+                    let e = failed.take().expect("the load's error");
+                    return Err(self.load_failed(&entry.id, e));
+                }
             }
-            Err(e) => return Err(self.load_failed(&entry.id, e)),
-        };
-        let plan = match self.plan_over_workers(plan, events.as_deref_mut()).await {
-            Ok(p) => p,
-            Err(e) => return Err(self.load_failed(&entry.id, e)),
-        };
-        self.log_plan(&plan);
-        if let Some(out) = events.as_deref_mut() {
-            // A refusal is seen by the relay, which checks the outbox again.
-            let _ = out
-                .send(TurnEvent::Notice(Notice::Loading {
-                    model: entry.id.clone(),
-                }))
-                .await;
-        }
-        let started = tokio::time::Instant::now();
-        self.enter(super::core::Activity::Loading);
-        let mut result = self.spawn_ready(plan.clone(), self.cfg().load_timeout, false).await;
-        if let Err(ModelLoadError::Exited { raw, .. }) = &result
-            && let Some(retry) = self.backend.retry_at_floor(&plan, raw, &self.cfg())
-        {
-            result = self.spawn_ready(retry, self.cfg().load_timeout, false).await;
-        }
-        match result {
-            Ok(child) => {
-                if seed.seeded {
-                    tracing::info!(model = %entry.id, cap = seed.cap, "reloaded with the memory brake's cap (the unload's episode continues)");
-                }
-                self.brake.started(seed);
-                let load_ms = started.elapsed().as_millis() as u64;
-                self.usage.loaded(load_ms);
-                self.thrash_check(&entry.id, load_ms);
-                self.install(child);
-                if let Some(out) = events {
-                    let _ = out
-                        .send(TurnEvent::Notice(Notice::Loaded {
-                            model: entry.id.clone(),
-                            load_ms,
-                        }))
-                        .await;
-                }
-                Ok(Loading::Ready)
-            }
-            Err(e) => Err(self.load_failed(&entry.id, e)),
         }
     }
 

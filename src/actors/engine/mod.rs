@@ -35,6 +35,7 @@
 //! | `kv::Kv` | the KV store and the status's view of it; each model's pool meter, what compaction moved and what left unsaved (`compact`) | `carry` (each step of the slots' protocol), `turn_counted` |
 //! | `moves::Moves` | the slots' protocol: every way a conversation leaves its slot or a slot changes hands, in order (no I/O: it asks `Step`s and takes `Outcome`s; the simulator runs it too) | the child's `SlotHeld`s, with `kv_check::counted` at a turn's end |
 //! | `admission::Admitting` | a turn's admission, in order: skipped or refused at the door, held back by a held brake action, the scheduler's yield, the wait beside running turns, the start, the start sample, the load, the seat (no I/O: it asks `Step`s, reading a `View`; the simulator runs it too) | `turn::admit` carries its steps out |
+//! | `loading::Loading` | a model's load, in order: a dead or lost child recovered, its own child reused or another's retired, the format, the brake's seed, the plan (or the one a wait for room kept), room among the residents, the workers, the spawn and one retry at the floor (no I/O) | `load::ensure_loaded` carries its steps out |
 //! | `ending::Ending` | a turn's end, in order: the relay's trouble judged or recalled, the law of resume asked, the slot freed, the keep-alive, the brake's sample, the count, the last events, a keep-alive 0 unload (no I/O: it asks `Step`s, reading a `View` of the engine; the simulator runs it too) | `turn_end` carries its steps out |
 //! | `leaving::Retire` | every way a child leaves, in order: saved, stopped, its brake state forgotten, published, said (`Retire::leaving`; no I/O; the simulator runs it too) | `retire` carries its steps out |
 //! | `spawning::Spawning` | a spawn's port retries: the next free port never one taken already, the last loss said (no I/O) | `spawn` |
@@ -80,6 +81,7 @@ mod kv;
 mod kv_check;
 pub(crate) mod leaving;
 mod load;
+pub(crate) mod loading;
 pub(crate) mod moves;
 pub(crate) mod outbox;
 mod peers;
@@ -99,6 +101,7 @@ mod state;
 mod supervise;
 mod turn;
 mod turn_end;
+mod walk;
 mod waiting;
 mod workers;
 
@@ -442,7 +445,7 @@ mod tests {
     #[test]
     fn the_owners_and_the_law_read_no_clock_and_do_no_io() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files: Vec<std::path::PathBuf> = ["intake", "brake_state", "state", "slots", "counts", "carry", "moves", "seating", "ending", "leaving", "spawning", "admission"]
+        let mut files: Vec<std::path::PathBuf> = ["intake", "brake_state", "state", "slots", "counts", "carry", "moves", "seating", "ending", "leaving", "spawning", "admission", "loading", "walk"]
             .iter()
             .map(|f| root.join("actors/engine").join(format!("{f}.rs")))
             .collect();
