@@ -57,6 +57,23 @@ pub mod kv_save;
 pub mod mlx;
 #[cfg(test)]
 pub mod mutant;
+
+/// Whether the simulator broke rule `$m` (a `mutant::Mutant`) on purpose:
+/// the one switch every rule it breaks is read through, `false` in every
+/// build but the tests' (where `law::mutant` lives).
+macro_rules! broken {
+    ($m:ident) => {{
+        #[cfg(test)]
+        {
+            $crate::law::mutant::is($crate::law::mutant::Mutant::$m)
+        }
+        #[cfg(not(test))]
+        {
+            false
+        }
+    }};
+}
+pub(crate) use broken;
 pub mod names;
 pub mod plan;
 pub mod prefix;

@@ -1,6 +1,7 @@
 //! Rules the deterministic simulator (`warden::arbiter_sim`) breaks on
 //! purpose, to show its invariants catch each one: a test build's switch,
-//! read at the one place each rule is kept. Nothing here exists outside
+//! read at the one place each rule is kept (through `law::broken!`, false
+//! in every other build). Nothing here exists outside
 //! `cfg(test)`.
 
 use std::cell::Cell;

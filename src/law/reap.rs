@@ -6,8 +6,7 @@ use std::time::Duration;
 
 /// Whether a loaded model idle for `idle_for` should be unloaded.
 pub fn should_reap(loaded: bool, busy: bool, idle_for: Duration, timeout: Duration) -> bool {
-    #[cfg(test)]
-    let busy = busy && !crate::law::mutant::is(crate::law::mutant::Mutant::ReapBusy);
+    let busy = busy && !crate::law::broken!(ReapBusy);
     loaded && !busy && idle_for > timeout
 }
 

@@ -239,10 +239,7 @@ pub fn admit(pool: Pool, slots: &[SlotView], slot: usize, prompt: u32, requested
         .filter(|(i, s)| *i != slot && !s.busy && s.tokens > 0)
         .collect();
     idle.sort_by_key(|(_, s)| s.used);
-    #[cfg(test)]
-    let idle_counted = !crate::law::mutant::is(crate::law::mutant::Mutant::PoolOvercommit);
-    #[cfg(not(test))]
-    let idle_counted = true;
+    let idle_counted = !crate::law::broken!(PoolOvercommit);
     let free = |idle_left: u64| {
         let idle_left = if idle_counted { idle_left } else { 0 };
         u64::from(w).saturating_sub(held_busy + idle_left + u64::from(prompt))

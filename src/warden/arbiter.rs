@@ -449,8 +449,7 @@ impl Arbiter {
 
     /// What a waiting load's wake depends on, beside `residents`.
     pub fn wake_key(&self, residents: Vec<Resident>) -> WakeKey {
-        #[cfg(test)]
-        if crate::law::mutant::is(crate::law::mutant::Mutant::LostWake) {
+        if crate::law::broken!(LostWake) {
             return (Vec::new(), self.key());
         }
         (residents, self.key())
@@ -504,8 +503,7 @@ pub fn reservation(new: &Newcomer, fit: Fit, budget_bytes: i64) -> u64 {
 /// Whether an engine refuses an eviction asked of it: a turn was routed to
 /// it since the decision (it would reload at once), or it is pinned.
 pub(crate) fn refuses_eviction(queued: usize, pinned: bool) -> bool {
-    #[cfg(test)]
-    if crate::law::mutant::is(crate::law::mutant::Mutant::EvictRefusalOff) {
+    if crate::law::broken!(EvictRefusalOff) {
         return pinned;
     }
     queued > 0 || pinned

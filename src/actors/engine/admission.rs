@@ -28,6 +28,7 @@
 //!    through (`PassThrough`).
 
 use super::walk::walk;
+use crate::law::broken;
 
 /// The turn, as its admission reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,7 +158,7 @@ impl Admitting {
                 At::Door if now.client_gone => (Some(Step::Skip), At::Over),
                 At::Door if now.shut_down => (Some(Step::Refuse), At::Over),
                 At::Door => (None, At::Brake),
-                At::Brake if now.brake_held && !broken(Broken::BrakeIgnored) => (Some(Step::Wait), At::Over),
+                At::Brake if now.brake_held && !broken!(BrakeIgnored) => (Some(Step::Wait), At::Over),
                 At::Brake => (None, At::Schedule),
                 At::Schedule => (Some(Step::AskYield), At::AskedYield),
                 At::AskedYield | At::Probed | At::Loaded | At::Sat => {
@@ -170,7 +171,7 @@ impl Admitting {
                 At::Announcing => (Some(Step::Announce).filter(|_| !turn.announced), At::Beginning),
                 At::Beginning if turn.generates && !now.waits_for_room => (Some(Step::Begin), At::Begun),
                 At::Beginning => (None, At::Loading),
-                At::Begun if now.brake_held && !broken(Broken::BrakeIgnored) => (Some(Step::Wait), At::Over),
+                At::Begun if now.brake_held && !broken!(BrakeIgnored) => (Some(Step::Wait), At::Over),
                 At::Begun => (None, At::Loading),
                 At::Loading => (Some(Step::Load), At::Loaded),
                 At::Counting => (Some(Step::CountResumed).filter(|_| turn.resumed), At::Seating),
@@ -204,29 +205,6 @@ impl Admitting {
     fn verdict(&mut self, step: Step) {
         self.at = At::Over;
         self.verdict = Some(step);
-    }
-}
-
-/// The simulator's mutant this machine keeps the switch of
-/// (`law::mutant`, test builds only).
-#[derive(Clone, Copy)]
-enum Broken {
-    BrakeIgnored,
-}
-
-/// Whether the simulator broke `b` on purpose (never outside tests).
-fn broken(b: Broken) -> bool {
-    #[cfg(test)]
-    {
-        use crate::law::mutant::{Mutant, is};
-        is(match b {
-            Broken::BrakeIgnored => Mutant::BrakeIgnored,
-        })
-    }
-    #[cfg(not(test))]
-    {
-        let _ = b;
-        false
     }
 }
 

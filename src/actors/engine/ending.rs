@@ -30,6 +30,7 @@
 //!    nothing else runs or waits.
 
 use super::walk::walk;
+use crate::law::broken;
 
 /// What the relay came to, as the end's order reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +164,7 @@ impl Ending {
                     Came::Trouble if now.on_its_child => (Some(Step::Judge), At::Resuming),
                     Came::Trouble => (Some(Step::Recall), At::Resuming),
                 },
-                At::Resuming if broken(Broken::ResumeSkipped) => (None, At::Freeing),
+                At::Resuming if broken!(ResumeSkipped) => (None, At::Freeing),
                 At::Resuming => (Some(Step::Resume), At::Verdict),
                 At::Verdict => {
                     debug_assert!(false, "a Resume step is answered before the next");
@@ -190,7 +191,7 @@ impl Ending {
                     let unload = turn.unload_after
                         && turn.holds_model
                         && now.live
-                        && (now.idle || broken(Broken::UnloadBusy));
+                        && (now.idle || broken!(UnloadBusy));
                     (Some(Step::Unload).filter(|_| unload), At::Over)
                 }
                 At::Over => return None,
@@ -205,31 +206,6 @@ impl Ending {
             (At::Verdict, Outcome::Resumed(false)) => self.at = At::Freeing,
             (at, o) => debug_assert!(false, "{o:?} answers no step at {at:?}"),
         }
-    }
-}
-
-/// The simulator's mutants this machine keeps the switch of
-/// (`law::mutant`, test builds only).
-#[derive(Clone, Copy)]
-enum Broken {
-    ResumeSkipped,
-    UnloadBusy,
-}
-
-/// Whether the simulator broke `b` on purpose (never outside tests).
-fn broken(b: Broken) -> bool {
-    #[cfg(test)]
-    {
-        use crate::law::mutant::{Mutant, is};
-        is(match b {
-            Broken::ResumeSkipped => Mutant::ResumeSkipped,
-            Broken::UnloadBusy => Mutant::UnloadBusy,
-        })
-    }
-    #[cfg(not(test))]
-    {
-        let _ = b;
-        false
     }
 }
 

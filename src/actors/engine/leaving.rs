@@ -68,8 +68,7 @@ impl Retire {
     /// and a save would hold it up); a hung child or one whose worker is gone
     /// cannot answer a save.
     pub(crate) fn saves_kv(self) -> Option<&'static str> {
-        #[cfg(test)]
-        if self == Self::Evicted && crate::law::mutant::is(crate::law::mutant::Mutant::EvictUnsaved) {
+        if self == Self::Evicted && crate::law::broken!(EvictUnsaved) {
             return None;
         }
         match self {
@@ -121,7 +120,8 @@ impl Retire {
     pub(crate) fn leaving(self, stop_grace: Duration) -> Vec<Leave> {
         let mut steps: Vec<Leave> = self.saves_kv().map(Leave::Save).into_iter().collect();
         let stop = Leave::Stop(self.grace(stop_grace));
-        if broken() {
+        // The simulator's mutant: stopped before saved.
+        if crate::law::broken!(SaveAfterStop) {
             steps.insert(0, stop);
         } else {
             steps.push(stop);
@@ -140,19 +140,6 @@ impl Retire {
             Leave::Publish,
             Leave::Said,
         ]
-    }
-}
-
-/// Whether the simulator broke the order on purpose (the child stopped
-/// before its conversations are saved; never outside tests).
-fn broken() -> bool {
-    #[cfg(test)]
-    {
-        crate::law::mutant::is(crate::law::mutant::Mutant::SaveAfterStop)
-    }
-    #[cfg(not(test))]
-    {
-        false
     }
 }
 

@@ -52,7 +52,7 @@ impl EngineCore {
         let mut facts = None;
         let mut plan: Option<SpawnPlan> = None;
         let mut failed: Option<ModelLoadError> = None;
-        let mut spawned: Option<Result<LiveChild, ModelLoadError>> = None;
+        let mut spawned: Option<LiveChild> = None;
         let mut started = tokio::time::Instant::now();
         loop {
             let view = loading::View {
@@ -95,17 +95,8 @@ impl EngineCore {
                 Step::Facts => {
                     // A file refused before any spawn (not a GGUF,
                     // truncated) is a failed load like any other.
-                    let read = match self.read_facts(entry).await {
-                        Ok(f) => {
-                            facts = Some(f);
-                            true
-                        }
-                        Err(e) => {
-                            failed = Some(e);
-                            false
-                        }
-                    };
-                    loading.took(Outcome::Read(read));
+                    facts = kept(self.read_facts(entry).await, &mut failed);
+                    loading.took(Outcome::Read(facts.is_some()));
                 }
                 Step::Plan => {
                     let cap = seed.as_ref().and_then(|s| s.cap);
@@ -144,17 +135,8 @@ impl EngineCore {
                 }
                 Step::Workers => {
                     let p = plan.take().expect("a plan before the workers");
-                    let read = match self.plan_over_workers(p, events.as_deref_mut()).await {
-                        Ok(p) => {
-                            plan = Some(p);
-                            true
-                        }
-                        Err(e) => {
-                            failed = Some(e);
-                            false
-                        }
-                    };
-                    loading.took(Outcome::Read(read));
+                    plan = kept(self.plan_over_workers(p, events.as_deref_mut()).await, &mut failed);
+                    loading.took(Outcome::Read(plan.is_some()));
                 }
                 Step::Announce => {
                     let p = plan.as_ref().expect("the plan it announces");
@@ -169,13 +151,11 @@ impl EngineCore {
                     }
                 }
                 Step::Spawn | Step::Retry => {
-                    let p = if step == Step::Spawn {
+                    if step == Step::Spawn {
                         started = tokio::time::Instant::now();
                         self.enter(super::core::Activity::Loading);
-                        plan.clone().expect("the plan it spawns")
-                    } else {
-                        plan.take().expect("the floor's plan")
-                    };
+                    }
+                    let p = plan.take().expect("the plan it spawns");
                     let result = self.spawn_ready(p.clone(), self.cfg().load_timeout, false).await;
                     let came = match &result {
                         Ok(_) => Spawned::Ready,
@@ -190,14 +170,11 @@ impl EngineCore {
                         }
                         Err(_) => Spawned::Failed,
                     };
-                    match result {
-                        Ok(child) => spawned = Some(Ok(child)),
-                        Err(e) => failed = Some(e),
-                    }
+                    spawned = kept(result, &mut failed);
                     loading.took(Outcome::Spawned(came));
                 }
                 Step::Install => {
-                    let Some(Ok(child)) = spawned.take() else {
+                    let Some(child) = spawned.take() else {
                         unreachable!("a child is installed once spawned")
                     };
                     let seed = seed.take().expect("the seed of the spawn");
@@ -305,4 +282,10 @@ impl EngineCore {
             }
         }
     }
+}
+
+/// `r`'s value; its error kept in `failed` for the `Fail` step the load's
+/// order asks next.
+fn kept<T>(r: Result<T, ModelLoadError>, failed: &mut Option<ModelLoadError>) -> Option<T> {
+    r.map_err(|e| *failed = Some(e)).ok()
 }

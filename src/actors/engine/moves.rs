@@ -37,6 +37,7 @@ use std::collections::VecDeque;
 
 use super::slots::{SlotHeld, Slots};
 use crate::law::compact::Weighed;
+use crate::law::broken;
 use crate::law::kv_save::{self, BeforeLeaving};
 
 /// Why a conversation leaves its slot, as the log says it.
@@ -283,7 +284,7 @@ impl Moves {
                 };
                 match found {
                     None => hold(slots, slot, Some(conversation), tokens, None),
-                    Some(f) if !kv_save::fits(f.tokens, self.window) && !broken(Broken::RestoreUnfit) => {
+                    Some(f) if !kv_save::fits(f.tokens, self.window) && !broken!(RestoreUnfit) => {
                         let why = Dropped::DoesNotFit {
                             tokens: f.tokens,
                             window: self.window,
@@ -371,7 +372,7 @@ impl Moves {
                     // Its turn is about to change it: a save ahead is stale.
                     held.on_disk = false;
                 } else if slots.get(slot).held.is_some() {
-                    if broken(Broken::ClaimUnsaved) {
+                    if broken!(ClaimUnsaved) {
                         slots.get_mut(slot).held = None;
                         self.restore(m, slots);
                     } else {
@@ -432,7 +433,7 @@ impl Moves {
     fn left(&mut self, m: Move, slot: usize, left: Left, held: Option<SlotHeld>, slots: &mut Slots) {
         let unsaved = |held: &Option<SlotHeld>| {
             held.clone()
-                .filter(|_| left == Left::Failed && !broken(Broken::UnsavedSilent))
+                .filter(|_| left == Left::Failed && !broken!(UnsavedSilent))
                 .map(|held| (Step::Unsaved { slot, held, why: why(&m) }, Wait::Said))
         };
         match m {
@@ -444,7 +445,7 @@ impl Moves {
             }
             Move::Compact { weighed, taken } => {
                 let Some(held) = held else { return };
-                if left != Left::Kept && !broken(Broken::CompactUnsaved) {
+                if left != Left::Kept && !broken!(CompactUnsaved) {
                     // Still in the pool: the slot keeps it, and its cells count.
                     slots.get_mut(slot).held = Some(held);
                     return;
@@ -510,35 +511,6 @@ impl Moves {
             ),
             conversation => hold(slots, slot, conversation, tokens, None),
         }
-    }
-}
-
-/// The simulator's mutants this machine keeps the switch of
-/// (`law::mutant`, test builds only).
-#[derive(Clone, Copy)]
-enum Broken {
-    ClaimUnsaved,
-    UnsavedSilent,
-    CompactUnsaved,
-    RestoreUnfit,
-}
-
-/// Whether the simulator broke `b` on purpose (never outside tests).
-fn broken(b: Broken) -> bool {
-    #[cfg(test)]
-    {
-        use crate::law::mutant::{Mutant, is};
-        is(match b {
-            Broken::ClaimUnsaved => Mutant::ClaimUnsaved,
-            Broken::UnsavedSilent => Mutant::UnsavedSilent,
-            Broken::CompactUnsaved => Mutant::CompactUnsaved,
-            Broken::RestoreUnfit => Mutant::RestoreUnfit,
-        })
-    }
-    #[cfg(not(test))]
-    {
-        let _ = b;
-        false
     }
 }
 

@@ -58,18 +58,13 @@ impl EngineCore {
     /// out here.
     pub async fn turn_relayed(&mut self, done: TurnRelayed) {
         let TurnRelayed { mut turn, end } = done;
-        let came = match &end {
-            RelayEnd::Relayed(_) => Came::Relayed,
-            RelayEnd::Failed(_) => Came::Failed,
-            RelayEnd::Broken | RelayEnd::Hung { .. } | RelayEnd::Lost(_) => Came::Trouble,
+        // What the relay came to; trouble is known once judged.
+        let (came, mut relayed, mut trouble) = match end {
+            RelayEnd::Relayed(r) => (Came::Relayed, Some(Ok(r)), None),
+            RelayEnd::Failed(e) => (Came::Failed, Some(Err(e)), None),
+            trouble => (Came::Trouble, None, Some(trouble)),
         };
         let mut ending = Ending::new(facts(came, turn.route, turn.keep_alive, turn.stateful));
-        // What the relay came to; trouble is known once judged.
-        let (mut relayed, mut trouble) = match end {
-            RelayEnd::Relayed(r) => (Some(Ok(r)), None),
-            RelayEnd::Failed(e) => (Some(Err(e)), None),
-            trouble => (None, Some(trouble)),
-        };
         while let Some(step) = ending.next(self.view_of(&turn)) {
             match step {
                 Step::Ended => self.turn_off_running(),

@@ -218,8 +218,7 @@ impl Action {
     /// (new turns wait meanwhile, the running ones end, bounded by their
     /// watchdogs); the rest act at once.
     pub fn waits_for(self, running: usize) -> bool {
-        #[cfg(test)]
-        if crate::law::mutant::is(crate::law::mutant::Mutant::BrakeCutsTurn) {
+        if crate::law::broken!(BrakeCutsTurn) {
             return false;
         }
         self.stops_the_child() && running > 0

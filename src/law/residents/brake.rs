@@ -124,10 +124,7 @@ pub fn brake_over(sample: &Sample, residents: &[Resident]) -> ResidentsBrake {
     let Some(me) = residents.iter().find(|r| r.model == sample.model) else {
         return ResidentsBrake::Nothing;
     };
-    #[cfg(test)]
-    let broken = crate::law::mutant::is(crate::law::mutant::Mutant::BrakeInFlight);
-    #[cfg(not(test))]
-    let broken = false;
+    let broken = crate::law::broken!(BrakeInFlight);
     if me.in_flight && !broken {
         return ResidentsBrake::Nothing;
     }

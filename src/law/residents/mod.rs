@@ -98,8 +98,7 @@ pub struct Resident {
 impl Resident {
     /// No turn in flight or queued, and not pinned: it may be evicted.
     pub fn idle(&self) -> bool {
-        #[cfg(test)]
-        if crate::law::mutant::is(crate::law::mutant::Mutant::BusyIdle) {
+        if crate::law::broken!(BusyIdle) {
             return !self.pinned;
         }
         !self.in_flight && self.queued == 0 && !self.pinned
