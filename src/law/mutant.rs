@@ -57,6 +57,13 @@ pub enum Mutant {
     /// A turn is admitted while a brake action waits for the running turns
     /// (`actors::engine::admission`).
     BrakeIgnored,
+    /// A brake respawn stops its child without saving its conversations
+    /// first (`actors::engine::braking`).
+    RespawnUnsaved,
+    /// The brake's unload retires the child before its controller is told,
+    /// so the carry it records is made of state the retirement dropped
+    /// (`braking`).
+    ToldAfterRetire,
 }
 
 thread_local! {

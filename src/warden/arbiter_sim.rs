@@ -89,6 +89,7 @@ use std::time::Duration;
 use super::arbiter::{Arbiter, LoadAsk, LoadStep, Seat, WakeKey, refuses_eviction};
 use crate::actors::engine::admission::{self, Admitting};
 use crate::actors::engine::brake_state::{Brake, Carried};
+use crate::actors::engine::braking::{self, Braking, Decision, Does};
 use crate::actors::engine::ending::{self, Came, View};
 use crate::actors::engine::intake::{HeldBrake, Intake, Pending, Plain};
 use crate::actors::engine::leaving::{Leave, Retire};
@@ -1422,8 +1423,8 @@ impl World {
     }
 
     /// A brake sample of `m`'s child at `point` (`brake_point`,
-    /// `llama_brake`): the law's decision, held for the running turns when
-    /// it stops the child, else carried out.
+    /// `llama_brake`): the law's decision, carried out (or held for the
+    /// running turns) in the engine's own order (`brake_act`).
     fn brake_sample(&mut self, m: usize, point: Point) -> Verdict {
         let now = self.now;
         let level = if now < self.critical_until {
@@ -1448,19 +1449,15 @@ impl World {
             pinned: false,
         };
         let decided = e.brake.llama_step(point, &readings, &facts);
-        let held = HeldBrake {
-            point,
-            readings,
-            facts,
-            decided,
-        };
-        if held.decided.action.waits_for(e.intake.running()) {
-            let running = e.intake.running();
-            e.intake.hold_brake(held);
-            self.say(format!("m{m}'s brake holds its action for {running} running turn(s)"));
-            return Ok(());
-        }
-        self.brake_act(m, held)
+        self.brake_act(
+            m,
+            HeldBrake {
+                point,
+                readings,
+                facts,
+                decided,
+            },
+        )
     }
 
     /// The held brake action of `m`, once none of its turns runs
@@ -1472,63 +1469,108 @@ impl World {
         }
     }
 
-    /// `carry_out_brake`: a respawn at the cap (failing now and then: the
-    /// model is gone as an unload's), the emergency unload, or a line;
-    /// the brake told what it came to.
+    /// `carry_out_brake`: the steps the engine's machine
+    /// (`braking::Braking`) asks, over this world: held for the running
+    /// turns, a respawn at the cap (failing now and then: the model is
+    /// gone as an unload's), the emergency unload, or a line; the brake
+    /// told what it came to.
     fn brake_act(&mut self, m: usize, held: HeldBrake) -> Verdict {
         let now = self.now;
         let name = self.engines[m].spec.name.clone();
         let fails = self.rng.chance(50);
-        let e = &mut self.engines[m];
-        let decided = held.decided;
-        if e.child != Child::Up {
-            e.brake.finish_llama(decided, Carried::Said, None, now);
-            return Ok(());
-        }
-        match decided.action {
-            Action::Shrink { cap } | Action::Grow { cap } => {
-                if !e.running.is_empty() {
-                    return Err(format!(
-                        "m{m}'s brake respawns its child with {} turns running",
-                        e.running.len()
-                    ));
+        let e = &self.engines[m];
+        let action = held.decided.action;
+        let running = e.intake.running();
+        // What an unload must carry: the cap its brake holds now, read
+        // before any step (a retirement drops it).
+        let carry = e.brake.state().cap;
+        let cap = match action {
+            Action::Shrink { cap } | Action::Grow { cap } => cap,
+            _ => e.window,
+        };
+        let mut braking = Braking::new(Decision {
+            does: Does::llama(action),
+            in_child: false,
+            waits: action.waits_for(running),
+        });
+        let mut held = Some(held);
+        let mut footprint = 0;
+        loop {
+            let view = braking::View {
+                live: self.engines[m].child == Child::Up,
+            };
+            let Some(step) = braking.next(view) else { break };
+            let e = &mut self.engines[m];
+            match step {
+                braking::Step::Hold => {
+                    e.intake.hold_brake(held.take().expect("held once"));
+                    self.say(format!("m{m}'s brake holds its action for {running} running turn(s)"));
                 }
-                if fails {
-                    let model = name.as_str();
-                    let carried = Carried::RespawnFailed {
-                        cap,
-                        pinned: false,
-                        model,
-                    };
-                    e.brake.finish_llama(decided, carried, Some(model), now);
-                    e.carried = Some((Some(cap), now));
-                    // Saved before the old child stopped.
-                    e.kv.save_all(&mut e.pool, &mut self.rng);
+                braking::Step::Save => e.kv.save_all(&mut e.pool, &mut self.rng),
+                braking::Step::Stop => {
+                    if !e.running.is_empty() {
+                        return Err(format!(
+                            "m{m}'s brake stops its child with {} turns running",
+                            e.running.len()
+                        ));
+                    }
+                    // Its slots go with it.
+                    footprint = e.footprint;
                     e.child = Child::Cold;
                     e.footprint = 0;
                     e.pool = Slots::new(1);
-                    e.brake.child_gone();
+                    braking.took(braking::Outcome::Stopped(true));
+                }
+                braking::Step::Spawn => braking.took(braking::Outcome::Spawned(!fails)),
+                braking::Step::Install => {
+                    // The new pool is empty: its conversations went to the
+                    // KV store.
+                    e.child = Child::Up;
+                    e.footprint = footprint;
+                    e.window = cap;
+                    e.pool = Slots::new(e.spec.slots as u32);
+                    self.say(format!("m{m}'s brake respawns it at {cap}"));
+                }
+                braking::Step::Tell(told) => {
+                    let decided = held.take().expect("told once").decided;
+                    let model = name.as_str();
+                    let (carried, live) = match told {
+                        braking::Told::Respawned => (Carried::Respawned { cap, pinned: false }, Some(model)),
+                        braking::Told::RespawnFailed => {
+                            e.carried = Some((Some(cap), now));
+                            let carried = Carried::RespawnFailed {
+                                cap,
+                                pinned: false,
+                                model,
+                            };
+                            (carried, None)
+                        }
+                        braking::Told::Unloading => {
+                            e.carried = Some((carry, now));
+                            (Carried::Unloading { model }, Some(model))
+                        }
+                        braking::Told::Said | braking::Told::Acted => {
+                            (Carried::Said, Some(model).filter(|_| e.child == Child::Up))
+                        }
+                    };
+                    e.brake.finish_llama(decided, carried, live, now);
+                }
+                braking::Step::Retire => self.retire(m, Retire::Brake, "unloaded by the brake")?,
+                braking::Step::Gone => {
+                    for step in Retire::Brake.gone() {
+                        if let Leave::Forget { .. } = step {
+                            let e = &mut self.engines[m];
+                            e.brake.child_gone();
+                            e.intake.forget_brake();
+                        }
+                    }
                     self.say(format!(
                         "m{m}'s brake respawn at {cap} fails: it reloads at the next message"
                     ));
-                } else {
-                    // Its conversations go to the KV store; the new pool is empty.
-                    e.window = cap;
-                    e.kv.save_all(&mut e.pool, &mut self.rng);
-                    e.pool = Slots::new(e.spec.slots as u32);
-                    e.brake
-                        .finish_llama(decided, Carried::Respawned { cap, pinned: false }, Some(&name), now);
-                    self.say(format!("m{m}'s brake respawns it at {cap}"));
                 }
+                braking::Step::Say | braking::Step::Event => {}
+                braking::Step::Act => return Err(format!("m{m}'s llama.cpp brake asked its child to act")),
             }
-            Action::Unload => {
-                let cap = e.brake.state().cap;
-                e.brake
-                    .finish_llama(decided, Carried::Unloading { model: &name }, Some(&name), now);
-                e.carried = Some((cap, now));
-                self.retire(m, Retire::Brake, "unloaded by the brake")?;
-            }
-            _ => e.brake.finish_llama(decided, Carried::Said, Some(&name), now),
         }
         Ok(())
     }
@@ -1881,6 +1923,8 @@ fn a_broken_rule_is_caught() {
         Mutant::UnloadBusy,
         Mutant::SaveAfterStop,
         Mutant::BrakeIgnored,
+        Mutant::RespawnUnsaved,
+        Mutant::ToldAfterRetire,
     ] {
         let Some((seed, e)) = first_failure(SCHEDULES_DEFAULT, Some(m)) else {
             panic!("{m:?}: no schedule of {SCHEDULES_DEFAULT} caught it");

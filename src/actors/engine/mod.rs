@@ -37,6 +37,7 @@
 //! | `admission::Admitting` | a turn's admission, in order: skipped or refused at the door, held back by a held brake action, the scheduler's yield, the wait beside running turns, the start, the start sample, the load, the seat (no I/O: it asks `Step`s, reading a `View`; the simulator runs it too) | `turn::admit` carries its steps out |
 //! | `loading::Loading` | a model's load, in order: a dead or lost child recovered, its own child reused or another's retired, the format, the brake's seed, the plan (or the one a wait for room kept), room among the residents, the workers, the spawn and one retry at the floor (no I/O) | `load::ensure_loaded` carries its steps out |
 //! | `ending::Ending` | a turn's end, in order: the relay's trouble judged or recalled, the law of resume asked, the slot freed, the keep-alive, the brake's sample, the count, the last events, a keep-alive 0 unload (no I/O: it asks `Step`s, reading a `View` of the engine; the simulator runs it too) | `turn_end` carries its steps out |
+//! | `braking::Braking` | a brake decision carried out, in order: held for the running turns, acted inside an MLX child, saved, stopped, spawned at the cap and installed (or gone), the controller told before an unload retires the child, the line, the event (no I/O; the simulator runs it too) | `brake_act` carries its steps out |
 //! | `leaving::Retire` | every way a child leaves, in order: saved, stopped, its brake state forgotten, published, said (`Retire::leaving`; no I/O; the simulator runs it too) | `retire` carries its steps out |
 //! | `spawning::Spawning` | a spawn's port retries: the next free port never one taken already, the last loss said (no I/O) | `spawn` |
 //! | `state::Usage` | the idle clock, turns, the keep-alive, the reaped model, loads and time served | `touch`, `turn_done`, `hold`, `switching_to`, `reaped`, `loaded`, `yielded`, `running` |
@@ -69,6 +70,7 @@ mod ahead;
 pub(crate) mod brake;
 mod brake_act;
 pub(crate) mod brake_state;
+pub(crate) mod braking;
 mod carry;
 mod child_holder;
 mod compact;
@@ -445,7 +447,7 @@ mod tests {
     #[test]
     fn the_owners_and_the_law_read_no_clock_and_do_no_io() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files: Vec<std::path::PathBuf> = ["intake", "brake_state", "state", "slots", "counts", "carry", "moves", "seating", "ending", "leaving", "spawning", "admission", "loading", "walk"]
+        let mut files: Vec<std::path::PathBuf> = ["intake", "brake_state", "state", "slots", "counts", "carry", "moves", "seating", "ending", "leaving", "spawning", "admission", "loading", "braking", "walk"]
             .iter()
             .map(|f| root.join("actors/engine").join(format!("{f}.rs")))
             .collect();
