@@ -24,7 +24,7 @@ async fn ask(warden: web::Data<Warden>, query: web::Query<Ask>) -> HttpResponse 
         "temperature": 0,
     });
     let turn = warden.chat(TurnRequest {
-        body: body.as_object().cloned().unwrap_or_default(),
+        body: body.as_object().cloned().unwrap_or_default().into(),
         stream: true,
         ..Default::default()
     });

@@ -172,6 +172,9 @@ pub use config::WardenConfig;
 /// What a turn needs of its model beyond text (`TurnRequest::needs`), and
 /// what a model can take: `Warden::submit` refuses the one the other lacks.
 pub use law::request_chat::{Capabilities, Needs};
+/// A turn's body: its bound read once, its fields relayed as sent
+/// (`TurnRequest::body`).
+pub use messages::body::TurnBody;
 pub use messages::prefix::TurnKind;
 pub use messages::{Notice, TurnEvent, TurnOptions};
 pub use warden::{Chunk, TurnRequest, TurnStream, TurnWatch, Warden, WardenBuilder};

@@ -124,7 +124,7 @@ mod tests {
             mmproj: None,
         };
         ClaimPrefix(Generate {
-            request: TurnRequest::new(route, Default::default())
+            request: TurnRequest::new(route, crate::messages::body::TurnBody::default())
                 .stream(true)
                 .conversation(Some(conversation.into()))
                 .kind(kind),

@@ -10,7 +10,7 @@
 //! |---|---|---|---|
 //! | `plan_site` | RAM | RAM, NVML | RAM, `config.json` |
 //! | `spawn_spec` | llama-server `-ngl 0` (or the RPC split) | llama-server `-ngl -1 -fitt`, pinned GPU | `mlx_vlm.server` |
-//! | `adapt_request` | llama.cpp's names | llama.cpp's names | mlx-vlm's names, its model path |
+//! | `wire` | llama.cpp's names | llama.cpp's names | mlx-vlm's names, its model path |
 //! | `after_load` | footprint check, or each device's share over workers | placement, device check, spill baseline | base footprint, memory bound |
 //! | `brake_input` | RAM sensor, `llama_step` | its own spill gauge, `llama_step` | RAM sensor + footprint, `mlx_step` |
 //! | `retry_at_floor` | never | a CUDA OOM at load, once at 4096 | never |
@@ -21,6 +21,8 @@ use crate::child::process::SpawnSpec;
 use crate::config::WardenConfig;
 use crate::law::brake::WindowFacts;
 use crate::law::mlx::MlxFacts;
+use crate::law::route::Route;
+use crate::messages::body::Wire;
 
 use super::live::{ChildState, ChildView};
 use super::plan::Site;
@@ -80,7 +82,7 @@ pub(crate) trait EngineHooks {
     /// The process to start for `plan` on `port` with `key`.
     fn spawn_spec(&self, plan: &SpawnPlan, port: u16, key: &ApiKey) -> SpawnSpec;
     /// Adapts an OpenAI request body for this engine's child.
-    fn adapt_request(&self, body: &mut serde_json::Map<String, serde_json::Value>, entry: &ModelEntry);
+    fn wire(&self, route: Route, entry: &ModelEntry) -> Wire;
     /// Right after the child is ready, before the brake is seeded: what the
     /// engine reads of it. `respawn`: a brake respawn (its notes are INFO).
     async fn after_load(&self, child: ChildView<'_>, cfg: &WardenConfig, respawn: bool) -> AfterLoad;
@@ -161,8 +163,8 @@ impl EngineHooks for CpuEngine {
         super::llama::spawn_spec(&self.server, self.argv(plan), port, key, super::env::inherited())
     }
 
-    fn adapt_request(&self, body: &mut serde_json::Map<String, serde_json::Value>, _entry: &ModelEntry) {
-        super::llama::adapt_request(body)
+    fn wire(&self, route: Route, _entry: &ModelEntry) -> Wire {
+        super::llama::wire(route)
     }
 
     async fn after_load(&self, child: ChildView<'_>, _cfg: &WardenConfig, _respawn: bool) -> AfterLoad {
@@ -198,8 +200,8 @@ impl EngineHooks for CudaEngine {
         super::llama::spawn_spec(&self.server, self.argv(plan), port, key, env)
     }
 
-    fn adapt_request(&self, body: &mut serde_json::Map<String, serde_json::Value>, _entry: &ModelEntry) {
-        super::llama::adapt_request(body)
+    fn wire(&self, route: Route, _entry: &ModelEntry) -> Wire {
+        super::llama::wire(route)
     }
 
     async fn after_load(&self, child: ChildView<'_>, cfg: &WardenConfig, respawn: bool) -> AfterLoad {
@@ -228,8 +230,8 @@ impl EngineHooks for MlxEngine {
         MlxEngine::spawn_spec(self, plan, port, key)
     }
 
-    fn adapt_request(&self, body: &mut serde_json::Map<String, serde_json::Value>, entry: &ModelEntry) {
-        super::mlx::adapt_request(body, &entry.path)
+    fn wire(&self, route: Route, entry: &ModelEntry) -> Wire {
+        super::mlx::wire(route, &entry.path)
     }
 
     async fn after_load(&self, child: ChildView<'_>, _cfg: &WardenConfig, _respawn: bool) -> AfterLoad {

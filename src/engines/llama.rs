@@ -217,12 +217,15 @@ pub fn spawn_spec(
     }
 }
 
-/// Adapts an OpenAI request for llama-server: `repetition_penalty` (the
-/// Hugging Face name many clients send) becomes llama.cpp's `repeat_penalty`
-/// unless that is already set.
-pub fn adapt_request(body: &mut serde_json::Map<String, serde_json::Value>) {
-    if let Some(v) = body.remove("repetition_penalty") {
-        body.entry("repeat_penalty").or_insert(v);
+/// How llama-server reads a generation's body: its bound in the route's
+/// own field (`Route::bound_field`), and `repetition_penalty` (the Hugging
+/// Face name many clients send) as llama.cpp's `repeat_penalty`, unless
+/// that is sent too.
+pub fn wire(route: crate::law::route::Route) -> crate::messages::body::Wire {
+    crate::messages::body::Wire {
+        bound_field: route.bound_field(),
+        renames: &[("repetition_penalty", "repeat_penalty")],
+        model: None,
     }
 }
 
@@ -255,6 +258,8 @@ mod tests {
 
     #[test]
     fn repetition_penalty_is_translated_unless_repeat_penalty_is_set() {
+        use crate::law::route::Route;
+        use crate::messages::body::{ChildTurn, TurnBody};
         let rows = [
             // why: the HF name becomes llama.cpp's
             (
@@ -269,9 +274,19 @@ mod tests {
             // why: nothing to translate
             (serde_json::json!({"top_p": 0.9}), serde_json::json!({"top_p": 0.9})),
         ];
-        for (i, (mut input, want)) in rows.into_iter().enumerate() {
-            adapt_request(input.as_object_mut().unwrap());
-            assert_eq!(input, want, "row {i}");
+        let wire = wire(Route::Chat);
+        for (i, (input, mut want)) in rows.into_iter().enumerate() {
+            let body = TurnBody::new(input.as_object().unwrap().clone());
+            let turn = ChildTurn {
+                wire: &wire,
+                bound: 8,
+                stream: false,
+                slot: None,
+            };
+            let sent: serde_json::Value = serde_json::from_slice(&body.to_child(Some(turn))).unwrap();
+            want["n_predict"] = 8.into();
+            want["stream"] = false.into();
+            assert_eq!(sent, want, "row {i}");
         }
     }
 

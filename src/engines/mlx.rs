@@ -150,13 +150,14 @@ pub fn model_arg(dir: &Path) -> String {
     dir.display().to_string()
 }
 
-/// Sets the `model` field mlx-vlm requires (exactly the `--model` string),
-/// and moves the warden's token bound (`n_predict`, llama.cpp's name) to
-/// `max_tokens`, the one mlx-vlm reads.
-pub fn adapt_request(body: &mut serde_json::Map<String, serde_json::Value>, dir: &Path) {
-    body.insert("model".into(), serde_json::Value::String(model_arg(dir)));
-    if let Some(bound) = body.remove("n_predict") {
-        body.insert("max_tokens".into(), bound);
+/// How mlx_vlm.server reads a generation's body: the `model` field it
+/// requires (exactly the `--model` string), and the bound in `max_tokens`,
+/// the one field it reads one from, whatever the route.
+pub fn wire(_route: crate::law::route::Route, dir: &Path) -> crate::messages::body::Wire {
+    crate::messages::body::Wire {
+        bound_field: "max_tokens",
+        renames: &[],
+        model: Some(model_arg(dir)),
     }
 }
 
@@ -330,10 +331,19 @@ mod tests {
 
     #[test]
     fn requests_name_the_model_exactly() {
-        let mut body = serde_json::Map::new();
-        body.insert("model".into(), "whatever".into());
-        body.insert("n_predict".into(), 12.into());
-        adapt_request(&mut body, Path::new("/m/SmolLM2"));
+        use crate::messages::body::{ChildTurn, TurnBody};
+        let mut fields = serde_json::Map::new();
+        fields.insert("model".into(), "whatever".into());
+        fields.insert("n_predict".into(), 40.into());
+        let wire = wire(crate::law::route::Route::Chat, Path::new("/m/SmolLM2"));
+        let turn = ChildTurn {
+            wire: &wire,
+            bound: 12,
+            stream: false,
+            slot: None,
+        };
+        let sent = TurnBody::new(fields).to_child(Some(turn));
+        let body: serde_json::Value = serde_json::from_slice(&sent).unwrap();
         assert_eq!(body["model"], "/m/SmolLM2");
         // why: mlx-vlm reads its bound from max_tokens only
         assert_eq!(

@@ -144,9 +144,9 @@ impl Backend {
         p
     }
 
-    /// Adapts an OpenAI request body for this engine's child.
-    pub fn adapt_request(&self, body: &mut serde_json::Map<String, serde_json::Value>, entry: &ModelEntry) {
-        hooks::on_engine!(self, e => EngineHooks::adapt_request(e, body, entry))
+    /// How this engine's child reads a generation's body on `route`.
+    pub fn wire(&self, route: crate::law::route::Route, entry: &ModelEntry) -> crate::messages::body::Wire {
+        hooks::on_engine!(self, e => EngineHooks::wire(e, route, entry))
     }
 
     /// The readiness ping.

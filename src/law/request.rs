@@ -417,15 +417,6 @@ pub fn requested_bound(body: &Map<String, Value>) -> Option<u32> {
         .map(|n| n.min(MAX_COUNT as u64) as u32)
 }
 
-/// Sets `body`'s bound to `n` in `field` (the route's own), every other
-/// bounding field removed: the child reads one.
-pub fn set_bound(body: &mut Map<String, Value>, field: &str, n: u64) {
-    for f in TOKEN_FIELDS {
-        body.remove(f);
-    }
-    body.insert(field.into(), Value::from(n));
-}
-
 /// Whether `v` is a token id a request may name: an integer in
 /// `[0, MAX_COUNT]` (llama.cpp's ids are `int32`; a larger one would wrap
 /// in the child). The one rule for every route that takes ids (embeddings'

@@ -32,9 +32,11 @@ pub struct TurnRequest {
     /// whether it has a chat template): `Warden::submit` takes it as it is
     /// instead of looking it up again.
     pub resolved: Option<Resolved>,
-    /// The OpenAI request body, validated by the face; the engine adapts
-    /// it for its child (`repetition_penalty` → `repeat_penalty`, ...).
-    pub body: serde_json::Map<String, serde_json::Value>,
+    /// The request body, validated by the face: its bound read once, its
+    /// fields relayed as sent, the engine's own written over them for the
+    /// child (`TurnBody::to_child`: the bound, `stream`, the slot, each
+    /// engine's names).
+    pub body: super::body::TurnBody,
     /// Whether the caller asked for a stream.
     pub stream: bool,
     /// How the caller wants notices handled.
@@ -61,10 +63,10 @@ pub struct TurnRequest {
 impl TurnRequest {
     /// A turn on `route` with `body` (the default model, not streamed, no
     /// conversation); the setters below say the rest.
-    pub fn new(route: Route, body: serde_json::Map<String, serde_json::Value>) -> Self {
+    pub fn new(route: Route, body: impl Into<super::body::TurnBody>) -> Self {
         Self {
             route,
-            body,
+            body: body.into(),
             ..Self::default()
         }
     }

@@ -27,6 +27,7 @@
 //! the engine talks to its own child itself, so the child's client and key
 //! never leave it.
 
+pub mod body;
 pub mod brake_sample;
 pub mod evict;
 pub mod generate;

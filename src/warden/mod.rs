@@ -285,7 +285,7 @@ impl Warden {
         if req.route.generates()
             && let Some(m) = config.models.get(&entry.id)
         {
-            m.fill(&mut req.body);
+            req.body.edit(|b| m.fill(b));
         }
         // A chat request to an embedding model, or the reverse, is the
         // client's mistake: said before it waits in the queue or loads;

@@ -17,7 +17,6 @@ use crate::error::GenerationError;
 use crate::law::crash::EngineCode;
 use crate::law::resume::{self, Death, Verdict};
 use crate::law::route::Route;
-use crate::law::splice;
 use crate::law::types::EngineKind;
 use crate::messages::TurnRequest;
 use crate::status::WardenEvent;
@@ -42,14 +41,15 @@ impl EngineCore {
         };
         let carry = &mut *turn.carry;
         let sent = carry.sent();
-        let mut body = request.body.clone();
+        let mut body = None;
         let mut echo = None;
         let unfit = match carry.dialect {
             _ if sent.sent == 0 => None,
             None => Some("the route has no answer to continue"),
             Some(_) if self.backend.kind() == EngineKind::Mlx => Some("mlx_vlm.server cannot continue an answer begun"),
-            Some(d) => match splice::continuation(d, &mut body, &sent.text) {
-                Ok(said) => {
+            Some(d) => match request.body.continued(d, &sent.text) {
+                Ok((continued, said)) => {
+                    body = Some(continued);
                     echo = said;
                     None
                 }
@@ -82,7 +82,7 @@ impl EngineCore {
             }
             Verdict::Rerun | Verdict::Continue => {
                 let continuing = verdict == Verdict::Continue;
-                if continuing {
+                if continuing && let Some(body) = body {
                     request.body = body;
                 }
                 tracing::info!(
@@ -157,10 +157,10 @@ impl EngineCore {
             produced = self.count_tokens(&carry.transcript.text).await.unwrap_or(u64::from(carry.transcript.sent));
             if let Some(bound) = read.bound {
                 // At least one: the child reads 0 as no bound at all.
-                let rest = u64::from(bound).saturating_sub(produced).max(1);
-                crate::law::request::set_bound(&mut request.body, request.route.bound_field(), rest);
                 // rest <= max(bound, 1): a u32.
-                read.bound = Some(rest as u32);
+                let rest = u64::from(bound).saturating_sub(produced).max(1) as u32;
+                request.body.bound_to(rest);
+                read.bound = Some(rest);
             }
         }
         self.emit(WardenEvent::TurnResumed {

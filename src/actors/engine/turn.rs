@@ -23,7 +23,6 @@
 //! passes its body through and takes neither: it runs nothing the brake
 //! could measure.
 
-use bytes::Bytes;
 
 use std::sync::Arc;
 
@@ -41,6 +40,7 @@ use crate::law::splice::Splice;
 use crate::catalog::ModelEntry;
 use crate::error::WardenError;
 use crate::law::brake::Point;
+use crate::messages::body::ChildTurn;
 use crate::messages::{Generate, Notice, TurnEvent, TurnOptions};
 use crate::status::{TurnOutcome, WardenEvent};
 
@@ -322,7 +322,7 @@ impl EngineCore {
             text,
         } = seated;
         let Waiting {
-            mut request,
+            request,
             entry,
             out,
             seq,
@@ -331,23 +331,23 @@ impl EngineCore {
             read,
             ..
         } = w;
-        let mut body = std::mem::take(&mut request.body);
         let requested = read.bound;
-        crate::law::request::set_bound(&mut body, request.route.bound_field(), u64::from(seat.bound));
-        self.backend.adapt_request(&mut body, &entry);
-        body.insert("stream".into(), serde_json::Value::Bool(request.stream));
+        let wire = self.backend.wire(request.route, &entry);
         let c = self.child.get_mut().expect("a seat is found only on a live child");
-        if c.slots.len() > 1 {
-            // The slot the warden chose, which holds the conversation.
-            body.insert("id_slot".into(), serde_json::Value::from(seat.slot));
-        }
-        let bytes = to_bytes(&body);
+        // The slot the warden chose, which holds the conversation (a child
+        // of one slot has no choice to make).
+        let slot = (c.slots.len() > 1).then_some(seat.slot);
+        // The body stays as its client sent it: a death may send it to the
+        // next child.
+        let bytes = request.body.to_child(Some(ChildTurn {
+            wire: &wire,
+            bound: seat.bound,
+            stream: request.stream,
+            slot,
+        }));
         let asked = u64::from(requested.unwrap_or(0));
         c.engine
             .note_request((bytes.len() as u64 / 4 + asked).min(u32::MAX as u64) as u32);
-        // Kept as sent, less its slot: a death may send it to the next child.
-        body.remove("id_slot");
-        request.body = body;
         let mut carry = carry.unwrap_or_else(|| Box::new(Carry::new(request.route)));
         if carry.continuing
             && let Some(d) = carry.dialect
@@ -390,7 +390,7 @@ impl EngineCore {
     /// brake sample (it runs nothing the brake could measure), no bound,
     /// no slot of the warden's.
     fn admit_pass_through(&mut self, w: Waiting) -> Option<RelayJob> {
-        let bytes = to_bytes(&w.request.body);
+        let bytes = w.request.body.to_child(None);
         if let Some(c) = self.child.get_mut() {
             let asked = u64::from(w.read.bound.unwrap_or(0));
             c.engine
@@ -477,10 +477,6 @@ impl EngineCore {
     }
 }
 
-/// A JSON body's bytes (a map of JSON values always serializes).
-fn to_bytes(body: &serde_json::Map<String, serde_json::Value>) -> Bytes {
-    Bytes::from(serde_json::to_vec(body).expect("a JSON map serializes"))
-}
 
 /// The error a turn gets once the warden is shutting down.
 pub fn shutting_down() -> WardenError {

@@ -75,7 +75,7 @@ pub struct Read {
 
 impl Read {
     /// What the engine reads of `body`.
-    pub fn of(body: &serde_json::Map<String, serde_json::Value>) -> Self {
+    pub fn of(body: &crate::messages::body::TurnBody) -> Self {
         use serde_json::Value;
         let text = match (body.get("messages"), body.get("prompt")) {
             (Some(m), _) => serde_json::to_string(m).ok(),
@@ -83,9 +83,9 @@ impl Read {
             (None, Some(p)) => serde_json::to_string(p).ok(),
             (None, None) => None,
         };
-        let json = serde_json::to_string(body).expect("a JSON map serializes");
+        let json = serde_json::to_string(body.fields()).expect("a JSON map serializes");
         Self {
-            bound: crate::law::request::requested_bound(body),
+            bound: body.bound(),
             text,
             prompt: crate::law::slots::estimate_tokens(&json),
         }
@@ -125,7 +125,7 @@ mod tests {
         ];
         for (body, bound, text) in rows {
             let map = body.as_object().unwrap();
-            let read = Read::of(map);
+            let read = Read::of(&map.clone().into());
             assert_eq!((read.bound, read.text.clone()), (bound, text), "{body}");
             let json = serde_json::to_string(map).unwrap();
             assert_eq!(read.prompt, crate::law::slots::estimate_tokens(&json), "{body}");
