@@ -81,7 +81,9 @@ pub(crate) trait EngineHooks {
     fn plan_site(&self) -> Site<'_>;
     /// The process to start for `plan` on `port` with `key`.
     fn spawn_spec(&self, plan: &SpawnPlan, port: u16, key: &ApiKey) -> SpawnSpec;
-    /// Adapts an OpenAI request body for this engine's child.
+    /// How this engine's child reads a generation's body on `route`: the
+    /// field of its bound, the client's names it knows by others, the
+    /// `model` it must be named (`TurnBody::to_child` writes them).
     fn wire(&self, route: Route, entry: &ModelEntry) -> Wire;
     /// Right after the child is ready, before the brake is seeded: what the
     /// engine reads of it. `respawn`: a brake respawn (its notes are INFO).

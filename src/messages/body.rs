@@ -90,9 +90,10 @@ impl TurnBody {
         self.bound = requested_bound(&self.fields);
     }
 
-    /// The engine's own bound for the turn from now on (a resumed turn's:
-    /// what is left of it). The client's fields stay as sent: a
-    /// generation is written with its bound alone (`to_child`).
+    /// The engine's own bound for the turn from now on (a continued turn's:
+    /// what is left of the client's, less what it already has), which its
+    /// next seat reads (`waiting::Read`). The client's fields stay as sent:
+    /// `to_child` writes the seat's bound over them.
     pub(crate) fn bound_to(&mut self, n: u32) {
         self.bound = Some(n);
     }

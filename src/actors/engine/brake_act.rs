@@ -2,10 +2,10 @@
 //! law (`law::brake::llama_step`) on the sample; MLX: `law::mlx::mlx_step`,
 //! its release or bound done inside the child by the engine
 //! (`MlxChild::act`). Either way the order of carrying it out is the
-//! machine's (`braking::Braking`: held for the running turns, saved,
-//! stopped, respawned or gone, the controller told before an unload
-//! retires the child, the spec's log line, the event); this file only
-//! carries its steps out. The actor alone respawns and unloads; what each
+//! machine's (`braking::Braking`: on llama.cpp held for the running turns,
+//! saved, stopped, respawned or gone; on MLX acted inside the child; the
+//! controller told before an unload retires the child; the spec's log
+//! line; the event); this file only carries its steps out. The actor alone respawns and unloads; what each
 //! came to is told to the brake controller (`Brake::finish_llama`/
 //! `finish_mlx`: `Carried`), which keeps the order of its own bookkeeping.
 //! Part of `EngineCore`; runs inside an atomic handler. With several slots

@@ -28,9 +28,12 @@
 //! 5. Anything else (a deferred shrink, an armed unload, an MLX release or
 //!    bound): the line, the controller told, the event.
 //!
-//! With no child left to act on (it died since the sample), the controller
-//! is told the decision was only said. Every decision not held is told to
-//! the controller exactly once.
+//! With no child to act on, the controller is told the decision was only
+//! said. The engine decides only on a live child, a held decision goes
+//! with its child, and a child that dies stays in its holder until it is
+//! taken out, so these rows are the machine's answer to every view rather
+//! than a path the engine is known to take. Every decision not held is
+//! told to the controller exactly once.
 
 use super::walk::walk;
 use crate::law::brake::Action;
@@ -213,7 +216,7 @@ impl Braking {
                 At::Saving if !now.live => (None, At::Untold),
                 At::Saving if broken!(RespawnUnsaved) => (None, At::Stopping),
                 At::Saving => (Some(Step::Save), At::Stopping),
-                // Saving may meet a child that died meanwhile.
+                // No child to stop: told as said (see the module's end).
                 At::Stopping if !now.live => (None, At::Untold),
                 At::Stopping => (Some(Step::Stop), At::Stopped),
                 At::Spawning => (Some(Step::Spawn), At::Up),
@@ -348,7 +351,7 @@ mod tests {
                 vec![Tell(Told::Said)],
             ),
             (
-                "a respawn whose child died while it saved",
+                "a respawn whose child is gone by its stop",
                 llama(Does::Respawn),
                 true,
                 |done: &[Step]| if done.contains(&Save) { GONE } else { LIVE },

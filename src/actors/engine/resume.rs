@@ -122,7 +122,9 @@ impl EngineCore {
         } = turn;
         let request = request.expect("a resumable turn kept its request");
         self.intake.push_front(Pending::Turn(Box::new(Waiting {
-            // Read again: a continuation rewrote its body.
+            // Read again: a continuation is a new body (its prompt grew),
+            // and its bound is the client's own again, which
+            // `count_resumed` reduces by what the client already has.
             read: Read::of(&request.body),
             request,
             entry,
