@@ -1615,6 +1615,12 @@ impl World {
                 }
                 Leave::Publish => {}
                 Leave::Said => self.say(format!("m{m} {why}")),
+                // A reap forgets an unload's carry, so its reload is not
+                // seeded with it.
+                Leave::Reaped => {
+                    e.brake.forget_carry();
+                    e.carried = None;
+                }
             }
         }
         Ok(())

@@ -15,6 +15,10 @@
 //!    the last unload's, so any unload but a reap clears it.
 //! 4. `Publish` a status without the model, then `Said` (the `Unloaded`
 //!    event), so an observer of the unload sees a status without it.
+//! 5. The idle reap's record, last (`Reaped`): its model's next turn
+//!    announces an idle reload, and an unload's carry is forgotten (a
+//!    reap forgets the unload's record, never the window memory). Last, so
+//!    the status published at the unload is the plain unload's.
 //!
 //! A brake respawn that fails after its old child stopped ends with the
 //! same steps from `Forget` on (`Retire::gone`).
@@ -112,6 +116,9 @@ pub(crate) enum Leave {
     Publish,
     /// The `Unloaded` event.
     Said,
+    /// The idle reap's record: the model reaped, for its next turn to
+    /// announce; an unload's carry forgotten.
+    Reaped,
 }
 
 impl Retire {
@@ -127,6 +134,9 @@ impl Retire {
             steps.push(stop);
         }
         steps.extend(self.gone());
+        if self == Self::Idle {
+            steps.push(Leave::Reaped);
+        }
         steps
     }
 
@@ -184,6 +194,28 @@ mod tests {
             assert!(listed(why));
             let r = why.reason();
             assert_eq!(ALL.iter().filter(|o| o.reason() == r).count(), 1, "{why:?}: {r}");
+        }
+    }
+
+    /// Every way out saves (when it does) before it stops, forgets, then
+    /// says; only the idle reap leaves its record, and last.
+    #[test]
+    fn every_way_out_keeps_its_order() {
+        for why in ALL {
+            let steps = why.leaving(Duration::from_secs(5));
+            let at = |f: fn(&Leave) -> bool| steps.iter().position(f);
+            let stop = at(|s| matches!(s, Leave::Stop(_))).expect("every way out stops");
+            if let Some(save) = at(|s| matches!(s, Leave::Save(_))) {
+                assert!(save < stop, "{why:?}: {steps:?}");
+            }
+            assert_eq!(
+                &steps[stop + 1..stop + 4],
+                &why.gone(),
+                "{why:?}: {steps:?}"
+            );
+            let reaped = at(|s| *s == Leave::Reaped);
+            assert_eq!(reaped.is_some(), why == Retire::Idle, "{why:?}: {steps:?}");
+            assert!(reaped.is_none_or(|r| r == steps.len() - 1), "{steps:?}");
         }
     }
 

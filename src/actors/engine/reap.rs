@@ -28,14 +28,10 @@ impl EngineCore {
     }
 
     /// Unloads the model as the idle reap does (the reap, and a turn that
-    /// asked for `keep_alive: 0`).
+    /// asked for `keep_alive: 0`): the steps `Retire::Idle` orders, its
+    /// record for the next turn last.
     pub(crate) async fn unload_idle(&mut self) {
-        let id = self.child.model_id().map(str::to_string);
         self.retire(super::leaving::Retire::Idle).await;
-        // Left for the next turn to announce (the spec's `_idle_unload`).
-        self.usage.reaped(id);
-        // A reap forgets the unload's record, never the window memory.
-        self.brake.forget_carry();
     }
 
     /// `/warden/load`: loads (or switches to) a model outside a turn; its

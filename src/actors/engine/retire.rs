@@ -76,6 +76,12 @@ impl EngineCore {
                 self.intake.forget_brake();
             }
             Leave::Publish => self.publish(),
+            Leave::Reaped => {
+                // Left for the next turn to announce (the spec's `_idle_unload`).
+                self.usage.reaped(Some(model.to_string()));
+                // A reap forgets the unload's record, never the window memory.
+                self.brake.forget_carry();
+            }
             Leave::Said => self.emit(WardenEvent::Unloaded {
                 model: model.to_string(),
                 reason: why.reason(),
