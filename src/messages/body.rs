@@ -58,11 +58,6 @@ impl TurnBody {
         &self.fields
     }
 
-    /// The fields, for a caller that builds another body from them.
-    pub fn into_fields(self) -> Map<String, Value> {
-        self.fields
-    }
-
     /// Sets `field` as a client would have sent it (a bounding field reads
     /// the bound again); the value it replaced.
     pub fn insert(&mut self, field: String, value: Value) -> Option<Value> {
@@ -92,8 +87,8 @@ impl TurnBody {
 
     /// The engine's own bound for the turn from now on (a continued turn's:
     /// what is left of the client's, less what it already has), which its
-    /// next seat reads (`waiting::Read`). The client's fields stay as sent:
-    /// `to_child` writes the seat's bound over them.
+    /// next seat reads. The client's fields stay as sent: `to_child` writes
+    /// the seat's bound over them.
     pub(crate) fn bound_to(&mut self, n: u32) {
         self.bound = Some(n);
     }

@@ -122,9 +122,7 @@ impl EngineCore {
         } = turn;
         let request = request.expect("a resumable turn kept its request");
         self.intake.push_front(Pending::Turn(Box::new(Waiting {
-            // Read again: a continuation is a new body (its prompt grew),
-            // and its bound is the client's own again, which
-            // `count_resumed` reduces by what the client already has.
+            // Read again: a continuation is a new body (its prompt grew).
             read: Read::of(&request.body),
             request,
             entry,
@@ -146,7 +144,6 @@ impl EngineCore {
     pub(crate) async fn count_resumed(
         &mut self,
         request: &mut TurnRequest,
-        read: &mut Read,
         carry: &mut Carry,
         model: &str,
         seq: u64,
@@ -157,12 +154,11 @@ impl EngineCore {
         let mut produced = 0;
         if carry.continuing {
             produced = self.count_tokens(&carry.transcript.text).await.unwrap_or(u64::from(carry.transcript.sent));
-            if let Some(bound) = read.bound {
+            if let Some(bound) = request.body.bound() {
                 // At least one: the child reads 0 as no bound at all.
                 // rest <= max(bound, 1): a u32.
                 let rest = u64::from(bound).saturating_sub(produced).max(1) as u32;
                 request.body.bound_to(rest);
-                read.bound = Some(rest);
             }
         }
         self.emit(WardenEvent::TurnResumed {

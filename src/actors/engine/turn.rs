@@ -23,7 +23,6 @@
 //! passes its body through and takes neither: it runs nothing the brake
 //! could measure.
 
-
 use std::sync::Arc;
 
 use super::admission::{self, Admitting, Came, Outcome, Step, View};
@@ -58,13 +57,10 @@ enum Admission {
 }
 
 /// A generating turn's seat (`seating`), with the conversation it keeps
-/// the slot for, the request's estimated prompt tokens and its text, read
-/// once here and carried to the slot.
+/// the slot for (its prompt's size and text are the turn's `Read`).
 struct Seated {
     seat: Seat,
     owner: Option<String>,
-    prompt: u32,
-    text: Option<String>,
 }
 
 impl EngineCore {
@@ -242,7 +238,7 @@ impl EngineCore {
                 }
                 Step::CountResumed => {
                     if let Some(carry) = w.carry.as_deref_mut() {
-                        self.count_resumed(&mut w.request, &mut w.read, carry, &w.entry.id, w.seq).await;
+                        self.count_resumed(&mut w.request, carry, &w.entry.id, w.seq).await;
                     }
                 }
                 Step::Seat => {
@@ -279,13 +275,11 @@ impl EngineCore {
     fn seat(&self, w: &Waiting) -> Option<Seated> {
         let c = self.child.get()?;
         let owner = self.owner(w);
-        let text = w.read.text.clone();
-        let prompt = w.read.prompt;
         let ask = Ask {
             owner: owner.as_deref(),
-            text: text.as_deref(),
-            prompt,
-            requested: w.read.bound,
+            text: w.read.text.as_deref(),
+            prompt: w.read.prompt,
+            requested: w.request.body.bound(),
         };
         let window = c.working_window().unwrap_or(crate::law::request::UNKNOWN_WINDOW_BOUND);
         let seat = seating::seat(&c.slots, window, ask, self.kv.moving(c), tokio::time::Instant::now())?;
@@ -299,7 +293,7 @@ impl EngineCore {
             c.slots.len(),
             seat.shared
         );
-        Some(Seated { seat, owner, prompt, text })
+        Some(Seated { seat, owner })
     }
 
     /// The conversation a generating turn's slot is kept for (a raw
@@ -315,12 +309,7 @@ impl EngineCore {
     /// changes hands (the previous owner's KV saved, its own restored), and
     /// its relay is made.
     async fn admit_generation(&mut self, w: Waiting, seated: Seated) -> Option<RelayJob> {
-        let Seated {
-            seat,
-            owner,
-            prompt,
-            text,
-        } = seated;
+        let Seated { seat, owner } = seated;
         let Waiting {
             request,
             entry,
@@ -331,7 +320,7 @@ impl EngineCore {
             read,
             ..
         } = w;
-        let requested = read.bound;
+        let requested = request.body.bound();
         let wire = self.backend.wire(request.route, &entry);
         let c = self.child.get_mut().expect("a seat is found only on a live child");
         // The slot the warden chose, which holds the conversation (a child
@@ -359,12 +348,12 @@ impl EngineCore {
         }
         // Until the child's own count arrives with the answer, the slot
         // holds about the prompt.
-        let moves = seat.moves(self.kv.moves(c), owner, prompt);
+        let moves = seat.moves(self.kv.moves(c), owner, read.prompt);
         for e in self.kv.carry(c, moves).await {
             self.outlets.metrics.observe(&e);
             let _ = self.outlets.events_tx.send(e);
         }
-        c.slots.start(seat.slot, seq, seat.reserve, seat.bound, text);
+        c.slots.start(seat.slot, seq, seat.reserve, seat.bound, read.text);
         let line = self.relay_line();
         Some(RelayJob {
             line,
@@ -392,7 +381,7 @@ impl EngineCore {
     fn admit_pass_through(&mut self, w: Waiting) -> Option<RelayJob> {
         let bytes = w.request.body.to_child(None);
         if let Some(c) = self.child.get_mut() {
-            let asked = u64::from(w.read.bound.unwrap_or(0));
+            let asked = u64::from(w.request.body.bound().unwrap_or(0));
             c.engine
                 .note_request((bytes.len() as u64 / 4 + asked).min(u32::MAX as u64) as u32);
         }
@@ -476,7 +465,6 @@ impl EngineCore {
         events.send(TurnEvent::Notice(n)).await.is_ok()
     }
 }
-
 
 /// The error a turn gets once the warden is shutting down.
 pub fn shutting_down() -> WardenError {

@@ -54,15 +54,13 @@ pub struct Waiting {
     pub read: Read,
 }
 
-/// What the engine reads of a turn's body: read once, when the turn
-/// reaches the engine, and again only where the engine itself rewrites the
-/// body (a continuation after its child died, a resumed turn's bound), so
-/// the body is never decoded twice for the same facts (each admission's
-/// seat asks for them, at every wake of a waiting turn).
+/// What the engine reads of a turn's prompt: read once, when the turn
+/// reaches the engine, and again only when a continuation after its child
+/// died makes a new body, so the body is never serialized twice for the
+/// same facts (each admission's seat asks for them, at every wake of a
+/// waiting turn). Its bound is the body's own (`TurnBody::bound`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Read {
-    /// The answer bound it asked for (`law::request::requested_bound`).
-    pub bound: Option<u32>,
     /// What its prompt begins with, as text: its messages (chat) or its
     /// prompt (a raw completion or infill). Two requests whose texts begin
     /// alike begin alike in tokens too (the same template renders the same
@@ -85,7 +83,6 @@ impl Read {
         };
         let json = serde_json::to_string(body.fields()).expect("a JSON map serializes");
         Self {
-            bound: body.bound(),
             text,
             prompt: crate::law::slots::estimate_tokens(&json),
         }
@@ -125,8 +122,9 @@ mod tests {
         ];
         for (body, bound, text) in rows {
             let map = body.as_object().unwrap();
-            let read = Read::of(&map.clone().into());
-            assert_eq!((read.bound, read.text.clone()), (bound, text), "{body}");
+            let turn_body = crate::messages::body::TurnBody::new(map.clone());
+            let read = Read::of(&turn_body);
+            assert_eq!((turn_body.bound(), read.text.clone()), (bound, text), "{body}");
             let json = serde_json::to_string(map).unwrap();
             assert_eq!(read.prompt, crate::law::slots::estimate_tokens(&json), "{body}");
             assert!(read.prompt > 0, "{body}");
